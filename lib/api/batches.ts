@@ -1,0 +1,132 @@
+import { z } from "zod";
+
+/**
+ * Public projections of durable batches (snake_case JSON). These are the only shapes the
+ * batch API returns; they never carry execution specs, submission keys, authorization,
+ * prompts, lease internals or full results.
+ */
+export const batchStatusSchema = z.enum(["queued", "running", "paused", "completed", "failed", "cancelled"]);
+export const itemStatusSchema = z.enum(["pending", "queued", "leased", "running", "succeeded", "failed", "cancelled"]);
+export type BatchStatus = z.infer<typeof batchStatusSchema>;
+export type ItemStatus = z.infer<typeof itemStatusSchema>;
+
+export const usageSchema = z.object({ input_tokens: z.number(), output_tokens: z.number() }).strict();
+
+export const batchCountsSchema = z
+  .object({
+    pending: z.number(),
+    queued: z.number(),
+    leased: z.number(),
+    running: z.number(),
+    succeeded: z.number(),
+    failed: z.number(),
+    cancelled: z.number(),
+  })
+  .strict();
+
+export const batchProjectionSchema = z
+  .object({
+    id: z.string(),
+    thread_id: z.string(),
+    status: batchStatusSchema,
+    subagent: z.string(),
+    total: z.number(),
+    counts: batchCountsSchema,
+    /** queued + leased + running */
+    live: z.number(),
+    /** succeeded + failed + cancelled */
+    terminal: z.number(),
+    /** 0..100, clamped */
+    progress: z.number(),
+    max_live_items: z.number(),
+    max_running_items: z.number(),
+    max_attempts: z.number(),
+    usage: usageSchema,
+    created_at: z.string(),
+    updated_at: z.string(),
+    started_at: z.string().nullable(),
+    finished_at: z.string().nullable(),
+  })
+  .strict();
+export type BatchProjection = z.infer<typeof batchProjectionSchema>;
+
+export const itemProjectionSchema = z
+  .object({
+    id: z.string(),
+    item_key: z.string(),
+    position: z.number(),
+    status: itemStatusSchema,
+    attempts: z.number(),
+    preview: z.string().nullable(),
+    error: z.string().nullable(),
+    usage: usageSchema,
+    started_at: z.string().nullable(),
+    finished_at: z.string().nullable(),
+  })
+  .strict();
+export type ItemProjection = z.infer<typeof itemProjectionSchema>;
+
+export const itemPageSchema = z.object({ items: z.array(itemProjectionSchema), next_cursor: z.string().nullable() }).strict();
+export type ItemPage = z.infer<typeof itemPageSchema>;
+
+export const batchListSchema = z.object({ batches: z.array(batchProjectionSchema) }).strict();
+
+/** One line of results.jsonl, in position order. */
+export const resultLineSchema = z
+  .object({
+    item_key: z.string(),
+    position: z.number(),
+    status: itemStatusSchema,
+    attempts: z.number(),
+    result: z.string().nullable(),
+    error: z.string().nullable(),
+    usage: usageSchema,
+  })
+  .strict();
+
+/** Submission body (JSON). For application/x-ndjson the items are the body lines and the rest are query parameters. */
+export const submitItemSchema = z.union([
+  z.string().min(1, "must not be empty"),
+  z.object({ item_key: z.string().min(1).max(200).optional(), prompt: z.string().min(1, "must not be empty") }).strict(),
+]);
+export const submitBatchSchema = z
+  .object({
+    submission_key: z.string().min(1).max(200),
+    subagent: z.string().min(1).max(40).optional(),
+    items: z.array(submitItemSchema).min(1, "must contain at least one item"),
+    prompt_template: z.string().min(1).max(20_000).optional(),
+    max_live_items: z.number().int().positive().optional(),
+    max_running_items: z.number().int().positive().optional(),
+  })
+  .strict();
+export type SubmitBatchInput = z.infer<typeof submitBatchSchema>;
+
+/** Pure: clamps any persisted progress (NaN, Infinity, negative, >100) into 0..100. */
+export function clampProgress(terminal: number, total: number): number {
+  if (!Number.isFinite(terminal) || !Number.isFinite(total) || total <= 0) return 0;
+  const pct = (terminal / total) * 100;
+  if (!Number.isFinite(pct)) return 0;
+  return Math.min(100, Math.max(0, Math.round(pct * 10) / 10));
+}
+
+/** /api/features */
+export const featuresSchema = z
+  .object({
+    sql_repository: z.object({ available: z.boolean() }).strict(),
+    worker_runtime: z.object({ alive: z.boolean(), workers: z.number(), last_heartbeat_at: z.string().nullable() }).strict(),
+    batches: z
+      .object({
+        enabled: z.boolean(),
+        max_items_per_batch: z.number(),
+        default_max_live_items: z.number(),
+        max_live_items_per_batch: z.number(),
+        default_max_running_items: z.number(),
+        max_running_items_per_batch: z.number(),
+        max_attempts: z.number(),
+      })
+      .strict(),
+    model: z.object({ name: z.string(), simulator: z.boolean() }).strict(),
+    subagents: z.array(z.object({ name: z.string(), description: z.string() }).strict()),
+  })
+  .strict();
+export type Features = z.infer<typeof featuresSchema>;

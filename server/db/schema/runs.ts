@@ -1,0 +1,73 @@
+import { bigint, bigserial, index, integer, jsonb, pgTable, text, timestamp, uuid } from "drizzle-orm/pg-core";
+import { users } from "./auth";
+import { threads } from "./chat";
+
+export const RUN_KINDS = ["lead", "task", "swarm_child", "batch_item"] as const;
+export const RUN_STATUSES = [
+  "pending",
+  "running",
+  "completed",
+  "failed",
+  "cancelled",
+  "timed_out",
+  "interrupted",
+] as const;
+export type RunStatus = (typeof RUN_STATUSES)[number];
+
+/** Every lead-agent response and every sub-agent execution is one run row. */
+export const agentRuns = pgTable(
+  "agent_runs",
+  {
+    id: uuid("id").primaryKey().defaultRandom(),
+    userId: uuid("user_id")
+      .notNull()
+      .references(() => users.id, { onDelete: "cascade" }),
+    threadId: uuid("thread_id").references(() => threads.id, { onDelete: "cascade" }),
+    parentRunId: uuid("parent_run_id"),
+    rootRunId: uuid("root_run_id"),
+    /** Link for swarm retries and resumes. */
+    retryOfRunId: uuid("retry_of_run_id"),
+    resumedFromRunId: uuid("resumed_from_run_id"),
+    kind: text("kind", { enum: RUN_KINDS }).notNull(),
+    /** Sub-agent definition name ("lead" for the lead agent). */
+    definition: text("definition").notNull(),
+    model: text("model").notNull(),
+    toolCallId: text("tool_call_id"),
+    depth: integer("depth").notNull().default(0),
+    status: text("status", { enum: RUN_STATUSES }).notNull().default("pending"),
+    stopReason: text("stop_reason"),
+    prompt: text("prompt"),
+    result: text("result"),
+    error: text("error"),
+    inputTokens: bigint("input_tokens", { mode: "number" }).notNull().default(0),
+    outputTokens: bigint("output_tokens", { mode: "number" }).notNull().default(0),
+    /** Model messages of the run, replayable for resume. */
+    transcript: jsonb("transcript").$type<unknown[]>(),
+    /** Process instance that executes the run; restart recovery finalizes orphans by this. */
+    ownerInstance: text("owner_instance"),
+    createdAt: timestamp("created_at", { withTimezone: true }).notNull().defaultNow(),
+    startedAt: timestamp("started_at", { withTimezone: true }),
+    finishedAt: timestamp("finished_at", { withTimezone: true }),
+  },
+  (t) => [
+    index("agent_runs_thread_idx").on(t.threadId, t.createdAt),
+    index("agent_runs_parent_idx").on(t.parentRunId),
+    index("agent_runs_root_idx").on(t.rootRunId),
+    index("agent_runs_active_idx").on(t.status, t.ownerInstance),
+  ],
+);
+
+/** Structured trace events recorded on a run (swarm boundaries, admission, stops). */
+export const runEvents = pgTable(
+  "run_events",
+  {
+    id: bigserial("id", { mode: "number" }).primaryKey(),
+    runId: uuid("run_id")
+      .notNull()
+      .references(() => agentRuns.id, { onDelete: "cascade" }),
+    type: text("type").notNull(),
+    data: jsonb("data").$type<Record<string, unknown>>().notNull().default({}),
+    createdAt: timestamp("created_at", { withTimezone: true }).notNull().defaultNow(),
+  },
+  (t) => [index("run_events_run_idx").on(t.runId, t.id)],
+);

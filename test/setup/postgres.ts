@@ -1,0 +1,49 @@
+import { chmodSync, mkdtempSync, rmSync } from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import postgres from "postgres";
+import type { TestProject } from "vitest/node";
+import { type EmbeddedServer, startEmbeddedPostgres } from "../../server/db/embedded";
+import { migrateDatabase } from "../../server/db/migrate";
+
+/**
+ * One PostgreSQL for the run: DATABASE_URL when set, otherwise an embedded cluster in a
+ * temp folder. Migrations are applied once to a template database; each suite clones it.
+ */
+export default async function setup(project: TestProject) {
+  let embedded: EmbeddedServer | undefined;
+  let tmp: string | undefined;
+  let adminUrl = process.env.DATABASE_URL;
+  if (!adminUrl) {
+    tmp = mkdtempSync(path.join(os.tmpdir(), "flotilla-test-pg-"));
+    chmodSync(tmp, 0o755); // the postgres system user must traverse it
+    embedded = await startEmbeddedPostgres({ dataDir: path.join(tmp, "data"), port: 54400 + (process.pid % 500) });
+    adminUrl = embedded.url();
+  }
+  const template = `flotilla_tpl_${process.pid}_${Date.now().toString(36)}`;
+  const admin = postgres(adminUrl, { max: 1, onnotice: () => {} });
+  await admin.unsafe(`create database "${template}"`);
+  await migrateDatabase(withDatabase(adminUrl, template));
+  project.provide("pgAdminUrl", adminUrl);
+  project.provide("pgTemplate", template);
+
+  return async () => {
+    await admin.unsafe(`drop database if exists "${template}" with (force)`);
+    await admin.end({ timeout: 5 });
+    await embedded?.stop();
+    if (tmp) rmSync(tmp, { recursive: true, force: true });
+  };
+}
+
+export function withDatabase(url: string, database: string): string {
+  const u = new URL(url);
+  u.pathname = `/${database}`;
+  return u.toString();
+}
+
+declare module "vitest" {
+  export interface ProvidedContext {
+    pgAdminUrl: string;
+    pgTemplate: string;
+  }
+}
