@@ -3,3 +3,4 @@ export * from "./batches";
 export * from "./chat";
 export * from "./runs";
 export * from "./workers";
+export * from "./rate-limits";
