@@ -1,0 +1,76 @@
+import type { UIMessage } from "ai";
+import { and, asc, eq, sql } from "drizzle-orm";
+import type { DbOrTx } from "@/server/db/client";
+import { messages } from "@/server/db/schema";
+import { AppError } from "@/server/errors";
+
+/** Metadata the server attaches to assistant messages (also streamed to the client). */
+export interface ChatMessageMetadata {
+  /** The lead run (agent_runs row) that produced this message. */
+  runId?: string;
+  model?: string;
+  simulator?: boolean;
+  usage?: { inputTokens: number; outputTokens: number };
+  /** How the response ended when it did not complete normally. */
+  status?: "completed" | "cancelled" | "failed";
+}
+
+export type ChatMessage = UIMessage<ChatMessageMetadata>;
+
+type Row = typeof messages.$inferSelect;
+
+function toUIMessage(row: Row): ChatMessage {
+  return {
+    id: row.id,
+    role: row.role,
+    parts: row.parts as ChatMessage["parts"],
+    ...(row.metadata ? { metadata: row.metadata as ChatMessageMetadata } : {}),
+  };
+}
+
+/** The thread's messages in conversation order. Callers must have checked ownership (getThreadForUser). */
+export async function loadMessages(db: DbOrTx, input: { threadId: string }): Promise<ChatMessage[]> {
+  const rows = await db
+    .select()
+    .from(messages)
+    .where(eq(messages.threadId, input.threadId))
+    .orderBy(asc(messages.createdAt), asc(messages.id));
+  return rows.map(toUIMessage);
+}
+
+/**
+ * Inserts a new message. Message ids come from clients, so an id already in use (in this
+ * thread or any other) is a conflict and never overwrites anything.
+ */
+export async function insertMessage(db: DbOrTx, input: { threadId: string; message: ChatMessage }): Promise<void> {
+  const { message } = input;
+  const [row] = await db
+    .insert(messages)
+    .values({
+      id: message.id,
+      threadId: input.threadId,
+      role: message.role,
+      parts: message.parts,
+      metadata: (message.metadata ?? null) as Record<string, unknown> | null,
+    })
+    .onConflictDoNothing({ target: messages.id })
+    .returning({ id: messages.id });
+  if (!row) throw new AppError("conflict", "message.id: a message with this id already exists");
+}
+
+/** Inserts or replaces a message of this thread (assistant messages grow while a response streams). */
+export async function saveMessage(db: DbOrTx, input: { threadId: string; message: ChatMessage }): Promise<void> {
+  const { message } = input;
+  const metadata = (message.metadata ?? null) as Record<string, unknown> | null;
+  const [row] = await db
+    .insert(messages)
+    .values({ id: message.id, threadId: input.threadId, role: message.role, parts: message.parts, metadata })
+    .onConflictDoUpdate({
+      target: messages.id,
+      set: { parts: sql`excluded.parts`, metadata: sql`excluded.metadata` },
+      // Only ever update a row of the same thread.
+      setWhere: and(eq(messages.threadId, input.threadId), eq(messages.role, message.role)),
+    })
+    .returning({ id: messages.id });
+  if (!row) throw new AppError("conflict", "message.id: a message with this id already exists");
+}

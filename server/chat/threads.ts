@@ -1,0 +1,86 @@
+import { and, desc, eq, sql } from "drizzle-orm";
+import { z } from "zod";
+import type { DbOrTx } from "@/server/db/client";
+import { threads } from "@/server/db/schema";
+import { AppError } from "@/server/errors";
+
+export const DEFAULT_THREAD_TITLE = "New thread";
+export const THREAD_TITLE_MAX = 200;
+export const THREAD_LIST_LIMIT = 200;
+
+export interface ThreadRecord {
+  id: string;
+  userId: string;
+  title: string;
+  createdAt: Date;
+  updatedAt: Date;
+}
+
+/** The API shape of a thread (snake_case, no owner id). */
+export interface ThreadProjection {
+  id: string;
+  title: string;
+  created_at: string;
+  updated_at: string;
+}
+
+export function toThreadProjection(t: ThreadRecord): ThreadProjection {
+  return { id: t.id, title: t.title, created_at: t.createdAt.toISOString(), updated_at: t.updatedAt.toISOString() };
+}
+
+export const threadIdSchema = z.uuid();
+
+/** Collapses whitespace and bounds the length; empty titles fall back to the default. */
+export function normalizeTitle(title: string | undefined): string {
+  const clean = (title ?? "").replace(/\s+/g, " ").trim();
+  if (!clean) return DEFAULT_THREAD_TITLE;
+  return clean.length > THREAD_TITLE_MAX ? `${clean.slice(0, THREAD_TITLE_MAX - 1)}…` : clean;
+}
+
+export async function createThread(db: DbOrTx, input: { userId: string; title?: string }): Promise<ThreadRecord> {
+  const [row] = await db
+    .insert(threads)
+    .values({ userId: input.userId, title: normalizeTitle(input.title) })
+    .returning();
+  return row;
+}
+
+/** The caller's threads, most recently active first. */
+export async function listThreads(
+  db: DbOrTx,
+  input: { userId: string; limit?: number },
+): Promise<ThreadRecord[]> {
+  return db
+    .select()
+    .from(threads)
+    .where(eq(threads.userId, input.userId))
+    .orderBy(desc(threads.updatedAt), desc(threads.id))
+    .limit(Math.min(Math.max(input.limit ?? THREAD_LIST_LIMIT, 1), THREAD_LIST_LIMIT));
+}
+
+/** The thread when it belongs to the caller; AppError not_found for anything else (never reveals existence). */
+export async function getThreadForUser(db: DbOrTx, input: { userId: string; threadId: string }): Promise<ThreadRecord> {
+  if (!threadIdSchema.safeParse(input.threadId).success) throw new AppError("not_found", "thread not found");
+  const [row] = await db
+    .select()
+    .from(threads)
+    .where(and(eq(threads.id, input.threadId), eq(threads.userId, input.userId)))
+    .limit(1);
+  if (!row) throw new AppError("not_found", "thread not found");
+  return row;
+}
+
+/** Marks activity on the thread (sidebar order); optionally replaces a still-default title. */
+export async function touchThread(
+  db: DbOrTx,
+  input: { userId: string; threadId: string; titleIfDefault?: string },
+): Promise<void> {
+  const title = input.titleIfDefault ? normalizeTitle(input.titleIfDefault) : undefined;
+  await db
+    .update(threads)
+    .set({
+      updatedAt: sql`now()`,
+      ...(title ? { title: sql`case when ${threads.title} = ${DEFAULT_THREAD_TITLE} then ${title} else ${threads.title} end` } : {}),
+    })
+    .where(and(eq(threads.id, input.threadId), eq(threads.userId, input.userId)));
+}
