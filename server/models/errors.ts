@@ -1,0 +1,94 @@
+import { APICallError } from "@ai-sdk/provider";
+import { RetryError } from "ai";
+
+export type ModelErrorClass = "rate_limit" | "timeout" | "aborted" | "provider" | "unknown";
+
+const MAX_DEPTH = 5;
+
+function errorName(err: unknown): string | undefined {
+  return err && typeof err === "object" && "name" in err && typeof err.name === "string" ? err.name : undefined;
+}
+
+function statusOf(err: unknown): number | undefined {
+  if (APICallError.isInstance(err)) return err.statusCode;
+  // Errors from other clients that carry an HTTP status (e.g. { status: 429 }).
+  if (err && typeof err === "object") {
+    const e = err as { statusCode?: unknown; status?: unknown };
+    if (typeof e.statusCode === "number") return e.statusCode;
+    if (typeof e.status === "number") return e.status;
+  }
+  return undefined;
+}
+
+/** The error a wrapper stands for: a RetryError's last attempt, or an error's cause. */
+function inner(err: unknown): unknown {
+  if (RetryError.isInstance(err)) return err.lastError;
+  if (err && typeof err === "object" && "cause" in err) return (err as { cause?: unknown }).cause;
+  return undefined;
+}
+
+/**
+ * Sorts a model-call failure into the classes the runtime reacts to: rate limits are deferred and
+ * retried after retry-after, timeouts and aborts end the run with that status, provider errors
+ * fail it. Looks through the AI SDK's RetryError (retries of 429s) and `cause` chains.
+ */
+export function classifyModelError(err: unknown, depth = 0): ModelErrorClass {
+  if (err === undefined || err === null || depth > MAX_DEPTH) return "unknown";
+  if (RetryError.isInstance(err) && err.reason === "abort") return "aborted";
+  const name = errorName(err);
+  if (name === "AbortError" || name === "ResponseAborted") return "aborted";
+  if (name === "TimeoutError") return "timeout";
+  const status = statusOf(err);
+  if (status === 429) return "rate_limit";
+  if (status === 408 || status === 504) return "timeout";
+  const nested = inner(err);
+  if (nested !== undefined && nested !== err) {
+    const cls = classifyModelError(nested, depth + 1);
+    if (cls !== "unknown") return cls;
+  }
+  if (APICallError.isInstance(err) || RetryError.isInstance(err)) return "provider";
+  // Other AI SDK errors (bad response data, empty body, no content) are the provider misbehaving.
+  if (err && typeof err === "object" && Symbol.for("vercel.ai.error") in err) return "provider";
+  return "unknown";
+}
+
+function header(headers: Record<string, string> | undefined, name: string): string | undefined {
+  if (!headers) return undefined;
+  for (const [k, v] of Object.entries(headers)) if (k.toLowerCase() === name) return v;
+  return undefined;
+}
+
+function findApiCallError(err: unknown, depth = 0): APICallError | undefined {
+  if (err === undefined || err === null || depth > MAX_DEPTH) return undefined;
+  if (APICallError.isInstance(err) && err.responseHeaders) return err;
+  if (RetryError.isInstance(err)) {
+    // The latest attempt's header is the freshest advice.
+    for (let i = err.errors.length - 1; i >= 0; i--) {
+      const found = findApiCallError(err.errors[i], depth + 1);
+      if (found) return found;
+    }
+    return undefined;
+  }
+  const nested = inner(err);
+  return nested !== err ? findApiCallError(nested, depth + 1) : undefined;
+}
+
+/**
+ * How long the provider asked us to wait, from `retry-after-ms` (milliseconds) or `retry-after`
+ * (seconds or an HTTP date). Undefined when the error carries no such advice.
+ */
+export function retryAfterMs(err: unknown, now: number = Date.now()): number | undefined {
+  const apiError = findApiCallError(err);
+  const headers = apiError?.responseHeaders;
+  const ms = header(headers, "retry-after-ms");
+  if (ms !== undefined && ms.trim() !== "") {
+    const value = Number(ms);
+    if (Number.isFinite(value) && value >= 0) return Math.ceil(value);
+  }
+  const after = header(headers, "retry-after")?.trim();
+  if (!after) return undefined;
+  if (/^\d+(\.\d+)?$/.test(after)) return Math.ceil(Number(after) * 1000);
+  const date = Date.parse(after);
+  if (Number.isNaN(date)) return undefined;
+  return Math.max(0, date - now);
+}

@@ -1,0 +1,588 @@
+import { randomUUID } from "node:crypto";
+import {
+  APICallError,
+  type LanguageModelV3,
+  type LanguageModelV3CallOptions,
+  type LanguageModelV3Content,
+  type LanguageModelV3FinishReason,
+  type LanguageModelV3Prompt,
+  type LanguageModelV3StreamPart,
+  type LanguageModelV3ToolResultOutput,
+  type LanguageModelV3Usage,
+} from "@ai-sdk/provider";
+
+/**
+ * The built-in simulator: a real AI SDK v3 language model that needs no network. It answers
+ * deterministically from the prompt, streams word-sized deltas spread over its latency, reports
+ * token usage of about chars/4, honours abort signals, and understands test directives and a
+ * small tool-call grammar (see parseDirectives / parseToolCalls).
+ */
+
+export const SIMULATOR_MODEL_ID = "simulator";
+export const SIMULATOR_PROVIDER = "flotilla";
+/** The longest answer [[chars:N]] produces; keeps a typo from allocating gigabytes. */
+export const SIMULATOR_MAX_CHARS = 10_000_000;
+/** `batch xN:` accepts up to this many items (the config ceiling of max_items_per_batch). */
+export const SIMULATOR_MAX_BATCH_COUNT = 100_000;
+/** At most this many streamed deltas per answer; long answers get longer deltas. */
+const MAX_DELTAS = 400;
+/** Tool results longer than this are cut in the post-tool summary. */
+const RESULT_EXCERPT_CHARS = 160;
+
+export interface SimulatorOptions {
+  /** Default time to answer, spread across the streamed deltas. */
+  latencyMs: number;
+}
+
+export interface SimulatorDirectives {
+  sleepMs?: number;
+  fail: boolean;
+  failOnce: boolean;
+  rateLimit: boolean;
+  rateLimitOnce: boolean;
+  chars?: number;
+}
+
+export interface SimulatedToolCall {
+  toolName: string;
+  input: Record<string, unknown>;
+}
+
+// "Once" directives remember prompt texts for the life of the process, as the contract says.
+const failedOnce = new Set<string>();
+const rateLimitedOnce = new Set<string>();
+
+// ---------------------------------------------------------------------------------------------
+// Prompt helpers
+
+/** Text of the latest user message (all its text parts joined). */
+export function latestUserText(prompt: LanguageModelV3Prompt): string {
+  for (let i = prompt.length - 1; i >= 0; i--) {
+    const message = prompt[i];
+    if (message.role === "user") {
+      return message.content
+        .filter((p) => p.type === "text")
+        .map((p) => p.text)
+        .join("\n");
+    }
+  }
+  return "";
+}
+
+function outputToText(output: LanguageModelV3ToolResultOutput): string {
+  switch (output.type) {
+    case "text":
+      return output.value;
+    case "json":
+      return JSON.stringify(output.value) ?? "null";
+    case "error-text":
+      return `error: ${output.value}`;
+    case "error-json":
+      return `error: ${JSON.stringify(output.value)}`;
+    case "execution-denied":
+      return `denied${output.reason ? `: ${output.reason}` : ""}`;
+    case "content":
+      return output.value.map((p) => (p.type === "text" ? p.text : `[${p.type}]`)).join(" ");
+    default:
+      return "";
+  }
+}
+
+/** Characters the model "reads": every message, tool input and tool result, plus the tool definitions. */
+function promptChars(options: LanguageModelV3CallOptions): number {
+  let chars = 0;
+  for (const message of options.prompt) {
+    if (message.role === "system") {
+      chars += message.content.length;
+      continue;
+    }
+    for (const part of message.content) {
+      if (part.type === "text" || part.type === "reasoning") chars += part.text.length;
+      else if (part.type === "tool-call") chars += part.toolName.length + JSON.stringify(part.input ?? {}).length;
+      else if (part.type === "tool-result") chars += part.toolName.length + outputToText(part.output).length;
+    }
+  }
+  for (const tool of options.tools ?? []) {
+    chars += JSON.stringify(tool).length;
+  }
+  return chars;
+}
+
+export function estimateTokens(chars: number): number {
+  return chars <= 0 ? 0 : Math.ceil(chars / 4);
+}
+
+/** FNV-1a: a small, stable hash so the same prompt always yields the same answer. */
+function hash(text: string): number {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < text.length; i++) {
+    h ^= text.charCodeAt(i);
+    h = Math.imul(h, 0x01000193);
+  }
+  return h >>> 0;
+}
+
+function promptFingerprint(prompt: LanguageModelV3Prompt): string {
+  return prompt
+    .map((m) => {
+      if (m.role === "system") return `system:${m.content}`;
+      const body = m.content
+        .map((p) => {
+          if (p.type === "text" || p.type === "reasoning") return p.text;
+          if (p.type === "tool-call") return `${p.toolName}(${JSON.stringify(p.input ?? {})})`;
+          if (p.type === "tool-result") return `${p.toolName}=>${outputToText(p.output)}`;
+          return p.type;
+        })
+        .join("|");
+      return `${m.role}:${body}`;
+    })
+    .join("\n");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Directives
+
+const DIRECTIVE_RE = /\[\[\s*(sleep|fail|fail-once|429|429-once|chars)\s*(?::\s*(\d+)\s*)?\]\]/gi;
+
+/** Reads the test directives from a prompt text. Unknown or malformed directives are ignored. */
+export function parseDirectives(text: string): SimulatorDirectives {
+  const out: SimulatorDirectives = { fail: false, failOnce: false, rateLimit: false, rateLimitOnce: false };
+  for (const match of text.matchAll(DIRECTIVE_RE)) {
+    const name = match[1].toLowerCase();
+    const arg = match[2] === undefined ? undefined : Number(match[2]);
+    if (name === "sleep" && arg !== undefined) out.sleepMs = arg;
+    else if (name === "chars" && arg !== undefined) out.chars = Math.min(arg, SIMULATOR_MAX_CHARS);
+    else if (name === "fail" && arg === undefined) out.fail = true;
+    else if (name === "fail-once" && arg === undefined) out.failOnce = true;
+    else if (name === "429" && arg === undefined) out.rateLimit = true;
+    else if (name === "429-once" && arg === undefined) out.rateLimitOnce = true;
+  }
+  return out;
+}
+
+function stripDirectives(text: string): string {
+  return text.replace(DIRECTIVE_RE, " ");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Tool-call grammar
+
+/** Reads one JSON object starting at `start` (which must be "{"); returns its end index (exclusive). */
+function scanJsonObject(text: string, start: number): number | undefined {
+  if (text[start] !== "{") return undefined;
+  let depth = 0;
+  let inString = false;
+  for (let i = start; i < text.length; i++) {
+    const c = text[i];
+    if (inString) {
+      if (c === "\\") i++;
+      else if (c === '"') inString = false;
+    } else if (c === '"') inString = true;
+    else if (c === "{") depth++;
+    else if (c === "}") {
+      depth--;
+      if (depth === 0) return i + 1;
+    }
+  }
+  return undefined;
+}
+
+function splitItems(list: string): string[] {
+  return list
+    .split(";")
+    .map((s) => s.trim())
+    .filter((s) => s.length > 0);
+}
+
+function shortDescription(prompt: string): string {
+  const clean = stripDirectives(prompt).replace(/\s+/g, " ").trim();
+  return clean.length > 80 ? `${clean.slice(0, 79)}…` : clean || "Task";
+}
+
+/**
+ * The tool-call grammar. Returns the calls in order of appearance (all of them run in parallel in
+ * one step) and the text that remains once the consumed grammar is removed (where the directives
+ * for this call are read, so `task: x [[fail]]` fails the sub-agent, not the caller).
+ * Only tools named in `offered` produce calls; anything else stays ordinary text.
+ */
+export function parseToolCalls(text: string, offered: ReadonlySet<string>): { calls: SimulatedToolCall[]; rest: string } {
+  const found: Array<{ at: number; call: SimulatedToolCall }> = [];
+  let rest = "";
+  // 1. Inline [[call:TOOL {json}]] anywhere in the text.
+  const callRe = /\[\[call:([A-Za-z0-9_-]+)\s*/g;
+  let cursor = 0;
+  for (let m = callRe.exec(text); m; m = callRe.exec(text)) {
+    const toolName = m[1];
+    let end = m.index + m[0].length;
+    let input: Record<string, unknown> = {};
+    if (text[end] === "{") {
+      const jsonEnd = scanJsonObject(text, end);
+      if (jsonEnd === undefined) continue;
+      try {
+        const parsed = JSON.parse(text.slice(end, jsonEnd));
+        if (!parsed || typeof parsed !== "object" || Array.isArray(parsed)) continue;
+        input = parsed;
+      } catch {
+        continue;
+      }
+      end = jsonEnd;
+    }
+    const close = /^\s*\]\]/.exec(text.slice(end));
+    if (!close || !offered.has(toolName)) continue;
+    end += close[0].length;
+    found.push({ at: m.index, call: { toolName, input } });
+    rest += `${text.slice(cursor, m.index)} `;
+    cursor = end;
+    callRe.lastIndex = end;
+  }
+  rest += text.slice(cursor);
+
+  // 2. Line forms. Offsets are recomputed on the remaining text; order within it is preserved.
+  const lines = rest.split("\n");
+  const kept: string[] = [];
+  let offset = 0;
+  for (const line of lines) {
+    const at = 1e9 + offset; // line calls sort after inline calls but keep their own order
+    offset += line.length + 1;
+    const call = parseLineCall(line, offered);
+    if (call) found.push({ at, call });
+    else kept.push(line);
+  }
+  found.sort((a, b) => a.at - b.at);
+  return { calls: found.map((f) => f.call), rest: kept.join("\n") };
+}
+
+function parseLineCall(line: string, offered: ReadonlySet<string>): SimulatedToolCall | undefined {
+  const trimmed = line.trim();
+  let m = /^task:\s*(\S.*)$/i.exec(trimmed);
+  if (m && offered.has("task")) {
+    const prompt = m[1].trim();
+    return { toolName: "task", input: { subagent: "general", description: shortDescription(prompt), prompt } };
+  }
+  m = /^swarm:\s*(.+?)\s*\|([^|]*)$/i.exec(trimmed);
+  if (m && offered.has("agent_swarm")) {
+    const items = splitItems(m[2]);
+    if (m[1] && items.length > 0)
+      return { toolName: "agent_swarm", input: { profile: "general", prompt_template: m[1], items } };
+  }
+  m = /^batch\s+x\s*(\d+):\s*(\S.*)$/i.exec(trimmed);
+  if (m && offered.has("batch_task")) {
+    const n = Number(m[1]);
+    if (n >= 1 && n <= SIMULATOR_MAX_BATCH_COUNT) {
+      const items = Array.from({ length: n }, (_, i) => String(i + 1));
+      return { toolName: "batch_task", input: { prompt_template: m[2].trim(), items } };
+    }
+  }
+  m = /^batch:\s*(.+?)\s*\|([^|]*)$/i.exec(trimmed);
+  if (m && offered.has("batch_task")) {
+    const items = splitItems(m[2]);
+    if (m[1] && items.length > 0) return { toolName: "batch_task", input: { prompt_template: m[1], items } };
+  }
+  if (/^batch status$/i.test(trimmed) && offered.has("batch_status")) {
+    return { toolName: "batch_status", input: {} };
+  }
+  return undefined;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Answers
+
+const SENTENCES = [
+  "The simulator read the request and prepared a deterministic reply.",
+  "No external model was contacted; this text is generated locally.",
+  "Every identical prompt produces exactly this answer.",
+  "Token usage is estimated at roughly four characters per token.",
+  "Configure MODEL_BASE_URL, MODEL_API_KEY and MODEL_NAME to use a real model.",
+  "The answer streams word by word across the configured latency.",
+  "Directives such as [sleep], [fail] and [chars] shape this behaviour in tests.",
+  "Key points were noted and summarised briefly.",
+  "Nothing further is required for this step.",
+  "The request looks complete and well formed.",
+  "A short summary follows the acknowledgement.",
+  "This reply is stable across runs of the same process and across processes.",
+];
+
+function baseAnswer(userText: string, seed: number): string {
+  const clean = stripDirectives(userText).replace(/\s+/g, " ").trim();
+  const excerpt = clean.length > 120 ? `${clean.slice(0, 119)}…` : clean;
+  const head = excerpt ? `Simulated answer to "${excerpt}".` : "Simulated answer.";
+  const count = 2 + (seed % 3);
+  const picked: string[] = [];
+  let h = seed;
+  for (let i = 0; i < count; i++) {
+    h = Math.imul(h ^ (h >>> 15), 0x2c1b3c6d) >>> 0;
+    picked.push(SENTENCES[h % SENTENCES.length]);
+  }
+  return `${head} ${picked.join(" ")}`;
+}
+
+/** Exactly n characters: the normal answer, padded deterministically or cut. */
+function exactChars(base: string, n: number): string {
+  if (n <= 0) return "";
+  let out = base;
+  let i = 0;
+  while (out.length < n) out += ` ${SENTENCES[i++ % SENTENCES.length]}`;
+  return out.slice(0, n);
+}
+
+function summariseToolResults(prompt: LanguageModelV3Prompt): string | undefined {
+  const results: Array<{ toolName: string; text: string }> = [];
+  for (let i = prompt.length - 1; i >= 0; i--) {
+    const message = prompt[i];
+    if (message.role !== "tool") break;
+    const parts: Array<{ toolName: string; text: string }> = [];
+    for (const part of message.content) {
+      if (part.type === "tool-result") parts.push({ toolName: part.toolName, text: outputToText(part.output) });
+    }
+    results.unshift(...parts);
+  }
+  if (results.length === 0) return undefined;
+  const lines = results.map(({ toolName, text }) => {
+    const flat = text.replace(/\s+/g, " ").trim();
+    const excerpt = flat.length > RESULT_EXCERPT_CHARS ? `${flat.slice(0, RESULT_EXCERPT_CHARS - 1)}…` : flat;
+    return `- ${toolName}: ${excerpt || "(empty result)"}`;
+  });
+  const noun = results.length === 1 ? "tool result" : "tool results";
+  return `Summary of ${results.length} ${noun}:\n${lines.join("\n")}`;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Timing
+
+function abortReason(signal: AbortSignal): unknown {
+  return signal.reason ?? new DOMException("This operation was aborted", "AbortError");
+}
+
+/** Resolves after ms, or rejects with the abort reason as soon as the signal fires. */
+function delay(ms: number, signal?: AbortSignal): Promise<void> {
+  if (signal?.aborted) return Promise.reject(abortReason(signal));
+  if (ms <= 0) return Promise.resolve();
+  return new Promise((resolve, reject) => {
+    const onAbort = () => {
+      clearTimeout(timer);
+      reject(abortReason(signal as AbortSignal));
+    };
+    const timer = setTimeout(() => {
+      signal?.removeEventListener("abort", onAbort);
+      resolve();
+    }, ms);
+    signal?.addEventListener("abort", onAbort, { once: true });
+  });
+}
+
+/** Word-sized pieces ("word " with its trailing space), merged when there would be too many. */
+export function splitDeltas(text: string, maxDeltas = MAX_DELTAS): string[] {
+  const words = text.match(/\s*\S+\s*/g) ?? (text ? [text] : []);
+  if (words.length <= maxDeltas) return words;
+  const per = Math.ceil(words.length / maxDeltas);
+  const out: string[] = [];
+  for (let i = 0; i < words.length; i += per) out.push(words.slice(i, i + per).join(""));
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The model
+
+interface Plan {
+  latencyMs: number;
+  /** True when the prompt asked for [[sleep:MS]]; failures then wait too. */
+  explicitSleep: boolean;
+  text: string;
+  calls: Array<SimulatedToolCall & { toolCallId: string }>;
+  usage: LanguageModelV3Usage;
+  finishReason: LanguageModelV3FinishReason;
+  /** Thrown (after an explicit [[sleep]]) instead of answering. */
+  error?: unknown;
+}
+
+function rateLimitError(): APICallError {
+  return new APICallError({
+    message: "Rate limit exceeded (simulated 429). Retry after 1 second.",
+    url: "simulator://chat/completions",
+    requestBodyValues: {},
+    statusCode: 429,
+    responseHeaders: { "retry-after": "1" },
+    responseBody: JSON.stringify({ error: { type: "rate_limit_exceeded", message: "Rate limit exceeded" } }),
+    isRetryable: true,
+  });
+}
+
+function failureError(once: boolean): APICallError {
+  return new APICallError({
+    message: once ? "Simulated model failure ([[fail-once]], first attempt)" : "Simulated model failure ([[fail]])",
+    url: "simulator://chat/completions",
+    requestBodyValues: {},
+    statusCode: 500,
+    responseBody: JSON.stringify({ error: { type: "server_error", message: "Simulated failure" } }),
+    // Not retryable, so the AI SDK surfaces it at once and callers decide about retries.
+    isRetryable: false,
+  });
+}
+
+function plan(options: LanguageModelV3CallOptions, defaultLatencyMs: number): Plan {
+  const prompt = options.prompt;
+  const userText = latestUserText(prompt);
+  const last = prompt[prompt.length - 1];
+  const offered = new Set(
+    options.toolChoice?.type === "none"
+      ? []
+      : (options.tools ?? []).filter((t) => t.type === "function").map((t) => t.name),
+  );
+  // Grammar lines belong to the calls they make, so their directives never apply to this call,
+  // also in later steps (after tool results) of the same user message.
+  const grammar = offered.size > 0 ? parseToolCalls(userText, offered) : { calls: [], rest: userText };
+  if (last?.role !== "user") grammar.calls = [];
+  const directives = parseDirectives(grammar.rest);
+  const latencyMs = directives.sleepMs ?? defaultLatencyMs;
+  const inputTokens = estimateTokens(promptChars(options));
+
+  let error: unknown;
+  if (directives.fail) error = failureError(false);
+  else if (directives.failOnce && !failedOnce.has(userText)) {
+    failedOnce.add(userText);
+    error = failureError(true);
+  } else if (directives.rateLimit) error = rateLimitError();
+  else if (directives.rateLimitOnce && !rateLimitedOnce.has(userText)) {
+    rateLimitedOnce.add(userText);
+    error = rateLimitError();
+  }
+
+  const calls = grammar.calls.map((c) => ({ ...c, toolCallId: `call_sim_${randomUUID().replace(/-/g, "").slice(0, 16)}` }));
+  let text = "";
+  if (calls.length === 0) {
+    const seed = hash(promptFingerprint(prompt));
+    const base = last?.role === "tool" ? (summariseToolResults(prompt) ?? baseAnswer(userText, seed)) : baseAnswer(userText, seed);
+    text = directives.chars === undefined ? base : exactChars(base, directives.chars);
+  }
+  const outputChars = text.length + calls.reduce((n, c) => n + c.toolName.length + JSON.stringify(c.input).length, 0);
+  const outputTokens = estimateTokens(outputChars);
+  return {
+    latencyMs,
+    explicitSleep: directives.sleepMs !== undefined,
+    text,
+    calls,
+    error,
+    finishReason: calls.length > 0 ? { unified: "tool-calls", raw: "tool_calls" } : { unified: "stop", raw: "stop" },
+    usage: {
+      inputTokens: { total: inputTokens, noCache: inputTokens, cacheRead: 0, cacheWrite: 0 },
+      outputTokens: { total: outputTokens, text: estimateTokens(text.length), reasoning: 0 },
+    },
+  };
+}
+
+/** Parts between stream-start and finish, each streamed at its own moment. */
+function contentParts(p: Plan): LanguageModelV3StreamPart[] {
+  const parts: LanguageModelV3StreamPart[] = [];
+  if (p.text) {
+    const id = "txt-0";
+    parts.push({ type: "text-start", id });
+    for (const delta of splitDeltas(p.text)) parts.push({ type: "text-delta", id, delta });
+    parts.push({ type: "text-end", id });
+  }
+  for (const call of p.calls) {
+    const input = JSON.stringify(call.input);
+    parts.push({ type: "tool-input-start", id: call.toolCallId, toolName: call.toolName });
+    for (const delta of splitDeltas(input, 20)) parts.push({ type: "tool-input-delta", id: call.toolCallId, delta });
+    parts.push({ type: "tool-input-end", id: call.toolCallId });
+    parts.push({ type: "tool-call", toolCallId: call.toolCallId, toolName: call.toolName, input });
+  }
+  return parts;
+}
+
+function isTimed(part: LanguageModelV3StreamPart): boolean {
+  return part.type === "text-delta" || part.type === "tool-input-delta";
+}
+
+export function createSimulatorModel(options: SimulatorOptions): LanguageModelV3 {
+  const defaultLatencyMs = Math.max(0, options.latencyMs);
+  return {
+    specificationVersion: "v3",
+    provider: SIMULATOR_PROVIDER,
+    modelId: SIMULATOR_MODEL_ID,
+    supportedUrls: {},
+
+    async doGenerate(call) {
+      const p = plan(call, defaultLatencyMs);
+      if (p.error) {
+        if (p.explicitSleep) await delay(p.latencyMs, call.abortSignal);
+        else if (call.abortSignal?.aborted) throw abortReason(call.abortSignal);
+        throw p.error;
+      }
+      await delay(p.latencyMs, call.abortSignal);
+      const content: LanguageModelV3Content[] = [];
+      if (p.text) content.push({ type: "text", text: p.text });
+      for (const c of p.calls)
+        content.push({ type: "tool-call", toolCallId: c.toolCallId, toolName: c.toolName, input: JSON.stringify(c.input) });
+      return {
+        content,
+        finishReason: p.finishReason,
+        usage: p.usage,
+        warnings: [],
+        response: { id: `sim-${randomUUID()}`, modelId: SIMULATOR_MODEL_ID, timestamp: new Date() },
+      };
+    },
+
+    async doStream(call) {
+      const p = plan(call, defaultLatencyMs);
+      const signal = call.abortSignal;
+      if (p.error) {
+        // Errors arrive like a provider's: at once, unless the prompt asked for a [[sleep]] first.
+        if (p.explicitSleep) await delay(p.latencyMs, signal);
+        else if (signal?.aborted) throw abortReason(signal);
+        throw p.error;
+      }
+      if (signal?.aborted) throw abortReason(signal);
+
+      const parts = contentParts(p);
+      const timedCount = Math.max(1, parts.filter(isTimed).length);
+      // A private controller also stops the timers when the consumer cancels the stream.
+      const local = new AbortController();
+      const onAbort = () => local.abort(abortReason(signal as AbortSignal));
+      signal?.addEventListener("abort", onAbort, { once: true });
+      const cleanup = () => signal?.removeEventListener("abort", onAbort);
+
+      const stream = new ReadableStream<LanguageModelV3StreamPart>({
+        async start(controller) {
+          const started = Date.now();
+          controller.enqueue({ type: "stream-start", warnings: [] });
+          controller.enqueue({
+            type: "response-metadata",
+            id: `sim-${randomUUID()}`,
+            modelId: SIMULATOR_MODEL_ID,
+            timestamp: new Date(started),
+          });
+          let timed = 0;
+          try {
+            for (const part of parts) {
+              if (isTimed(part)) {
+                timed++;
+                // Deltas land evenly across the latency, measured from the start to avoid drift.
+                const due = started + (p.latencyMs * timed) / timedCount;
+                await delay(due - Date.now(), local.signal);
+              }
+              controller.enqueue(part);
+            }
+            if (timed === 0) await delay(started + p.latencyMs - Date.now(), local.signal);
+            controller.enqueue({ type: "finish", usage: p.usage, finishReason: p.finishReason });
+            controller.close();
+          } catch (err) {
+            if (!local.signal.aborted || signal?.aborted) controller.error(err);
+          } finally {
+            cleanup();
+          }
+        },
+        cancel(reason) {
+          local.abort(reason);
+          cleanup();
+        },
+      });
+      return { stream, request: { body: { simulator: true } }, response: { headers: {} } };
+    },
+  };
+}
+
+/** Forgets [[fail-once]] / [[429-once]] history (tests only). */
+export function resetSimulatorOnceState(): void {
+  failedOnce.clear();
+  rateLimitedOnce.clear();
+}

@@ -1,0 +1,386 @@
+import { APICallError, type LanguageModelV3CallOptions, type LanguageModelV3StreamPart } from "@ai-sdk/provider";
+import { generateText, RetryError, stepCountIs, streamText, tool } from "ai";
+import { beforeEach, describe, expect, it } from "vitest";
+import { z } from "zod";
+import { classifyModelError, retryAfterMs } from "@/server/models/errors";
+import {
+  createSimulatorModel,
+  parseDirectives,
+  parseToolCalls,
+  resetSimulatorOnceState,
+} from "@/server/models/simulator";
+
+const fast = createSimulatorModel({ latencyMs: 0 });
+
+function userCall(text: string, extra: Partial<LanguageModelV3CallOptions> = {}): LanguageModelV3CallOptions {
+  return { prompt: [{ role: "user", content: [{ type: "text", text }] }], ...extra };
+}
+
+async function drain(stream: ReadableStream<LanguageModelV3StreamPart>): Promise<LanguageModelV3StreamPart[]> {
+  const parts: LanguageModelV3StreamPart[] = [];
+  const reader = stream.getReader();
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) return parts;
+    parts.push(value);
+  }
+}
+
+async function answer(text: string, model = fast) {
+  const result = streamText({ model, prompt: text, maxRetries: 0 });
+  return { text: await result.text, usage: await result.usage, finishReason: await result.finishReason };
+}
+
+async function rejection(p: PromiseLike<unknown>): Promise<unknown> {
+  try {
+    await p;
+  } catch (err) {
+    return err;
+  }
+  throw new Error("expected a rejection");
+}
+
+beforeEach(() => resetSimulatorOnceState());
+
+describe("simulator model", () => {
+  it("is a v3 language model streaming the documented part sequence", async () => {
+    const { stream } = await fast.doStream(userCall("Describe the harbour at dawn"));
+    const parts = await drain(stream);
+    const types = parts.map((p) => p.type);
+    expect(fast.specificationVersion).toBe("v3");
+    expect(types[0]).toBe("stream-start");
+    expect(types).toContain("text-start");
+    expect(types.filter((t) => t === "text-delta").length).toBeGreaterThan(5);
+    expect(types.at(-2)).toBe("text-end");
+    const finish = parts.at(-1);
+    expect(finish?.type).toBe("finish");
+    if (finish?.type !== "finish") throw new Error("no finish");
+    expect(finish.finishReason.unified).toBe("stop");
+    expect(finish.usage.inputTokens.total).toBeGreaterThan(0);
+    expect(finish.usage.outputTokens.total).toBeGreaterThan(0);
+  });
+
+  it("answers deterministically from the prompt", async () => {
+    const a = await answer("What is the tallest lighthouse?");
+    const b = await answer("What is the tallest lighthouse?");
+    const c = await answer("What is the smallest lighthouse?");
+    expect(a.text).toBe(b.text);
+    expect(a.text).not.toBe(c.text);
+    expect(a.text).toContain("What is the tallest lighthouse?");
+    const generated = await generateText({ model: fast, prompt: "What is the tallest lighthouse?" });
+    expect(generated.text).toBe(a.text);
+  });
+
+  it("reports usage of about chars/4 for prompt and answer", async () => {
+    const short = await answer("hi [[chars:40]]");
+    const long = await answer(`${"word ".repeat(400)}[[chars:4000]]`);
+    expect(short.usage.outputTokens).toBe(10);
+    expect(long.usage.outputTokens).toBe(1000);
+    expect(long.usage.inputTokens).toBeGreaterThanOrEqual(500);
+    expect(long.usage.inputTokens).toBeLessThan(520);
+    expect(short.usage.inputTokens).toBeLessThan(10);
+  });
+
+  it("[[chars:N]] answers with exactly N characters", async () => {
+    for (const n of [0, 1, 17, 250, 5000]) {
+      const { text } = await answer(`Write something [[chars:${n}]]`);
+      expect(text.length).toBe(n);
+    }
+  });
+
+  it("spreads word-sized deltas over the configured latency", async () => {
+    const model = createSimulatorModel({ latencyMs: 300 });
+    const started = Date.now();
+    const result = streamText({ model, prompt: "Tell me about tides [[chars:200]]" });
+    const arrivals: number[] = [];
+    for await (const delta of result.textStream) {
+      arrivals.push(Date.now() - started);
+      expect(delta.length).toBeLessThan(40);
+    }
+    expect(arrivals.length).toBeGreaterThan(10);
+    expect(arrivals[0]).toBeLessThan(150);
+    expect(arrivals.at(-1)).toBeGreaterThanOrEqual(280);
+    expect(arrivals.at(-1)).toBeLessThan(800);
+  });
+
+  it("[[sleep:MS]] answers after MS milliseconds instead of the default latency", async () => {
+    let t = Date.now();
+    await answer("baseline");
+    const baseline = Date.now() - t;
+    t = Date.now();
+    await answer("slow one [[sleep:400]]");
+    const slept = Date.now() - t;
+    expect(baseline).toBeLessThan(100);
+    expect(slept).toBeGreaterThanOrEqual(395);
+    expect(slept).toBeLessThan(1200);
+    // And it overrides a long default in the other direction.
+    t = Date.now();
+    await answer("quick [[sleep:0]]", createSimulatorModel({ latencyMs: 5000 }));
+    expect(Date.now() - t).toBeLessThan(300);
+  });
+
+  it("[[fail]] fails every call with a provider error", async () => {
+    for (let i = 0; i < 2; i++) {
+      const err = await rejection(fast.doStream(userCall("please [[fail]]")));
+      expect(APICallError.isInstance(err)).toBe(true);
+      expect(classifyModelError(err)).toBe("provider");
+    }
+    const err = await rejection(generateText({ model: fast, prompt: "please [[fail]]" }));
+    expect(String(err)).toContain("Simulated model failure");
+  });
+
+  it("[[fail-once]] fails only the first call for that exact prompt", async () => {
+    await expect(fast.doStream(userCall("flaky [[fail-once]]"))).rejects.toThrow(/fail-once/);
+    const ok = await fast.doStream(userCall("flaky [[fail-once]]"));
+    expect((await drain(ok.stream)).at(-1)?.type).toBe("finish");
+    // A different prompt text has its own first attempt.
+    await expect(fast.doStream(userCall("flaky 2 [[fail-once]]"))).rejects.toThrow(/fail-once/);
+    // The AI SDK does not retry it (not retryable): callers own retries.
+    await expect(generateText({ model: fast, prompt: "flaky 3 [[fail-once]]" })).rejects.toThrow(/fail-once/);
+    expect((await generateText({ model: fast, prompt: "flaky 3 [[fail-once]]" })).text).toContain("flaky 3");
+  });
+
+  it("[[429]] answers like a provider rate limit with retry-after", async () => {
+    const err = await rejection(fast.doStream(userCall("busy [[429]]")));
+    if (!APICallError.isInstance(err)) throw new Error("expected APICallError");
+    expect(err.statusCode).toBe(429);
+    expect(err.isRetryable).toBe(true);
+    expect(err.responseHeaders).toEqual({ "retry-after": "1" });
+    expect(classifyModelError(err)).toBe("rate_limit");
+    expect(retryAfterMs(err)).toBe(1000);
+    // Through the AI SDK's own retries (respecting retry-after): 2 attempts then a RetryError of 429s.
+    const started = Date.now();
+    const wrapped = await rejection(generateText({ model: fast, prompt: "busy [[429]]", maxRetries: 1 }));
+    expect(Date.now() - started).toBeGreaterThanOrEqual(950);
+    expect(RetryError.isInstance(wrapped)).toBe(true);
+    expect(classifyModelError(wrapped)).toBe("rate_limit");
+    expect(retryAfterMs(wrapped)).toBe(1000);
+  });
+
+  it("[[429-once]] rate-limits only the first call, so a retry after retry-after succeeds", async () => {
+    await expect(fast.doStream(userCall("burst [[429-once]]"))).rejects.toMatchObject({ statusCode: 429 });
+    const ok = await fast.doStream(userCall("burst [[429-once]]"));
+    expect((await drain(ok.stream)).at(-1)?.type).toBe("finish");
+    const started = Date.now();
+    const result = await generateText({ model: fast, prompt: "burst 2 [[429-once]]", maxRetries: 1 });
+    expect(result.text).toContain("burst 2");
+    expect(Date.now() - started).toBeGreaterThanOrEqual(950);
+  });
+
+  it("stops streaming promptly on abort and rejects with the abort reason", async () => {
+    const model = createSimulatorModel({ latencyMs: 2000 });
+    const controller = new AbortController();
+    const { stream } = await model.doStream(userCall("long story [[chars:2000]]", { abortSignal: controller.signal }));
+    const reader = stream.getReader();
+    const seen: LanguageModelV3StreamPart[] = [];
+    while (!seen.some((p) => p.type === "text-delta")) seen.push((await reader.read()).value as LanguageModelV3StreamPart);
+    const reason = new Error("user pressed stop");
+    const t = Date.now();
+    controller.abort(reason);
+    await expect(reader.read()).rejects.toBe(reason);
+    expect(Date.now() - t).toBeLessThan(50);
+  });
+
+  it("aborts through streamText mid-answer and before the call", async () => {
+    const model = createSimulatorModel({ latencyMs: 1000 });
+    const controller = new AbortController();
+    const result = streamText({ model, prompt: "long story [[chars:3000]]", abortSignal: controller.signal });
+    let text = "";
+    const t = Date.now();
+    for await (const delta of result.textStream) {
+      text += delta;
+      if (text.length > 50) controller.abort();
+    }
+    expect(Date.now() - t).toBeLessThan(600);
+    expect(text.length).toBeGreaterThan(50);
+    expect(text.length).toBeLessThan(3000);
+    const pre = new AbortController();
+    pre.abort(new Error("already gone"));
+    await expect(fast.doStream(userCall("x", { abortSignal: pre.signal }))).rejects.toThrow("already gone");
+    await expect(fast.doGenerate(userCall("x [[sleep:50]]", { abortSignal: pre.signal }))).rejects.toThrow("already gone");
+  });
+
+  it("reads directives from the latest user message only", async () => {
+    const result = await generateText({
+      model: fast,
+      system: "Mention [[fail]] to users when describing directives.",
+      messages: [
+        { role: "user", content: "earlier [[fail]]" },
+        { role: "assistant", content: "ok" },
+        { role: "user", content: "now fine [[chars:12]]" },
+      ],
+    });
+    expect(result.text).toHaveLength(12);
+  });
+});
+
+describe("directive and grammar parsing", () => {
+  it("parses every directive and ignores malformed ones", () => {
+    expect(parseDirectives("a [[sleep:250]] b [[chars:9]] [[fail]] [[fail-once]] [[429]] [[429-once]]")).toEqual({
+      sleepMs: 250,
+      chars: 9,
+      fail: true,
+      failOnce: true,
+      rateLimit: true,
+      rateLimitOnce: true,
+    });
+    expect(parseDirectives("[[sleep]] [[chars:x]] [[fail:3]] [fail] [[nope]]")).toEqual({
+      fail: false,
+      failOnce: false,
+      rateLimit: false,
+      rateLimitOnce: false,
+    });
+  });
+
+  it("turns each grammar form into the documented tool input", () => {
+    const all = new Set(["task", "agent_swarm", "batch_task", "batch_status", "echo"]);
+    const text = [
+      'Intro [[call:echo {"text":"a ]] b","n":[1,{"x":"}"}]}]] and [[call:batch_status]]',
+      "task: Summarise the report [[sleep:10]]",
+      "  TASK:   Check the figures  ",
+      "swarm: Review {{item}} carefully | alpha; beta ;; gamma",
+      "batch: Translate {{item}} | one; two",
+      "batch x3: Score item {{item}}",
+      "batch status",
+      "plain closing words",
+    ].join("\n");
+    const { calls, rest } = parseToolCalls(text, all);
+    expect(calls).toEqual([
+      { toolName: "echo", input: { text: "a ]] b", n: [1, { x: "}" }] } },
+      { toolName: "batch_status", input: {} },
+      {
+        toolName: "task",
+        input: { subagent: "general", description: "Summarise the report", prompt: "Summarise the report [[sleep:10]]" },
+      },
+      { toolName: "task", input: { subagent: "general", description: "Check the figures", prompt: "Check the figures" } },
+      {
+        toolName: "agent_swarm",
+        input: { profile: "general", prompt_template: "Review {{item}} carefully", items: ["alpha", "beta", "gamma"] },
+      },
+      { toolName: "batch_task", input: { prompt_template: "Translate {{item}}", items: ["one", "two"] } },
+      { toolName: "batch_task", input: { prompt_template: "Score item {{item}}", items: ["1", "2", "3"] } },
+      { toolName: "batch_status", input: {} },
+    ]);
+    expect(rest).not.toContain("[[call:");
+    expect(rest).not.toContain("[[sleep");
+    expect(rest).toContain("plain closing words");
+  });
+
+  it("makes no calls for tools not offered, invalid JSON, or out-of-range counts", () => {
+    const { calls, rest } = parseToolCalls(
+      '[[call:secret {"a":1}]]\ntask: nope\n[[call:echo {bad json}]]\n[[call:echo {"a":1}\nbatch x0: t\nbatch x100001: t',
+      new Set(["echo", "batch_task"]),
+    );
+    expect(calls).toEqual([]);
+    expect(rest).toContain("task: nope");
+    expect(rest).toContain("[[call:secret");
+  });
+});
+
+describe("simulator tool calls through streamText", () => {
+  const taskInput = z.object({ subagent: z.string().default("general"), description: z.string(), prompt: z.string() });
+  function tools(log: string[]) {
+    return {
+      task: tool({
+        inputSchema: taskInput,
+        execute: async (input) => {
+          log.push(`task:${input.prompt}`);
+          return `Result for ${input.prompt}: ${"detail ".repeat(60)}`;
+        },
+      }),
+      batch_task: tool({
+        inputSchema: z.object({ prompt_template: z.string(), items: z.array(z.string()) }),
+        execute: async (input) => {
+          log.push(`batch:${input.items.length}`);
+          return { batch_id: "b-1", status: "queued", total: input.items.length };
+        },
+      }),
+      batch_status: tool({
+        inputSchema: z.object({ batch_id: z.string().optional() }),
+        execute: async () => {
+          log.push("status");
+          return { batches: [] };
+        },
+      }),
+      agent_swarm: tool({
+        inputSchema: z.object({ profile: z.string(), prompt_template: z.string(), items: z.array(z.string()) }),
+        execute: async (input) => {
+          log.push(`swarm:${input.items.join(",")}`);
+          return { children: input.items.length };
+        },
+      }),
+    };
+  }
+
+  it("emits parallel calls for the offered tools, then summarises the results", async () => {
+    const log: string[] = [];
+    const result = streamText({
+      model: fast,
+      prompt: "task: Find the ferry times\ntask: Check the weather [[fail]]\nswarm: Review {{item}} | a; b\nbatch x2: Rate {{item}}\nbatch status",
+      tools: tools(log),
+      stopWhen: stepCountIs(4),
+    });
+    const text = await result.text;
+    const steps = await result.steps;
+    expect(steps).toHaveLength(2);
+    expect(steps[0].finishReason).toBe("tool-calls");
+    expect(steps[0].toolCalls.map((c) => [c.toolName, c.input])).toEqual([
+      ["task", { subagent: "general", description: "Find the ferry times", prompt: "Find the ferry times" }],
+      ["task", { subagent: "general", description: "Check the weather", prompt: "Check the weather [[fail]]" }],
+      ["agent_swarm", { profile: "general", prompt_template: "Review {{item}}", items: ["a", "b"] }],
+      ["batch_task", { prompt_template: "Rate {{item}}", items: ["1", "2"] }],
+      ["batch_status", {}],
+    ]);
+    expect(log.sort()).toEqual(["batch:2", "status", "swarm:a,b", "task:Check the weather [[fail]]", "task:Find the ferry times"]);
+    // Step 2 ran despite the [[fail]] inside the task line: that directive belongs to the sub-agent.
+    expect(steps[1].finishReason).toBe("stop");
+    expect(text).toContain("Summary of 5 tool results");
+    expect(text).toContain("- task: Result for Find the ferry times");
+    expect(text).toContain('- batch_task: {"batch_id":"b-1","status":"queued","total":2}');
+    // Long results are cut.
+    const taskLine = text.split("\n").find((l) => l.startsWith("- task: Result for Find")) ?? "";
+    expect(taskLine.length).toBeLessThan(200);
+    expect(taskLine.endsWith("…")).toBe(true);
+    const again = await generateText({
+      model: fast,
+      prompt: "task: Find the ferry times",
+      tools: tools([]),
+      stopWhen: stepCountIs(4),
+    });
+    expect(again.text).toContain("Summary of 1 tool result:");
+  });
+
+  it("makes no tool calls when the tool is not offered or the last message is not the user's", async () => {
+    const log: string[] = [];
+    const { task: _task, ...noTask } = tools(log);
+    const result = streamText({ model: fast, prompt: "task: Find the ferry times", tools: noTask, stopWhen: stepCountIs(3) });
+    expect((await result.steps).flatMap((s) => s.toolCalls)).toEqual([]);
+    expect(await result.text).toContain("task: Find the ferry times");
+    const none = await generateText({ model: fast, prompt: "task: x", tools: tools(log), toolChoice: "none" });
+    expect(none.toolCalls).toEqual([]);
+    expect(log).toEqual([]);
+    const { stream } = await fast.doStream({
+      prompt: [
+        { role: "user", content: [{ type: "text", text: "task: do it" }] },
+        { role: "assistant", content: [{ type: "text", text: "Sure." }] },
+      ],
+      tools: [{ type: "function", name: "task", inputSchema: { type: "object" } }],
+    });
+    expect((await drain(stream)).some((p) => p.type === "tool-call")).toBe(false);
+  });
+
+  it("streams tool input deltas before the call", async () => {
+    const { stream } = await fast.doStream(
+      userCall("task: Draft the weekly update for the harbour team", {
+        tools: [{ type: "function", name: "task", inputSchema: { type: "object" } }],
+      }),
+    );
+    const parts = await drain(stream);
+    const deltas = parts.filter((p) => p.type === "tool-input-delta").map((p) => (p.type === "tool-input-delta" ? p.delta : ""));
+    const call = parts.find((p) => p.type === "tool-call");
+    if (call?.type !== "tool-call") throw new Error("no tool call");
+    expect(deltas.length).toBeGreaterThan(1);
+    expect(deltas.join("")).toBe(call.input);
+    expect(parts.at(-1)).toMatchObject({ type: "finish", finishReason: { unified: "tool-calls" } });
+  });
+});
