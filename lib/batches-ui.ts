@@ -1,0 +1,448 @@
+import type {
+  BatchProjection,
+  BatchStatus,
+  ItemPage,
+  ItemProjection,
+  ItemStatus,
+  SubmitBatchInput,
+} from "@/lib/api/batches";
+
+/**
+ * Pure helpers of the batch panel: control rules, item-input parsing for the New batch
+ * dialog, rate / ETA math and the bookkeeping of loaded item pages. No React, no fetch, so
+ * they are unit-tested directly.
+ */
+
+// ---------------------------------------------------------------------------------------------
+// States and controls
+
+const ACTIVE: ReadonlySet<BatchStatus> = new Set(["queued", "running", "paused"]);
+
+/** A batch that may still change by itself (so the panel keeps polling it). */
+export function isActiveBatch(status: BatchStatus): boolean {
+  return ACTIVE.has(status);
+}
+
+export interface ControlState {
+  pause: boolean;
+  resume: boolean;
+  cancel: boolean;
+}
+
+/** Which controls a batch state allows; every control needs a live worker to take effect. */
+export function allowedControls(status: BatchStatus, workerAlive: boolean): ControlState {
+  if (!workerAlive) return { pause: false, resume: false, cancel: false };
+  return {
+    pause: status === "queued" || status === "running",
+    resume: status === "paused",
+    cancel: ACTIVE.has(status),
+  };
+}
+
+/** Retry re-queues a failed item (and reopens a finished batch), except in a cancelled batch. */
+export function canRetryItem(item: ItemStatus, batch: BatchStatus, workerAlive: boolean): boolean {
+  return workerAlive && item === "failed" && batch !== "cancelled";
+}
+
+/** The status a control moves a batch to at once, shown optimistically until the server answers. */
+export function optimisticStatus(action: "pause" | "resume" | "cancel", batch: BatchProjection): BatchProjection {
+  if (action === "pause") return { ...batch, status: "paused" };
+  if (action === "resume") return { ...batch, status: "running" };
+  return { ...batch, status: "cancelled" };
+}
+
+// ---------------------------------------------------------------------------------------------
+// New batch input
+
+export const ITEM_PLACEHOLDER = "{{item}}";
+
+/** The same substitution the server applies: every occurrence of {{item}}. */
+export function expandTemplate(template: string, item: string): string {
+  return template.split(ITEM_PLACEHOLDER).join(item);
+}
+
+export type ItemsFormat = "lines" | "jsonl" | "csv";
+
+/** One parsed item: a plain value (expanded by the template) or a keyed explicit prompt. */
+export type DraftItem = { kind: "value"; value: string; key?: string } | { kind: "prompt"; prompt: string; key?: string };
+
+export interface ParsedItems {
+  items: DraftItem[];
+  /** The first problem, naming its line; no items are usable when set. */
+  error: string | null;
+}
+
+/** Chooses a parser from the file name (then from the content for pasted text). */
+export function detectFormat(fileName: string | null, text: string): ItemsFormat {
+  const name = (fileName ?? "").toLowerCase();
+  if (name.endsWith(".jsonl") || name.endsWith(".ndjson")) return "jsonl";
+  if (name.endsWith(".csv")) return "csv";
+  if (name) return "lines";
+  const first = text.split("\n").find((l) => l.trim() !== "");
+  if (first && /^\s*[{"]/.test(first)) {
+    try {
+      JSON.parse(first);
+      return "jsonl";
+    } catch {
+      return "lines";
+    }
+  }
+  return "lines";
+}
+
+function splitLines(text: string): string[] {
+  return text.replace(/^\uFEFF/, "").split(/\r?\n/);
+}
+
+function parseLines(text: string): ParsedItems {
+  const items: DraftItem[] = [];
+  for (const line of splitLines(text)) {
+    const value = line.trim();
+    if (value !== "") items.push({ kind: "value", value });
+  }
+  return { items, error: null };
+}
+
+function optionalKey(value: unknown, where: string): string | undefined {
+  if (value === undefined || value === null || value === "") return undefined;
+  if (typeof value === "number") return String(value);
+  if (typeof value !== "string") throw new Error(`${where}: item_key must be a string`);
+  if (value.length > 200) throw new Error(`${where}: item_key must be at most 200 characters`);
+  return value;
+}
+
+/** JSONL: a JSON string or number per line, or {item_key?, prompt} / {item_key?, item}. */
+function parseJsonl(text: string): ParsedItems {
+  const items: DraftItem[] = [];
+  const lines = splitLines(text);
+  try {
+    lines.forEach((line, i) => {
+      if (line.trim() === "") return;
+      const where = `line ${i + 1}`;
+      let value: unknown;
+      try {
+        value = JSON.parse(line);
+      } catch {
+        throw new Error(`${where}: not valid JSON`);
+      }
+      if (typeof value === "string" || typeof value === "number") {
+        const s = String(value);
+        if (s.trim() === "") throw new Error(`${where}: must not be empty`);
+        items.push({ kind: "value", value: s });
+        return;
+      }
+      if (value === null || typeof value !== "object" || Array.isArray(value))
+        throw new Error(`${where}: expected a string or an object with "prompt" or "item"`);
+      const o = value as Record<string, unknown>;
+      const key = optionalKey(o.item_key ?? o.key, where);
+      if (typeof o.prompt === "string" && o.prompt.trim() !== "") {
+        items.push({ kind: "prompt", prompt: o.prompt, key });
+      } else if (typeof o.item === "string" || typeof o.item === "number") {
+        const s = String(o.item);
+        if (s.trim() === "") throw new Error(`${where}: item must not be empty`);
+        items.push({ kind: "value", value: s, key });
+      } else {
+        throw new Error(`${where}: expected a non-empty "prompt" or "item" field`);
+      }
+    });
+  } catch (e) {
+    return { items: [], error: (e as Error).message };
+  }
+  return { items, error: null };
+}
+
+/** RFC 4180 rows: quoted fields may hold commas, doubled quotes and newlines. */
+export function parseCsvRows(text: string): string[][] {
+  const rows: string[][] = [];
+  let row: string[] = [];
+  let field = "";
+  let quoted = false;
+  const src = text.replace(/^\uFEFF/, "");
+  for (let i = 0; i < src.length; i++) {
+    const c = src[i];
+    if (quoted) {
+      if (c === '"') {
+        if (src[i + 1] === '"') {
+          field += '"';
+          i++;
+        } else quoted = false;
+      } else field += c;
+    } else if (c === '"' && field === "") quoted = true;
+    else if (c === ",") {
+      row.push(field);
+      field = "";
+    } else if (c === "\n" || c === "\r") {
+      if (c === "\r" && src[i + 1] === "\n") i++;
+      row.push(field);
+      rows.push(row);
+      row = [];
+      field = "";
+    } else field += c;
+  }
+  if (field !== "" || row.length > 0) {
+    row.push(field);
+    rows.push(row);
+  }
+  return rows.filter((r) => r.some((f) => f.trim() !== ""));
+}
+
+const KEY_COLUMNS = ["item_key", "key", "id"];
+const VALUE_COLUMNS = ["item", "value", "input", "text"];
+
+/**
+ * CSV: with a header naming `prompt` or `item` (and optionally `item_key`), those columns;
+ * without one, each row's fields joined by ", " become the item.
+ */
+function parseCsv(text: string): ParsedItems {
+  const rows = parseCsvRows(text);
+  if (rows.length === 0) return { items: [], error: null };
+  const header = rows[0].map((h) => h.trim().toLowerCase());
+  const promptCol = header.indexOf("prompt");
+  const valueCol = header.findIndex((h) => VALUE_COLUMNS.includes(h));
+  const keyCol = header.findIndex((h) => KEY_COLUMNS.includes(h));
+  const items: DraftItem[] = [];
+  if (promptCol < 0 && valueCol < 0) {
+    for (const r of rows) items.push({ kind: "value", value: r.map((f) => f.trim()).join(", ") });
+    return { items, error: null };
+  }
+  for (let i = 1; i < rows.length; i++) {
+    const r = rows[i];
+    const where = `row ${i + 1}`;
+    const key = keyCol >= 0 && r[keyCol]?.trim() ? r[keyCol].trim() : undefined;
+    if (key && key.length > 200) return { items: [], error: `${where}: item_key must be at most 200 characters` };
+    const prompt = promptCol >= 0 ? (r[promptCol] ?? "").trim() : "";
+    const value = valueCol >= 0 ? (r[valueCol] ?? "").trim() : "";
+    if (prompt) items.push({ kind: "prompt", prompt, key });
+    else if (value) items.push({ kind: "value", value, key });
+    else return { items: [], error: `${where}: the ${promptCol >= 0 ? "prompt" : header[valueCol]} column is empty` };
+  }
+  return { items, error: null };
+}
+
+export function parseItemsInput(text: string, format: ItemsFormat): ParsedItems {
+  if (format === "jsonl") return parseJsonl(text);
+  if (format === "csv") return parseCsv(text);
+  return parseLines(text);
+}
+
+/** The prompt an item will run with (what the dialog previews). */
+export function draftPrompt(item: DraftItem, template: string): string {
+  return item.kind === "prompt" ? item.prompt : expandTemplate(template, item.value);
+}
+
+export interface SubmissionDraft {
+  submissionKey: string;
+  subagent?: string;
+  template: string;
+  items: DraftItem[];
+  maxLiveItems?: number;
+  maxRunningItems?: number;
+}
+
+/**
+ * Builds the JSON submission, or the first problem the server would report. Plain values
+ * travel as strings with the template (so the body stays small); keyed values are expanded
+ * here because the server's string items carry no key.
+ */
+export function buildSubmission(
+  d: SubmissionDraft,
+  limits: { maxItems: number; maxLiveItems: number; maxRunningItems: number },
+): { body: SubmitBatchInput; error: null } | { body: null; error: string } {
+  if (d.items.length === 0) return { body: null, error: "Add at least one item." };
+  if (d.items.length > limits.maxItems)
+    return { body: null, error: `At most ${limits.maxItems} items per batch (got ${d.items.length}).` };
+  const usesValues = d.items.some((i) => i.kind === "value");
+  if (usesValues && !d.template.includes(ITEM_PLACEHOLDER))
+    return { body: null, error: `The prompt template must contain ${ITEM_PLACEHOLDER}.` };
+  if (d.template.length > 20_000) return { body: null, error: "The prompt template must be at most 20000 characters." };
+  for (const [name, value, max] of [
+    ["Max live items", d.maxLiveItems, limits.maxLiveItems],
+    ["Max running items", d.maxRunningItems, limits.maxRunningItems],
+  ] as const) {
+    if (value === undefined) continue;
+    if (!Number.isInteger(value) || value < 1 || value > max)
+      return { body: null, error: `${name} must be a whole number from 1 to ${max}.` };
+  }
+  const seen = new Map<string, number>();
+  const items: SubmitBatchInput["items"] = [];
+  for (let i = 0; i < d.items.length; i++) {
+    const item = d.items[i];
+    const key = item.key ?? `item-${i + 1}`;
+    const first = seen.get(key);
+    if (first !== undefined)
+      return { body: null, error: `Item ${i + 1}: duplicate key "${key}" (first used by item ${first + 1}).` };
+    seen.set(key, i);
+    if (item.kind === "value" && item.key === undefined) items.push(item.value);
+    else items.push({ ...(item.key !== undefined ? { item_key: item.key } : {}), prompt: draftPrompt(item, d.template) });
+  }
+  const body: SubmitBatchInput = { submission_key: d.submissionKey, items };
+  if (d.subagent) body.subagent = d.subagent;
+  if (usesValues && items.some((i) => typeof i === "string")) body.prompt_template = d.template;
+  if (d.maxLiveItems !== undefined) body.max_live_items = d.maxLiveItems;
+  if (d.maxRunningItems !== undefined) body.max_running_items = d.maxRunningItems;
+  return { body, error: null };
+}
+
+/** A fresh idempotency key per dialog submission (randomUUID is missing outside secure contexts). */
+export function newSubmissionKey(): string {
+  const c = globalThis.crypto;
+  if (typeof c?.randomUUID === "function") return `panel:${c.randomUUID()}`;
+  const bytes = new Uint8Array(16);
+  c.getRandomValues(bytes);
+  return `panel:${Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("")}`;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Rate, elapsed time and ETA
+
+export interface RateSample {
+  at: number;
+  terminal: number;
+}
+
+export const RATE_WINDOW_MS = 30_000;
+
+/** Appends a poll sample and drops those older than the window (keeping one anchor before it). */
+export function pushSample(samples: RateSample[], sample: RateSample, windowMs = RATE_WINDOW_MS): RateSample[] {
+  const last = samples[samples.length - 1];
+  // A retry can lower `terminal`; restart the window rather than report a negative rate.
+  if (last && sample.terminal < last.terminal) return [sample];
+  const next = [...samples, sample];
+  while (next.length > 2 && next[1].at <= sample.at - windowMs) next.shift();
+  return next;
+}
+
+function parseTime(s: string | null): number | null {
+  if (!s) return null;
+  const t = Date.parse(s);
+  return Number.isFinite(t) ? t : null;
+}
+
+export interface BatchTiming {
+  elapsedMs: number;
+  /** items finished per second, or null when unknown */
+  rate: number | null;
+  /** remaining time while running, or null */
+  etaMs: number | null;
+}
+
+/**
+ * Elapsed runs from start (or creation) to finish (or now). The rate prefers recent samples
+ * (at least 3 s of them) and falls back to the whole-run average; the ETA exists only while
+ * running with a positive rate.
+ */
+export function batchTiming(batch: BatchProjection, now: number, samples: RateSample[] = []): BatchTiming {
+  const start = parseTime(batch.started_at) ?? parseTime(batch.created_at) ?? now;
+  const end = parseTime(batch.finished_at) ?? now;
+  const elapsedMs = Math.max(0, end - start);
+  let rate: number | null = null;
+  const first = samples[0];
+  const last = samples[samples.length - 1];
+  if (first && last && last.at - first.at >= 3_000 && batch.status === "running") {
+    rate = (last.terminal - first.terminal) / ((last.at - first.at) / 1000);
+  } else if (elapsedMs >= 1_000 && batch.terminal > 0) {
+    rate = batch.terminal / (elapsedMs / 1000);
+  }
+  if (rate !== null && (!Number.isFinite(rate) || rate < 0)) rate = null;
+  const remaining = Math.max(0, batch.total - batch.terminal);
+  const etaMs = batch.status === "running" && rate && rate > 0 ? (remaining / rate) * 1000 : null;
+  return { elapsedMs, rate, etaMs };
+}
+
+const pad = (n: number) => String(n).padStart(2, "0");
+
+/** 0s, 42s, 3m 05s, 2h 07m. */
+export function formatDuration(ms: number): string {
+  if (!Number.isFinite(ms) || ms < 0) return "—";
+  const s = Math.round(ms / 1000);
+  if (s < 60) return `${s}s`;
+  const m = Math.floor(s / 60);
+  if (m < 60) return `${m}m ${pad(s % 60)}s`;
+  const h = Math.floor(m / 60);
+  return `${h}h ${pad(m % 60)}m`;
+}
+
+/** 12.3/s at speed, 4.5/min when slow. */
+export function formatRate(perSecond: number | null): string {
+  if (perSecond === null || !Number.isFinite(perSecond)) return "—";
+  if (perSecond >= 1) return `${perSecond.toFixed(1)}/s`;
+  return `${(perSecond * 60).toFixed(1)}/min`;
+}
+
+/** 950, 12.3k, 4.1M. */
+export function formatTokens(n: number): string {
+  if (!Number.isFinite(n) || n < 0) return "0";
+  if (n < 1_000) return String(Math.round(n));
+  if (n < 1_000_000) return `${(n / 1_000).toFixed(1)}k`;
+  return `${(n / 1_000_000).toFixed(1)}M`;
+}
+
+export function formatCount(n: number): string {
+  return Number.isFinite(n) ? Math.round(n).toLocaleString("en-US") : "0";
+}
+
+// ---------------------------------------------------------------------------------------------
+// Loaded item pages
+
+/**
+ * The item pages a user has loaded, as a cursor chain. Polling refreshes one page per tick,
+ * round-robin, so the request budget is one page read per interval however many pages are
+ * loaded; a refresh re-links the next page's cursor, and a page that is now last drops the
+ * pages after it.
+ */
+export interface PageChain {
+  pages: { cursor: string | null; items: ItemProjection[] }[];
+  nextCursor: string | null;
+  /** which page the next poll refreshes */
+  tick: number;
+}
+
+export function firstPageChain(page: ItemPage): PageChain {
+  return { pages: [{ cursor: null, items: page.items }], nextCursor: page.next_cursor, tick: 0 };
+}
+
+export function refreshIndex(chain: PageChain | undefined): number {
+  if (!chain || chain.pages.length === 0) return 0;
+  return chain.tick % chain.pages.length;
+}
+
+/** Applies a refreshed page fetched with `cursor` at `index`; ignored if the chain moved on. */
+export function applyRefresh(chain: PageChain, index: number, cursor: string | null, page: ItemPage): PageChain {
+  const at = chain.pages[index];
+  if (!at || at.cursor !== cursor) return { ...chain, tick: chain.tick + 1 };
+  const pages = chain.pages.slice(0, index + 1);
+  pages[index] = { cursor, items: page.items };
+  if (page.next_cursor === null) return { pages, nextCursor: null, tick: chain.tick + 1 };
+  const rest = chain.pages.slice(index + 1);
+  if (rest.length === 0) return { pages, nextCursor: page.next_cursor, tick: chain.tick + 1 };
+  rest[0] = { ...rest[0], cursor: page.next_cursor };
+  return { pages: [...pages, ...rest], nextCursor: chain.nextCursor, tick: chain.tick + 1 };
+}
+
+/** Appends the page fetched with `cursor` by "Load more"; ignored unless it continues the chain. */
+export function appendPage(chain: PageChain, cursor: string, page: ItemPage): PageChain {
+  if (chain.nextCursor !== cursor) return chain;
+  return { pages: [...chain.pages, { cursor, items: page.items }], nextCursor: page.next_cursor, tick: chain.tick };
+}
+
+/** Items in order, each once (pages may overlap briefly while a filtered set shifts). */
+export function chainItems(chain: PageChain | undefined): ItemProjection[] {
+  if (!chain) return [];
+  const seen = new Set<string>();
+  const out: ItemProjection[] = [];
+  for (const p of chain.pages)
+    for (const item of p.items) {
+      if (seen.has(item.id)) continue;
+      seen.add(item.id);
+      out.push(item);
+    }
+  return out;
+}
+
+/** Replaces one item wherever it is loaded (after a retry). */
+export function replaceItem(chain: PageChain, item: ItemProjection): PageChain {
+  return {
+    ...chain,
+    pages: chain.pages.map((p) => ({ ...p, items: p.items.map((i) => (i.id === item.id ? item : i)) })),
+  };
+}

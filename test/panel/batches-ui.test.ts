@@ -1,0 +1,336 @@
+import { describe, expect, it } from "vitest";
+import { type BatchProjection, clampProgress, type ItemProjection, submitBatchSchema } from "@/lib/api/batches";
+import {
+  allowedControls,
+  appendPage,
+  applyRefresh,
+  batchTiming,
+  buildSubmission,
+  canRetryItem,
+  chainItems,
+  detectFormat,
+  draftPrompt,
+  expandTemplate,
+  firstPageChain,
+  formatDuration,
+  formatRate,
+  formatTokens,
+  isActiveBatch,
+  newSubmissionKey,
+  parseCsvRows,
+  parseItemsInput,
+  pushSample,
+  refreshIndex,
+  replaceItem,
+} from "@/lib/batches-ui";
+
+const LIMITS = { maxItems: 5000, maxLiveItems: 1000, maxRunningItems: 64 };
+
+function batch(over: Partial<BatchProjection> = {}): BatchProjection {
+  return {
+    id: "b1",
+    thread_id: "t1",
+    status: "running",
+    subagent: "general",
+    total: 100,
+    counts: { pending: 0, queued: 0, leased: 0, running: 0, succeeded: 0, failed: 0, cancelled: 0 },
+    live: 0,
+    terminal: 0,
+    progress: 0,
+    max_live_items: 100,
+    max_running_items: 3,
+    max_attempts: 3,
+    usage: { input_tokens: 0, output_tokens: 0 },
+    created_at: "2026-01-01T00:00:00.000Z",
+    updated_at: "2026-01-01T00:00:00.000Z",
+    started_at: "2026-01-01T00:00:00.000Z",
+    finished_at: null,
+    ...over,
+  };
+}
+
+function item(n: number, status: ItemProjection["status"] = "queued"): ItemProjection {
+  return {
+    id: `i${n}`,
+    item_key: `item-${n}`,
+    position: n,
+    status,
+    attempts: 0,
+    preview: null,
+    error: null,
+    usage: { input_tokens: 0, output_tokens: 0 },
+    started_at: null,
+    finished_at: null,
+  };
+}
+
+describe("controls", () => {
+  it("allows each control only in the states that can take it", () => {
+    expect(allowedControls("running", true)).toEqual({ pause: true, resume: false, cancel: true });
+    expect(allowedControls("queued", true)).toEqual({ pause: true, resume: false, cancel: true });
+    expect(allowedControls("paused", true)).toEqual({ pause: false, resume: true, cancel: true });
+    for (const s of ["completed", "failed", "cancelled"] as const)
+      expect(allowedControls(s, true)).toEqual({ pause: false, resume: false, cancel: false });
+  });
+  it("disables everything without a worker", () => {
+    expect(allowedControls("running", false)).toEqual({ pause: false, resume: false, cancel: false });
+    expect(canRetryItem("failed", "completed", false)).toBe(false);
+  });
+  it("retries only failed items outside cancelled batches", () => {
+    expect(canRetryItem("failed", "completed", true)).toBe(true);
+    expect(canRetryItem("failed", "running", true)).toBe(true);
+    expect(canRetryItem("failed", "cancelled", true)).toBe(false);
+    expect(canRetryItem("succeeded", "completed", true)).toBe(false);
+  });
+  it("knows which batches are still active", () => {
+    expect(["queued", "running", "paused"].every((s) => isActiveBatch(s as never))).toBe(true);
+    expect(["completed", "failed", "cancelled"].some((s) => isActiveBatch(s as never))).toBe(false);
+  });
+  it("clamps any stored progress", () => {
+    expect(clampProgress(Number.NaN, 10)).toBe(0);
+    expect(clampProgress(5, 0)).toBe(0);
+    expect(clampProgress(20, 10)).toBe(100);
+    expect(clampProgress(-3, 10)).toBe(0);
+    expect(clampProgress(1, 3)).toBe(33.3);
+  });
+});
+
+describe("item input", () => {
+  it("expands every {{item}} occurrence", () => {
+    expect(expandTemplate("a {{item}} b {{item}}", "X")).toBe("a X b X");
+    expect(expandTemplate("no placeholder", "X")).toBe("no placeholder");
+  });
+
+  it("parses pasted lines, skipping blanks and trimming", () => {
+    const r = parseItemsInput("alpha\n\n  beta  \r\ngamma\n", "lines");
+    expect(r.error).toBeNull();
+    expect(r.items.map((i) => (i.kind === "value" ? i.value : i.prompt))).toEqual(["alpha", "beta", "gamma"]);
+  });
+
+  it("parses JSONL strings, numbers, prompts and keyed items", () => {
+    const r = parseItemsInput(
+      ['"one"', "2", '{"prompt":"full prompt","item_key":"k1"}', '{"item":"four","key":"k4"}', ""].join("\n"),
+      "jsonl",
+    );
+    expect(r.error).toBeNull();
+    expect(r.items).toEqual([
+      { kind: "value", value: "one" },
+      { kind: "value", value: "2" },
+      { kind: "prompt", prompt: "full prompt", key: "k1" },
+      { kind: "value", value: "four", key: "k4" },
+    ]);
+  });
+
+  it("names the first bad JSONL line", () => {
+    expect(parseItemsInput('"ok"\n{bad', "jsonl")).toEqual({ items: [], error: "line 2: not valid JSON" });
+    expect(parseItemsInput('"ok"\n\n[1]', "jsonl").error).toBe(
+      'line 3: expected a string or an object with "prompt" or "item"',
+    );
+    expect(parseItemsInput('{"prompt":""}', "jsonl").error).toBe('line 1: expected a non-empty "prompt" or "item" field');
+  });
+
+  it("parses quoted CSV fields with commas, quotes and newlines", () => {
+    expect(parseCsvRows('a,"b, c","say ""hi"""\n"multi\nline",x\n\n')).toEqual([
+      ["a", "b, c", 'say "hi"'],
+      ["multi\nline", "x"],
+    ]);
+  });
+
+  it("reads CSV with a header by column and without one by row", () => {
+    const withHeader = parseItemsInput("item_key,item\nk1,apples\nk2,pears\n", "csv");
+    expect(withHeader.items).toEqual([
+      { kind: "value", value: "apples", key: "k1" },
+      { kind: "value", value: "pears", key: "k2" },
+    ]);
+    const prompts = parseItemsInput('prompt\n"Summarise, briefly"\n', "csv");
+    expect(prompts.items).toEqual([{ kind: "prompt", prompt: "Summarise, briefly", key: undefined }]);
+    const bare = parseItemsInput("paris,france\nrome,italy\n", "csv");
+    expect(bare.items.map((i) => (i.kind === "value" ? i.value : ""))).toEqual(["paris, france", "rome, italy"]);
+    expect(parseItemsInput("item\nok\n\"\"\n", "csv").error).toBeNull();
+    expect(parseItemsInput("item,other\nok,1\n,2\n", "csv").error).toBe("row 3: the item column is empty");
+  });
+
+  it("detects the format from the file name, then the content", () => {
+    expect(detectFormat("a.jsonl", "x")).toBe("jsonl");
+    expect(detectFormat("a.NDJSON", "x")).toBe("jsonl");
+    expect(detectFormat("a.csv", "x")).toBe("csv");
+    expect(detectFormat("a.txt", '"json"')).toBe("lines");
+    expect(detectFormat(null, '{"prompt":"x"}\n')).toBe("jsonl");
+    expect(detectFormat(null, '"quoted but" not json')).toBe("lines");
+    expect(detectFormat(null, "plain")).toBe("lines");
+  });
+});
+
+describe("buildSubmission", () => {
+  const values = parseItemsInput("a\nb [[fail]]\nc", "lines").items;
+
+  it("sends plain values with the template and the server accepts the shape", () => {
+    const r = buildSubmission({ submissionKey: "k", subagent: "general", template: "Do {{item}}", items: values }, LIMITS);
+    expect(r.error).toBeNull();
+    expect(r.body).toEqual({
+      submission_key: "k",
+      subagent: "general",
+      items: ["a", "b [[fail]]", "c"],
+      prompt_template: "Do {{item}}",
+    });
+    expect(submitBatchSchema.safeParse(r.body).success).toBe(true);
+  });
+
+  it("expands keyed values and keeps explicit prompts", () => {
+    const items = parseItemsInput('{"item":"x","item_key":"kx"}\n{"prompt":"P"}\n"y"', "jsonl").items;
+    const r = buildSubmission({ submissionKey: "k", template: "T {{item}}", items, maxRunningItems: 8 }, LIMITS);
+    expect(r.body).toEqual({
+      submission_key: "k",
+      items: [{ item_key: "kx", prompt: "T x" }, { prompt: "P" }, "y"],
+      prompt_template: "T {{item}}",
+      max_running_items: 8,
+    });
+    expect(submitBatchSchema.safeParse(r.body).success).toBe(true);
+    expect(draftPrompt(items[0], "T {{item}}")).toBe("T x");
+  });
+
+  it("omits the template when no plain value needs it", () => {
+    const items = parseItemsInput('{"prompt":"P1"}\n{"prompt":"P2"}', "jsonl").items;
+    const r = buildSubmission({ submissionKey: "k", template: "", items }, LIMITS);
+    expect(r.body).toEqual({ submission_key: "k", items: [{ prompt: "P1" }, { prompt: "P2" }] });
+  });
+
+  it("reports what the server would reject, before sending", () => {
+    expect(buildSubmission({ submissionKey: "k", template: "{{item}}", items: [] }, LIMITS).error).toBe(
+      "Add at least one item.",
+    );
+    expect(buildSubmission({ submissionKey: "k", template: "no slot", items: values }, LIMITS).error).toBe(
+      "The prompt template must contain {{item}}.",
+    );
+    expect(
+      buildSubmission({ submissionKey: "k", template: "{{item}}", items: values }, { ...LIMITS, maxItems: 2 }).error,
+    ).toBe("At most 2 items per batch (got 3).");
+    expect(
+      buildSubmission({ submissionKey: "k", template: "{{item}}", items: values, maxLiveItems: 0 }, LIMITS).error,
+    ).toBe("Max live items must be a whole number from 1 to 1000.");
+    expect(
+      buildSubmission({ submissionKey: "k", template: "{{item}}", items: values, maxRunningItems: 65 }, LIMITS).error,
+    ).toBe("Max running items must be a whole number from 1 to 64.");
+    const dup = parseItemsInput('"a"\n{"item":"b","item_key":"item-1"}', "jsonl").items;
+    expect(buildSubmission({ submissionKey: "k", template: "{{item}}", items: dup }, LIMITS).error).toBe(
+      'Item 2: duplicate key "item-1" (first used by item 1).',
+    );
+  });
+
+  it("makes a fresh submission key each time", () => {
+    const a = newSubmissionKey();
+    expect(a).toMatch(/^panel:[0-9a-f-]{32,36}$/);
+    expect(newSubmissionKey()).not.toBe(a);
+  });
+});
+
+describe("timing", () => {
+  const t0 = Date.parse("2026-01-01T00:00:00.000Z");
+
+  it("averages over the whole run without samples and gives an ETA while running", () => {
+    const t = batchTiming(batch({ terminal: 25 }), t0 + 10_000);
+    expect(t.elapsedMs).toBe(10_000);
+    expect(t.rate).toBeCloseTo(2.5);
+    expect(t.etaMs).toBeCloseTo(30_000);
+  });
+
+  it("prefers recent samples once they span 3 s", () => {
+    let s = pushSample([], { at: t0 + 10_000, terminal: 10 });
+    s = pushSample(s, { at: t0 + 12_000, terminal: 30 });
+    expect(batchTiming(batch({ terminal: 30 }), t0 + 12_000, s).rate).toBeCloseTo(2.5); // too short: average
+    s = pushSample(s, { at: t0 + 14_000, terminal: 50 });
+    const t = batchTiming(batch({ terminal: 50 }), t0 + 14_000, s);
+    expect(t.rate).toBeCloseTo(10);
+    expect(t.etaMs).toBeCloseTo(5_000);
+  });
+
+  it("keeps only the window and restarts when terminal goes down (retry)", () => {
+    let s: ReturnType<typeof pushSample> = [];
+    for (let i = 0; i <= 40; i++) s = pushSample(s, { at: t0 + i * 1000, terminal: i }, 30_000);
+    expect(s[0].at).toBe(t0 + 10_000);
+    expect(s[1].at).toBe(t0 + 11_000);
+    expect(pushSample(s, { at: t0 + 41_000, terminal: 3 })).toEqual([{ at: t0 + 41_000, terminal: 3 }]);
+  });
+
+  it("has no ETA when paused or finished, and stops the clock at finish", () => {
+    expect(batchTiming(batch({ status: "paused", terminal: 10 }), t0 + 10_000).etaMs).toBeNull();
+    const done = batchTiming(
+      batch({ status: "completed", terminal: 100, finished_at: "2026-01-01T00:00:20.000Z" }),
+      t0 + 99_000,
+    );
+    expect(done.elapsedMs).toBe(20_000);
+    expect(done.etaMs).toBeNull();
+    expect(done.rate).toBeCloseTo(5);
+  });
+
+  it("survives malformed stored values", () => {
+    const t = batchTiming(batch({ started_at: "garbage", created_at: "garbage", terminal: 5 }), t0);
+    expect(t.elapsedMs).toBe(0);
+    expect(t.rate).toBeNull();
+    expect(t.etaMs).toBeNull();
+  });
+
+  it("formats durations, rates and tokens", () => {
+    expect(formatDuration(0)).toBe("0s");
+    expect(formatDuration(42_400)).toBe("42s");
+    expect(formatDuration(185_000)).toBe("3m 05s");
+    expect(formatDuration(2 * 3600_000 + 7 * 60_000)).toBe("2h 07m");
+    expect(formatDuration(Number.NaN)).toBe("—");
+    expect(formatRate(12.34)).toBe("12.3/s");
+    expect(formatRate(0.075)).toBe("4.5/min");
+    expect(formatRate(null)).toBe("—");
+    expect(formatTokens(950)).toBe("950");
+    expect(formatTokens(12_340)).toBe("12.3k");
+    expect(formatTokens(4_100_000)).toBe("4.1M");
+  });
+});
+
+describe("page chain", () => {
+  const page = (ns: number[], next: string | null) => ({ items: ns.map((n) => item(n)), next_cursor: next });
+
+  it("appends only the page that continues the chain", () => {
+    let c = firstPageChain(page([1, 2], "c2"));
+    c = appendPage(c, "c2", page([3, 4], "c4"));
+    expect(chainItems(c).map((i) => i.position)).toEqual([1, 2, 3, 4]);
+    expect(appendPage(c, "c2", page([3, 4], "c4"))).toBe(c); // a doubled click changes nothing
+    c = appendPage(c, "c4", page([5], null));
+    expect(c.nextCursor).toBeNull();
+  });
+
+  it("refreshes one page per tick, round-robin", () => {
+    let c = appendPage(firstPageChain(page([1, 2], "c2")), "c2", page([3, 4], null));
+    expect(refreshIndex(c)).toBe(0);
+    c = applyRefresh(c, 0, null, { items: [item(1, "succeeded"), item(2)], next_cursor: "c2" });
+    expect(refreshIndex(c)).toBe(1);
+    c = applyRefresh(c, 1, "c2", { items: [item(3, "failed"), item(4)], next_cursor: null });
+    expect(refreshIndex(c)).toBe(0);
+    expect(chainItems(c).map((i) => i.status)).toEqual(["succeeded", "queued", "failed", "queued"]);
+  });
+
+  it("relinks the next cursor when a filtered page shifts, and drops pages past a new end", () => {
+    let c = appendPage(firstPageChain(page([1, 2], "c2")), "c2", page([5, 6], null));
+    // an item entered the filter at position 2; page one now ends earlier
+    c = applyRefresh(c, 0, null, page([1, 2], "c2b"));
+    expect(c.pages[1].cursor).toBe("c2b");
+    expect(c.pages).toHaveLength(2);
+    // page one is now the whole set
+    c = applyRefresh(c, 0, null, page([1], null));
+    expect(c.pages).toHaveLength(1);
+    expect(c.nextCursor).toBeNull();
+  });
+
+  it("ignores a refresh that raced with a relink, and dedupes overlap", () => {
+    let c = appendPage(firstPageChain(page([1, 2], "c2")), "c2", page([2, 3], null));
+    expect(chainItems(c).map((i) => i.position)).toEqual([1, 2, 3]);
+    c = applyRefresh(c, 0, null, page([1, 2], "other"));
+    const stale = applyRefresh(c, 1, "c2", page([9], null));
+    expect(chainItems(stale).map((i) => i.position)).toEqual([1, 2, 3]);
+    expect(stale.tick).toBe(c.tick + 1);
+  });
+
+  it("replaces a retried item wherever it is loaded", () => {
+    const c = appendPage(firstPageChain(page([1], "c1")), "c1", page([2], null));
+    const next = replaceItem(c, { ...item(2), status: "queued", attempts: 0 });
+    expect(chainItems(next)[1].status).toBe("queued");
+  });
+});
