@@ -80,6 +80,8 @@ export const subagentBatchItems = pgTable(
     /** Fencing token: bumped on every claim; every later write must match owner + token. */
     leaseToken: bigint("lease_token", { mode: "number" }).notNull().default(0),
     leaseOwner: text("lease_owner"),
+    /** When the current lease was taken (copied into the attempt row when the attempt ends). */
+    leasedAt: timestamp("leased_at", { withTimezone: true }),
     leaseExpiresAt: timestamp("lease_expires_at", { withTimezone: true }),
     /** Not claimable before this instant (rate-limit deferral). */
     availableAt: timestamp("available_at", { withTimezone: true }),
@@ -113,7 +115,10 @@ export const subagentBatchItems = pgTable(
   ],
 );
 
-/** One row per claim of an item: who ran it, how it ended. */
+/**
+ * One row per ended attempt (claim) of an item: who held it, how it ended. Written once, when
+ * the attempt ends (settled, lease expired, cancelled), so the hot claim path stays one write.
+ */
 export const subagentBatchItemAttempts = pgTable(
   "subagent_batch_item_attempts",
   {
@@ -124,9 +129,13 @@ export const subagentBatchItemAttempts = pgTable(
     batchId: uuid("batch_id").notNull(),
     attempt: integer("attempt").notNull(),
     workerId: text("worker_id").notNull(),
+    /** succeeded | failed | retry | released | deferred | lease_expired | cancelled */
     outcome: text("outcome"),
     error: text("error"),
-    startedAt: timestamp("started_at", { withTimezone: true }).notNull().defaultNow(),
+    runId: uuid("run_id"),
+    leasedAt: timestamp("leased_at", { withTimezone: true }).notNull().defaultNow(),
+    /** Null when execution never started (released, deferred before start, lease lost while leased). */
+    startedAt: timestamp("started_at", { withTimezone: true }),
     finishedAt: timestamp("finished_at", { withTimezone: true }),
   },
   (t) => [index("subagent_batch_item_attempts_item_idx").on(t.itemId, t.attempt)],
