@@ -1,0 +1,79 @@
+/**
+ * Shapes of the swarm's projections: the tool result the lead model and the chat card read,
+ * and the live `data-swarm` UI part. Pure types so the client can import them.
+ */
+
+export type SwarmItemStatus = "queued" | "running" | "suspended" | "completed" | "failed" | "cancelled";
+export type SwarmAggregateStatus = "running" | "completed" | "partial" | "failed" | "cancelled";
+
+/** One ordered row of the swarm result. Never carries prompts, tool arguments or raw tool output. */
+export interface SwarmItemRow {
+  item_id: string;
+  status: SwarmItemStatus;
+  profile: string;
+  /** Wall time from the first start to settlement; null when the item never started. */
+  duration_ms: number | null;
+  /** rate_limit | timeout | provider | unknown | capacity_rejected | capacity_timeout | null */
+  failure_class: string | null;
+  /** Bounded excerpt of the child's final answer. */
+  summary: string | null;
+  /** Bounded error message of the last failed attempt. */
+  error: string | null;
+  /** The child run of the last attempt (null when nothing ever started). */
+  child_run_id: string | null;
+  /** Child runs started for this item (retries included). */
+  attempts: number;
+  /** Set on resumed items: the run this item continues. */
+  resumed_from_run_id: string | null;
+}
+
+export interface SwarmCounts {
+  total: number;
+  queued: number;
+  running: number;
+  suspended: number;
+  completed: number;
+  failed: number;
+  cancelled: number;
+}
+
+export interface SwarmAggregate {
+  status: SwarmAggregateStatus;
+  counts: SwarmCounts;
+  /** Items that started at least one child run. */
+  started: number;
+  concurrency: number;
+  effective_capacity: number;
+  duration_ms: number;
+  usage: { input_tokens: number; output_tokens: number };
+}
+
+/** The agent_swarm tool result. */
+export interface SwarmResult {
+  aggregate: SwarmAggregate;
+  items: SwarmItemRow[];
+}
+
+/** One trace entry as the chat shows it (a compact copy of the run_events row). */
+export interface SwarmTraceEntry {
+  /** Milliseconds since the swarm began. */
+  t: number;
+  type: string;
+  item_id?: string;
+  attempt?: number;
+  delay_ms?: number;
+  direction?: "down" | "up";
+  effective_capacity?: number;
+  status?: string;
+  failure_class?: string | null;
+  child_run_id?: string | null;
+  detail?: string;
+}
+
+/** Live state written as the `data-swarm` UI part (id = the tool call id). */
+export interface SwarmLiveData extends SwarmResult {
+  tool_call_id: string;
+  trace: SwarmTraceEntry[];
+  /** Trace entries dropped to keep the part bounded. */
+  trace_dropped: number;
+}
