@@ -1,0 +1,321 @@
+import { timingSafeEqual } from "node:crypto";
+import http from "node:http";
+import { sql } from "drizzle-orm";
+import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from "prom-client";
+import type { Db } from "@/server/db/client";
+import { ITEM_STATUSES } from "@/server/db/schema";
+import { log } from "@/server/log";
+import { getProcessCapacity } from "@/server/runtime/capacity";
+import { INSTANCE_ID, VERSION } from "@/server/runtime/instance";
+
+/**
+ * Prometheus metrics of this process (one registry per process, on globalThis so hot-reloaded
+ * route modules share it). Counters are incremented by the modules that do the work through the
+ * small record* functions below; gauges are read on scrape (capacity from the process controller,
+ * batch/item totals from the per-batch counters in PostgreSQL — never an item scan).
+ *
+ * Names are documented in docs/DEPLOYMENT.md ("Metrics").
+ */
+
+type Role = "web" | "worker" | "process";
+
+interface MetricsState {
+  registry: Registry;
+  role: Role;
+  db?: Db;
+  claims: Counter;
+  leaseRecoveries: Counter;
+  attempts: Counter<"outcome">;
+  deferrals: Counter<"reason">;
+  modelCalls: Histogram<"endpoint" | "outcome">;
+  modelTokens: Counter<"endpoint" | "direction">;
+  providerRateLimited: Counter<"endpoint">;
+  limiterWait: Histogram<"endpoint">;
+  exportBytes: Counter;
+  dbUp: Gauge;
+}
+
+const globalForMetrics = globalThis as unknown as { __flotillaMetrics?: MetricsState };
+
+function build(): MetricsState {
+  const registry = new Registry();
+  const registers = [registry];
+  collectDefaultMetrics({ register: registry });
+
+  const state: MetricsState = {
+    registry,
+    role: "process",
+    claims: new Counter({
+      name: "flotilla_batch_claims_total",
+      help: "Batch items this process claimed (leased) for execution.",
+      registers,
+    }),
+    leaseRecoveries: new Counter({
+      name: "flotilla_batch_lease_recoveries_total",
+      help: "Expired item leases this process returned to queued (or failed at max attempts).",
+      registers,
+    }),
+    attempts: new Counter({
+      name: "flotilla_batch_attempts_total",
+      help: "Finished batch item attempts in this process, by outcome.",
+      labelNames: ["outcome"],
+      registers,
+    }),
+    deferrals: new Counter({
+      name: "flotilla_rate_limit_deferrals_total",
+      help: "Batch items put back to queued with a delay instead of consuming an attempt, by reason.",
+      labelNames: ["reason"],
+      registers,
+    }),
+    modelCalls: new Histogram({
+      name: "flotilla_model_call_duration_seconds",
+      help: "Model call latency (request start to end of response or stream), excluding rate-limit waiting.",
+      labelNames: ["endpoint", "outcome"],
+      buckets: [0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 40, 80, 160],
+      registers,
+    }),
+    modelTokens: new Counter({
+      name: "flotilla_model_tokens_total",
+      help: "Tokens reported by the model provider, by direction (input/output).",
+      labelNames: ["endpoint", "direction"],
+      registers,
+    }),
+    providerRateLimited: new Counter({
+      name: "flotilla_model_rate_limited_total",
+      help: "Provider HTTP 429 answers seen by this process.",
+      labelNames: ["endpoint"],
+      registers,
+    }),
+    limiterWait: new Histogram({
+      name: "flotilla_rate_limit_wait_seconds",
+      help: "Time a model call waited for the shared (cross-process) rate-limit budget.",
+      labelNames: ["endpoint"],
+      buckets: [0, 0.01, 0.05, 0.1, 0.5, 1, 2, 5, 10, 30, 60, 120],
+      registers,
+    }),
+    exportBytes: new Counter({
+      name: "flotilla_export_bytes_total",
+      help: "Bytes of JSONL result exports streamed by this process.",
+      registers,
+    }),
+    dbUp: new Gauge({
+      name: "flotilla_metrics_database_up",
+      help: "1 when the last scrape could read the database-backed gauges, else 0.",
+      registers,
+    }),
+  };
+
+  new Gauge({
+    name: "flotilla_info",
+    help: "Constant 1, labelled with this process's identity.",
+    labelNames: ["instance_id", "version", "role"],
+    registers,
+    collect() {
+      this.reset();
+      this.set({ instance_id: INSTANCE_ID, version: VERSION, role: state.role }, 1);
+    },
+  });
+
+  new Gauge({
+    name: "flotilla_capacity_running",
+    help: "Sub-agent capacity slots held in this process.",
+    registers,
+    collect() {
+      this.set(getProcessCapacity().stats().running);
+    },
+  });
+  new Gauge({
+    name: "flotilla_capacity_queued",
+    help: "Sub-agent executions waiting for a capacity slot in this process.",
+    registers,
+    collect() {
+      this.set(getProcessCapacity().stats().queued);
+    },
+  });
+  new Gauge({
+    name: "flotilla_capacity_max_running",
+    help: "Configured subagent_runtime.max_running of this process.",
+    registers,
+    collect() {
+      this.set(getProcessCapacity().stats().maxRunning);
+    },
+  });
+
+  // Cluster-wide (same value from every process): aggregate with max(), not sum().
+  const items = new Gauge({
+    name: "flotilla_batch_items",
+    help: "Batch items by status across all batches, from the per-batch counters (cluster-wide).",
+    labelNames: ["status"],
+    registers,
+  });
+  const batches = new Gauge({
+    name: "flotilla_batches",
+    help: "Batches by status (cluster-wide).",
+    labelNames: ["status"],
+    registers,
+  });
+  const workers = new Gauge({
+    name: "flotilla_workers_alive",
+    help: "Worker processes with a recent heartbeat (cluster-wide).",
+    registers,
+  });
+  // One collector reads all database gauges in two cheap queries; the others piggyback on it.
+  new Gauge({
+    name: "flotilla_metrics_scrape_database_seconds",
+    help: "Time spent reading database-backed gauges during the last scrape.",
+    registers,
+    async collect() {
+      const db = state.db;
+      if (!db) return;
+      const started = performance.now();
+      try {
+        await collectDatabaseGauges(db, items, batches, workers);
+        state.dbUp.set(1);
+      } catch (err) {
+        // A scrape during a database restart still answers with the process-local metrics.
+        state.dbUp.set(0);
+        log.warn({ err: (err as Error).message }, "metrics: database gauges unavailable");
+      }
+      this.set((performance.now() - started) / 1000);
+    },
+  });
+  return state;
+}
+
+async function collectDatabaseGauges(db: Db, items: Gauge<"status">, batches: Gauge<"status">, workers: Gauge) {
+  const sums = ITEM_STATUSES.map((s) => `coalesce(sum(${s}_count), 0)::bigint as "${s}"`).join(", ");
+  const [itemRow] = (await db.execute(sql.raw(`select ${sums} from subagent_batches`))) as unknown as Record<
+    string,
+    string | number
+  >[];
+  for (const status of ITEM_STATUSES) items.set({ status }, Number(itemRow?.[status] ?? 0));
+  const batchRows = (await db.execute(
+    sql`select status, count(*)::int as n from subagent_batches group by status`,
+  )) as unknown as { status: string; n: number }[];
+  batches.reset();
+  for (const r of batchRows) batches.set({ status: r.status }, Number(r.n));
+  const [w] = (await db.execute(
+    sql`select count(*)::int as n from worker_heartbeats
+        where kind = 'worker' and stopped_at is null and last_heartbeat_at > now() - interval '30 seconds'`,
+  )) as unknown as { n: number }[];
+  workers.set(Number(w?.n ?? 0));
+}
+
+function state(): MetricsState {
+  globalForMetrics.__flotillaMetrics ??= build();
+  return globalForMetrics.__flotillaMetrics;
+}
+
+/** Names this process ("web" / "worker") and gives the database the cluster-wide gauges read on scrape. */
+export function configureMetrics(options: { role?: Role; db?: Db }): void {
+  const s = state();
+  if (options.role) s.role = options.role;
+  if (options.db) s.db = options.db;
+}
+
+// ---- one-line hooks for other modules -------------------------------------------------------
+
+export function recordClaims(n = 1): void {
+  if (n > 0) state().claims.inc(n);
+}
+export function recordLeaseRecoveries(n = 1): void {
+  if (n > 0) state().leaseRecoveries.inc(n);
+}
+/** outcome: succeeded | failed | retried | cancelled | lost (lease lost / fenced write) | rejected. */
+export function recordAttempt(outcome: string): void {
+  state().attempts.inc({ outcome });
+}
+/** reason: rate_limit (provider or shared budget) | capacity (refused by this process's controller). */
+export function recordDeferral(reason: "rate_limit" | "capacity" = "rate_limit"): void {
+  state().deferrals.inc({ reason });
+}
+export function recordExportBytes(bytes: number): void {
+  if (bytes > 0) state().exportBytes.inc(bytes);
+}
+export function observeModelCall(args: {
+  endpoint: string;
+  outcome: "ok" | "error" | "rate_limited" | "aborted";
+  seconds: number;
+  inputTokens?: number;
+  outputTokens?: number;
+}): void {
+  const s = state();
+  s.modelCalls.observe({ endpoint: args.endpoint, outcome: args.outcome }, args.seconds);
+  if (args.inputTokens) s.modelTokens.inc({ endpoint: args.endpoint, direction: "input" }, args.inputTokens);
+  if (args.outputTokens) s.modelTokens.inc({ endpoint: args.endpoint, direction: "output" }, args.outputTokens);
+  if (args.outcome === "rate_limited") s.providerRateLimited.inc({ endpoint: args.endpoint });
+}
+export function observeRateLimitWait(endpoint: string, seconds: number): void {
+  state().limiterWait.observe({ endpoint }, seconds);
+}
+
+// ---- exposition ------------------------------------------------------------------------------
+
+export async function renderMetrics(): Promise<{ contentType: string; body: string }> {
+  const { registry } = state();
+  return { contentType: registry.contentType, body: await registry.metrics() };
+}
+
+/** The registry itself (tests read values with getSingleMetric). */
+export function metricsRegistry(): Registry {
+  return state().registry;
+}
+
+/**
+ * Scrape authorization. With FLOTILLA_METRICS_TOKEN set, a request must carry
+ * `Authorization: Bearer <that token>`. Without it the caller decides (the web route falls back
+ * to a signed-in user; the worker port binds to loopback only).
+ */
+export function metricsTokenConfigured(env: NodeJS.ProcessEnv = process.env): boolean {
+  return Boolean(env.FLOTILLA_METRICS_TOKEN);
+}
+export function checkMetricsToken(authorization: string | null | undefined, env: NodeJS.ProcessEnv = process.env): boolean {
+  const expected = env.FLOTILLA_METRICS_TOKEN;
+  if (!expected) return false;
+  const match = /^Bearer\s+(.+)$/i.exec(authorization?.trim() ?? "");
+  if (!match?.[1]) return false;
+  const a = Buffer.from(match[1]);
+  const b = Buffer.from(expected);
+  return a.length === b.length && timingSafeEqual(a, b);
+}
+
+/**
+ * The worker's metrics endpoint: GET /metrics on `host:port` (host defaults to 127.0.0.1,
+ * FLOTILLA_METRICS_HOST=0.0.0.0 exposes it to a remote Prometheus — then set FLOTILLA_METRICS_TOKEN).
+ */
+export async function startMetricsServer(options: {
+  port: number;
+  host?: string;
+  env?: NodeJS.ProcessEnv;
+}): Promise<{ port: number; close(): Promise<void> }> {
+  const env = options.env ?? process.env;
+  const host = options.host ?? env.FLOTILLA_METRICS_HOST ?? "127.0.0.1";
+  const server = http.createServer((req, res) => {
+    const path = (req.url ?? "/").split("?")[0];
+    if (req.method !== "GET" || (path !== "/metrics" && path !== "/")) {
+      res.writeHead(404, { "content-type": "text/plain" }).end("not found\n");
+      return;
+    }
+    if (metricsTokenConfigured(env) && !checkMetricsToken(req.headers.authorization, env)) {
+      res.writeHead(401, { "content-type": "text/plain", "www-authenticate": "Bearer" }).end("unauthorized\n");
+      return;
+    }
+    renderMetrics().then(
+      ({ contentType, body }) => res.writeHead(200, { "content-type": contentType }).end(body),
+      (err) => {
+        log.error({ err }, "metrics: render failed");
+        res.writeHead(500, { "content-type": "text/plain" }).end("metrics unavailable\n");
+      },
+    );
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(options.port, host, () => resolve());
+  });
+  const address = server.address();
+  const port = typeof address === "object" && address ? address.port : options.port;
+  return {
+    port,
+    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
+  };
+}
