@@ -2,6 +2,7 @@ import type { ToolSet, UIMessageStreamWriter } from "ai";
 import type { FlotillaConfig } from "@/lib/config";
 import type { Db } from "@/server/db/client";
 import type { ResolvedModel } from "@/server/models/types";
+import { createTaskTool } from "./task";
 
 /** Everything a lead-agent tool needs about the response it serves. */
 export interface LeadToolContext {
@@ -18,6 +19,8 @@ export interface LeadToolContext {
 }
 
 /** The lead agent's toolset. Each delegation mode contributes its own tools. */
-export async function buildLeadTools(_ctx: LeadToolContext): Promise<ToolSet> {
-  return {};
+export async function buildLeadTools(ctx: LeadToolContext): Promise<ToolSet> {
+  return {
+    ...(ctx.config.subagents.enabled ? { task: createTaskTool(ctx) } : {}),
+  };
 }

@@ -1,0 +1,129 @@
+import type { FlotillaConfig } from "@/lib/config";
+import { AppError } from "@/server/errors";
+
+/**
+ * Named sub-agent definitions. Built-ins are always present; `subagents.definitions` in the
+ * configuration adds new ones or replaces a built-in of the same name.
+ */
+
+/** Tool groups a definition may ask for. Delegation tools are never a group: see the executor. */
+export const TOOL_GROUPS = ["clock", "text"] as const;
+export type ToolGroup = (typeof TOOL_GROUPS)[number];
+
+export interface SubagentDefinition {
+  name: string;
+  description: string;
+  systemPrompt: string;
+  toolGroups: ToolGroup[];
+  /** A model name to use instead of the caller's; undefined = inherit the caller's model. */
+  model?: string;
+  /** Most model steps (LLM calls) one run may take. */
+  maxTurns: number;
+  /** Execution time limit once a slot is held. */
+  timeoutMs: number;
+  builtin: boolean;
+}
+
+const SHARED_RULES =
+  "You are a sub-agent working for a lead agent, not talking to the end user. " +
+  "You get one self-contained task. Do it fully with what you are given, then answer once. " +
+  "Your final message is returned verbatim to the lead agent, so make it complete and self-contained: " +
+  "no greetings, no questions back, no references to this conversation. " +
+  "If the task cannot be done, say so plainly and say why.";
+
+function builtins(config: FlotillaConfig): SubagentDefinition[] {
+  const maxTurns = config.subagents.max_turns;
+  const timeoutMs = config.subagents.timeout_seconds * 1000;
+  return [
+    {
+      name: "general",
+      description: "General-purpose worker for any self-contained task: analysis, drafting, answering a question.",
+      systemPrompt: `${SHARED_RULES}\nWork carefully and report the result with the key reasoning in a few short paragraphs.`,
+      toolGroups: ["clock", "text"],
+      maxTurns,
+      timeoutMs,
+      builtin: true,
+    },
+    {
+      name: "researcher",
+      description:
+        "Investigates one question from the material in its prompt and reports findings with evidence and open questions.",
+      systemPrompt:
+        `${SHARED_RULES}\nYou investigate. Structure the answer as: Findings (bullet points, each with the evidence ` +
+        "it rests on), Confidence (high/medium/low and why), Open questions. Separate facts given to you from inferences.",
+      toolGroups: ["clock", "text"],
+      maxTurns,
+      timeoutMs,
+      builtin: true,
+    },
+    {
+      name: "summarizer",
+      description: "Condenses the text in its prompt into a faithful short summary with the key points.",
+      systemPrompt:
+        `${SHARED_RULES}\nYou summarize. Keep only what the text says; add nothing. Start with a one-sentence ` +
+        "summary, then at most seven bullet points with the key facts, numbers and names.",
+      toolGroups: ["text"],
+      maxTurns: Math.min(maxTurns, 3),
+      timeoutMs,
+      builtin: true,
+    },
+  ];
+}
+
+function fromConfig(config: FlotillaConfig): SubagentDefinition[] {
+  return config.subagents.definitions.map((d) => {
+    const unknown = d.tool_groups.filter((g) => !(TOOL_GROUPS as readonly string[]).includes(g));
+    if (unknown.length)
+      throw new AppError(
+        "validation_failed",
+        `subagents.definitions[${d.name}].tool_groups: unknown group ${unknown.map((g) => `"${g}"`).join(", ")} ` +
+          `(known: ${TOOL_GROUPS.join(", ")})`,
+      );
+    return {
+      name: d.name,
+      description: d.description,
+      systemPrompt: d.system_prompt,
+      toolGroups: d.tool_groups as ToolGroup[],
+      model: d.model,
+      maxTurns: d.max_turns,
+      timeoutMs: d.timeout_seconds * 1000,
+      builtin: false,
+    };
+  });
+}
+
+const cache = new WeakMap<FlotillaConfig, Map<string, SubagentDefinition>>();
+
+function table(config: FlotillaConfig): Map<string, SubagentDefinition> {
+  let t = cache.get(config);
+  if (!t) {
+    t = new Map();
+    for (const d of builtins(config)) t.set(d.name, d);
+    for (const d of fromConfig(config)) t.set(d.name, d);
+    cache.set(config, t);
+  }
+  return t;
+}
+
+/** All definitions available under this configuration, built-ins first. */
+export function listSubagents(config: FlotillaConfig): SubagentDefinition[] {
+  return [...table(config).values()];
+}
+
+/** The named definition; throws AppError("validation_failed") naming the known ones. */
+export function getSubagentDefinition(name: string, config: FlotillaConfig): SubagentDefinition {
+  const d = table(config).get(name);
+  if (!d)
+    throw new AppError(
+      "validation_failed",
+      `subagent: unknown sub-agent "${name}" (available: ${[...table(config).keys()].join(", ")})`,
+    );
+  return d;
+}
+
+/** One line per definition, for tool descriptions and the lead prompt. */
+export function describeSubagents(config: FlotillaConfig): string {
+  return listSubagents(config)
+    .map((d) => `- ${d.name}: ${d.description}`)
+    .join("\n");
+}

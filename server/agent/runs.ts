@@ -1,0 +1,254 @@
+import { and, asc, eq, inArray, lt, sql } from "drizzle-orm";
+import type { DbOrTx } from "@/server/db/client";
+import { agentRuns, type RUN_KINDS, type RunStatus } from "@/server/db/schema";
+import { notFound } from "@/server/errors";
+import { INSTANCE_ID } from "@/server/runtime/instance";
+import { abortLiveRun, getLiveRun, RunStoppedError } from "@/server/runtime/run-registry";
+
+/**
+ * The agent_runs repository: every write of a run row goes through here. Functions take the
+ * database first and one object argument; reads are owner-scoped.
+ */
+
+export type RunKind = (typeof RUN_KINDS)[number];
+export type RunRow = typeof agentRuns.$inferSelect;
+export type TerminalStatus = Exclude<RunStatus, "pending" | "running">;
+
+export const ACTIVE_STATUSES = ["pending", "running"] as const satisfies readonly RunStatus[];
+
+export const INTERRUPTED_MESSAGE =
+  "Interrupted: the server restarted while this run was active. It was not restarted automatically; " +
+  "work it had started may be partially done and needs checking.";
+
+export async function createRun(
+  db: DbOrTx,
+  args: {
+    userId: string;
+    threadId?: string | null;
+    parentRunId?: string | null;
+    rootRunId?: string | null;
+    retryOfRunId?: string | null;
+    resumedFromRunId?: string | null;
+    kind: RunKind;
+    definition: string;
+    model: string;
+    prompt?: string | null;
+    toolCallId?: string | null;
+    depth?: number;
+    /** Lead runs start running at once; sub-agent runs start pending until they hold a slot. */
+    status?: "pending" | "running";
+  },
+): Promise<RunRow> {
+  const status = args.status ?? "pending";
+  const [row] = await db
+    .insert(agentRuns)
+    .values({
+      userId: args.userId,
+      threadId: args.threadId ?? null,
+      parentRunId: args.parentRunId ?? null,
+      rootRunId: args.rootRunId ?? null,
+      retryOfRunId: args.retryOfRunId ?? null,
+      resumedFromRunId: args.resumedFromRunId ?? null,
+      kind: args.kind,
+      definition: args.definition,
+      model: args.model,
+      prompt: args.prompt ?? null,
+      toolCallId: args.toolCallId ?? null,
+      depth: args.depth ?? 0,
+      status,
+      startedAt: status === "running" ? sql`now()` : null,
+      ownerInstance: INSTANCE_ID,
+    })
+    .returning();
+  return row;
+}
+
+/** pending → running, only once a slot is really held. False when the row is no longer pending (stopped meanwhile). */
+export async function markRunning(db: DbOrTx, args: { runId: string }): Promise<boolean> {
+  const rows = await db
+    .update(agentRuns)
+    .set({ status: "running", startedAt: sql`now()`, ownerInstance: INSTANCE_ID })
+    .where(and(eq(agentRuns.id, args.runId), eq(agentRuns.status, "pending")))
+    .returning({ id: agentRuns.id });
+  return rows.length === 1;
+}
+
+/**
+ * The one completion path: moves an active row to a terminal status once. A row that is
+ * already terminal is left as it is (false), so a late finish cannot overwrite a stop or a
+ * restart recovery.
+ */
+export async function finishRun(
+  db: DbOrTx,
+  args: {
+    runId: string;
+    status: TerminalStatus;
+    stopReason?: string | null;
+    result?: string | null;
+    error?: string | null;
+    usage?: { inputTokens: number; outputTokens: number };
+    transcript?: unknown[] | null;
+    model?: string;
+  },
+): Promise<boolean> {
+  const rows = await db
+    .update(agentRuns)
+    .set({
+      status: args.status,
+      stopReason: args.stopReason ?? null,
+      result: args.result ?? null,
+      error: args.error ?? null,
+      ...(args.usage ? { inputTokens: args.usage.inputTokens, outputTokens: args.usage.outputTokens } : {}),
+      ...(args.transcript !== undefined ? { transcript: args.transcript } : {}),
+      ...(args.model ? { model: args.model } : {}),
+      finishedAt: sql`now()`,
+    })
+    .where(and(eq(agentRuns.id, args.runId), inArray(agentRuns.status, [...ACTIVE_STATUSES])))
+    .returning({ id: agentRuns.id });
+  return rows.length === 1;
+}
+
+export async function getRunForUser(
+  db: DbOrTx,
+  args: { userId: string; threadId: string; runId: string },
+): Promise<RunRow> {
+  const [row] = await db
+    .select()
+    .from(agentRuns)
+    .where(and(eq(agentRuns.id, args.runId), eq(agentRuns.userId, args.userId), eq(agentRuns.threadId, args.threadId)));
+  if (!row) throw notFound("run");
+  return row;
+}
+
+/** Runs of a thread, oldest first (the transcript and the cards read them). */
+export async function listRunsForThread(
+  db: DbOrTx,
+  args: { userId: string; threadId: string; limit?: number },
+): Promise<RunRow[]> {
+  return db
+    .select()
+    .from(agentRuns)
+    .where(and(eq(agentRuns.userId, args.userId), eq(agentRuns.threadId, args.threadId)))
+    .orderBy(asc(agentRuns.createdAt), asc(agentRuns.id))
+    .limit(Math.min(Math.max(args.limit ?? 500, 1), 2000));
+}
+
+/**
+ * Every descendant of a run in the same thread and owner, following parent links. Durable
+ * batch items are not part of a conversational tree: they are neither returned nor followed.
+ */
+export async function listDescendants(
+  db: DbOrTx,
+  args: { userId: string; threadId: string; runId: string },
+): Promise<Pick<RunRow, "id" | "status" | "ownerInstance" | "kind" | "depth">[]> {
+  const rows = await db.execute<{ id: string; status: RunStatus; owner_instance: string | null; kind: RunKind; depth: number }>(sql`
+    with recursive tree as (
+      select r.id, r.status, r.owner_instance, r.kind, r.depth
+        from agent_runs r
+       where r.parent_run_id = ${args.runId} and r.user_id = ${args.userId} and r.thread_id = ${args.threadId}
+         and r.kind <> 'batch_item'
+      union
+      select c.id, c.status, c.owner_instance, c.kind, c.depth
+        from agent_runs c join tree t on c.parent_run_id = t.id
+       where c.user_id = ${args.userId} and c.thread_id = ${args.threadId} and c.kind <> 'batch_item'
+    )
+    select id, status, owner_instance, kind, depth from tree order by depth desc
+  `);
+  return rows.map((r) => ({ id: r.id, status: r.status, ownerInstance: r.owner_instance, kind: r.kind, depth: r.depth }));
+}
+
+export interface StopReport {
+  /** Descendants that were active and are now stopped (aborted and finalized, or cancelled before starting). */
+  stopped: number;
+  /** Descendants still active: running in another process, or not finalized within the wait. */
+  failedToStop: number;
+  /** Whether the run itself was live in this process and got aborted. */
+  runAborted: boolean;
+}
+
+/**
+ * Stops a run and every descendant (queued ones included): live runs of this process are
+ * aborted through the in-process registry and awaited (bounded); rows that have not started
+ * and are not live here are cancelled in the database. Never touches other threads or
+ * durable batch items.
+ */
+export async function stopRunTree(
+  db: DbOrTx,
+  args: { userId: string; threadId: string; runId: string; waitMs?: number; reason?: string },
+): Promise<StopReport> {
+  await getRunForUser(db, args);
+  const reason = new RunStoppedError(args.reason ?? "stopped by the user");
+  const runAborted = abortLiveRun(args.runId, reason);
+  const descendants = await listDescendants(db, args);
+  const active = descendants.filter((d) => d.status === "pending" || d.status === "running");
+  const waits: { id: string; done: Promise<void> }[] = [];
+  const orphanPending: string[] = [];
+  let failedToStop = 0;
+  for (const run of active) {
+    const live = getLiveRun(run.id);
+    if (live) {
+      abortLiveRun(run.id, reason);
+      waits.push({ id: run.id, done: live.done });
+    } else if (run.status === "pending") orphanPending.push(run.id);
+    else failedToStop++;
+  }
+  let stopped = 0;
+  if (orphanPending.length) {
+    const rows = await db
+      .update(agentRuns)
+      .set({ status: "cancelled", stopReason: "stopped", error: reason.message, finishedAt: sql`now()` })
+      .where(and(inArray(agentRuns.id, orphanPending), eq(agentRuns.status, "pending")))
+      .returning({ id: agentRuns.id });
+    stopped += rows.length;
+    // A row that left pending meanwhile started somewhere else: it did not stop.
+    failedToStop += orphanPending.length - rows.length;
+  }
+  if (waits.length) {
+    const waitMs = args.waitMs ?? 5_000;
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const deadline = new Promise<"late">((resolve) => {
+      timer = setTimeout(() => resolve("late"), waitMs);
+    });
+    const outcomes = await Promise.all(waits.map((w) => Promise.race([w.done.then(() => "done" as const), deadline])));
+    clearTimeout(timer);
+    for (const outcome of outcomes) {
+      if (outcome === "done") stopped++;
+      else failedToStop++;
+    }
+  }
+  return { stopped, failedToStop, runAborted };
+}
+
+/**
+ * Restart recovery: runs left pending or running by a process that is gone are finalized
+ * as `interrupted` through finishRun. A run is left alone when it was created by this
+ * process, after `startedBefore`, or when its owner still heartbeats. Durable batch items
+ * are recovered by their leases instead.
+ */
+export async function recoverInterruptedRuns(
+  db: DbOrTx,
+  args: { instanceId?: string; startedBefore: Date; liveWithinSeconds?: number },
+): Promise<{ interrupted: string[] }> {
+  const instanceId = args.instanceId ?? INSTANCE_ID;
+  const within = args.liveWithinSeconds ?? 60;
+  const candidates = await db
+    .select({ id: agentRuns.id })
+    .from(agentRuns)
+    .where(
+      and(
+        inArray(agentRuns.status, [...ACTIVE_STATUSES]),
+        sql`${agentRuns.kind} <> 'batch_item'`,
+        sql`${agentRuns.ownerInstance} is distinct from ${instanceId}`,
+        lt(agentRuns.createdAt, args.startedBefore),
+        sql`not exists (select 1 from worker_heartbeats h
+                         where h.id = ${agentRuns.ownerInstance} and h.stopped_at is null
+                           and h.last_heartbeat_at > now() - make_interval(secs => ${within}))`,
+      ),
+    );
+  const interrupted: string[] = [];
+  for (const { id } of candidates) {
+    const ok = await finishRun(db, { runId: id, status: "interrupted", stopReason: "interrupted", error: INTERRUPTED_MESSAGE });
+    if (ok) interrupted.push(id);
+  }
+  return { interrupted };
+}

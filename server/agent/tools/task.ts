@@ -1,0 +1,192 @@
+import { type ModelMessage, tool } from "ai";
+import { z } from "zod";
+import { effectiveTaskConcurrency, type FlotillaConfig } from "@/lib/config";
+import type { SubagentRuntime } from "@/server/runtime/admission";
+import { isCapacityError } from "@/server/runtime/capacity";
+import { runSubagent, type SubagentRunStatus, type SubagentStatusUpdate } from "../executor";
+import { describeSubagents, listSubagents } from "../registry";
+import type { LeadToolContext } from "./index";
+
+/**
+ * `task`: ordinary delegation. The lead waits for the sub-agent's result. Three limits meet
+ * here, all stated in the lead prompt (delegationPromptSection):
+ * - per response: effectiveTaskConcurrency(config) calls of one model response run; later
+ *   calls of the same response are not run and the model is told so;
+ * - per run: subagents.max_total_per_run delegations per lead run;
+ * - the executor's admission (response lane, thread lane, process capacity).
+ */
+
+export const taskInputSchema = z.object({
+  subagent: z.string().min(1).max(40).default("general").describe("Which sub-agent to use (default general)."),
+  description: z.string().min(1).max(200).describe("A short label for this task (3-8 words), shown to the user."),
+  prompt: z
+    .string()
+    .min(1)
+    .max(100_000)
+    .describe("The complete, self-contained instructions and material; the sub-agent sees nothing else."),
+});
+export type TaskInput = z.infer<typeof taskInputSchema>;
+
+/** Why a call did not run: over the per-response limit, over the per-run total, or invalid. */
+export type TaskNotRunReason = "response_limit" | "run_total" | "invalid" | "capacity";
+
+/** What the card renders and what is stored in the tool part. */
+export interface TaskToolOutput {
+  runId: string | null;
+  status: SubagentRunStatus | "not_run";
+  definition: string;
+  model: string | null;
+  usage: { inputTokens: number; outputTokens: number };
+  durationMs: number;
+  stopReason: string | null;
+  result: string;
+  error?: string;
+  notRunReason?: TaskNotRunReason;
+}
+
+/** Live status of a delegation, written as data part `data-subagent` with id = run id. */
+export interface SubagentDataPart extends SubagentStatusUpdate {
+  toolCallId: string;
+  description: string;
+}
+
+export interface TaskToolContext extends Omit<LeadToolContext, "writer"> {
+  writer?: LeadToolContext["writer"];
+  /** Root of the delegation tree; defaults to runId (a lead run is its own root). */
+  rootRunId?: string;
+  /** Depth of the caller: 0 for the lead, n for a nested sub-agent. */
+  depth?: number;
+  runtime?: SubagentRuntime;
+}
+
+/** The lead prompt's paragraph about delegation, with the same numbers the tool enforces. */
+export function delegationPromptSection(config: FlotillaConfig): string {
+  if (!config.subagents.enabled) return "";
+  const perResponse = effectiveTaskConcurrency(config);
+  const total = config.subagents.max_total_per_run;
+  return [
+    "## Delegating with `task`",
+    "Use `task` to hand a self-contained piece of work to a sub-agent and wait for its result. Sub-agents " +
+      "see only the prompt you give them, so include every fact and instruction they need.",
+    `- At most ${perResponse} \`task\` call${perResponse === 1 ? "" : "s"} per response run (in parallel). ` +
+      "Extra task calls in the same response are not run; issue them in a later response if still needed.",
+    `- At most ${total} task${total === 1 ? "" : "s"} in total while answering one message. Do not delegate ` +
+      "trivial steps; do the rest yourself.",
+    "- For many independent items use agent_swarm or batch_task instead of many task calls.",
+    "Available sub-agents:",
+    describeSubagents(config),
+  ].join("\n");
+}
+
+function toModelText(output: TaskToolOutput, description: string): string {
+  if (output.status === "not_run") return `Task "${description}" was not run. ${output.error ?? ""}`.trim();
+  const head = `Sub-agent "${output.definition}" (run ${output.runId}) ${output.status.replace("_", " ")}`;
+  if (output.status === "completed") return `${head}. Result:\n${output.result}`;
+  return `${head}: ${output.error ?? output.stopReason ?? "no result"}. No result is available from this task.`;
+}
+
+export function createTaskTool(ctx: TaskToolContext) {
+  const perResponse = effectiveTaskConcurrency(ctx.config);
+  const maxTotal = ctx.config.subagents.max_total_per_run;
+  const callerDepth = ctx.depth ?? 0;
+  // Calls of one model response share the same `messages` array (the step's input), so it
+  // identifies the response; calls run in the order the model emitted them.
+  const perStep = new WeakMap<ModelMessage[], string[]>();
+  const fallbackStep: ModelMessage[] = [];
+  let started = 0;
+  const names = listSubagents(ctx.config).map((d) => d.name);
+
+  const notRun = (input: TaskInput, reason: TaskNotRunReason, message: string): TaskToolOutput => ({
+    runId: null,
+    status: "not_run",
+    definition: input.subagent,
+    model: null,
+    usage: { inputTokens: 0, outputTokens: 0 },
+    durationMs: 0,
+    stopReason: null,
+    result: "",
+    error: message,
+    notRunReason: reason,
+  });
+
+  return tool({
+    description:
+      "Delegate one self-contained task to a sub-agent and wait for its result. " +
+      `At most ${perResponse} per response and ${maxTotal} per run. Sub-agents: ${names.join(", ")}.`,
+    inputSchema: taskInputSchema,
+    execute: async (input, options): Promise<TaskToolOutput> => {
+      // Bookkeeping happens synchronously, before any await, so call order decides.
+      const key = options.messages ?? fallbackStep;
+      const kept = perStep.get(key) ?? [];
+      perStep.set(key, kept);
+      if (!names.includes(input.subagent))
+        return notRun(input, "invalid", `Unknown sub-agent "${input.subagent}". Available: ${names.join(", ")}.`);
+      if (kept.length >= perResponse)
+        return notRun(
+          input,
+          "response_limit",
+          `This response made more task calls than the limit of ${perResponse} per response, so this one ` +
+            `(call ${kept.length + 1}) was dropped. The first ${perResponse} ran: ${kept.map((d) => `"${d}"`).join(", ")}. ` +
+            "Issue the dropped task again in a later response if it is still needed.",
+        );
+      if (started >= maxTotal)
+        return notRun(
+          input,
+          "run_total",
+          `The limit of ${maxTotal} delegated tasks per run (subagents.max_total_per_run) is used up, so no more ` +
+            "tasks can run while answering this message. Finish the remaining work yourself from the results you " +
+            "have, and tell the user what is left.",
+        );
+      kept.push(input.description);
+      started++;
+
+      const signal = options.abortSignal ? AbortSignal.any([ctx.abortSignal, options.abortSignal]) : ctx.abortSignal;
+      const write = (update: SubagentStatusUpdate) => {
+        const data: SubagentDataPart = { ...update, toolCallId: options.toolCallId, description: input.description };
+        ctx.writer?.write({ type: "data-subagent", id: update.runId, data });
+      };
+      let runId: string | null = null;
+      try {
+        const result = await runSubagent(ctx.db, {
+          userId: ctx.userId,
+          threadId: ctx.threadId || undefined,
+          parentRunId: ctx.runId,
+          rootRunId: ctx.rootRunId ?? ctx.runId,
+          kind: "task",
+          definition: input.subagent,
+          prompt: input.prompt,
+          model: ctx.model,
+          signal,
+          depth: callerDepth + 1,
+          toolCallId: options.toolCallId,
+          runtime: ctx.runtime,
+          onCreated: (id) => {
+            runId = id;
+          },
+          onStatus: write,
+        });
+        return {
+          runId: result.runId,
+          status: result.status,
+          definition: result.definition,
+          model: result.model,
+          usage: result.usage,
+          durationMs: result.durationMs,
+          stopReason: result.stopReason,
+          result: result.text,
+          ...(result.error !== undefined ? { error: result.error } : {}),
+        };
+      } catch (err) {
+        if (!isCapacityError(err)) throw err;
+        // Refused at admission: the run row is final (failed) and the model learns why.
+        return {
+          ...notRun(input, "capacity", err.message),
+          runId,
+          status: runId ? "failed" : "not_run",
+          stopReason: err.code,
+        };
+      }
+    },
+    toModelOutput: ({ output, input }) => ({ type: "text", value: toModelText(output, input.description) }),
+  });
+}
