@@ -3,6 +3,7 @@ import type { LanguageModelV3 } from "@ai-sdk/provider";
 import { type LanguageModelMiddleware, wrapLanguageModel } from "ai";
 import type { FlotillaConfig } from "@/lib/config";
 import { ConfigError, getConfig } from "@/server/config/load";
+import { rateLimitMiddleware } from "@/server/runtime/rate-limit";
 import { createSimulatorModel, SIMULATOR_MODEL_ID } from "./simulator";
 import type { ResolvedModel } from "./types";
 
@@ -12,8 +13,8 @@ export type { ResolvedModel } from "./types";
  * Middleware every resolved model runs through, outermost first. Shared concerns (such as the
  * process-wide rate limiter) are added here, in this one place.
  */
-export function sharedModelMiddleware(_config: FlotillaConfig): LanguageModelMiddleware[] {
-  return [];
+export function sharedModelMiddleware(config: FlotillaConfig): LanguageModelMiddleware[] {
+  return [rateLimitMiddleware({ config })];
 }
 
 /** Wraps a model with middleware; returns the model itself when there is none. */
