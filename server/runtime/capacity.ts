@@ -90,6 +90,7 @@ interface Waiter {
 }
 
 function formatSeconds(ms: number): string {
+  if (ms < 1_000) return `${Math.round(ms)}ms`;
   return ms < 10_000 ? `${(ms / 1000).toFixed(1)}s` : `${Math.round(ms / 1000)}s`;
 }
 
