@@ -1,0 +1,162 @@
+import { sql } from "drizzle-orm";
+import { beforeAll, describe, expect, it } from "vitest";
+import { GET as getThread } from "@/app/api/threads/[threadId]/route";
+import { GET as listThreadsRoute, POST as createThreadRoute } from "@/app/api/threads/route";
+import { createApiToken } from "@/server/auth/tokens";
+import { insertMessage, loadMessages, saveMessage } from "@/server/chat/messages";
+import { createThread, getThreadForUser, listThreads, touchThread } from "@/server/chat/threads";
+import { threads } from "@/server/db/schema";
+import { AppError } from "@/server/errors";
+import { createTestDatabase, type TestDatabase } from "../helpers/db";
+import { makeUser, params, request, sessionCookie, useSuiteEnv } from "./support";
+
+let t: TestDatabase;
+let alice: { id: string; email: string; password: string };
+let bob: { id: string; email: string; password: string };
+let aliceCookie: string;
+let bobCookie: string;
+
+beforeAll(async () => {
+  t = await createTestDatabase();
+  useSuiteEnv(t.url);
+  alice = await makeUser(t.db, "alice");
+  bob = await makeUser(t.db, "bob");
+  aliceCookie = await sessionCookie(alice);
+  bobCookie = await sessionCookie(bob);
+});
+
+const threadCount = async () => (await t.db.select({ n: sql<number>`count(*)::int` }).from(threads))[0].n;
+
+describe("threads repository", () => {
+  it("scopes every read to the owner", async () => {
+    const thread = await createThread(t.db, { userId: alice.id, title: "  Alice's   plan " });
+    expect(thread.title).toBe("Alice's plan");
+    expect((await getThreadForUser(t.db, { userId: alice.id, threadId: thread.id })).id).toBe(thread.id);
+    for (const threadId of [thread.id, "00000000-0000-0000-0000-000000000000", "not-a-uuid", ""]) {
+      const err = await getThreadForUser(t.db, { userId: bob.id, threadId }).catch((e) => e);
+      expect(err).toBeInstanceOf(AppError);
+      expect(err.code).toBe("not_found");
+    }
+    expect((await listThreads(t.db, { userId: bob.id })).map((x) => x.id)).not.toContain(thread.id);
+  });
+
+  it("lists the most recently active thread first and only replaces default titles", async () => {
+    const user = await makeUser(t.db, "order");
+    const first = await createThread(t.db, { userId: user.id });
+    const second = await createThread(t.db, { userId: user.id, title: "Kept" });
+    expect(first.title).toBe("New thread");
+    await touchThread(t.db, { userId: user.id, threadId: first.id, titleIfDefault: "Plan the launch" });
+    await touchThread(t.db, { userId: user.id, threadId: second.id, titleIfDefault: "Ignored" });
+    await touchThread(t.db, { userId: user.id, threadId: first.id });
+    const list = await listThreads(t.db, { userId: user.id });
+    expect(list.map((x) => [x.id, x.title])).toEqual([
+      [first.id, "Plan the launch"],
+      [second.id, "Kept"],
+    ]);
+    // Touching someone else's thread changes nothing.
+    await touchThread(t.db, { userId: bob.id, threadId: second.id, titleIfDefault: "x" });
+    expect((await listThreads(t.db, { userId: user.id }))[0].id).toBe(first.id);
+  });
+
+  it("stores UI messages in order and never lets an id collide across threads", async () => {
+    const a = await createThread(t.db, { userId: alice.id });
+    const b = await createThread(t.db, { userId: bob.id });
+    const id = `m_${Date.now()}`;
+    await insertMessage(t.db, { threadId: a.id, message: { id, role: "user", parts: [{ type: "text", text: "hi" }] } });
+    await saveMessage(t.db, {
+      threadId: a.id,
+      message: { id: `${id}_r`, role: "assistant", parts: [{ type: "text", text: "hello" }], metadata: { runId: "r1" } },
+    });
+    await saveMessage(t.db, {
+      threadId: a.id,
+      message: { id: `${id}_r`, role: "assistant", parts: [{ type: "text", text: "hello there" }], metadata: { runId: "r1" } },
+    });
+    await expect(
+      insertMessage(t.db, { threadId: b.id, message: { id, role: "user", parts: [{ type: "text", text: "steal" }] } }),
+    ).rejects.toMatchObject({ code: "conflict" });
+    await expect(
+      saveMessage(t.db, { threadId: b.id, message: { id: `${id}_r`, role: "assistant", parts: [{ type: "text", text: "overwrite" }] } }),
+    ).rejects.toMatchObject({ code: "conflict" });
+    expect(await loadMessages(t.db, { threadId: a.id })).toEqual([
+      { id, role: "user", parts: [{ type: "text", text: "hi" }] },
+      { id: `${id}_r`, role: "assistant", parts: [{ type: "text", text: "hello there" }], metadata: { runId: "r1" } },
+    ]);
+    expect(await loadMessages(t.db, { threadId: b.id })).toEqual([]);
+  });
+});
+
+describe("/api/threads", () => {
+  it("creates (201) and lists the caller's threads with the session cookie", async () => {
+    const res = await createThreadRoute(request("/api/threads", { cookie: aliceCookie, body: { title: "Research" } }), undefined);
+    expect(res.status).toBe(201);
+    const created = await res.json();
+    expect(Object.keys(created).sort()).toEqual(["created_at", "id", "title", "updated_at"]);
+    expect(created.title).toBe("Research");
+
+    const list = await (await listThreadsRoute(request("/api/threads", { cookie: aliceCookie }), undefined)).json();
+    expect(list.threads.map((x: { id: string }) => x.id)).toContain(created.id);
+    const bobs = await (await listThreadsRoute(request("/api/threads", { cookie: bobCookie }), undefined)).json();
+    expect(bobs.threads.map((x: { id: string }) => x.id)).not.toContain(created.id);
+  });
+
+  it("works with a Bearer token and an empty body", async () => {
+    const token = await createApiToken(t.db, { userId: bob.id });
+    const res = await createThreadRoute(request("/api/threads", { method: "POST", bearer: token }), undefined);
+    expect(res.status).toBe(201);
+    expect((await res.json()).title).toBe("New thread");
+  });
+
+  it("returns a thread with its messages to its owner and 404 to anyone else", async () => {
+    const thread = await createThread(t.db, { userId: alice.id, title: "Mine" });
+    await insertMessage(t.db, { threadId: thread.id, message: { id: `u_${thread.id}`, role: "user", parts: [{ type: "text", text: "q" }] } });
+    const ok = await getThread(request(`/api/threads/${thread.id}`, { cookie: aliceCookie }), params({ threadId: thread.id }));
+    expect(ok.status).toBe(200);
+    const body = await ok.json();
+    expect(body).toMatchObject({ id: thread.id, title: "Mine", messages: [{ id: `u_${thread.id}`, role: "user" }] });
+
+    for (const threadId of [thread.id, "00000000-0000-0000-0000-000000000000", "not-a-uuid"]) {
+      const res = await getThread(request(`/api/threads/${threadId}`, { cookie: bobCookie }), params({ threadId }));
+      expect(res.status).toBe(404);
+      expect(await res.json()).toEqual({ error: { code: "not_found", message: "thread not found" } });
+    }
+  });
+
+  it("answers 401 JSON without credentials", async () => {
+    for (const res of [
+      await listThreadsRoute(request("/api/threads"), undefined),
+      await createThreadRoute(request("/api/threads", { body: {} }), undefined),
+      await getThread(request("/api/threads/x"), params({ threadId: "x" })),
+    ]) {
+      expect(res.status).toBe(401);
+      expect((await res.json()).error.code).toBe("unauthorized");
+    }
+  });
+
+  it("rejects a cross-site cookie POST with 403 and writes nothing", async () => {
+    const before = await threadCount();
+    const res = await createThreadRoute(
+      request("/api/threads", { cookie: aliceCookie, body: {}, headers: { origin: "https://evil.example" } }),
+      undefined,
+    );
+    expect(res.status).toBe(403);
+    expect(await threadCount()).toBe(before);
+  });
+
+  it.each([
+    ["malformed JSON", { rawBody: '{"title": ' }, 400, "invalid_json", /not valid JSON/],
+    ["title of the wrong type", { body: { title: 5 } }, 400, "validation_failed", /^title: must be a string/],
+    ["null title", { body: { title: null } }, 400, "validation_failed", /^title: /],
+    ["unknown field", { body: { title: "x", owner: "someone" } }, 400, "validation_failed", /owner/],
+    ["too long title", { body: { title: "x".repeat(201) } }, 400, "validation_failed", /^title: must be at most 200/],
+    ["non-object body", { body: "title" }, 400, "validation_failed", /expected object/],
+    ["oversized body", { body: { title: "x".repeat(20_000) } }, 413, "payload_too_large", /exceeds 16384 bytes/],
+  ])("rejects %s with a 4xx naming the problem and writes nothing", async (_name, init, status, code, message) => {
+    const before = await threadCount();
+    const res = await createThreadRoute(request("/api/threads", { method: "POST", cookie: aliceCookie, ...init }), undefined);
+    expect(res.status).toBe(status);
+    const body = await res.json();
+    expect(body.error.code).toBe(code);
+    expect(body.error.message).toMatch(message);
+    expect(await threadCount()).toBe(before);
+  });
+});
