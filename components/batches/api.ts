@@ -1,0 +1,124 @@
+import type { z } from "zod";
+import {
+  type BatchProjection,
+  batchListSchema,
+  batchProjectionSchema,
+  type Features,
+  featuresSchema,
+  type ItemPage,
+  type ItemProjection,
+  type ItemStatus,
+  itemPageSchema,
+  itemProjectionSchema,
+  type SubmitBatchInput,
+} from "@/lib/api/batches";
+
+/**
+ * Browser fetch helpers of the batch panel. Every response is parsed with the shared zod
+ * projection; a non-2xx answer throws an ApiError carrying the server's own message.
+ */
+
+export class ApiError extends Error {
+  constructor(
+    message: string,
+    readonly status: number,
+    readonly code: string,
+  ) {
+    super(message);
+    this.name = "ApiError";
+  }
+}
+
+export const ITEM_PAGE_SIZE = 50;
+
+async function request(path: string, init?: RequestInit): Promise<unknown> {
+  let res: Response;
+  try {
+    res = await fetch(path, { credentials: "same-origin", cache: "no-store", ...init });
+  } catch (err) {
+    if ((err as Error).name === "AbortError") throw err;
+    throw new ApiError("The server could not be reached. Check your connection and try again.", 0, "network");
+  }
+  const text = await res.text();
+  let body: unknown = null;
+  if (text) {
+    try {
+      body = JSON.parse(text);
+    } catch {
+      body = null;
+    }
+  }
+  if (!res.ok) {
+    const error = (body as { error?: { code?: unknown; message?: unknown } } | null)?.error;
+    const message = typeof error?.message === "string" ? error.message : `Request failed (HTTP ${res.status})`;
+    throw new ApiError(message, res.status, typeof error?.code === "string" ? error.code : `http_${res.status}`);
+  }
+  return body;
+}
+
+function parse<S extends z.ZodType>(schema: S, body: unknown, what: string): z.output<S> {
+  const parsed = schema.safeParse(body);
+  if (!parsed.success) throw new ApiError(`The server sent an unexpected ${what}.`, 200, "bad_response");
+  return parsed.data;
+}
+
+/** Mutations answer with the projection itself or wrapped as { batch } / { item }. */
+function unwrap(body: unknown, key: string): unknown {
+  if (body && typeof body === "object" && key in body) return (body as Record<string, unknown>)[key];
+  return body;
+}
+
+const base = (threadId: string) => `/api/threads/${encodeURIComponent(threadId)}/subagent-batches`;
+const batchPath = (threadId: string, batchId: string) => `${base(threadId)}/${encodeURIComponent(batchId)}`;
+
+export async function fetchFeatures(signal?: AbortSignal): Promise<Features> {
+  return parse(featuresSchema, await request("/api/features", { signal }), "feature list");
+}
+
+export async function fetchBatches(threadId: string, signal?: AbortSignal): Promise<BatchProjection[]> {
+  return parse(batchListSchema, await request(base(threadId), { signal }), "batch list").batches;
+}
+
+export async function fetchBatch(threadId: string, batchId: string, signal?: AbortSignal): Promise<BatchProjection> {
+  return parse(batchProjectionSchema, unwrap(await request(batchPath(threadId, batchId), { signal }), "batch"), "batch");
+}
+
+export async function fetchItems(
+  threadId: string,
+  batchId: string,
+  opts: { status?: ItemStatus | null; cursor?: string | null; limit?: number },
+  signal?: AbortSignal,
+): Promise<ItemPage> {
+  const q = new URLSearchParams();
+  if (opts.status) q.set("status", opts.status);
+  if (opts.cursor) q.set("cursor", opts.cursor);
+  q.set("limit", String(opts.limit ?? ITEM_PAGE_SIZE));
+  return parse(itemPageSchema, await request(`${batchPath(threadId, batchId)}/items?${q}`, { signal }), "item page");
+}
+
+const post = (path: string, body?: unknown) =>
+  request(path, {
+    method: "POST",
+    headers: body === undefined ? undefined : { "content-type": "application/json" },
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+
+export type BatchAction = "pause" | "resume" | "cancel";
+
+export async function controlBatch(threadId: string, batchId: string, action: BatchAction): Promise<BatchProjection> {
+  const body = await post(`${batchPath(threadId, batchId)}/${action}`);
+  return parse(batchProjectionSchema, unwrap(body, "batch"), "batch");
+}
+
+export async function retryItem(threadId: string, batchId: string, itemId: string): Promise<ItemProjection> {
+  const body = await post(`${batchPath(threadId, batchId)}/items/${encodeURIComponent(itemId)}/retry`);
+  return parse(itemProjectionSchema, unwrap(body, "item"), "item");
+}
+
+export async function submitBatch(threadId: string, input: SubmitBatchInput): Promise<BatchProjection> {
+  return parse(batchProjectionSchema, unwrap(await post(base(threadId), input), "batch"), "batch");
+}
+
+export function resultsUrl(threadId: string, batchId: string): string {
+  return `${batchPath(threadId, batchId)}/results.jsonl`;
+}

@@ -1,0 +1,310 @@
+"use client";
+
+import { useMutation, useQueryClient } from "@tanstack/react-query";
+import { useEffect, useId, useRef, useState } from "react";
+import { type BatchProjection, clampProgress } from "@/lib/api/batches";
+import {
+  allowedControls,
+  batchTiming,
+  formatCount,
+  formatDuration,
+  formatRate,
+  formatTokens,
+  isActiveBatch,
+  optimisticStatus,
+  type RateSample,
+} from "@/lib/batches-ui";
+import { ApiError, type BatchAction, controlBatch, resultsUrl } from "./api";
+import { ItemsSection } from "./items";
+import { errorMessage, NO_WORKER_TITLE } from "./shared";
+import { buttonClass, ProgressBar, StatusBadge, Spinner, shortId } from "./ui";
+
+
+function useNow(intervalMs: number | null): number {
+  const [now, setNow] = useState(() => Date.now());
+  useEffect(() => {
+    setNow(Date.now());
+    if (!intervalMs) return;
+    const t = setInterval(() => setNow(Date.now()), intervalMs);
+    return () => clearInterval(t);
+  }, [intervalMs]);
+  return now;
+}
+
+
+const COUNT_CELLS = [
+  ["total", "Total"],
+  ["live", "Live"],
+  ["running", "Running"],
+  ["succeeded", "Succeeded"],
+  ["failed", "Failed"],
+  ["cancelled", "Cancelled"],
+  ["terminal", "Terminal"],
+] as const;
+
+/** Overview, controls and items of one batch. */
+export function BatchDetail({
+  threadId,
+  batch,
+  workerAlive,
+  samples,
+}: {
+  threadId: string;
+  batch: BatchProjection;
+  workerAlive: boolean;
+  samples: RateSample[];
+}) {
+  const qc = useQueryClient();
+  const listKey = ["batches", threadId];
+  const headingId = useId();
+  const now = useNow(isActiveBatch(batch.status) ? 1_000 : null);
+  const [error, setError] = useState<string | null>(null);
+  const [confirming, setConfirming] = useState(false);
+
+  const control = useMutation({
+    mutationFn: (action: BatchAction) => controlBatch(threadId, batch.id, action),
+    onMutate: async (action) => {
+      setError(null);
+      // Stop an in-flight poll from overwriting the optimistic state with an older one.
+      await qc.cancelQueries({ queryKey: listKey });
+      const previous = qc.getQueryData<BatchProjection[]>(listKey);
+      qc.setQueryData<BatchProjection[]>(listKey, (list) =>
+        list?.map((b) => (b.id === batch.id ? optimisticStatus(action, b) : b)),
+      );
+      return { previous };
+    },
+    onError: (err, _action, ctx) => {
+      if (ctx?.previous) qc.setQueryData(listKey, ctx.previous);
+      setError(errorMessage(err));
+      if (err instanceof ApiError && err.status === 503) void qc.invalidateQueries({ queryKey: ["features"] });
+    },
+    onSuccess: (fresh) => {
+      qc.setQueryData<BatchProjection[]>(listKey, (list) => list?.map((b) => (b.id === fresh.id ? fresh : b)));
+    },
+    onSettled: () => qc.invalidateQueries({ queryKey: listKey }),
+  });
+
+  const allowed = allowedControls(batch.status, workerAlive);
+  const busy = control.isPending;
+  const pct = clampProgress(batch.terminal, batch.total);
+  const timing = batchTiming(batch, now, samples);
+  const running = batch.status === "running";
+  const c = batch.counts;
+  const countValue = { ...c, total: batch.total, live: batch.live, terminal: batch.terminal };
+  const remaining = Math.max(0, batch.total - batch.terminal);
+  const disabledTitle = workerAlive ? undefined : NO_WORKER_TITLE;
+
+  return (
+    <section
+      id={`batch-detail-${batch.id}`}
+      tabIndex={-1}
+      aria-labelledby={headingId}
+      data-testid="batch-detail"
+      data-batch-id={batch.id}
+      data-status={batch.status}
+      className="flex min-w-0 flex-col gap-3 px-3 py-3 outline-none"
+    >
+      <div className="flex flex-wrap items-center gap-x-2 gap-y-1">
+        <h3 id={headingId} className="font-semibold">
+          Batch <span className="font-mono text-zinc-700">{shortId(batch.id)}</span>
+        </h3>
+        <StatusBadge status={batch.status} />
+        <span className="text-xs text-zinc-600">
+          sub-agent <span className="font-medium text-zinc-800">{batch.subagent}</span>
+        </span>
+        <span className="ml-auto text-xs text-zinc-500 tabular-nums" title={batch.created_at}>
+          {new Date(batch.created_at).toLocaleString()}
+        </span>
+      </div>
+
+      <div className="flex items-center gap-3">
+        <ProgressBar
+          value={pct}
+          status={batch.status}
+          label="Batch progress"
+          valueText={`${pct}% (${batch.terminal} of ${batch.total} items finished)`}
+        />
+        <span data-testid="progress-text" className="w-14 shrink-0 text-right font-medium tabular-nums">
+          {pct}%
+        </span>
+      </div>
+
+      <dl className="grid grid-cols-4 gap-px overflow-hidden rounded-md border border-zinc-200 bg-zinc-200 @lg:grid-cols-7">
+        {COUNT_CELLS.map(([key, label]) => (
+          <div key={key} className="flex flex-col bg-white px-2 py-1.5">
+            <dt className="text-[11px] font-medium uppercase tracking-wide text-zinc-500">{label}</dt>
+            <dd
+              data-testid={`count-${key}`}
+              className={`text-base font-semibold tabular-nums ${key === "failed" && c.failed > 0 ? "text-red-700" : "text-zinc-900"}`}
+            >
+              {formatCount(countValue[key])}
+            </dd>
+          </div>
+        ))}
+      </dl>
+
+      <dl className="grid grid-cols-2 gap-x-4 gap-y-1 text-xs @md:grid-cols-4">
+        <Stat label="Tokens" testId="stat-tokens">
+          {formatTokens(batch.usage.input_tokens)} in · {formatTokens(batch.usage.output_tokens)} out
+        </Stat>
+        <Stat label="Elapsed" testId="stat-elapsed">
+          {formatDuration(timing.elapsedMs)}
+        </Stat>
+        <Stat label="Throughput" testId="stat-throughput">
+          {formatRate(timing.rate)}
+        </Stat>
+        <Stat label="ETA" testId="stat-eta">
+          {running && timing.etaMs !== null ? formatDuration(timing.etaMs) : "—"}
+        </Stat>
+      </dl>
+
+      <div className="flex flex-wrap items-center gap-2">
+        <fieldset
+          aria-label="Batch controls"
+          title={disabledTitle}
+          aria-busy={busy}
+          className="flex flex-wrap items-center gap-2"
+        >
+          <ControlButton
+            label="Pause"
+            enabled={allowed.pause && !busy}
+            pending={busy && control.variables === "pause"}
+            title={disabledTitle}
+            onClick={() => control.mutate("pause")}
+          />
+          <ControlButton
+            label="Resume"
+            enabled={allowed.resume && !busy}
+            pending={busy && control.variables === "resume"}
+            title={disabledTitle}
+            onClick={() => control.mutate("resume")}
+          />
+          <ControlButton
+            label="Cancel"
+            danger
+            enabled={allowed.cancel && !busy}
+            pending={busy && control.variables === "cancel"}
+            title={disabledTitle}
+            onClick={() => setConfirming(true)}
+          />
+        </fieldset>
+        <a
+          href={resultsUrl(threadId, batch.id)}
+          download={`batch-${batch.id}.jsonl`}
+          className={`${buttonClass.base} ${buttonClass.neutral} ml-auto`}
+        >
+          <svg aria-hidden viewBox="0 0 16 16" className="size-3.5">
+            <path d="M8 2v8m0 0L5 7m3 3l3-3M3 13h10" fill="none" stroke="currentColor" strokeWidth="1.5" />
+          </svg>
+          Download JSONL
+        </a>
+      </div>
+
+      {error ? (
+        <p role="alert" className="rounded-md bg-red-50 px-2 py-1.5 text-xs text-red-800 ring-1 ring-red-200 ring-inset">
+          {error}
+        </p>
+      ) : null}
+
+      <ItemsSection threadId={threadId} batch={batch} workerAlive={workerAlive} />
+
+      {confirming ? (
+        <ConfirmCancel
+          remaining={remaining}
+          onClose={() => setConfirming(false)}
+          onConfirm={() => {
+            setConfirming(false);
+            control.mutate("cancel");
+          }}
+        />
+      ) : null}
+    </section>
+  );
+}
+
+function Stat({ label, testId, children }: { label: string; testId: string; children: React.ReactNode }) {
+  return (
+    <div className="flex min-w-0 items-baseline gap-1.5">
+      <dt className="text-zinc-500">{label}</dt>
+      <dd data-testid={testId} className="truncate font-medium text-zinc-800 tabular-nums">
+        {children}
+      </dd>
+    </div>
+  );
+}
+
+function ControlButton({
+  label,
+  enabled,
+  pending,
+  danger,
+  title,
+  onClick,
+}: {
+  label: string;
+  enabled: boolean;
+  pending: boolean;
+  danger?: boolean;
+  title?: string;
+  onClick: () => void;
+}) {
+  return (
+    <button
+      type="button"
+      disabled={!enabled}
+      title={title}
+      aria-busy={pending || undefined}
+      onClick={onClick}
+      className={`${buttonClass.base} ${danger ? buttonClass.danger : buttonClass.neutral} min-w-[4.5rem]`}
+    >
+      {pending ? <Spinner /> : null}
+      {label}
+    </button>
+  );
+}
+
+function ConfirmCancel({
+  remaining,
+  onConfirm,
+  onClose,
+}: {
+  remaining: number;
+  onConfirm: () => void;
+  onClose: () => void;
+}) {
+  const ref = useRef<HTMLDialogElement>(null);
+  const titleId = useId();
+  const descId = useId();
+  useEffect(() => {
+    const d = ref.current;
+    if (d && !d.open) d.showModal();
+    return () => d?.close();
+  }, []);
+  return (
+    <dialog
+      ref={ref}
+      role="alertdialog"
+      aria-labelledby={titleId}
+      aria-describedby={descId}
+      onClose={onClose}
+      className="m-auto w-[min(24rem,calc(100vw-2rem))] rounded-lg bg-white p-4 text-sm shadow-xl backdrop:bg-zinc-900/40"
+    >
+      <h3 id={titleId} className="text-base font-semibold">
+        Cancel this batch?
+      </h3>
+      <p id={descId} className="mt-2 text-zinc-700">
+        {remaining === 1 ? "The 1 unfinished item" : `All ${formatCount(remaining)} unfinished items`} will be
+        cancelled and running ones stopped. Finished results stay available for download.
+      </p>
+      <div className="mt-4 flex justify-end gap-2">
+        {/* biome-ignore lint/a11y/noAutofocus: the safe choice takes focus in a confirmation */}
+        <button type="button" autoFocus onClick={onClose} className={`${buttonClass.base} ${buttonClass.neutral}`}>
+          Keep running
+        </button>
+        <button type="button" onClick={onConfirm} className={`${buttonClass.base} ${buttonClass.dangerSolid}`}>
+          Confirm
+        </button>
+      </div>
+    </dialog>
+  );
+}

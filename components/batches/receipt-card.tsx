@@ -1,0 +1,110 @@
+"use client";
+
+import { useEffect } from "react";
+import { type BatchStatus, batchStatusSchema, clampProgress } from "@/lib/api/batches";
+import { formatCount } from "@/lib/batches-ui";
+import { announceBatch, batchHash, requestBatchFocus, useLiveBatch } from "./store";
+import { ProgressBar, StatusBadge, Spinner, shortId } from "./ui";
+
+/** The `tool-batch_task` part of a chat message (AI SDK tool UI part, loosely typed on purpose). */
+export interface BatchToolPart {
+  type: string;
+  toolCallId?: string;
+  state: string;
+  input?: unknown;
+  output?: unknown;
+  errorText?: string;
+}
+
+export interface Receipt {
+  batchId: string | null;
+  total: number | null;
+  status: BatchStatus | null;
+  message: string | null;
+}
+
+const rec = (v: unknown): Record<string, unknown> | null =>
+  v && typeof v === "object" && !Array.isArray(v) ? (v as Record<string, unknown>) : null;
+const num = (v: unknown): number | null => (typeof v === "number" && Number.isFinite(v) ? v : null);
+const str = (v: unknown): string | null => (typeof v === "string" && v !== "" ? v : null);
+
+/** Reads the receipt from the tool's output (flat or under `batch`), the count from the input as a fallback. */
+export function readReceipt(part: Pick<BatchToolPart, "input" | "output">): Receipt {
+  const out = rec(part.output);
+  const nested = rec(out?.batch);
+  const pick = (k: string) => out?.[k] ?? nested?.[k];
+  const inputItems = rec(part.input)?.items;
+  const status = batchStatusSchema.safeParse(pick("status"));
+  return {
+    batchId: str(out?.batch_id) ?? str(nested?.id) ?? str(out?.id),
+    total:
+      num(pick("total")) ??
+      num(pick("item_count")) ??
+      num(pick("items")) ??
+      (Array.isArray(inputItems) ? inputItems.length : null),
+    status: status.success ? status.data : null,
+    message: str(out?.error) ?? str(out?.message),
+  };
+}
+
+/** A compact receipt in the transcript when the agent submits a batch; links to it in the panel. */
+export function BatchReceiptCard({ part }: { part: BatchToolPart }) {
+  const receipt = readReceipt(part);
+  const live = useLiveBatch(receipt.batchId);
+  const done = part.state === "output-available";
+  const failed = part.state === "output-error" || (done && !receipt.batchId);
+
+  useEffect(() => {
+    if (receipt.batchId) announceBatch(receipt.batchId);
+  }, [receipt.batchId]);
+
+  const status = live?.status ?? receipt.status;
+  const total = live?.total ?? receipt.total;
+  return (
+    <div
+      data-testid="batch-receipt"
+      data-batch-id={receipt.batchId ?? undefined}
+      className="my-1 flex max-w-md flex-col gap-1.5 rounded-lg border border-zinc-200 bg-white px-3 py-2 text-sm shadow-xs"
+    >
+      <div className="flex flex-wrap items-center gap-2">
+        <svg aria-hidden viewBox="0 0 16 16" className="size-4 text-sky-700">
+          <path d="M2 4h12M2 8h12M2 12h8" fill="none" stroke="currentColor" strokeWidth="1.5" strokeLinecap="round" />
+        </svg>
+        <span className="font-medium">
+          {failed ? "Batch not submitted" : done ? "Batch submitted" : "Submitting batch…"}
+        </span>
+        {!done && !failed ? <Spinner className="text-zinc-500" /> : null}
+        {status ? <StatusBadge status={status} className="ml-auto" /> : null}
+      </div>
+      {failed ? (
+        <p className="text-xs text-red-700">{part.errorText ?? receipt.message ?? "The batch was not created."}</p>
+      ) : (
+        <div className="flex flex-wrap items-center gap-x-3 gap-y-1 text-xs text-zinc-600">
+          {receipt.batchId ? (
+            <span>
+              id <span className="font-mono text-zinc-800">{shortId(receipt.batchId)}</span>
+            </span>
+          ) : null}
+          {total !== null ? (
+            <span className="tabular-nums">
+              {formatCount(total)} {total === 1 ? "item" : "items"}
+            </span>
+          ) : null}
+          {live ? (
+            <span className="tabular-nums">{clampProgress(live.terminal, live.total)}% done</span>
+          ) : null}
+          {receipt.batchId ? (
+            <a
+              href={batchHash(receipt.batchId)}
+              onClick={() => requestBatchFocus(receipt.batchId!)}
+              className="ml-auto font-medium text-sky-800 underline underline-offset-2 hover:text-sky-900 focus-visible:outline-2 focus-visible:outline-sky-600"
+            >
+              View in batch panel
+            </a>
+          ) : null}
+        </div>
+      )}
+      {live ? <ProgressBar value={clampProgress(live.terminal, live.total)} status={live.status} size="sm" /> : null}
+    </div>
+  );
+}

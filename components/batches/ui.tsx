@@ -1,0 +1,95 @@
+"use client";
+
+import type { BatchStatus, ItemStatus } from "@/lib/api/batches";
+
+/** Small presentational pieces of the batch panel. */
+
+const STATUS_STYLE: Record<BatchStatus | ItemStatus, string> = {
+  pending: "bg-zinc-100 text-zinc-700 ring-zinc-300",
+  queued: "bg-slate-100 text-slate-800 ring-slate-300",
+  leased: "bg-indigo-50 text-indigo-800 ring-indigo-200",
+  running: "bg-sky-50 text-sky-800 ring-sky-200",
+  paused: "bg-amber-50 text-amber-900 ring-amber-300",
+  succeeded: "bg-emerald-50 text-emerald-800 ring-emerald-200",
+  completed: "bg-emerald-50 text-emerald-800 ring-emerald-200",
+  failed: "bg-red-50 text-red-800 ring-red-200",
+  cancelled: "bg-zinc-200 text-zinc-800 ring-zinc-300",
+};
+
+export function StatusBadge({ status, className = "" }: { status: BatchStatus | ItemStatus; className?: string }) {
+  return (
+    <span
+      data-status={status}
+      className={`inline-flex shrink-0 items-center rounded-full px-2 py-0.5 text-xs font-medium ring-1 ring-inset ${STATUS_STYLE[status]} ${className}`}
+    >
+      {status === "running" || status === "leased" ? (
+        <span aria-hidden className="mr-1 size-1.5 animate-pulse rounded-full bg-current" />
+      ) : null}
+      {status}
+    </span>
+  );
+}
+
+const BAR_COLOR: Partial<Record<BatchStatus, string>> = {
+  completed: "bg-emerald-500",
+  failed: "bg-red-500",
+  cancelled: "bg-zinc-400",
+  paused: "bg-amber-500",
+};
+
+/** A progress bar for an already-clamped 0..100 value; `label` names it for assistive tech. */
+export function ProgressBar({
+  value,
+  status,
+  label,
+  valueText,
+  size = "md",
+}: {
+  value: number;
+  status: BatchStatus;
+  label?: string;
+  valueText?: string;
+  size?: "sm" | "md";
+}) {
+  const pct = Math.min(100, Math.max(0, Number.isFinite(value) ? value : 0));
+  const track = size === "sm" ? "h-1.5" : "h-2.5";
+  const a11y = label
+    ? {
+        role: "progressbar" as const,
+        "aria-label": label,
+        "aria-valuemin": 0,
+        "aria-valuemax": 100,
+        "aria-valuenow": pct,
+        "aria-valuetext": valueText,
+      }
+    : { "aria-hidden": true };
+  return (
+    <div {...a11y} className={`${track} w-full overflow-hidden rounded-full bg-zinc-200`}>
+      <div
+        className={`h-full rounded-full transition-[width] duration-500 ease-out ${BAR_COLOR[status] ?? "bg-sky-600"}`}
+        style={{ width: `${pct}%` }}
+      />
+    </div>
+  );
+}
+
+export function Spinner({ className = "" }: { className?: string }) {
+  return (
+    <span
+      aria-hidden
+      className={`inline-block size-3 animate-spin rounded-full border-2 border-current border-r-transparent ${className}`}
+    />
+  );
+}
+
+export const buttonClass = {
+  base: "inline-flex items-center justify-center gap-1.5 rounded-md px-2.5 py-1 text-sm font-medium shadow-xs ring-1 ring-inset transition-colors focus-visible:outline-2 focus-visible:outline-offset-2 focus-visible:outline-sky-600 disabled:cursor-not-allowed disabled:opacity-50",
+  neutral: "bg-white text-zinc-800 ring-zinc-300 enabled:hover:bg-zinc-50",
+  primary: "bg-sky-700 text-white ring-sky-700 enabled:hover:bg-sky-800",
+  danger: "bg-white text-red-700 ring-red-300 enabled:hover:bg-red-50",
+  dangerSolid: "bg-red-700 text-white ring-red-700 enabled:hover:bg-red-800",
+};
+
+export function shortId(id: string): string {
+  return id.slice(0, 8);
+}
