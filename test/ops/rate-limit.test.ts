@@ -159,7 +159,8 @@ describe("rate-limit middleware around a model", () => {
     expect(r?.rate_limited).toBe(1);
     expect(Number(r?.slow_ms)).toBeGreaterThan(500); // simulator says retry-after: 1
 
-    const calls = (await metricsRegistry().getSingleMetric("flotilla_model_call_duration_seconds")?.get())?.values ?? [];
+    const calls = ((await metricsRegistry().getSingleMetric("flotilla_model_call_duration_seconds")?.get())?.values ??
+      []) as Array<{ value: number; labels: Record<string, string | number>; metricName?: string }>;
     const count = (outcome: string) =>
       calls.find(
         (v) => v.labels.outcome === outcome && v.labels.endpoint === "mw:sim" && v.metricName?.endsWith("_count"),

@@ -1,0 +1,101 @@
+import { sql } from "drizzle-orm";
+import type { DbOrTx } from "@/server/db/client";
+
+/**
+ * The workers view: live and recently dead worker processes from their heartbeats, and the
+ * batches each is working on from the item leases it holds. Worker rows are cluster-wide
+ * (operational, no user content); batch details are shown only for the viewer's own batches —
+ * leases on other users' batches are folded into one count.
+ */
+
+export interface WorkerLeaseView {
+  batch_id: string;
+  thread_id: string;
+  subagent: string;
+  batch_status: string;
+  leased: number;
+  running: number;
+}
+
+export interface WorkerView {
+  id: string;
+  host: string;
+  pid: number;
+  version: string;
+  capacity: number;
+  /** Items the worker said it was executing at its last heartbeat. */
+  running: number;
+  alive: boolean;
+  started_at: string;
+  last_heartbeat_at: string;
+  stopped_at: string | null;
+  /** The viewer's batches this worker holds leases on. */
+  batches: WorkerLeaseView[];
+  /** Leased + running items of other users' batches held by this worker. */
+  other_items: number;
+}
+
+const iso = (v: unknown): string => (v instanceof Date ? v : new Date(String(v))).toISOString();
+
+export async function listWorkers(
+  db: DbOrTx,
+  args: { userId: string; livenessSeconds: number; recentSeconds?: number; limit?: number },
+): Promise<WorkerView[]> {
+  const recent = args.recentSeconds ?? 24 * 3600;
+  const limit = args.limit ?? 100;
+  const workers = (await db.execute(sql`
+    select id, host, pid, version, capacity, running, started_at, last_heartbeat_at, stopped_at,
+           (stopped_at is null and last_heartbeat_at > now() - make_interval(secs => ${args.livenessSeconds})) as alive
+    from worker_heartbeats
+    where kind = 'worker' and last_heartbeat_at > now() - make_interval(secs => ${recent})
+    order by alive desc, last_heartbeat_at desc
+    limit ${limit}`)) as unknown as Array<Record<string, unknown>>;
+  if (workers.length === 0) return [];
+  const ids = workers.map((w) => String(w.id));
+
+  // Uses the partial lease index (status in leased/running): bounded by what is in flight.
+  const leases = (await db.execute(sql`
+    select i.lease_owner, i.batch_id, b.user_id, b.thread_id, b.subagent, b.status as batch_status,
+           count(*) filter (where i.status = 'leased')::int as leased,
+           count(*) filter (where i.status = 'running')::int as running
+    from subagent_batch_items i
+    join subagent_batches b on b.id = i.batch_id
+    where i.status in ('leased', 'running') and i.lease_owner in (${sql.join(
+      ids.map((id) => sql`${id}`),
+      sql`, `,
+    )})
+    group by i.lease_owner, i.batch_id, b.user_id, b.thread_id, b.subagent, b.status
+    order by i.batch_id`)) as unknown as Array<Record<string, unknown>>;
+
+  return workers.map((w) => {
+    const mine: WorkerLeaseView[] = [];
+    let other = 0;
+    for (const l of leases) {
+      if (l.lease_owner !== w.id) continue;
+      if (l.user_id === args.userId)
+        mine.push({
+          batch_id: String(l.batch_id),
+          thread_id: String(l.thread_id),
+          subagent: String(l.subagent),
+          batch_status: String(l.batch_status),
+          leased: Number(l.leased),
+          running: Number(l.running),
+        });
+      else other += Number(l.leased) + Number(l.running);
+    }
+    return {
+      id: String(w.id),
+      host: String(w.host),
+      pid: Number(w.pid),
+      version: String(w.version),
+      capacity: Number(w.capacity),
+      running: Number(w.running),
+      alive: w.alive === true,
+      started_at: iso(w.started_at),
+      last_heartbeat_at: iso(w.last_heartbeat_at),
+      stopped_at: w.stopped_at ? iso(w.stopped_at) : null,
+      batches: mine,
+      other_items: other,
+    };
+  });
+}
