@@ -1,5 +1,5 @@
 import { APICallError } from "@ai-sdk/provider";
-import { RetryError } from "ai";
+import { NoOutputGeneratedError, RetryError } from "ai";
 
 export type ModelErrorClass = "rate_limit" | "timeout" | "aborted" | "provider" | "unknown";
 
@@ -30,9 +30,16 @@ function inner(err: unknown): unknown {
 /**
  * Sorts a model-call failure into the classes the runtime reacts to: rate limits are deferred and
  * retried after retry-after, timeouts and aborts end the run with that status, provider errors
- * fail it. Looks through the AI SDK's RetryError (retries of 429s) and `cause` chains.
+ * fail it. Looks through the AI SDK's RetryError (retries of 429s) and `cause` chains. Pass the
+ * call's signal so an abort with a custom reason (e.g. `controller.abort(new Error("stop"))`) is
+ * still recognised; a TimeoutError reason counts as a timeout.
  */
-export function classifyModelError(err: unknown, depth = 0): ModelErrorClass {
+export function classifyModelError(err: unknown, options: { signal?: AbortSignal } = {}): ModelErrorClass {
+  if (options.signal?.aborted) return errorName(options.signal.reason) === "TimeoutError" ? "timeout" : "aborted";
+  return classify(err, 0);
+}
+
+function classify(err: unknown, depth: number): ModelErrorClass {
   if (err === undefined || err === null || depth > MAX_DEPTH) return "unknown";
   if (RetryError.isInstance(err) && err.reason === "abort") return "aborted";
   const name = errorName(err);
@@ -43,13 +50,34 @@ export function classifyModelError(err: unknown, depth = 0): ModelErrorClass {
   if (status === 408 || status === 504) return "timeout";
   const nested = inner(err);
   if (nested !== undefined && nested !== err) {
-    const cls = classifyModelError(nested, depth + 1);
+    const cls = classify(nested, depth + 1);
     if (cls !== "unknown") return cls;
   }
+  // streamText's NoOutputGeneratedError carries no cause: the real error went to onError.
+  if (NoOutputGeneratedError.isInstance(err)) return "unknown";
   if (APICallError.isInstance(err) || RetryError.isInstance(err)) return "provider";
-  // Other AI SDK errors (bad response data, empty body, no content) are the provider misbehaving.
+  // Other AI SDK errors (bad response data, empty body) are the provider misbehaving.
   if (err && typeof err === "object" && Symbol.for("vercel.ai.error") in err) return "provider";
   return "unknown";
+}
+
+/**
+ * `await streamText(...).text` rejects with a bare NoOutputGeneratedError; the model's actual
+ * error is only reported to `onError`. Pass `tracker.onError` to streamText, then classify
+ * `tracker.error(thrown)` (the first model error seen, else what was thrown).
+ */
+export function trackModelErrors(): { onError: (event: { error: unknown }) => void; error: (thrown?: unknown) => unknown } {
+  let first: unknown;
+  let seen = false;
+  return {
+    onError: ({ error }) => {
+      if (!seen) {
+        seen = true;
+        first = error;
+      }
+    },
+    error: (thrown) => (seen ? first : thrown),
+  };
 }
 
 function header(headers: Record<string, string> | undefined, name: string): string | undefined {

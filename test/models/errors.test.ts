@@ -1,7 +1,8 @@
 import { APICallError, EmptyResponseBodyError } from "@ai-sdk/provider";
-import { RetryError } from "ai";
+import { NoOutputGeneratedError, RetryError, streamText } from "ai";
 import { describe, expect, it } from "vitest";
-import { classifyModelError, retryAfterMs } from "@/server/models/errors";
+import { classifyModelError, retryAfterMs, trackModelErrors } from "@/server/models/errors";
+import { createSimulatorModel } from "@/server/models/simulator";
 
 function apiError(statusCode: number, responseHeaders?: Record<string, string>) {
   return new APICallError({ message: `HTTP ${statusCode}`, url: "http://x", requestBodyValues: {}, statusCode, responseHeaders });
@@ -20,6 +21,7 @@ describe("classifyModelError", () => {
     expect(classifyModelError(undefined)).toBe("unknown");
     expect(classifyModelError("string failure")).toBe("unknown");
     expect(classifyModelError({ status: 429, message: "other client" })).toBe("rate_limit");
+    expect(classifyModelError(new NoOutputGeneratedError())).toBe("unknown");
   });
 
   it("looks through RetryError and cause chains", () => {
@@ -58,5 +60,36 @@ describe("retryAfterMs", () => {
     });
     expect(retryAfterMs(retried)).toBe(2000);
     expect(retryAfterMs(new Error("wrapped", { cause: apiError(429, { "retry-after-ms": "40" }) }))).toBe(40);
+  });
+});
+
+describe("classifying streamText failures", () => {
+  it("recovers the model's error that streamText hides behind NoOutputGeneratedError", async () => {
+    const model = createSimulatorModel({ latencyMs: 0 });
+    const tracker = trackModelErrors();
+    const result = streamText({ model, prompt: "busy [[429]]", maxRetries: 0, onError: tracker.onError });
+    const thrown = await Promise.resolve(result.text).catch((e: unknown) => e);
+    expect(classifyModelError(thrown)).toBe("unknown");
+    expect(classifyModelError(tracker.error(thrown))).toBe("rate_limit");
+    expect(retryAfterMs(tracker.error(thrown))).toBe(1000);
+    const clean = trackModelErrors();
+    expect(clean.error("fallback")).toBe("fallback");
+  });
+
+  it("uses the call's signal for aborts with custom reasons and timeouts", async () => {
+    const model = createSimulatorModel({ latencyMs: 1000 });
+    const stop = new AbortController();
+    const tracker = trackModelErrors();
+    const result = streamText({ model, prompt: "long", abortSignal: stop.signal, onError: tracker.onError });
+    setTimeout(() => stop.abort(new Error("user pressed stop")), 30);
+    const thrown = await Promise.resolve(result.text).catch((e: unknown) => e);
+    expect(classifyModelError(tracker.error(thrown))).toBe("unknown");
+    expect(classifyModelError(tracker.error(thrown), { signal: stop.signal })).toBe("aborted");
+
+    const timeout = AbortSignal.timeout(30);
+    const slow = streamText({ model, prompt: "long", abortSignal: timeout, onError: () => {} });
+    const timedOut = await Promise.resolve(slow.text).catch((e: unknown) => e);
+    expect(classifyModelError(timedOut, { signal: timeout })).toBe("timeout");
+    expect(classifyModelError(new Error("x"), { signal: AbortSignal.abort() })).toBe("aborted");
   });
 });

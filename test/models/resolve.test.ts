@@ -1,6 +1,8 @@
+import { generateText, type LanguageModelMiddleware, streamText } from "ai";
 import { describe, expect, it } from "vitest";
 import { loadConfig } from "@/server/config/load";
-import { resolveModel } from "@/server/models";
+import { resolveModel, withModelMiddleware } from "@/server/models";
+import { createSimulatorModel } from "@/server/models/simulator";
 
 const config = loadConfig({ env: { FLOTILLA__SIMULATOR__LATENCY_MS: "0" }, cwd: "/nonexistent" });
 
@@ -32,5 +34,32 @@ describe("resolveModel", () => {
     const r = resolveModel(config, { MODEL_BASE_URL: "http://127.0.0.1:9/v1", MODEL_NAME: "local-llama" });
     expect(r).toMatchObject({ name: "local-llama", simulator: false });
     expect(r.model.modelId).toBe("local-llama");
+  });
+});
+
+describe("withModelMiddleware", () => {
+  it("runs middleware around every call and leaves the model untouched without any", async () => {
+    const base = createSimulatorModel({ latencyMs: 0 });
+    expect(withModelMiddleware(base, [])).toBe(base);
+    const seen: string[] = [];
+    const counting: LanguageModelMiddleware = {
+      specificationVersion: "v3",
+      wrapStream: async ({ doStream, params }) => {
+        seen.push(`stream:${params.prompt.length}`);
+        return doStream();
+      },
+      wrapGenerate: async ({ doGenerate }) => {
+        seen.push("generate");
+        return doGenerate();
+      },
+    };
+    const wrapped = withModelMiddleware(base, [counting]);
+    expect(wrapped.modelId).toBe("simulator");
+    const streamed = streamText({ model: wrapped, prompt: "hello [[chars:5]]" });
+    expect(await streamed.text).toHaveLength(5);
+    await generateText({ model: wrapped, prompt: "hi" });
+    expect(seen).toEqual(["stream:1", "generate"]);
+    // Errors still surface through the wrapper unchanged.
+    await expect(generateText({ model: wrapped, prompt: "x [[429]]", maxRetries: 0 })).rejects.toMatchObject({ statusCode: 429 });
   });
 });

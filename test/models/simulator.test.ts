@@ -89,7 +89,7 @@ describe("simulator model", () => {
   });
 
   it("spreads word-sized deltas over the configured latency", async () => {
-    const model = createSimulatorModel({ latencyMs: 300 });
+    const model = createSimulatorModel({ latencyMs: 600 });
     const started = Date.now();
     const result = streamText({ model, prompt: "Tell me about tides [[chars:200]]" });
     const arrivals: number[] = [];
@@ -98,9 +98,10 @@ describe("simulator model", () => {
       expect(delta.length).toBeLessThan(40);
     }
     expect(arrivals.length).toBeGreaterThan(10);
-    expect(arrivals[0]).toBeLessThan(150);
-    expect(arrivals.at(-1)).toBeGreaterThanOrEqual(280);
-    expect(arrivals.at(-1)).toBeLessThan(800);
+    // The first word arrives early, the last one at the latency: deltas are spread, not bunched.
+    expect(arrivals[0]).toBeLessThan(300);
+    expect(arrivals.at(-1)).toBeGreaterThanOrEqual(590);
+    expect(arrivals.at(-1)).toBeLessThan(2000);
   });
 
   it("[[sleep:MS]] answers after MS milliseconds instead of the default latency", async () => {
@@ -110,13 +111,14 @@ describe("simulator model", () => {
     t = Date.now();
     await answer("slow one [[sleep:400]]");
     const slept = Date.now() - t;
-    expect(baseline).toBeLessThan(100);
+    expect(baseline).toBeLessThan(250);
     expect(slept).toBeGreaterThanOrEqual(395);
-    expect(slept).toBeLessThan(1200);
+    expect(slept - baseline).toBeGreaterThanOrEqual(300);
+    expect(slept).toBeLessThan(2000);
     // And it overrides a long default in the other direction.
     t = Date.now();
     await answer("quick [[sleep:0]]", createSimulatorModel({ latencyMs: 5000 }));
-    expect(Date.now() - t).toBeLessThan(300);
+    expect(Date.now() - t).toBeLessThan(2000);
   });
 
   it("[[fail]] fails every call with a provider error", async () => {
@@ -178,7 +180,8 @@ describe("simulator model", () => {
     const t = Date.now();
     controller.abort(reason);
     await expect(reader.read()).rejects.toBe(reason);
-    expect(Date.now() - t).toBeLessThan(50);
+    // Far sooner than the 2 s the answer would otherwise take.
+    expect(Date.now() - t).toBeLessThan(250);
   });
 
   it("aborts through streamText mid-answer and before the call", async () => {
@@ -191,7 +194,7 @@ describe("simulator model", () => {
       text += delta;
       if (text.length > 50) controller.abort();
     }
-    expect(Date.now() - t).toBeLessThan(600);
+    expect(Date.now() - t).toBeLessThan(900);
     expect(text.length).toBeGreaterThan(50);
     expect(text.length).toBeLessThan(3000);
     const pre = new AbortController();
