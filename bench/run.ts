@@ -1,0 +1,65 @@
+/**
+ * `npm run bench`: runs every registered benchmark module and prints one table.
+ * A module exports `name` and `run(): Promise<BenchRow[]>`; add yours to MODULES.
+ * `npm run bench -- --check` exits non-zero when a row misses its target.
+ */
+
+export interface BenchRow {
+  metric: string;
+  /** Our measurement (unit in the metric name). */
+  ours: number;
+  /** The reference measured in the same run. */
+  baseline: number;
+  /** ours / baseline. */
+  ratio: number;
+  /** Highest acceptable ratio. */
+  target: number;
+}
+
+export interface BenchModule {
+  name: string;
+  run(): Promise<BenchRow[]>;
+}
+
+const MODULES: Array<() => Promise<BenchModule>> = [() => import("./capacity.bench")];
+
+function fmt(n: number): string {
+  if (!Number.isFinite(n)) return String(n);
+  if (Math.abs(n) >= 100) return n.toFixed(0);
+  if (Math.abs(n) >= 1) return n.toFixed(2);
+  return n.toPrecision(3);
+}
+
+async function main() {
+  const only = process.argv.slice(2).filter((a) => !a.startsWith("--"));
+  const check = process.argv.includes("--check");
+  const rows: Array<BenchRow & { module: string }> = [];
+  for (const load of MODULES) {
+    const mod = await load();
+    if (only.length && !only.some((o) => mod.name.includes(o))) continue;
+    process.stderr.write(`running ${mod.name} ...\n`);
+    for (const row of await mod.run()) rows.push({ module: mod.name, ...row });
+  }
+  const header = ["module", "metric", "ours", "baseline", "ratio", "target", "ok"];
+  const table = rows.map((r) => [
+    r.module,
+    r.metric,
+    fmt(r.ours),
+    fmt(r.baseline),
+    `${r.ratio.toFixed(2)}x`,
+    `<= ${r.target}x`,
+    r.ratio <= r.target ? "yes" : "NO",
+  ]);
+  const widths = header.map((h, i) => Math.max(h.length, ...table.map((t) => t[i].length)));
+  const line = (cells: string[]) => `| ${cells.map((c, i) => c.padEnd(widths[i])).join(" | ")} |`;
+  console.log(line(header));
+  console.log(`|${widths.map((w) => "-".repeat(w + 2)).join("|")}|`);
+  for (const t of table) console.log(line(t));
+  console.log(`\nnode ${process.version}, ${new Date().toISOString()}`);
+  if (check && rows.some((r) => r.ratio > r.target)) process.exit(1);
+}
+
+main().catch((err) => {
+  console.error(err);
+  process.exit(1);
+});
