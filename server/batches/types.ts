@@ -1,0 +1,89 @@
+import type { subagentBatches } from "@/server/db/schema";
+import type { ItemStatus } from "@/server/db/schema/batches";
+
+export type BatchRow = typeof subagentBatches.$inferSelect;
+
+/** The columns an item page needs: never the prompt or the full result. Preview and error arrive bounded. */
+export interface ItemSummary {
+  id: string;
+  batchId: string;
+  itemKey: string;
+  position: number;
+  status: ItemStatus;
+  attempts: number;
+  preview: string | null;
+  error: string | null;
+  inputTokens: number;
+  outputTokens: number;
+  startedAt: Date | null;
+  finishedAt: Date | null;
+}
+
+export interface ItemPageResult {
+  items: ItemSummary[];
+  /** Opaque; null on the last page. */
+  nextCursor: string | null;
+}
+
+/** One line of results.jsonl (snake_case, as served). */
+export interface ResultLine {
+  item_key: string;
+  position: number;
+  status: ItemStatus;
+  attempts: number;
+  result: string | null;
+  error: string | null;
+  usage: { input_tokens: number; output_tokens: number };
+}
+
+/** An item a worker holds: identity, prompt and the fencing token every later write must carry. */
+export interface ClaimedItem {
+  id: string;
+  batchId: string;
+  itemKey: string;
+  position: number;
+  prompt: string;
+  leaseToken: number;
+  /** Attempt number of this lease (1-based). */
+  attempt: number;
+}
+
+export interface LeaseRef {
+  id: string;
+  leaseToken: number;
+}
+
+export interface Usage {
+  inputTokens: number;
+  outputTokens: number;
+}
+
+/** How a held attempt ends. */
+export type Settlement = LeaseRef &
+  (
+    | {
+        kind: "succeeded";
+        result: string;
+        preview: string;
+        model?: string | null;
+        stopReason?: string | null;
+        usage?: Usage;
+        runId?: string | null;
+      }
+    | {
+        kind: "failed";
+        error: string;
+        /** false: fail now whatever attempts remain. Default true. */
+        retryable?: boolean;
+        model?: string | null;
+        stopReason?: string | null;
+        usage?: Usage;
+        runId?: string | null;
+        /** Earliest next attempt (ms from now), e.g. after a rate limit past max_deferrals. */
+        delayMs?: number;
+      }
+    /** Refused by local capacity: back to queued, attempt refunded. */
+    | { kind: "released"; runId?: string | null }
+    /** Rate limited: back to queued after delayMs, attempt refunded (up to rate_limits.max_deferrals). */
+    | { kind: "deferred"; delayMs: number; error: string; usage?: Usage; model?: string | null; runId?: string | null }
+  );

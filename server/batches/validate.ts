@@ -1,0 +1,67 @@
+import { type SubmitBatchInput, submitBatchSchema } from "@/lib/api/batches";
+import type { FlotillaConfig } from "@/lib/config";
+import { AppError } from "@/server/errors";
+import { zodMessage } from "@/server/http/route";
+
+/** Longest prompt one item may carry after template expansion. */
+export const MAX_ITEM_PROMPT_CHARS = 100_000;
+export const ITEM_PLACEHOLDER = "{{item}}";
+
+export interface NormalizedSubmission {
+  submissionKey: string;
+  subagent: string;
+  maxLiveItems: number;
+  maxRunningItems: number;
+  /** In position order (position = index + 1). */
+  items: { key: string; prompt: string }[];
+}
+
+const invalid = (message: string) => new AppError("validation_failed", message);
+
+/**
+ * Validates a whole submission before anything is written: shape, count ≤ max_items_per_batch,
+ * unique item keys (explicit keys win; the rest are item-1, item-2, ... by position), limits
+ * within their configured ranges, template expansion. Errors name the field.
+ */
+export function normalizeSubmission(input: SubmitBatchInput, config: FlotillaConfig): NormalizedSubmission {
+  const limits = config.subagent_batches;
+  if (Array.isArray(input?.items) && input.items.length > limits.max_items_per_batch)
+    throw invalid(`items: at most ${limits.max_items_per_batch} items per batch (got ${input.items.length})`);
+  const parsed = submitBatchSchema.safeParse(input);
+  if (!parsed.success) throw invalid(zodMessage(parsed.error));
+  const data = parsed.data;
+
+  const maxLive = data.max_live_items ?? limits.default_max_live_items;
+  if (maxLive < 1 || maxLive > limits.max_live_items_per_batch)
+    throw invalid(`max_live_items: must be between 1 and ${limits.max_live_items_per_batch}`);
+  const maxRunning = data.max_running_items ?? limits.default_max_running_items;
+  if (maxRunning < 1 || maxRunning > limits.max_running_items_per_batch)
+    throw invalid(`max_running_items: must be between 1 and ${limits.max_running_items_per_batch}`);
+
+  const template = data.prompt_template;
+  if (template !== undefined && !template.includes(ITEM_PLACEHOLDER))
+    throw invalid(`prompt_template: must contain ${ITEM_PLACEHOLDER}`);
+
+  const seen = new Map<string, number>();
+  const items = data.items.map((item, index) => {
+    const explicitKey = typeof item === "string" ? undefined : item.item_key;
+    const key = explicitKey ?? `item-${index + 1}`;
+    const first = seen.get(key);
+    if (first !== undefined)
+      throw invalid(`items.${index}.item_key: duplicate item_key "${key}" (first used by items.${first})`);
+    seen.set(key, index);
+    const prompt =
+      typeof item === "string" ? (template !== undefined ? template.split(ITEM_PLACEHOLDER).join(item) : item) : item.prompt;
+    if (prompt.length > MAX_ITEM_PROMPT_CHARS)
+      throw invalid(`items.${index}: prompt is ${prompt.length} characters; at most ${MAX_ITEM_PROMPT_CHARS} per item`);
+    return { key, prompt };
+  });
+
+  return {
+    submissionKey: data.submission_key,
+    subagent: data.subagent ?? "general",
+    maxLiveItems: maxLive,
+    maxRunningItems: maxRunning,
+    items,
+  };
+}
