@@ -40,7 +40,13 @@ export type SchedulerEvent =
   | { type: "item_started"; index: number; attempt: number; retryOfRunId: string | null }
   | { type: "item_suspended"; index: number; attempt: number; delayMs: number; runId: string | null }
   | { type: "capacity_changed"; direction: "down" | "up"; effective: number; previous: number }
-  | { type: "item_settled"; index: number; status: "completed" | "failed" | "cancelled"; attempts: number };
+  | {
+      type: "item_settled";
+      index: number;
+      status: "completed" | "failed" | "cancelled";
+      reason: SettleReason;
+      attempts: number;
+    };
 
 export type SettleReason =
   | "settled"
@@ -151,7 +157,7 @@ export function runSchedule<T, O extends AttemptOutcome>(options: ScheduleOption
         firstStartedAt: slot.firstStartedAt,
         settledAt: clock.now(),
       };
-      emit({ type: "item_settled", index: slot.index, status, attempts: slot.attempts });
+      emit({ type: "item_settled", index: slot.index, status, reason, attempts: slot.attempts });
     };
 
     const clearWake = () => {

@@ -4,7 +4,7 @@
  */
 
 export type SwarmItemStatus = "queued" | "running" | "suspended" | "completed" | "failed" | "cancelled";
-export type SwarmAggregateStatus = "running" | "completed" | "partial" | "failed" | "cancelled";
+export type SwarmAggregateStatus = "running" | "completed" | "partial" | "failed" | "cancelled" | "rejected";
 
 /** One ordered row of the swarm result. Never carries prompts, tool arguments or raw tool output. */
 export interface SwarmItemRow {
@@ -52,6 +52,8 @@ export interface SwarmAggregate {
 export interface SwarmResult {
   aggregate: SwarmAggregate;
   items: SwarmItemRow[];
+  /** Set when the call was refused before anything started (nothing ran). */
+  rejection?: { code: string; message: string };
 }
 
 /** One trace entry as the chat shows it (a compact copy of the run_events row). */

@@ -2,6 +2,7 @@ import type { ToolSet, UIMessageStreamWriter } from "ai";
 import type { FlotillaConfig } from "@/lib/config";
 import type { Db } from "@/server/db/client";
 import type { ResolvedModel } from "@/server/models/types";
+import { createSwarmTool } from "./swarm";
 import { createTaskTool } from "./task";
 
 /** Everything a lead-agent tool needs about the response it serves. */
@@ -22,5 +23,6 @@ export interface LeadToolContext {
 export async function buildLeadTools(ctx: LeadToolContext): Promise<ToolSet> {
   return {
     ...(ctx.config.subagents.enabled ? { task: createTaskTool(ctx) } : {}),
+    ...(ctx.config.subagents.enabled ? { agent_swarm: createSwarmTool(ctx) } : {}),
   };
 }
