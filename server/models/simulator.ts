@@ -24,6 +24,8 @@ export const SIMULATOR_PROVIDER = "flotilla";
 export const SIMULATOR_MAX_CHARS = 10_000_000;
 /** `batch xN:` accepts up to this many items (the config ceiling of max_items_per_batch). */
 export const SIMULATOR_MAX_BATCH_COUNT = 100_000;
+/** Node timers overflow (and fire at once) beyond 2^31-1 ms, so [[sleep]] is clamped there. */
+const MAX_SLEEP_MS = 2_147_483_647;
 /** At most this many streamed deltas per answer; long answers get longer deltas. */
 const MAX_DELTAS = 400;
 /** Tool results longer than this are cut in the post-tool summary. */
@@ -150,7 +152,7 @@ export function parseDirectives(text: string): SimulatorDirectives {
   for (const match of text.matchAll(DIRECTIVE_RE)) {
     const name = match[1].toLowerCase();
     const arg = match[2] === undefined ? undefined : Number(match[2]);
-    if (name === "sleep" && arg !== undefined) out.sleepMs = arg;
+    if (name === "sleep" && arg !== undefined) out.sleepMs = Math.min(arg, MAX_SLEEP_MS);
     else if (name === "chars" && arg !== undefined) out.chars = Math.min(arg, SIMULATOR_MAX_CHARS);
     else if (name === "fail" && arg === undefined) out.fail = true;
     else if (name === "fail-once" && arg === undefined) out.failOnce = true;

@@ -142,6 +142,24 @@ describe("simulator model", () => {
     expect((await generateText({ model: fast, prompt: "flaky 3 [[fail-once]]" })).text).toContain("flaky 3");
   });
 
+  it("[[fail-once]] fails exactly one of many concurrent first calls", async () => {
+    const outcomes = await Promise.allSettled(
+      Array.from({ length: 12 }, () => generateText({ model: fast, prompt: "racing [[fail-once]]", maxRetries: 0 })),
+    );
+    expect(outcomes.filter((o) => o.status === "rejected")).toHaveLength(1);
+    expect(outcomes.filter((o) => o.status === "fulfilled")).toHaveLength(11);
+  });
+
+  it("clamps an enormous [[sleep]] instead of overflowing the timer", async () => {
+    expect(parseDirectives("[[sleep:99999999999999]]").sleepMs).toBe(2_147_483_647);
+    const controller = new AbortController();
+    const pending = generateText({ model: fast, prompt: "[[sleep:99999999999999]]", abortSignal: controller.signal });
+    const settled = await Promise.race([pending.then(() => "answered", () => "failed"), new Promise((r) => setTimeout(() => r("waiting"), 100))]);
+    expect(settled).toBe("waiting");
+    controller.abort();
+    await expect(pending).rejects.toMatchObject({ name: "AbortError" });
+  });
+
   it("[[429]] answers like a provider rate limit with retry-after", async () => {
     const err = await rejection(fast.doStream(userCall("busy [[429]]")));
     if (!APICallError.isInstance(err)) throw new Error("expected APICallError");
