@@ -14,6 +14,7 @@ import type { ResolvedModel } from "@/server/models/types";
 import { registerLiveRun } from "@/server/runtime/run-registry";
 import { createRun, finishRun } from "./runs";
 import { buildLeadTools, type LeadToolContext } from "./tools";
+import { delegationPromptSection } from "./tools/task";
 
 /**
  * The lead agent: its system prompt and the wiring of one response (a `lead` run row, the
@@ -46,6 +47,7 @@ export function buildLeadSystemPrompt(config: FlotillaConfig, toolNames: readonl
     );
   if (has("batch_status")) modes.push("- `batch_status`: progress and counts of the thread's batches.");
   if (modes.length) lines.push("", "Delegation tools:", ...modes);
+  if (has("task")) lines.push("", delegationPromptSection(config));
   lines.push("", "Be concise. Never invent results of work that has not run.");
   return lines.join("\n");
 }

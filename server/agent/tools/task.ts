@@ -73,6 +73,10 @@ export function delegationPromptSection(config: FlotillaConfig): string {
     `- At most ${total} task${total === 1 ? "" : "s"} in total while answering one message. Do not delegate ` +
       "trivial steps; do the rest yourself.",
     "- For many independent items use agent_swarm or batch_task instead of many task calls.",
+    config.subagents.max_depth > 1
+      ? `- Sub-agents may delegate further, up to ${config.subagents.max_depth} levels below you, sharing ` +
+        `${config.subagents.max_active_per_root} active sub-agents per message; requests beyond that are refused at once.`
+      : "- Sub-agents cannot delegate further.",
     "Available sub-agents:",
     describeSubagents(config),
   ].join("\n");
