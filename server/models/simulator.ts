@@ -14,8 +14,23 @@ import {
 /**
  * The built-in simulator: a real AI SDK v3 language model that needs no network. It answers
  * deterministically from the prompt, streams word-sized deltas spread over its latency, reports
- * token usage of about chars/4, honours abort signals, and understands test directives and a
- * small tool-call grammar (see parseDirectives / parseToolCalls).
+ * token usage of about chars/4, and honours abort signals.
+ *
+ * Everything below is read from the latest user message only (never the system prompt or history):
+ * - Directives: [[sleep:MS]] answer after MS ms; [[fail]] non-retryable provider error (HTTP 500);
+ *   [[fail-once]] that error only on the first call with this exact message text in this process;
+ *   [[429]] / [[429-once]] a retryable APICallError 429 with `retry-after: 1`; [[chars:N]] an answer
+ *   of exactly N characters. Errors come at once unless [[sleep]] is also given.
+ * - Tool calls, only for tools offered in the call and only when the last message is the user's
+ *   (all calls of one message are emitted together, as parallel calls):
+ *     [[call:TOOL {json}]]  anywhere, any number (`[[call:TOOL]]` means {})
+ *     task: PROMPT          per line → task {subagent:"general", description, prompt}
+ *     swarm: TEMPLATE | a; b; c → agent_swarm {profile:"general", prompt_template, items}
+ *     batch: TEMPLATE | a; b; c → batch_task {prompt_template, items}
+ *     batch xN: TEMPLATE    → batch_task {prompt_template, items: ["1".."N"]}
+ *     batch status          → batch_status {}
+ *   Directives inside consumed grammar belong to the delegated prompts, not to this call.
+ * - After tool results it answers "Summary of K tool result(s):" with one line per result.
  */
 
 export const SIMULATOR_MODEL_ID = "simulator";
