@@ -1,26 +1,41 @@
-import { getConfig } from "@/server/config/load";
+import { ConfigError, getConfig } from "@/server/config/load";
 import { createDatabase, databaseUrlFromEnv } from "@/server/db/client";
+import { log } from "@/server/log";
 import { INSTANCE_ID } from "@/server/runtime/instance";
-import { HEARTBEAT_INTERVAL_MS, markStopped, writeHeartbeat } from "./heartbeat";
+import { BatchWorker } from "./loop";
 
-/** Worker entrypoint: `npm run worker`. Never imports Next.js. */
+/**
+ * Worker entrypoint: `npm run worker`. Never imports Next.js. Runs the batch worker against
+ * DATABASE_URL until SIGTERM / SIGINT, then stops claiming, aborts its local runs and exits
+ * without finalizing their rows (lease expiry hands them to another worker).
+ */
 async function main() {
-  const config = getConfig();
+  let config: ReturnType<typeof getConfig>;
+  try {
+    config = getConfig();
+  } catch (err) {
+    if (err instanceof ConfigError) {
+      console.error(err.message);
+      process.exit(1);
+    }
+    throw err;
+  }
   const database = createDatabase(databaseUrlFromEnv(), { applicationName: "flotilla-worker" });
-  const capacity = config.subagent_runtime.max_running;
-  const beat = () => writeHeartbeat(database.db, { id: INSTANCE_ID, capacity, running: 0 });
-  await beat();
-  const timer = setInterval(() => beat().catch((e) => console.error("heartbeat failed", e)), HEARTBEAT_INTERVAL_MS);
-  console.log(`worker ${INSTANCE_ID} started (capacity ${capacity})`);
+  const worker = new BatchWorker({ database, config });
+  await worker.start();
+  console.log(`worker ${INSTANCE_ID} started (capacity ${config.subagent_runtime.max_running})`);
 
   let stopping = false;
   const stop = async (signal: string) => {
     if (stopping) return;
     stopping = true;
     console.log(`worker ${INSTANCE_ID} stopping on ${signal}`);
-    clearInterval(timer);
-    await markStopped(database.db, INSTANCE_ID).catch(() => {});
-    await database.close();
+    try {
+      await worker.stop();
+    } catch (err) {
+      log.error({ err: String(err) }, "worker stop failed");
+    }
+    await database.close().catch(() => {});
     process.exit(0);
   };
   process.on("SIGTERM", () => void stop("SIGTERM"));

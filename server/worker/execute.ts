@@ -1,0 +1,72 @@
+import { runSubagent } from "@/server/agent/executor";
+import { type ExecutionSpec, rebuildExecution } from "@/server/batches/spec";
+import type { ClaimedItem } from "@/server/batches/types";
+import type { Db } from "@/server/db/client";
+import type { ModelErrorClass } from "@/server/models/errors";
+import type { ResolvedModel } from "@/server/models/types";
+import type { SubagentRuntime } from "@/server/runtime/admission";
+
+/**
+ * How the worker runs one claimed item. The default runs the shared sub-agent executor;
+ * tests and benchmarks inject their own (same contract: acquire capacity, call onStarted
+ * right before real work, honour the signal; throw CapacityRejectedError /
+ * CapacityTimeoutError when refused by capacity).
+ */
+
+export interface ItemRunContext {
+  item: ClaimedItem;
+  spec: ExecutionSpec;
+  signal: AbortSignal;
+  /** Marks the item running (fenced). Throws when the lease is gone: the item must not run. */
+  onStarted: () => Promise<void>;
+}
+
+export interface ItemRunResult {
+  status: "completed" | "failed" | "cancelled" | "timed_out";
+  text: string;
+  usage: { inputTokens: number; outputTokens: number };
+  model: string | null;
+  stopReason: string | null;
+  error?: string;
+  errorClass?: ModelErrorClass;
+  runId?: string;
+  /** Provider advice for rate limits, when the executor knows it. */
+  retryAfterMs?: number;
+}
+
+export type ItemExecutor = (ctx: ItemRunContext) => Promise<ItemRunResult>;
+
+/** The production executor: the snapshot boundary rebuilt from the spec, run by runSubagent. */
+export function subagentItemExecutor(args: { db: Db; model: ResolvedModel; runtime: SubagentRuntime }): ItemExecutor {
+  const rebuilt = new Map<string, ReturnType<typeof rebuildExecution>>();
+  return async ({ item, spec, signal, onStarted }) => {
+    let boundary = rebuilt.get(item.batchId);
+    if (!boundary) {
+      boundary = rebuildExecution(spec, args.runtime);
+      rebuilt.set(item.batchId, boundary);
+      // Specs are immutable per batch; keep the cache small across long-lived workers.
+      if (rebuilt.size > 256) rebuilt.delete(rebuilt.keys().next().value as string);
+    }
+    const result = await runSubagent(args.db, {
+      userId: boundary.userId,
+      threadId: boundary.threadId,
+      kind: "batch_item",
+      definition: boundary.definition,
+      prompt: item.prompt,
+      model: args.model,
+      signal,
+      runtime: boundary.runtime,
+      onStarted,
+    });
+    return {
+      status: result.status,
+      text: result.text,
+      usage: result.usage,
+      model: result.model,
+      stopReason: result.stopReason,
+      error: result.error,
+      errorClass: result.errorClass,
+      runId: result.runId,
+    };
+  };
+}
