@@ -47,7 +47,9 @@ export function readModelEnv(env: Env): { baseURL: string; apiKey?: string; name
   return { baseURL: baseURL as string, apiKey, name: name as string };
 }
 
-const cache = new Map<string, ResolvedModel>();
+// Per config object (the process singleton in production), so middleware built from one
+// configuration never serves another.
+let cache = new WeakMap<FlotillaConfig, Map<string, ResolvedModel>>();
 
 /**
  * The model this process uses: the OpenAI-compatible endpoint when MODEL_BASE_URL and MODEL_NAME
@@ -59,7 +61,12 @@ export function resolveModel(config: FlotillaConfig = getConfig(), env: Env = pr
   const key = endpoint
     ? `openai:${endpoint.baseURL}|${endpoint.name}|${endpoint.apiKey ?? ""}`
     : `simulator:${config.simulator.latency_ms}`;
-  const hit = cache.get(key);
+  let byKey = cache.get(config);
+  if (!byKey) {
+    byKey = new Map();
+    cache.set(config, byKey);
+  }
+  const hit = byKey.get(key);
   if (hit) return hit;
   let resolved: ResolvedModel;
   if (endpoint) {
@@ -82,11 +89,11 @@ export function resolveModel(config: FlotillaConfig = getConfig(), env: Env = pr
       simulator: true,
     };
   }
-  cache.set(key, resolved);
+  byKey.set(key, resolved);
   return resolved;
 }
 
 /** Drops cached models (tests only). */
 export function resetModelCache(): void {
-  cache.clear();
+  cache = new WeakMap();
 }

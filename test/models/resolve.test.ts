@@ -12,6 +12,10 @@ describe("resolveModel", () => {
     expect(a).toMatchObject({ name: "simulator", simulator: true });
     expect(a.model.specificationVersion).toBe("v3");
     expect(resolveModel(config, { MODEL_NAME: "  " })).toBe(a);
+    // Another configuration object gets its own instance (its own shared middleware).
+    const other = loadConfig({ env: { FLOTILLA__SIMULATOR__LATENCY_MS: "0" }, cwd: "/nonexistent" });
+    expect(resolveModel(other, {})).not.toBe(a);
+    expect(resolveModel(other, {})).toBe(resolveModel(other, {}));
   });
 
   it("honours simulator.latency_ms from configuration", async () => {
