@@ -1,0 +1,230 @@
+"use client";
+
+import { Badge } from "@/components/ui/badge";
+import { Spinner } from "@/components/ui/spinner";
+import type {
+  SwarmAggregate,
+  SwarmItemRow,
+  SwarmLiveData,
+  SwarmResult,
+  SwarmTraceEntry,
+} from "@/server/agent/swarm/types";
+
+/** The `tool-agent_swarm` part of a chat message (AI SDK tool UI part, loosely typed on purpose). */
+export interface SwarmToolPart {
+  type: string;
+  toolCallId?: string;
+  state: string;
+  input?: unknown;
+  output?: unknown;
+  errorText?: string;
+}
+
+type Tone = "neutral" | "amber" | "green" | "red" | "blue";
+const STATUS_TONE: Record<string, Tone> = {
+  queued: "neutral",
+  running: "blue",
+  suspended: "amber",
+  completed: "green",
+  partial: "amber",
+  failed: "red",
+  cancelled: "neutral",
+  rejected: "red",
+};
+
+/** Rows shown before the list scrolls; the list itself is height-bounded too. */
+const SUMMARY_PREVIEW_CHARS = 280;
+
+const rec = (v: unknown): Record<string, unknown> | null =>
+  v && typeof v === "object" && !Array.isArray(v) ? (v as Record<string, unknown>) : null;
+
+function asResult(v: unknown): SwarmResult | null {
+  const r = rec(v);
+  return r && rec(r.aggregate) && Array.isArray(r.items) ? (r as unknown as SwarmResult) : null;
+}
+
+/** The live `data-swarm` part of this tool call among a message's parts (the last write wins). */
+export function findSwarmLive(parts: readonly unknown[] | undefined, toolCallId: string | undefined): SwarmLiveData | null {
+  if (!parts || !toolCallId) return null;
+  for (let i = parts.length - 1; i >= 0; i--) {
+    const p = rec(parts[i]);
+    if (p?.type === "data-swarm" && p.id === toolCallId) return asResult(p.data) as SwarmLiveData | null;
+  }
+  return null;
+}
+
+function seconds(ms: number | null | undefined): string {
+  if (ms === null || ms === undefined) return "–";
+  return ms < 1000 ? `${ms} ms` : `${(ms / 1000).toFixed(ms < 10_000 ? 1 : 0)} s`;
+}
+
+const shortId = (id: string) => id.slice(0, 8);
+const preview = (text: string) => (text.length > SUMMARY_PREVIEW_CHARS ? `${text.slice(0, SUMMARY_PREVIEW_CHARS - 1)}…` : text);
+
+function traceLabel(e: SwarmTraceEntry): string {
+  switch (e.type) {
+    case "item_queued":
+      return "queued";
+    case "item_started":
+      return e.attempt && e.attempt > 1 ? `started (attempt ${e.attempt})` : "started";
+    case "item_suspended":
+      return `rate limited on attempt ${e.attempt ?? 1}; retry in ${seconds(e.delay_ms)}`;
+    case "capacity_changed":
+      return `capacity ${e.direction === "down" ? "reduced" : "recovered"} to ${e.effective_capacity}`;
+    case "shared_capacity_waiting":
+      return "waiting for a shared sub-agent slot";
+    case "child_started":
+      return "child run executing";
+    case "child_completed":
+      return `child run ${e.status ?? "settled"}${e.failure_class ? ` (${e.failure_class})` : ""}`;
+    case "tool_admission_rejected":
+      return "call rejected";
+    default:
+      return e.type.replaceAll("_", " ");
+  }
+}
+
+function Counts({ aggregate }: { aggregate: SwarmAggregate }) {
+  const c = aggregate.counts;
+  const parts = [
+    `${c.total} item${c.total === 1 ? "" : "s"}`,
+    `${c.completed} completed`,
+    `${c.failed} failed`,
+    `${c.cancelled} cancelled`,
+  ];
+  if (c.running) parts.push(`${c.running} running`);
+  if (c.queued) parts.push(`${c.queued} queued`);
+  if (c.suspended) parts.push(`${c.suspended} waiting to retry`);
+  return (
+    <p data-testid="swarm-counts" className="text-xs text-zinc-600">
+      {parts.join(" · ")}
+    </p>
+  );
+}
+
+function Row({ row, index }: { row: SwarmItemRow; index: number }) {
+  return (
+    <li
+      data-testid="swarm-row"
+      data-item-id={row.item_id}
+      data-status={row.status}
+      className="flex flex-col gap-0.5 border-b border-zinc-100 px-2 py-1.5 last:border-b-0"
+    >
+      <div className="flex flex-wrap items-center gap-x-2 gap-y-0.5 text-xs">
+        <span className="w-5 shrink-0 text-right tabular-nums text-zinc-400">{index + 1}</span>
+        <span className="max-w-48 truncate font-mono font-medium text-zinc-800" title={row.item_id}>
+          {row.item_id}
+        </span>
+        <span className="text-zinc-500">{row.profile}</span>
+        <Badge tone={STATUS_TONE[row.status] ?? "neutral"}>
+          {row.status === "running" ? <Spinner className="size-3" /> : null}
+          {row.status === "suspended" ? "waiting to retry" : row.status}
+        </Badge>
+        {row.failure_class ? <span className="text-red-700">{row.failure_class.replaceAll("_", " ")}</span> : null}
+        {row.attempts > 1 ? <span className="text-zinc-500">{row.attempts} attempts</span> : null}
+        <span className="ml-auto tabular-nums text-zinc-500">{seconds(row.duration_ms)}</span>
+        {row.child_run_id ? (
+          <span className="font-mono text-zinc-400" title={`child run ${row.child_run_id}`}>
+            {shortId(row.child_run_id)}
+          </span>
+        ) : null}
+      </div>
+      {row.summary ? (
+        <p className="line-clamp-2 pl-7 text-xs text-zinc-700" title={row.summary.length > SUMMARY_PREVIEW_CHARS ? undefined : row.summary}>
+          {preview(row.summary)}
+        </p>
+      ) : null}
+      {row.error && row.status !== "completed" ? <p className="line-clamp-2 pl-7 text-xs text-red-700">{row.error}</p> : null}
+    </li>
+  );
+}
+
+function Trace({ entries, dropped }: { entries: readonly SwarmTraceEntry[]; dropped: number }) {
+  if (entries.length === 0) return null;
+  return (
+    <details data-testid="swarm-trace" className="text-xs">
+      <summary className="cursor-pointer select-none text-zinc-600 hover:text-zinc-900">
+        Trace ({entries.length + dropped} events)
+      </summary>
+      <ol className="mt-1 max-h-60 overflow-y-auto rounded border border-zinc-100 bg-zinc-50 px-2 py-1 font-mono text-[11px] leading-5 text-zinc-700">
+        {dropped ? <li className="text-zinc-400">… {dropped} earlier events (see the run's events)</li> : null}
+        {entries.map((e, i) => (
+          <li key={i} className="flex gap-2">
+            <span className="w-14 shrink-0 text-right tabular-nums text-zinc-400">{(e.t / 1000).toFixed(2)}s</span>
+            {e.item_id ? <span className="max-w-32 shrink-0 truncate text-zinc-900">{e.item_id}</span> : null}
+            <span>{traceLabel(e)}</span>
+            {e.detail ? <span className="truncate text-zinc-400">{e.detail}</span> : null}
+          </li>
+        ))}
+      </ol>
+    </details>
+  );
+}
+
+/**
+ * The agent_swarm card: aggregate counts, one bounded row per item in input order (live
+ * while the swarm runs, from the `data-swarm` part) and a collapsible trace.
+ */
+export function SwarmCard({ part, live }: { part: SwarmToolPart; live?: SwarmLiveData | null }) {
+  const output = asResult(part.output);
+  const data: SwarmResult | null = output ?? live ?? null;
+  const trace = live?.trace ?? [];
+  const settled = part.state === "output-available" || part.state === "output-error";
+  const status = part.state === "output-error" ? "failed" : (data?.aggregate.status ?? "running");
+  const title =
+    status === "rejected"
+      ? "Swarm rejected"
+      : status === "running" || !settled
+        ? "Swarm running"
+        : status === "cancelled"
+          ? "Swarm cancelled"
+          : "Swarm finished";
+  const reduced = data && data.aggregate.effective_capacity < data.aggregate.concurrency && status === "running";
+
+  return (
+    <section
+      data-testid="swarm-card"
+      data-status={status}
+      aria-label="Agent swarm"
+      className="my-1 flex w-full max-w-2xl flex-col gap-2 rounded-lg border border-zinc-200 bg-white px-3 py-2 text-sm shadow-xs"
+    >
+      <header className="flex flex-wrap items-center gap-2">
+        <svg aria-hidden viewBox="0 0 16 16" className="size-4 text-sky-700">
+          <circle cx="4" cy="4" r="1.6" fill="currentColor" />
+          <circle cx="12" cy="4" r="1.6" fill="currentColor" />
+          <circle cx="4" cy="12" r="1.6" fill="currentColor" />
+          <circle cx="12" cy="12" r="1.6" fill="currentColor" />
+          <circle cx="8" cy="8" r="1.9" fill="currentColor" />
+        </svg>
+        <span className="font-medium">{title}</span>
+        {!settled ? <Spinner className="size-3.5 text-zinc-500" /> : null}
+        <span className="ml-auto flex items-center gap-2">
+          {data && status !== "rejected" ? (
+            <span className="text-xs tabular-nums text-zinc-500">
+              {seconds(data.aggregate.duration_ms)} · concurrency {data.aggregate.concurrency}
+              {reduced ? ` (now ${data.aggregate.effective_capacity})` : ""}
+            </span>
+          ) : null}
+          <Badge tone={STATUS_TONE[status] ?? "neutral"}>{status}</Badge>
+        </span>
+      </header>
+      {part.state === "output-error" ? (
+        <p className="text-xs text-red-700">{part.errorText ?? "The swarm failed."}</p>
+      ) : data?.rejection ? (
+        <p className="text-xs text-red-700">Nothing ran: {data.rejection.message}</p>
+      ) : data ? (
+        <>
+          <Counts aggregate={data.aggregate} />
+          <ol aria-label="Swarm items" className="max-h-96 overflow-y-auto rounded border border-zinc-100">
+            {data.items.map((row, i) => (
+              <Row key={row.item_id} row={row} index={i} />
+            ))}
+          </ol>
+        </>
+      ) : (
+        <p className="text-xs text-zinc-500">Starting the swarm…</p>
+      )}
+      <Trace entries={trace} dropped={live?.trace_dropped ?? 0} />
+    </section>
+  );
+}
