@@ -34,6 +34,7 @@ function useNow(intervalMs: number | null): number {
 
 const COUNT_CELLS = [
   ["total", "Total"],
+  ["pending", "Pending"],
   ["live", "Live"],
   ["running", "Running"],
   ["succeeded", "Succeeded"],
@@ -129,7 +130,7 @@ export function BatchDetail({
         </span>
       </div>
 
-      <dl className="grid grid-cols-4 gap-px overflow-hidden rounded-md border border-zinc-200 bg-zinc-200 @lg:grid-cols-7">
+      <dl className="grid grid-cols-4 gap-px overflow-hidden rounded-md border border-zinc-200 bg-zinc-200 @2xl:grid-cols-8">
         {COUNT_CELLS.map(([key, label]) => (
           <div key={key} className="flex flex-col bg-white px-2 py-1.5">
             <dt className="text-[11px] font-medium uppercase tracking-wide text-zinc-500">{label}</dt>
@@ -143,7 +144,7 @@ export function BatchDetail({
         ))}
       </dl>
 
-      <dl className="grid grid-cols-2 gap-x-4 gap-y-1 text-xs @md:grid-cols-4">
+      <dl className="grid grid-cols-2 gap-x-4 gap-y-1 text-xs @2xl:grid-cols-4">
         <Stat label="Tokens" testId="stat-tokens">
           {formatTokens(batch.usage.input_tokens)} in · {formatTokens(batch.usage.output_tokens)} out
         </Stat>

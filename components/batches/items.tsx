@@ -128,26 +128,29 @@ export function ItemsSection({
         </select>
       </div>
 
-      <div className={`overflow-x-auto rounded-md border border-zinc-200 ${stale ? "opacity-60" : ""}`}>
+      <div
+        data-testid="items-scroll"
+        className={`max-h-[28rem] overflow-auto rounded-md border border-zinc-200 transition-opacity ${stale ? "opacity-60" : ""}`}
+      >
         <table className="w-full table-fixed border-collapse text-left text-xs" aria-busy={query.isFetching && !query.data}>
-          <thead className="bg-zinc-50 text-[11px] uppercase tracking-wide text-zinc-600">
+          <thead className="sticky top-0 z-10 bg-zinc-50 text-[11px] uppercase tracking-wide text-zinc-600 shadow-[0_1px_0_0_var(--color-zinc-200)]">
             <tr>
               <th scope="col" className="w-12 px-2 py-1.5 text-right font-medium">
                 #
               </th>
-              <th scope="col" className="w-28 px-2 py-1.5 font-medium">
+              <th scope="col" className="w-24 px-2 py-1.5 font-medium">
                 Key
               </th>
               <th scope="col" className="w-24 px-2 py-1.5 font-medium">
                 Status
               </th>
-              <th scope="col" className="hidden w-20 px-2 py-1.5 text-right font-medium @sm:table-cell">
+              <th scope="col" className="hidden w-16 px-2 py-1.5 text-right font-medium @sm:table-cell">
                 Attempts
               </th>
-              <th scope="col" className="hidden px-2 py-1.5 font-medium @md:table-cell">
+              <th scope="col" className="hidden py-1.5 pr-2 pl-4 font-medium @lg:table-cell">
                 Preview
               </th>
-              <th scope="col" className="hidden px-2 py-1.5 font-medium @xl:table-cell">
+              <th scope="col" className="hidden px-2 py-1.5 font-medium @2xl:table-cell">
                 Error
               </th>
               <th scope="col" className="w-[4.5rem] px-2 py-1.5 font-medium">
@@ -285,10 +288,10 @@ const ItemRow = memo(function ItemRow({
           {item.attempts}
           <span className="text-zinc-400">/{maxAttempts}</span>
         </td>
-        <td className="hidden truncate px-2 text-zinc-700 @md:table-cell" title={item.preview ?? undefined}>
+        <td className="hidden truncate py-0 pr-2 pl-4 text-zinc-700 @lg:table-cell" title={item.preview ?? undefined}>
           {item.preview ?? <span className="text-zinc-400">—</span>}
         </td>
-        <td className="hidden truncate px-2 text-red-700 @xl:table-cell" title={item.error ?? undefined}>
+        <td className="hidden truncate px-2 text-red-700 @2xl:table-cell" title={item.error ?? undefined}>
           {item.error ?? <span className="text-zinc-400">—</span>}
         </td>
         <td className="px-2 text-right">
