@@ -1,5 +1,6 @@
 "use client";
 
+import type { ToolPartProps } from "@/components/chat/message-parts";
 import { Badge } from "@/components/ui/badge";
 import { Spinner } from "@/components/ui/spinner";
 import type {
@@ -165,16 +166,26 @@ function Trace({ entries, dropped }: { entries: readonly SwarmTraceEntry[]; drop
  * The agent_swarm card: aggregate counts, one bounded row per item in input order (live
  * while the swarm runs, from the `data-swarm` part) and a collapsible trace.
  */
-export function SwarmCard({ part, live }: { part: SwarmToolPart; live?: SwarmLiveData | null }) {
+export function SwarmCard({
+  part,
+  live,
+  stopped = false,
+}: {
+  part: SwarmToolPart;
+  live?: SwarmLiveData | null;
+  /** The response ended without a tool result (Stop): show the last live state as stopped. */
+  stopped?: boolean;
+}) {
   const output = asResult(part.output);
   const data: SwarmResult | null = output ?? live ?? null;
   const trace = live?.trace ?? [];
-  const settled = part.state === "output-available" || part.state === "output-error";
-  const status = part.state === "output-error" ? "failed" : (data?.aggregate.status ?? "running");
+  const settled = part.state === "output-available" || part.state === "output-error" || stopped;
+  const status =
+    part.state === "output-error" ? "failed" : !output && stopped ? "cancelled" : (data?.aggregate.status ?? "running");
   const title =
     status === "rejected"
       ? "Swarm rejected"
-      : status === "running" || !settled
+      : !settled
         ? "Swarm running"
         : status === "cancelled"
           ? "Swarm cancelled"
@@ -226,5 +237,17 @@ export function SwarmCard({ part, live }: { part: SwarmToolPart; live?: SwarmLiv
       )}
       <Trace entries={trace} dropped={live?.trace_dropped ?? 0} />
     </section>
+  );
+}
+
+/** The chat's `tool-agent_swarm` entry: the card with this call's live part from the same message. */
+export function SwarmToolCard({ part, message, streaming }: ToolPartProps) {
+  const toolPart = part as unknown as SwarmToolPart;
+  return (
+    <SwarmCard
+      part={toolPart}
+      live={findSwarmLive(message.parts, toolPart.toolCallId)}
+      stopped={!streaming && toolPart.state !== "output-available" && toolPart.state !== "output-error"}
+    />
   );
 }
