@@ -2,6 +2,7 @@ import type { ToolSet, UIMessageStreamWriter } from "ai";
 import type { FlotillaConfig } from "@/lib/config";
 import type { Db } from "@/server/db/client";
 import type { ResolvedModel } from "@/server/models/types";
+import { createBatchTools } from "./batch";
 import { createSwarmTool } from "./swarm";
 import { createTaskTool } from "./task";
 
@@ -24,5 +25,6 @@ export async function buildLeadTools(ctx: LeadToolContext): Promise<ToolSet> {
   return {
     ...(ctx.config.subagents.enabled ? { task: createTaskTool(ctx) } : {}),
     ...(ctx.config.subagents.enabled ? { agent_swarm: createSwarmTool(ctx) } : {}),
+    ...(await createBatchTools(ctx)),
   };
 }

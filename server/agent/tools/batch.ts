@@ -1,0 +1,166 @@
+import { type ToolSet, tool } from "ai";
+import { and, eq, sql } from "drizzle-orm";
+import { z } from "zod";
+import { toBatchProjection } from "@/server/batches/projection";
+import { getBatch, listBatches, submitBatch } from "@/server/batches/repository";
+import type { BatchRow } from "@/server/batches/types";
+import { subagentBatches } from "@/server/db/schema";
+import { AppError } from "@/server/errors";
+import { log } from "@/server/log";
+import { countLiveWorkers, livenessWindowSeconds } from "@/server/worker/heartbeat";
+import { describeSubagents } from "../registry";
+import type { LeadToolContext } from "./index";
+
+/**
+ * Durable batch tools for the lead agent. `batch_task` submits a batch and returns a receipt
+ * at once (the work runs in worker processes, results stay out of the transcript);
+ * `batch_status` reports compact counts, never results. Offered only when batches are enabled,
+ * the database answers and a worker is alive (batch_status also for threads that already have
+ * batches); submission re-checks the worker.
+ */
+
+const itemObject = z.object({
+  item_key: z.string().min(1).max(200).optional().describe("Stable key for this item (default item-1, item-2, ...)."),
+  prompt: z.string().min(1).describe("The complete, self-contained instructions for this item."),
+});
+
+export const batchTaskInputSchema = z.object({
+  subagent: z.string().min(1).max(40).optional().describe("Which sub-agent runs every item (default general)."),
+  prompt_template: z
+    .string()
+    .min(1)
+    .max(20_000)
+    .optional()
+    .describe("Template with {{item}}; each string item is substituted into it to form that item's prompt."),
+  items: z
+    .union([z.array(z.string().min(1)).min(1), z.array(itemObject).min(1)])
+    .describe("The independent items: strings (with prompt_template) or {item_key?, prompt} objects."),
+  max_live_items: z.number().int().positive().optional().describe("Items admitted to the live window at once."),
+  max_running_items: z.number().int().positive().optional().describe("Items of this batch executing at once across all workers."),
+});
+export type BatchTaskInput = z.infer<typeof batchTaskInputSchema>;
+
+export const batchStatusInputSchema = z.object({
+  batch_id: z.string().optional().describe("A batch id from a batch_task receipt; omit for this thread's recent batches."),
+});
+
+/** Compact, model-facing view of a batch: counts only, never results. */
+export function compactBatch(b: BatchRow) {
+  const p = toBatchProjection(b);
+  return {
+    batch_id: p.id,
+    status: p.status,
+    subagent: p.subagent,
+    total: p.total,
+    succeeded: p.counts.succeeded,
+    failed: p.counts.failed,
+    cancelled: p.counts.cancelled,
+    running: p.counts.running + p.counts.leased,
+    waiting: p.counts.queued + p.counts.pending,
+    progress: p.progress,
+  };
+}
+
+const NO_RESUBMIT =
+  "The items now run durably in background workers. Do NOT submit these items again as task or agent_swarm calls, " +
+  "and do not submit this batch again. Their results are not returned into this conversation: the user reads them " +
+  "in the batch panel or downloads results.jsonl. Use batch_status for progress counts.";
+
+async function workerAlive(ctx: LeadToolContext): Promise<boolean> {
+  return (await countLiveWorkers(ctx.db, livenessWindowSeconds(ctx.config.subagent_batches.lease_seconds))) > 0;
+}
+
+async function threadHasBatches(ctx: LeadToolContext): Promise<boolean> {
+  const [row] = await ctx.db
+    .select({ one: sql<number>`1` })
+    .from(subagentBatches)
+    .where(and(eq(subagentBatches.threadId, ctx.threadId), eq(subagentBatches.userId, ctx.userId)))
+    .limit(1);
+  return row !== undefined;
+}
+
+export function createBatchTaskTool(ctx: LeadToolContext) {
+  const b = ctx.config.subagent_batches;
+  return tool({
+    description:
+      `Durable batch: run the same kind of work over many independent items (dozens to ${b.max_items_per_batch}) in ` +
+      "background workers that survive restarts. Returns a receipt immediately; results are NOT returned to you. " +
+      "Use it when the user asks to process a list, file or collection item by item and wants the results as a " +
+      "dataset; use task or agent_swarm when you need the answers yourself to continue. " +
+      `Limits: at most ${b.max_items_per_batch} items, max_live_items up to ${b.max_live_items_per_batch} ` +
+      `(default ${b.default_max_live_items}), max_running_items up to ${b.max_running_items_per_batch} ` +
+      `(default ${b.default_max_running_items}). Sub-agents:\n${describeSubagents(ctx.config)}`,
+    inputSchema: batchTaskInputSchema,
+    execute: async (input, { toolCallId }) => {
+      try {
+        if (!(await workerAlive(ctx)))
+          return {
+            error:
+              "No batch worker is running, so a batch would never start. Tell the user to start one (npm run worker) " +
+              "or do the work with task / agent_swarm instead.",
+          };
+        const { batch, created } = await submitBatch(ctx.db, {
+          userId: ctx.userId,
+          threadId: ctx.threadId,
+          input: { ...input, submission_key: `${ctx.runId}:${toolCallId}` },
+          config: ctx.config,
+          model: { name: ctx.model.name, simulator: ctx.model.simulator },
+          origin: { kind: "tool", runId: ctx.runId, toolCallId },
+        });
+        return {
+          ...compactBatch(batch),
+          created,
+          max_live_items: batch.maxLiveItems,
+          max_running_items: batch.maxRunningItems,
+          message: `Batch ${batch.id} ${created ? "accepted" : "was already submitted"} with ${batch.total} items. ${NO_RESUBMIT}`,
+        };
+      } catch (err) {
+        if (err instanceof AppError) return { error: err.message };
+        log.error({ err: String(err), run_id: ctx.runId }, "batch_task failed");
+        return { error: "The batch could not be submitted because of a server error; nothing was submitted." };
+      }
+    },
+  });
+}
+
+export function createBatchStatusTool(ctx: LeadToolContext) {
+  return tool({
+    description:
+      "Progress of durable batches in this thread: status and counts (succeeded, failed, running, waiting). " +
+      "Never returns item results. Pass batch_id for one batch, or nothing for the most recent ones.",
+    inputSchema: batchStatusInputSchema,
+    execute: async ({ batch_id }) => {
+      try {
+        if (batch_id) {
+          const batch = await getBatch(ctx.db, { userId: ctx.userId, threadId: ctx.threadId, batchId: batch_id });
+          return { batches: [compactBatch(batch)] };
+        }
+        const batches = await listBatches(ctx.db, { userId: ctx.userId, threadId: ctx.threadId, limit: 10 });
+        return { batches: batches.map(compactBatch) };
+      } catch (err) {
+        if (err instanceof AppError) return { error: err.message };
+        log.error({ err: String(err), run_id: ctx.runId }, "batch_status failed");
+        return { error: "Batch status is unavailable right now." };
+      }
+    },
+  });
+}
+
+/**
+ * The batch tools this response may offer: none when batches are disabled or the database
+ * does not answer; batch_task only while a worker is alive; batch_status as well when the
+ * thread already has batches.
+ */
+export async function createBatchTools(ctx: LeadToolContext): Promise<ToolSet> {
+  if (!ctx.config.subagent_batches.enabled || !ctx.config.subagents.enabled) return {};
+  try {
+    const [alive, history] = await Promise.all([workerAlive(ctx), threadHasBatches(ctx)]);
+    return {
+      ...(alive ? { batch_task: createBatchTaskTool(ctx) } : {}),
+      ...(alive || history ? { batch_status: createBatchStatusTool(ctx) } : {}),
+    };
+  } catch (err) {
+    log.warn({ err: String(err) }, "batch tools unavailable: the database did not answer");
+    return {};
+  }
+}
