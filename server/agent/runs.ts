@@ -1,4 +1,5 @@
 import { and, asc, eq, inArray, lt, sql } from "drizzle-orm";
+import type { RunProjection } from "@/lib/api/runs";
 import type { DbOrTx } from "@/server/db/client";
 import { agentRuns, type RUN_KINDS, type RunStatus } from "@/server/db/schema";
 import { notFound } from "@/server/errors";
@@ -158,7 +159,7 @@ export async function listDescendants(
 }
 
 export interface StopReport {
-  /** Descendants that were active and are now stopped (aborted and finalized, or cancelled before starting). */
+  /** Descendants that were active and are now cancelled (aborted and finalized, or cancelled before starting). */
   stopped: number;
   /** Descendants still active: running in another process, or not finalized within the wait. */
   failedToStop: number;
@@ -178,9 +179,11 @@ export async function stopRunTree(
 ): Promise<StopReport> {
   await getRunForUser(db, args);
   const reason = new RunStoppedError(args.reason ?? "stopped by the user");
-  const runAborted = abortLiveRun(args.runId, reason);
+  // Snapshot the active tree before aborting anything: aborts cascade through signals and
+  // rows would otherwise turn terminal before they are counted.
   const descendants = await listDescendants(db, args);
   const active = descendants.filter((d) => d.status === "pending" || d.status === "running");
+  const runAborted = abortLiveRun(args.runId, reason);
   const waits: { id: string; done: Promise<void> }[] = [];
   const orphanPending: string[] = [];
   let failedToStop = 0;
@@ -209,11 +212,21 @@ export async function stopRunTree(
     const deadline = new Promise<"late">((resolve) => {
       timer = setTimeout(() => resolve("late"), waitMs);
     });
-    const outcomes = await Promise.all(waits.map((w) => Promise.race([w.done.then(() => "done" as const), deadline])));
+    await Promise.all(waits.map((w) => Promise.race([w.done, deadline])));
     clearTimeout(timer);
-    for (const outcome of outcomes) {
-      if (outcome === "done") stopped++;
-      else failedToStop++;
+    // Judge by the final rows: a run that finished on its own in the meantime was not stopped.
+    const rows = await db
+      .select({ id: agentRuns.id, status: agentRuns.status })
+      .from(agentRuns)
+      .where(
+        inArray(
+          agentRuns.id,
+          waits.map((w) => w.id),
+        ),
+      );
+    for (const row of rows) {
+      if (row.status === "cancelled") stopped++;
+      else if (row.status === "pending" || row.status === "running") failedToStop++;
     }
   }
   return { stopped, failedToStop, runAborted };
@@ -251,4 +264,29 @@ export async function recoverInterruptedRuns(
     if (ok) interrupted.push(id);
   }
   return { interrupted };
+}
+
+/** The API projection of a run row (lib/api/runs.ts). */
+export function toRunProjection(row: RunRow, now: Date = new Date()): RunProjection {
+  const started = row.startedAt?.getTime();
+  const end = row.finishedAt?.getTime() ?? (row.status === "running" ? now.getTime() : undefined);
+  return {
+    id: row.id,
+    thread_id: row.threadId,
+    parent_run_id: row.parentRunId,
+    root_run_id: row.rootRunId,
+    kind: row.kind,
+    definition: row.definition,
+    model: row.model,
+    tool_call_id: row.toolCallId,
+    depth: row.depth,
+    status: row.status,
+    stop_reason: row.stopReason,
+    error: row.error,
+    usage: { input_tokens: row.inputTokens, output_tokens: row.outputTokens },
+    created_at: row.createdAt.toISOString(),
+    started_at: row.startedAt?.toISOString() ?? null,
+    finished_at: row.finishedAt?.toISOString() ?? null,
+    duration_ms: started !== undefined && end !== undefined ? Math.max(0, end - started) : null,
+  };
 }

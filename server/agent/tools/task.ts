@@ -95,7 +95,7 @@ export function createTaskTool(ctx: TaskToolContext) {
   const callerDepth = ctx.depth ?? 0;
   // Calls of one model response share the same `messages` array (the step's input), so it
   // identifies the response; calls run in the order the model emitted them.
-  const perStep = new WeakMap<ModelMessage[], string[]>();
+  const perStep = new WeakMap<ModelMessage[], { seen: number; kept: string[] }>();
   const fallbackStep: ModelMessage[] = [];
   let started = 0;
   const names = listSubagents(ctx.config).map((d) => d.name);
@@ -121,8 +121,10 @@ export function createTaskTool(ctx: TaskToolContext) {
     execute: async (input, options): Promise<TaskToolOutput> => {
       // Bookkeeping happens synchronously, before any await, so call order decides.
       const key = options.messages ?? fallbackStep;
-      const kept = perStep.get(key) ?? [];
-      perStep.set(key, kept);
+      const step = perStep.get(key) ?? { seen: 0, kept: [] };
+      perStep.set(key, step);
+      const position = ++step.seen;
+      const kept = step.kept;
       if (!names.includes(input.subagent))
         return notRun(input, "invalid", `Unknown sub-agent "${input.subagent}". Available: ${names.join(", ")}.`);
       if (kept.length >= perResponse)
@@ -130,7 +132,7 @@ export function createTaskTool(ctx: TaskToolContext) {
           input,
           "response_limit",
           `This response made more task calls than the limit of ${perResponse} per response, so this one ` +
-            `(call ${kept.length + 1}) was dropped. The first ${perResponse} ran: ${kept.map((d) => `"${d}"`).join(", ")}. ` +
+            `(call ${position}) was dropped. The first ${perResponse} ran: ${kept.map((d) => `"${d}"`).join(", ")}. ` +
             "Issue the dropped task again in a later response if it is still needed.",
         );
       if (started >= maxTotal)

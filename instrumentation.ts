@@ -1,0 +1,10 @@
+/**
+ * Next.js calls register() once when a server instance starts, before it serves requests.
+ * Only the Node.js runtime touches the database (the edge runtime has no driver).
+ */
+export async function register(): Promise<void> {
+  if (process.env.NEXT_RUNTIME !== "nodejs") return;
+  const startedAt = new Date();
+  const { recoverOnStartup } = await import("./server/runtime/startup");
+  await recoverOnStartup(startedAt);
+}

@@ -1,0 +1,41 @@
+import { z } from "zod";
+
+/** Projection of an agent run (lead or sub-agent) as the API and the chat cards read it. Never carries prompts, results or transcripts. */
+export const RUN_STATUSES = ["pending", "running", "completed", "failed", "cancelled", "timed_out", "interrupted"] as const;
+export type RunStatusName = (typeof RUN_STATUSES)[number];
+export const TERMINAL_RUN_STATUSES: readonly RunStatusName[] = ["completed", "failed", "cancelled", "timed_out", "interrupted"];
+
+export const runProjectionSchema = z.object({
+  id: z.string(),
+  thread_id: z.string().nullable(),
+  parent_run_id: z.string().nullable(),
+  root_run_id: z.string().nullable(),
+  kind: z.enum(["lead", "task", "swarm_child", "batch_item"]),
+  definition: z.string(),
+  model: z.string(),
+  tool_call_id: z.string().nullable(),
+  depth: z.number().int(),
+  status: z.enum(RUN_STATUSES),
+  stop_reason: z.string().nullable(),
+  error: z.string().nullable(),
+  usage: z.object({ input_tokens: z.number(), output_tokens: z.number() }),
+  created_at: z.string(),
+  started_at: z.string().nullable(),
+  finished_at: z.string().nullable(),
+  /** Execution time (started → finished, or → now while running); null before it started. */
+  duration_ms: z.number().nullable(),
+});
+export type RunProjection = z.infer<typeof runProjectionSchema>;
+
+export const stopReportSchema = z.object({
+  run_id: z.string(),
+  /** Descendants that were active and are now stopped (queued ones included). */
+  stopped: z.number().int(),
+  /** Descendants still active afterwards (running in another process, or not finalized in time). */
+  failed_to_stop: z.number().int(),
+});
+export type StopReportProjection = z.infer<typeof stopReportSchema>;
+
+export function isTerminalRunStatus(status: string): boolean {
+  return (TERMINAL_RUN_STATUSES as readonly string[]).includes(status);
+}
