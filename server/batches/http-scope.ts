@@ -1,0 +1,123 @@
+import { and, eq } from "drizzle-orm";
+import type postgres from "postgres";
+import { z } from "zod";
+import type { FlotillaConfig } from "@/lib/config";
+import { requireUser } from "@/server/auth/authenticate";
+import { getThreadForUser } from "@/server/chat/threads";
+import { getConfig } from "@/server/config/load";
+import { type Db, getDatabase } from "@/server/db/client";
+import { subagentBatches, subagentBatchItems } from "@/server/db/schema";
+import { AppError, notFound } from "@/server/errors";
+import { parseParam, zodMessage } from "@/server/http/route";
+import { countLiveWorkers, livenessWindowSeconds } from "@/server/worker/heartbeat";
+
+/**
+ * The shared prologue of every batch route: authenticate (401 / cross-site 403), validate the
+ * path ids (malformed → 404) and resolve the thread for this owner (anything else → 404).
+ * Repository calls then carry the same user + thread scope.
+ */
+
+const idSchema = z.uuid();
+
+export interface ThreadScope {
+  db: Db;
+  /** The raw driver of the same pool (server-side cursors). */
+  sql: postgres.Sql;
+  config: FlotillaConfig;
+  userId: string;
+  threadId: string;
+}
+
+export interface BatchScope extends ThreadScope {
+  batchId: string;
+}
+
+export async function threadScope(req: Request, params: { threadId: string }): Promise<ThreadScope> {
+  const { userId } = await requireUser(req);
+  const threadId = parseParam(idSchema, params.threadId, "thread");
+  const { db, sql } = getDatabase();
+  await getThreadForUser(db, { userId, threadId });
+  return { db, sql, config: getConfig(), userId, threadId };
+}
+
+export async function batchScope(req: Request, params: { threadId: string; batchId: string }): Promise<BatchScope> {
+  const { userId } = await requireUser(req);
+  // Validate every id before touching the database so a malformed one is a cheap 404.
+  const threadId = parseParam(idSchema, params.threadId, "thread");
+  const batchId = parseParam(idSchema, params.batchId, "batch");
+  const { db, sql } = getDatabase();
+  await getThreadForUser(db, { userId, threadId });
+  return { db, sql, config: getConfig(), userId, threadId, batchId };
+}
+
+export function parseItemId(value: string): string {
+  return parseParam(idSchema, value, "item");
+}
+
+/** 404 unless the item belongs to this owner's batch in this thread (checked before anything else can answer). */
+export async function assertItemInBatch(db: Db, scope: BatchScope & { itemId: string }): Promise<void> {
+  const [row] = await db
+    .select({ id: subagentBatchItems.id })
+    .from(subagentBatchItems)
+    .innerJoin(subagentBatches, eq(subagentBatches.id, subagentBatchItems.batchId))
+    .where(
+      and(
+        eq(subagentBatchItems.id, scope.itemId),
+        eq(subagentBatches.id, scope.batchId),
+        eq(subagentBatches.userId, scope.userId),
+        eq(subagentBatches.threadId, scope.threadId),
+      ),
+    )
+    .limit(1);
+  if (!row) throw notFound("item");
+}
+
+/**
+ * `?status=&cursor=&limit=` of an item page. Unknown or repeated parameters are refused;
+ * status and cursor are checked by the repository (it owns their vocabularies).
+ */
+const itemPageQuerySchema = z
+  .object({
+    status: z.string().optional(),
+    cursor: z.string().optional(),
+    limit: z
+      .string()
+      .regex(/^\d{1,4}$/, "must be a whole number between 1 and 200")
+      .transform(Number)
+      .pipe(z.number().min(1, "must be a whole number between 1 and 200").max(200, "must be a whole number between 1 and 200"))
+      .optional(),
+  })
+  .strict();
+
+export function parseItemPageQuery(params: URLSearchParams): { status?: string; cursor?: string; limit?: number } {
+  const query: Record<string, string> = {};
+  for (const [name, value] of params) {
+    if (name in query) throw new AppError("validation_failed", `${name}: given more than once`);
+    query[name] = value;
+  }
+  const parsed = itemPageQuerySchema.safeParse(query);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    if (issue?.code === "unrecognized_keys")
+      throw new AppError("validation_failed", `${issue.keys[0]}: unknown query parameter`);
+    throw new AppError("validation_failed", zodMessage(parsed.error));
+  }
+  return parsed.data;
+}
+
+/** Controls change what workers do; without a live worker they would silently never take effect. */
+export async function requireLiveWorker(db: Db, config: FlotillaConfig): Promise<void> {
+  const live = await countLiveWorkers(db, livenessWindowSeconds(config.subagent_batches.lease_seconds));
+  if (live === 0)
+    throw new AppError(
+      "worker_unavailable",
+      "no batch worker is running, so this control cannot take effect; start one with `npm run worker` and try again",
+    );
+}
+
+/** Checks a response against its projection schema; a mismatch is a server bug (500), never a client error. */
+export function project<S extends z.ZodType>(schema: S, value: unknown): z.output<S> {
+  const parsed = schema.safeParse(value);
+  if (!parsed.success) throw new Error(`projection mismatch: ${parsed.error.message}`);
+  return parsed.data;
+}
