@@ -141,9 +141,9 @@ function PanelBody({
       aria-labelledby={headingId}
       data-testid="batch-panel"
       data-mode={workerAlive ? "live" : "read-only"}
-      className="@container flex min-w-0 flex-col rounded-lg border border-zinc-200 bg-white text-sm shadow-sm"
+      className="@container flex min-w-0 flex-col bg-white text-sm"
     >
-      <header className="flex flex-wrap items-center gap-2 border-b border-zinc-200 px-3 py-2">
+      <header className="flex min-h-14 flex-wrap items-center gap-2 border-b border-zinc-200 px-4 py-2">
         <button
           type="button"
           aria-expanded={!collapsed}
