@@ -2,7 +2,7 @@ import { getToken } from "next-auth/jwt";
 import type { Db } from "@/server/db/client";
 import { getDatabase } from "@/server/db/client";
 import { AppError } from "@/server/errors";
-import { authSecret } from "./options";
+import { authSecret } from "./secret";
 import { userIdForToken } from "./tokens";
 import { userExists } from "./users";
 

@@ -2,21 +2,15 @@ import type { AuthOptions } from "next-auth";
 import CredentialsProvider from "next-auth/providers/credentials";
 import { getDatabase } from "@/server/db/client";
 import { log } from "@/server/log";
+import { authSecret } from "./secret";
 import { verifyCredentials } from "./users";
+
+export { authSecret };
 
 declare module "next-auth" {
   interface Session {
     user: { id: string; email: string };
   }
-}
-
-const DEV_SECRET = "flotilla-development-secret-not-for-production";
-
-/** The JWT secret: NEXTAUTH_SECRET (npm start generates and persists one), a fixed value only outside production. */
-export function authSecret(): string | undefined {
-  const configured = process.env.NEXTAUTH_SECRET ?? process.env.AUTH_SECRET;
-  if (configured) return configured;
-  return process.env.NODE_ENV === "production" ? undefined : DEV_SECRET;
 }
 
 export const SESSION_MAX_AGE_SECONDS = 30 * 24 * 60 * 60;

@@ -57,6 +57,16 @@ export async function findUserByEmail(db: DbOrTx, email: string): Promise<UserRe
   return row ?? null;
 }
 
+export async function getUserById(db: DbOrTx, userId: string): Promise<UserRecord | null> {
+  if (!z.uuid().safeParse(userId).success) return null;
+  const [row] = await db
+    .select({ id: users.id, email: users.email, createdAt: users.createdAt })
+    .from(users)
+    .where(eq(users.id, userId))
+    .limit(1);
+  return row ?? null;
+}
+
 export async function userExists(db: DbOrTx, userId: string): Promise<boolean> {
   if (!z.uuid().safeParse(userId).success) return false;
   const [row] = await db.select({ id: users.id }).from(users).where(eq(users.id, userId)).limit(1);

@@ -1,0 +1,85 @@
+"use client";
+
+import Link from "next/link";
+import { useRouter } from "next/navigation";
+import { signIn } from "next-auth/react";
+import { useState } from "react";
+import { Button } from "@/components/ui/button";
+import { Field } from "@/components/ui/field";
+import { Spinner } from "@/components/ui/spinner";
+
+const MIN_PASSWORD = 8;
+
+export function RegisterForm() {
+  const router = useRouter();
+  const [error, setError] = useState<string | null>(null);
+  const [pending, setPending] = useState(false);
+
+  async function onSubmit(e: React.FormEvent<HTMLFormElement>) {
+    e.preventDefault();
+    const form = new FormData(e.currentTarget);
+    const email = String(form.get("email") ?? "");
+    const password = String(form.get("password") ?? "");
+    setError(null);
+    if (password.length < MIN_PASSWORD) {
+      setError(`Use at least ${MIN_PASSWORD} characters for the password.`);
+      return;
+    }
+    setPending(true);
+    const res = await fetch("/api/register", {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ email, password }),
+    });
+    if (!res.ok) {
+      const body = await res.json().catch(() => null);
+      setPending(false);
+      setError(
+        res.status === 409
+          ? "An account with this email already exists."
+          : (body?.error?.message ?? `Could not create the account (HTTP ${res.status}).`),
+      );
+      return;
+    }
+    // Sign the new user in right away.
+    const signed = await signIn("credentials", { email, password, redirect: false });
+    if (!signed || signed.error) {
+      router.replace("/signin");
+      return;
+    }
+    router.replace("/");
+    router.refresh();
+  }
+
+  return (
+    <form onSubmit={onSubmit} className="space-y-4" noValidate>
+      <h1 className="text-lg font-semibold">Create your account</h1>
+      <Field label="Email" id="email" name="email" type="email" autoComplete="email" required autoFocus />
+      <Field
+        label="Password"
+        id="password"
+        name="password"
+        type="password"
+        autoComplete="new-password"
+        minLength={MIN_PASSWORD}
+        required
+        placeholder={`At least ${MIN_PASSWORD} characters`}
+      />
+      {error && (
+        <p role="alert" className="rounded-lg bg-red-50 px-3 py-2 text-sm text-red-700">
+          {error}
+        </p>
+      )}
+      <Button type="submit" className="w-full" disabled={pending}>
+        {pending && <Spinner />}
+        Create account
+      </Button>
+      <p className="text-center text-sm text-zinc-500">
+        Already have an account?{" "}
+        <Link href="/signin" className="font-medium text-zinc-900 underline-offset-4 hover:underline">
+          Sign in
+        </Link>
+      </p>
+    </form>
+  );
+}

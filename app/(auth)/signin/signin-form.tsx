@@ -1,0 +1,57 @@
+"use client";
+
+import Link from "next/link";
+import { useRouter } from "next/navigation";
+import { signIn } from "next-auth/react";
+import { useState } from "react";
+import { Button } from "@/components/ui/button";
+import { Field } from "@/components/ui/field";
+import { Spinner } from "@/components/ui/spinner";
+
+export function SignInForm({ callbackUrl }: { callbackUrl: string }) {
+  const router = useRouter();
+  const [error, setError] = useState<string | null>(null);
+  const [pending, setPending] = useState(false);
+
+  async function onSubmit(e: React.FormEvent<HTMLFormElement>) {
+    e.preventDefault();
+    const form = new FormData(e.currentTarget);
+    setPending(true);
+    setError(null);
+    const res = await signIn("credentials", {
+      email: String(form.get("email") ?? ""),
+      password: String(form.get("password") ?? ""),
+      redirect: false,
+    });
+    if (!res || res.error) {
+      setPending(false);
+      setError("Wrong email or password.");
+      return;
+    }
+    router.replace(callbackUrl);
+    router.refresh();
+  }
+
+  return (
+    <form onSubmit={onSubmit} className="space-y-4" noValidate>
+      <h1 className="text-lg font-semibold">Sign in</h1>
+      <Field label="Email" id="email" name="email" type="email" autoComplete="email" required autoFocus />
+      <Field label="Password" id="password" name="password" type="password" autoComplete="current-password" required />
+      {error && (
+        <p role="alert" className="rounded-lg bg-red-50 px-3 py-2 text-sm text-red-700">
+          {error}
+        </p>
+      )}
+      <Button type="submit" className="w-full" disabled={pending}>
+        {pending && <Spinner />}
+        Sign in
+      </Button>
+      <p className="text-center text-sm text-zinc-500">
+        No account yet?{" "}
+        <Link href="/register" className="font-medium text-zinc-900 underline-offset-4 hover:underline">
+          Create one
+        </Link>
+      </p>
+    </form>
+  );
+}
