@@ -1,8 +1,10 @@
 import { z } from "zod";
 import { type SubmitBatchInput, submitBatchSchema } from "@/lib/api/batches";
 import type { FlotillaConfig } from "@/lib/config";
+import { getSubagentDefinition } from "@/server/agent/registry";
 import { AppError } from "@/server/errors";
 import { readBodyText, zodMessage } from "@/server/http/route";
+import { normalizeSubmission } from "./validate";
 
 /**
  * Parses a batch submission from an HTTP body: JSON (`submitBatchSchema`) or an
@@ -132,6 +134,15 @@ const ndjsonParamsSchema = z
   .strict();
 
 export function parseNdjsonSubmission(text: string, params: URLSearchParams, limits: SubmissionLimits): SubmitBatchInput {
+  return parseNdjsonLines(text, params, limits).input;
+}
+
+/** The submission plus the physical line number of every item (to name lines in later errors). */
+function parseNdjsonLines(
+  text: string,
+  params: URLSearchParams,
+  limits: SubmissionLimits,
+): { input: SubmitBatchInput; lineOf: number[] } {
   const query: Record<string, string> = {};
   for (const [name, value] of params) {
     if (name in query) throw new AppError("validation_failed", `${name}: given more than once`);
@@ -167,19 +178,43 @@ export function parseNdjsonSubmission(text: string, params: URLSearchParams, lim
   if (items.length === 0)
     throw new AppError("validation_failed", "items: must contain at least one item (one JSON string or object per line)");
   checkCommon(parsedQuery.data, items, limits, (index) => `line ${lineOf[index]}`);
-  return { ...parsedQuery.data, items };
+  return { input: { ...parsedQuery.data, items }, lineOf };
 }
 
-/** Reads and validates a submission request (body capped at http.max_body_bytes: 413 beyond it, 415 for other types). */
+/**
+ * Reads and validates a submission request: 415 for other content types, 413 past
+ * http.max_body_bytes (never buffered whole), 400 naming the first bad field or line. The
+ * batch engine's own rules (prompt length after template expansion, sub-agent name) run here
+ * too, so an upload's error names its line; the repository checks them again when it writes.
+ */
 export async function readSubmission(req: Request, config: FlotillaConfig): Promise<SubmitBatchInput> {
+  if (!config.subagent_batches.enabled)
+    throw new AppError("unavailable", "durable batches are disabled on this server (subagent_batches.enabled is false)");
   const format = submissionFormat(req.headers.get("content-type"));
   const params = new URL(req.url).searchParams;
-  if (format === "json" && [...params.keys()].length > 0)
-    throw new AppError(
-      "validation_failed",
-      `${[...params.keys()][0]}: query parameters are only read with an application/x-ndjson body`,
-    );
+  const firstParam = [...params.keys()][0];
+  if (format === "json" && firstParam !== undefined)
+    throw new AppError("validation_failed", `${firstParam}: query parameters are only read with an application/x-ndjson body`);
   const text = await readBodyText(req, config.http.max_body_bytes);
   const limits = submissionLimits(config);
-  return format === "json" ? parseJsonSubmission(text, limits) : parseNdjsonSubmission(text, params, limits);
+  if (format === "json") {
+    const input = parseJsonSubmission(text, limits);
+    checkEngineRules(input, config, (message) => message);
+    return input;
+  }
+  const { input, lineOf } = parseNdjsonLines(text, params, limits);
+  checkEngineRules(input, config, (message) =>
+    message.replace(/^items\.(\d+)(\.[a-z_]+)?:/, (_m, index: string) => `line ${lineOf[Number(index)] ?? "?"}:`),
+  );
+  return input;
+}
+
+function checkEngineRules(input: SubmitBatchInput, config: FlotillaConfig, rename: (message: string) => string): void {
+  try {
+    const normalized = normalizeSubmission(input, config);
+    getSubagentDefinition(normalized.subagent, config);
+  } catch (err) {
+    if (err instanceof AppError) throw new AppError(err.code, rename(err.message));
+    throw err;
+  }
 }
