@@ -1,7 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { batchProjectionSchema } from "@/lib/api/batches";
-import { encodeCursor } from "@/server/batches/cursor";
 import {
   buildRequest,
   type CallOptions,
