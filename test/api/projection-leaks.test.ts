@@ -78,8 +78,9 @@ async function hit(method: string, path: string, options: CallOptions = {}): Pro
 }
 
 function forbiddenKeys(value: unknown, path: string, out: string[]): string[] {
-  if (Array.isArray(value)) value.forEach((v, i) => forbiddenKeys(v, `${path}[${i}]`, out));
-  else if (value && typeof value === "object")
+  if (Array.isArray(value)) {
+    for (const [i, v] of value.entries()) forbiddenKeys(v, `${path}[${i}]`, out);
+  } else if (value && typeof value === "object")
     for (const [key, v] of Object.entries(value)) {
       if (FORBIDDEN_KEYS.has(key)) out.push(`${path}.${key}`);
       forbiddenKeys(v, `${path}.${key}`, out);
