@@ -9,6 +9,7 @@ import { Button } from "@/components/ui/button";
 import { Spinner } from "@/components/ui/spinner";
 import type { ChatMessage } from "@/server/chat/messages";
 import { MessageParts } from "./message-parts";
+import { StopReport, stopLeadRun } from "./subagent-card";
 import { THREADS_KEY } from "./threads-api";
 
 /** useChat throws the response body as the message; show the API's `error.message` when it is one. */
@@ -44,6 +45,7 @@ function MessageView({ message, threadId, streaming }: { message: ChatMessage; t
       <div className="text-[15px] text-zinc-800">
         <MessageParts message={message} threadId={threadId} streaming={streaming} />
       </div>
+      <StopReport threadId={threadId} runId={message.metadata?.runId} cancelled={status === "cancelled"} />
     </article>
   );
 }
@@ -152,7 +154,7 @@ export function Chat({ threadId, initialMessages }: { threadId: string; initialM
             className="max-h-60 min-h-10 flex-1 resize-none rounded-xl border border-zinc-300 bg-white px-3 py-2 text-[15px] shadow-xs placeholder:text-zinc-400 focus:border-zinc-500 focus:ring-2 focus:ring-zinc-200 focus:outline-none"
           />
           {busy ? (
-            <Button variant="secondary" onClick={() => void stop()}>
+            <Button variant="secondary" onClick={() => void stopLeadRun(threadId, last, stop)}>
               <span aria-hidden="true" className="inline-block size-2.5 rounded-[2px] bg-zinc-700" />
               Stop
             </Button>

@@ -4,6 +4,7 @@ import { type DataUIPart, type DynamicToolUIPart, isToolUIPart, type ToolUIPart,
 import type { ComponentType } from "react";
 import type { ChatMessage } from "@/server/chat/messages";
 import { BatchReceiptCard } from "@/components/batches/receipt-card";
+import { SubagentToolCard } from "./subagent-card";
 import { SwarmToolCard } from "./swarm-card";
 import { ToolCard } from "./tool-card";
 
@@ -32,6 +33,7 @@ export interface DataPartProps {
  * Tool parts without an entry render the generic ToolCard; data parts without one render nothing.
  */
 const TOOL_COMPONENTS: Record<string, ComponentType<ToolPartProps>> = {
+  "tool-task": SubagentToolCard,
   "tool-agent_swarm": SwarmToolCard,
   "tool-batch_task": BatchReceiptCard,
 };

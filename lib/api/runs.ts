@@ -36,6 +36,12 @@ export const stopReportSchema = z.object({
 });
 export type StopReportProjection = z.infer<typeof stopReportSchema>;
 
+/** GET /api/threads/{thread_id}/runs/{run_id}: the run plus the outcome of its latest Stop. */
+export const runDetailSchema = runProjectionSchema.extend({
+  stop_report: z.object({ stopped: z.number().int(), failed_to_stop: z.number().int() }).nullable(),
+});
+export type RunDetail = z.infer<typeof runDetailSchema>;
+
 export function isTerminalRunStatus(status: string): boolean {
   return (TERMINAL_RUN_STATUSES as readonly string[]).includes(status);
 }

@@ -1,7 +1,7 @@
-import { and, asc, eq, inArray, lt, sql } from "drizzle-orm";
+import { and, asc, desc, eq, inArray, lt, sql } from "drizzle-orm";
 import type { RunProjection } from "@/lib/api/runs";
 import type { DbOrTx } from "@/server/db/client";
-import { agentRuns, type RUN_KINDS, type RunStatus } from "@/server/db/schema";
+import { agentRuns, type RUN_KINDS, type RunStatus, runEvents } from "@/server/db/schema";
 import { notFound } from "@/server/errors";
 import { INSTANCE_ID } from "@/server/runtime/instance";
 import { abortLiveRun, getLiveRun, RunStoppedError } from "@/server/runtime/run-registry";
@@ -229,7 +229,28 @@ export async function stopRunTree(
       else if (row.status === "pending" || row.status === "running") failedToStop++;
     }
   }
+  // Kept on the run so the transcript can show the outcome after a reload.
+  await db.insert(runEvents).values({
+    runId: args.runId,
+    type: "stop",
+    data: { stopped, failed_to_stop: failedToStop, run_aborted: runAborted },
+  });
   return { stopped, failedToStop, runAborted };
+}
+
+/** The outcome of the latest Stop of a run, if it was ever stopped. */
+export async function getStopReport(
+  db: DbOrTx,
+  args: { runId: string },
+): Promise<{ stopped: number; failed_to_stop: number } | null> {
+  const [event] = await db
+    .select({ data: runEvents.data })
+    .from(runEvents)
+    .where(and(eq(runEvents.runId, args.runId), eq(runEvents.type, "stop")))
+    .orderBy(desc(runEvents.id))
+    .limit(1);
+  if (!event) return null;
+  return { stopped: Number(event.data.stopped ?? 0), failed_to_stop: Number(event.data.failed_to_stop ?? 0) };
 }
 
 /**

@@ -166,6 +166,13 @@ describe("POST /api/threads/{threadId}/runs/{runId}/stop", () => {
     expect(result).toBeInstanceOf(Error);
     const rows = await database.db.select().from(agentRuns).where(eq(agentRuns.parentRunId, lead.run.id));
     expect(rows.map((r) => r.status)).toEqual(["cancelled", "cancelled"]);
+    // The report stays readable with the run, for the transcript after a reload.
+    const { GET } = await import("@/app/api/threads/[threadId]/runs/[runId]/route");
+    const detail = await GET(
+      request(`/api/threads/${ids.threadId}/runs/${lead.run.id}`, { cookie }),
+      params({ threadId: ids.threadId, runId: lead.run.id }),
+    );
+    expect(await detail.json()).toMatchObject({ id: lead.run.id, kind: "lead", stop_report: { stopped: 2, failed_to_stop: 0 } });
   });
 
   it("lists the thread's runs as projections without prompts or results", async () => {

@@ -1,5 +1,6 @@
 import { z } from "zod";
-import { getRunForUser, toRunProjection } from "@/server/agent/runs";
+import type { RunDetail } from "@/lib/api/runs";
+import { getRunForUser, getStopReport, toRunProjection } from "@/server/agent/runs";
 import { requireUser } from "@/server/auth/authenticate";
 import { getThreadForUser } from "@/server/chat/threads";
 import { getDatabase } from "@/server/db/client";
@@ -9,12 +10,14 @@ export const dynamic = "force-dynamic";
 
 type Ctx = { params: Promise<{ threadId: string; runId: string }> };
 
-/** One run of the caller's thread. */
+/** One run of the caller's thread, with the outcome of its latest Stop (the transcript shows it). */
 export const GET = handle(async (req: Request, ctx: Ctx) => {
   const { userId } = await requireUser(req);
   const params = await ctx.params;
   const { db } = getDatabase();
   const thread = await getThreadForUser(db, { userId, threadId: params.threadId });
   const runId = parseParam(z.uuid(), params.runId, "run");
-  return json(toRunProjection(await getRunForUser(db, { userId, threadId: thread.id, runId })));
+  const run = await getRunForUser(db, { userId, threadId: thread.id, runId });
+  const body: RunDetail = { ...toRunProjection(run), stop_report: await getStopReport(db, { runId: run.id }) };
+  return json(body);
 });

@@ -1,0 +1,295 @@
+"use client";
+
+import { useQuery } from "@tanstack/react-query";
+import { useSyncExternalStore } from "react";
+import type { ToolPartProps } from "@/components/chat/message-parts";
+import { Badge } from "@/components/ui/badge";
+import { Spinner } from "@/components/ui/spinner";
+import { isTerminalRunStatus, type RunDetail, type StopReportProjection } from "@/lib/api/runs";
+import type { SubagentDataPart, TaskInput, TaskToolOutput } from "@/server/agent/tools/task";
+
+/**
+ * The `task` delegation card: definition, status (waiting for a slot, running, final),
+ * model, tokens and duration. Sources, freshest first: the tool result (final), the live
+ * `data-subagent` parts the tool writes while it runs, and, once the response is no longer
+ * streaming but the run was not final (Stop, reload mid-run, restart), the run's row.
+ */
+
+type Tone = "neutral" | "amber" | "green" | "red" | "blue";
+type CardStatus = "pending" | "running" | "completed" | "failed" | "cancelled" | "timed_out" | "interrupted" | "not_run";
+
+const STATUS: Record<CardStatus, { label: string; tone: Tone }> = {
+  pending: { label: "waiting for a slot", tone: "amber" },
+  running: { label: "running", tone: "blue" },
+  completed: { label: "completed", tone: "green" },
+  failed: { label: "failed", tone: "red" },
+  cancelled: { label: "cancelled", tone: "neutral" },
+  timed_out: { label: "timed out", tone: "red" },
+  interrupted: { label: "interrupted", tone: "amber" },
+  not_run: { label: "not run", tone: "neutral" },
+};
+
+const RESULT_PREVIEW_CHARS = 4_000;
+
+export interface SubagentView {
+  runId: string | null;
+  definition: string;
+  description: string;
+  status: CardStatus;
+  model: string | null;
+  inputTokens: number;
+  outputTokens: number;
+  durationMs: number | null;
+  error?: string | null;
+  result?: string;
+}
+
+const rec = (v: unknown): Record<string, unknown> | null =>
+  v && typeof v === "object" && !Array.isArray(v) ? (v as Record<string, unknown>) : null;
+
+/** The latest live data part of one task call among a message's parts. */
+export function findSubagentLive(parts: readonly unknown[] | undefined, toolCallId: string | undefined): SubagentDataPart | null {
+  if (!parts || !toolCallId) return null;
+  for (let i = parts.length - 1; i >= 0; i--) {
+    const p = rec(parts[i]);
+    const data = rec(p?.data);
+    if (p?.type === "data-subagent" && data?.toolCallId === toolCallId) return data as unknown as SubagentDataPart;
+  }
+  return null;
+}
+
+export function formatDuration(ms: number | null | undefined): string {
+  if (ms === null || ms === undefined) return "–";
+  if (ms < 1_000) return `${ms} ms`;
+  if (ms < 60_000) return `${(ms / 1000).toFixed(ms < 10_000 ? 1 : 0)} s`;
+  return `${Math.floor(ms / 60_000)} min ${Math.round((ms % 60_000) / 1000)} s`;
+}
+
+export function formatTokens(n: number): string {
+  return n >= 10_000 ? `${(n / 1000).toFixed(1)}k` : String(n);
+}
+
+async function fetchRun(threadId: string, runId: string): Promise<RunDetail> {
+  const res = await fetch(`/api/threads/${threadId}/runs/${runId}`, { cache: "no-store" });
+  if (!res.ok) throw new Error(`run ${runId}: HTTP ${res.status}`);
+  return res.json();
+}
+
+/** Polls a run's row while it is not final (after a Stop or a reload mid-run). */
+function useRunRow(threadId: string, runId: string | null, enabled: boolean) {
+  return useQuery({
+    queryKey: ["agent-run", threadId, runId],
+    queryFn: () => fetchRun(threadId, runId as string),
+    enabled: enabled && !!runId,
+    refetchInterval: (q) => (q.state.data && isTerminalRunStatus(q.state.data.status) ? false : 1_500),
+  });
+}
+
+export function SubagentCard({ view, stale = false }: { view: SubagentView; stale?: boolean }) {
+  const s = STATUS[view.status];
+  const active = view.status === "pending" || view.status === "running";
+  return (
+    <section
+      data-testid="subagent-card"
+      data-status={view.status}
+      data-run-id={view.runId ?? undefined}
+      aria-label={`Sub-agent ${view.definition}: ${view.description}`}
+      className="my-1 flex w-full max-w-2xl flex-col gap-1.5 rounded-lg border border-zinc-200 bg-white px-3 py-2 text-sm shadow-xs"
+    >
+      <header className="flex flex-wrap items-center gap-2">
+        <span aria-hidden="true" className="text-sky-700">
+          ↳
+        </span>
+        <span className="font-mono text-xs font-medium text-zinc-800">{view.definition}</span>
+        <span className="min-w-0 flex-1 truncate text-zinc-700" title={view.description}>
+          {view.description}
+        </span>
+        <Badge tone={s.tone}>
+          {active && !stale ? <Spinner className="size-3" /> : null}
+          <span data-testid="subagent-status">{s.label}</span>
+        </Badge>
+      </header>
+      <dl className="flex flex-wrap gap-x-4 gap-y-0.5 text-xs text-zinc-500">
+        <div className="flex gap-1">
+          <dt>model</dt>
+          <dd className="font-mono text-zinc-700">{view.model ?? "–"}</dd>
+        </div>
+        <div className="flex gap-1">
+          <dt>tokens</dt>
+          <dd className="tabular-nums text-zinc-700" data-testid="subagent-tokens">
+            {formatTokens(view.inputTokens)} in · {formatTokens(view.outputTokens)} out
+          </dd>
+        </div>
+        <div className="flex gap-1">
+          <dt>duration</dt>
+          <dd className="tabular-nums text-zinc-700" data-testid="subagent-duration">
+            {view.status === "pending" ? "–" : formatDuration(view.durationMs)}
+          </dd>
+        </div>
+        {view.runId ? (
+          <div className="flex gap-1">
+            <dt>run</dt>
+            <dd className="font-mono text-zinc-400" title={view.runId}>
+              {view.runId.slice(0, 8)}
+            </dd>
+          </div>
+        ) : null}
+      </dl>
+      {view.status === "interrupted" ? (
+        <p className="text-xs text-amber-800">
+          Interrupted by a server restart and not restarted. Work it had started may be partly done; check before relying on it.
+        </p>
+      ) : null}
+      {view.error && view.status !== "completed" && view.status !== "interrupted" ? (
+        <p className="line-clamp-3 text-xs text-red-700" title={view.error}>
+          {view.error}
+        </p>
+      ) : null}
+      {view.result ? (
+        <details className="text-xs text-zinc-600">
+          <summary className="cursor-pointer select-none text-zinc-500 hover:text-zinc-800">Result</summary>
+          <div className="mt-1 max-h-64 overflow-auto rounded-md bg-zinc-50 p-2 whitespace-pre-wrap break-words">
+            {view.result.length > RESULT_PREVIEW_CHARS ? `${view.result.slice(0, RESULT_PREVIEW_CHARS)}…` : view.result}
+          </div>
+        </details>
+      ) : null}
+    </section>
+  );
+}
+
+/** Combines the tool part, its live data part and (when needed) the run row into one view. */
+export function subagentView(
+  part: { state: string; input?: unknown; output?: unknown; errorText?: string },
+  live: SubagentDataPart | null,
+  row: RunDetail | undefined,
+): SubagentView {
+  const input = (rec(part.input) ?? {}) as Partial<TaskInput>;
+  const description = input.description ?? "Task";
+  const output = part.state === "output-available" ? (rec(part.output) as unknown as TaskToolOutput | null) : null;
+  if (output)
+    return {
+      runId: output.runId,
+      definition: output.definition,
+      description,
+      status: output.status,
+      model: output.model,
+      inputTokens: output.usage.inputTokens,
+      outputTokens: output.usage.outputTokens,
+      durationMs: output.durationMs,
+      error: output.error,
+      result: output.result || undefined,
+    };
+  if (row && (!live || isTerminalRunStatus(row.status) || row.status !== live.status))
+    return {
+      runId: row.id,
+      definition: row.definition,
+      description,
+      status: row.status,
+      model: row.model,
+      inputTokens: row.usage.input_tokens,
+      outputTokens: row.usage.output_tokens,
+      durationMs: row.duration_ms,
+      error: row.error,
+    };
+  if (live)
+    return {
+      runId: live.runId,
+      definition: live.definition,
+      description: live.description || description,
+      status: live.status,
+      model: live.model,
+      inputTokens: live.usage.inputTokens,
+      outputTokens: live.usage.outputTokens,
+      durationMs: live.durationMs,
+      error: live.error,
+    };
+  return {
+    runId: null,
+    definition: input.subagent ?? "general",
+    description,
+    status: part.state === "output-error" ? "failed" : "pending",
+    model: null,
+    inputTokens: 0,
+    outputTokens: 0,
+    durationMs: null,
+    error: part.errorText,
+  };
+}
+
+/** The chat's `tool-task` entry. */
+export function SubagentToolCard({ part, message, threadId, streaming }: ToolPartProps) {
+  const toolPart = part as unknown as { toolCallId: string; state: string; input?: unknown; output?: unknown; errorText?: string };
+  const live = findSubagentLive(message.parts, toolPart.toolCallId);
+  const final = toolPart.state === "output-available" || toolPart.state === "output-error";
+  const needsRow = !final && !streaming && !!live && !isTerminalRunStatus(live.status);
+  const { data: row } = useRunRow(threadId, live?.runId ?? null, needsRow);
+  const view = subagentView(toolPart, live, needsRow ? row : undefined);
+  // A response that ended before this call even created its run: it never started.
+  const neverStarted = !final && !streaming && !live;
+  return (
+    <SubagentCard
+      view={neverStarted ? { ...view, status: "cancelled", error: "stopped before it started" } : view}
+      stale={!final && !streaming && !row}
+    />
+  );
+}
+
+// ---------------------------------------------------------------------------------------------
+// Stop: cascade on the server, then the transcript reports how many sub-agents stopped.
+
+const stopReports = new Map<string, StopReportProjection>();
+const listeners = new Set<() => void>();
+const subscribe = (fn: () => void) => {
+  listeners.add(fn);
+  return () => listeners.delete(fn);
+};
+
+/**
+ * Stops a lead run and every sub-agent under it (POST …/runs/{run_id}/stop), remembers the
+ * report for <StopReport>, then stops the client stream. Falls back to the client stop alone
+ * when the message has no run id yet.
+ */
+export async function stopLeadRun(
+  threadId: string,
+  message: { metadata?: { runId?: string } } | undefined,
+  stopStream: () => unknown,
+): Promise<void> {
+  const runId = message?.metadata?.runId;
+  try {
+    if (runId) {
+      const res = await fetch(`/api/threads/${threadId}/runs/${runId}/stop`, { method: "POST" });
+      if (res.ok) {
+        const report = (await res.json()) as StopReportProjection;
+        stopReports.set(runId, report);
+        for (const fn of listeners) fn();
+      }
+    }
+  } finally {
+    await stopStream();
+  }
+}
+
+/** "Stopped N sub-agents (M failed to stop)" under a stopped lead message; live or after reload. */
+export function StopReport({ threadId, runId, cancelled }: { threadId: string; runId?: string; cancelled: boolean }) {
+  const live = useSyncExternalStore(
+    subscribe,
+    () => (runId ? stopReports.get(runId) : undefined),
+    () => undefined,
+  );
+  const { data } = useQuery({
+    queryKey: ["agent-run", threadId, runId, "stop"],
+    queryFn: () => fetchRun(threadId, runId as string),
+    enabled: cancelled && !live && !!runId,
+  });
+  const report = live ?? data?.stop_report ?? null;
+  if (!report) return null;
+  const total = report.stopped + report.failed_to_stop;
+  return (
+    <p role="status" data-testid="stop-report" className="text-xs text-zinc-600">
+      {total === 0
+        ? "Stopped. No sub-agents were running."
+        : `Stopped ${report.stopped} sub-agent${report.stopped === 1 ? "" : "s"}` +
+          (report.failed_to_stop ? `; ${report.failed_to_stop} failed to stop (still running elsewhere).` : ".")}
+    </p>
+  );
+}
