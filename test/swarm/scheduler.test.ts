@@ -299,3 +299,65 @@ describe("swarm scheduler: cancellation", () => {
     expect(r.settlements.map((s) => s.status)).toEqual(["completed", "failed", "completed"]);
   });
 });
+
+describe("swarm scheduler: injected clock", () => {
+  it("takes every timing from the injected clock, not the globals", async () => {
+    vi.useRealTimers();
+    // A manual clock: time moves only when the test says so.
+    let now = 1_000_000;
+    const timers: Array<{ at: number; fn: () => void; id: number }> = [];
+    let nextId = 1;
+    const clock = {
+      now: () => now,
+      setTimeout: (fn: () => void, ms: number) => {
+        const id = nextId++;
+        timers.push({ at: now + ms, fn, id });
+        return id;
+      },
+      clearTimeout: (id: unknown) => {
+        const i = timers.findIndex((t) => t.id === id);
+        if (i >= 0) timers.splice(i, 1);
+      },
+    };
+    const advance = async (ms: number) => {
+      const target = now + ms;
+      for (;;) {
+        timers.sort((a, b) => a.at - b.at);
+        const next = timers[0];
+        if (!next || next.at > target) break;
+        timers.shift();
+        now = next.at;
+        next.fn();
+        await new Promise((r) => setImmediate(r));
+      }
+      now = target;
+      await new Promise((r) => setImmediate(r));
+    };
+    const startedAt: number[] = [];
+    const pending: Array<() => void> = [];
+    const result = runSchedule<string, AttemptOutcome>({
+      items: ["a", "b", "c", "d"],
+      concurrency: 4,
+      signal: new AbortController().signal,
+      clock,
+      timings: { initialBurst: 2, admissionIntervalMs: 5_000 },
+      runAttempt: () =>
+        new Promise((resolve) => {
+          startedAt.push(now);
+          pending.push(() => resolve({ status: "completed" }));
+        }),
+      onAttemptError: () => ({ status: "failed" }),
+    });
+    await advance(0);
+    expect(startedAt).toEqual([1_000_000, 1_000_000]);
+    await advance(4_999);
+    expect(startedAt).toHaveLength(2);
+    await advance(1);
+    expect(startedAt).toEqual([1_000_000, 1_000_000, 1_005_000]);
+    await advance(5_000);
+    expect(startedAt).toEqual([1_000_000, 1_000_000, 1_005_000, 1_010_000]);
+    for (const done of pending) done();
+    const r = await result;
+    expect(r.settlements.map((s) => s.status)).toEqual(["completed", "completed", "completed", "completed"]);
+  });
+});

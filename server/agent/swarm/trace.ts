@@ -41,6 +41,8 @@ const BOUNDARY: Record<SwarmTraceType, SwarmBoundary | null> = {
 
 /** Entries kept in the live part; the run_events rows keep everything. */
 export const LIVE_TRACE_LIMIT = 200;
+/** Live parts are rewritten whole, so bursts are coalesced to at most one write per interval. */
+export const LIVE_MIN_INTERVAL_MS = 100;
 
 export interface TraceFields {
   item_id?: string;
@@ -67,6 +69,8 @@ export class SwarmTrace {
   private pending: Array<typeof runEvents.$inferInsert> = [];
   private writing: Promise<void> = Promise.resolve();
   private liveScheduled = false;
+  private liveTimer: ReturnType<typeof setTimeout> | undefined;
+  private lastPublishAt = Number.NEGATIVE_INFINITY;
   private snapshot: (() => SwarmResult) | null = null;
 
   constructor(
@@ -124,6 +128,10 @@ export class SwarmTrace {
 
   /** The live UI part now (and the final one). */
   publish(): void {
+    clearTimeout(this.liveTimer);
+    this.liveTimer = undefined;
+    this.liveScheduled = false;
+    this.lastPublishAt = Date.now();
     if (!this.opts.writer || !this.snapshot) return;
     const data: SwarmLiveData = {
       ...this.snapshot(),
@@ -139,14 +147,19 @@ export class SwarmTrace {
     }
   }
 
-  /** Coalesces bursts of events into one UI write. */
+  /** Coalesces bursts of events into one UI write (the final publish() is never delayed). */
   publishSoon(): void {
-    if (this.liveScheduled) return;
+    if (this.liveScheduled || !this.opts.writer) return;
     this.liveScheduled = true;
-    queueMicrotask(() => {
-      this.liveScheduled = false;
-      this.publish();
-    });
+    const wait = this.lastPublishAt + LIVE_MIN_INTERVAL_MS - Date.now();
+    if (wait <= 0)
+      queueMicrotask(() => {
+        if (this.liveScheduled) this.publish();
+      });
+    else
+      this.liveTimer = setTimeout(() => {
+        if (this.liveScheduled) this.publish();
+      }, wait);
   }
 
   private flushSoon(): void {
