@@ -4,7 +4,8 @@ import { sql } from "drizzle-orm";
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from "prom-client";
 import type { Db } from "@/server/db/client";
 import { ITEM_STATUSES } from "@/server/db/schema";
-import { log } from "@/server/log";
+import type { Settlement } from "@/server/batches/types";
+import { type Logger, log } from "@/server/log";
 import { getProcessCapacity } from "@/server/runtime/capacity";
 import { INSTANCE_ID, VERSION } from "@/server/runtime/instance";
 
@@ -215,19 +216,53 @@ export function configureMetrics(options: { role?: Role; db?: Db }): void {
 
 // ---- one-line hooks for other modules -------------------------------------------------------
 
-export function recordClaims(n = 1): void {
+/** Claimed items (or a count); with a logger, one "item claimed" line per item tying item to batch. */
+export function recordClaims(
+  claimed: number | ReadonlyArray<{ id: string; batchId: string; attempt: number }>,
+  logger?: Logger,
+): void {
+  const n = typeof claimed === "number" ? claimed : claimed.length;
   if (n > 0) state().claims.inc(n);
+  if (logger && typeof claimed !== "number")
+    for (const c of claimed) logger.info({ item_id: c.id, batch_id: c.batchId, attempt: c.attempt }, "item claimed");
+}
+
+/**
+ * Ended attempts as the worker settled them: `moved` maps item id → new status for the settled
+ * ones (absent = the lease was no longer held, the write was fenced off). Counts attempts by
+ * outcome and deferrals; with a logger, one "item settled" line per item tying item to run.
+ */
+export function recordSettlements(
+  settlements: ReadonlyArray<Settlement>,
+  moved: ReadonlyMap<string, string>,
+  logger?: Logger,
+): void {
+  const s = state();
+  for (const st of settlements) {
+    const status = moved.get(st.id);
+    let outcome: string;
+    if (status === undefined) outcome = "lost";
+    else if (st.kind === "deferred") outcome = status === "queued" ? "deferred" : "failed";
+    else if (st.kind === "released") outcome = "released";
+    else if (st.kind === "failed") outcome = status === "queued" ? "retried" : "failed";
+    else outcome = st.kind;
+    s.attempts.inc({ outcome });
+    if (outcome === "deferred") s.deferrals.inc({ reason: "rate_limit" });
+    else if (outcome === "released") s.deferrals.inc({ reason: "capacity" });
+    logger?.info(
+      {
+        item_id: st.id,
+        run_id: "runId" in st ? (st.runId ?? undefined) : undefined,
+        outcome,
+        status: status ?? "unchanged",
+        ...("error" in st && outcome !== "succeeded" ? { error: st.error } : {}),
+      },
+      "item settled",
+    );
+  }
 }
 export function recordLeaseRecoveries(n = 1): void {
   if (n > 0) state().leaseRecoveries.inc(n);
-}
-/** outcome: succeeded | failed | retried | cancelled | lost (lease lost / fenced write) | rejected. */
-export function recordAttempt(outcome: string): void {
-  state().attempts.inc({ outcome });
-}
-/** reason: rate_limit (provider or shared budget) | capacity (refused by this process's controller). */
-export function recordDeferral(reason: "rate_limit" | "capacity" = "rate_limit"): void {
-  state().deferrals.inc({ reason });
 }
 export function recordExportBytes(bytes: number): void {
   if (bytes > 0) state().exportBytes.inc(bytes);

@@ -57,6 +57,7 @@ export function rateLimitSettingsFromConfig(config: FlotillaConfig): RateLimitSe
  * a batch item is deferred exactly like on a provider 429, and the AI SDK does not retry it.
  */
 export function sharedBudgetExhausted(endpoint: string, waitMs: number): APICallError {
+  noteBackoff(endpoint, waitMs);
   return new APICallError({
     message: `Shared rate-limit budget for ${endpoint} is exhausted for the next ${Math.ceil(waitMs / 1000)} s (rate_limits.requests_per_minute / tokens_per_minute)`,
     url: `flotilla-rate-limit:${endpoint}`,
@@ -203,6 +204,7 @@ export class SharedRateLimiter {
     const ms = Math.min(this.settings.maxRetryAfterMs, Math.max(0, retryAfter ?? this.settings.defaultRetryAfterMs));
     const local = this.slowCache.get(endpoint);
     const untilMs = Date.now() + ms;
+    noteBackoff(endpoint, ms);
     if (local) local.untilMs = Math.max(local.untilMs, untilMs);
     else this.slowCache.set(endpoint, { untilMs, checkedAt: Date.now() });
     const db = this.dbProvider();
@@ -255,12 +257,35 @@ export class SharedRateLimiter {
   }
 }
 
+// ---- back-off hints for deferral ----------------------------------------------------------
+
+const globalBackoff = globalThis as unknown as { __flotillaEndpointBackoff?: Map<string, number> };
+
+function noteBackoff(endpoint: string, ms: number): void {
+  globalBackoff.__flotillaEndpointBackoff ??= new Map();
+  const map = globalBackoff.__flotillaEndpointBackoff;
+  map.set(endpoint, Math.max(map.get(endpoint) ?? 0, Date.now() + ms));
+}
+
+/**
+ * How long this process was last told to hold back on the model's endpoint (a provider 429's
+ * retry-after, or the wait the shared budget refused), from now; undefined when nothing is
+ * pending. The batch worker defers a rate-limited item by this much.
+ */
+export function endpointBackoffMs(model: LanguageModelV3 | string): number | undefined {
+  const endpoint = typeof model === "string" ? model : endpointKey(model);
+  const until = globalBackoff.__flotillaEndpointBackoff?.get(endpoint);
+  if (until === undefined) return undefined;
+  const ms = until - Date.now();
+  return ms > 0 ? ms : undefined;
+}
+
 // ---- process wiring --------------------------------------------------------------------------
 
 const globalForLimiter = globalThis as unknown as { __flotillaRateLimitDb?: Db; __flotillaRateLimiters?: Map<string, SharedRateLimiter> };
 
 /** Points the limiter at this process's database handle (the worker calls this; web falls back to getDatabase()). */
-export function useRateLimitDatabase(db: Db | undefined): void {
+export function setRateLimitDatabase(db: Db | undefined): void {
   globalForLimiter.__flotillaRateLimitDb = db;
 }
 

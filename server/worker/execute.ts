@@ -5,6 +5,7 @@ import type { Db } from "@/server/db/client";
 import type { ModelErrorClass } from "@/server/models/errors";
 import type { ResolvedModel } from "@/server/models/types";
 import type { SubagentRuntime } from "@/server/runtime/admission";
+import { endpointBackoffMs } from "@/server/runtime/rate-limit";
 
 /**
  * How the worker runs one claimed item. The default runs the shared sub-agent executor;
@@ -67,6 +68,7 @@ export function subagentItemExecutor(args: { db: Db; model: ResolvedModel; runti
       error: result.error,
       errorClass: result.errorClass,
       runId: result.runId,
+      retryAfterMs: result.errorClass === "rate_limit" ? endpointBackoffMs(args.model.model) : undefined,
     };
   };
 }

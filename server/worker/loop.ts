@@ -13,6 +13,7 @@ import type { ExecutionSpec } from "@/server/batches/spec";
 import type { ClaimedItem, LeaseRef, Settlement } from "@/server/batches/types";
 import type { Database } from "@/server/db/client";
 import { type Logger, log as rootLog } from "@/server/log";
+import { recordClaims, recordLeaseRecoveries, recordSettlements } from "@/server/metrics";
 import { resolveModel } from "@/server/models/index";
 import type { ResolvedModel } from "@/server/models/types";
 import { getSubagentRuntime, type SubagentRuntime } from "@/server/runtime/admission";
@@ -220,6 +221,7 @@ export class BatchWorker {
         maxDeferrals: this.config.rate_limits.max_deferrals,
       });
       this.counters.settled += moved.size;
+      recordSettlements(batch, moved, this.log);
       if (moved.size < batch.length) this.counters.lost += batch.length - moved.size;
     } catch (err) {
       // Keep them: the next pass retries (the fence makes a repeated settle harmless).
@@ -235,6 +237,7 @@ export class BatchWorker {
     const claimed = await claimItems(this.db, { workerId: this.id, limit: free, leaseSeconds: this.leaseSeconds });
     if (claimed.length === 0) return;
     this.counters.claimed += claimed.length;
+    recordClaims(claimed, this.log);
     const unknown = [...new Set(claimed.map((c) => c.batchId))].filter((id) => !this.specs.has(id));
     if (unknown.length) {
       const specs = await getExecutionSpecs(this.db, { batchIds: unknown });
@@ -399,6 +402,7 @@ export class BatchWorker {
     this.maintaining = true;
     try {
       const recovered = await recoverExpiredLeases(this.db);
+      recordLeaseRecoveries(recovered.requeued + recovered.failed);
       if (recovered.requeued + recovered.failed > 0) this.log.info(recovered, "recovered expired leases");
       const refs = this.localRefs();
       if (refs.length) this.abortLost(await findLostLeases(this.db, { workerId: this.id, items: refs }));

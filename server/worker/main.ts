@@ -1,6 +1,7 @@
 import { ConfigError, getConfig } from "@/server/config/load";
 import { createDatabase, databaseUrlFromEnv } from "@/server/db/client";
 import { log } from "@/server/log";
+import { startWorkerOps } from "@/server/ops/worker-ops";
 import { INSTANCE_ID } from "@/server/runtime/instance";
 import { BatchWorker } from "./loop";
 
@@ -21,6 +22,7 @@ async function main() {
     throw err;
   }
   const database = createDatabase(databaseUrlFromEnv(), { applicationName: "flotilla-worker" });
+  await startWorkerOps({ database, config }); // shared rate limiter, metrics gauges + port
   const worker = new BatchWorker({ database, config });
   await worker.start();
   console.log(`worker ${INSTANCE_ID} started (capacity ${config.subagent_runtime.max_running})`);
