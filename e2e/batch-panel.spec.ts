@@ -378,25 +378,41 @@ test("narrow window: the panel stacks under the chat and stays usable", async ()
   await page.setViewportSize({ width: 1400, height: 900 });
 });
 
-test("worker stopped: read-only on a thread with batch history, absent on a fresh thread", async () => {
+test("worker stopped: a control fails with the server's message, then the panel turns read-only; absent on a fresh thread", async () => {
+  test.setTimeout(120_000);
+  // A batch still running when the worker goes away.
+  const thread = await createThreadViaApi(page, "Orphaned batch");
+  await page.goto(`/threads/${thread}`);
+  const items = Array.from({ length: 30 }, (_, i) => `o${i + 1}`);
+  await submitViaDialog(page, { template: "Slow {{item}} [[sleep:1000]]", items });
+  await button(page.getByRole("dialog", { name: "New batch" }), "Start batch").click();
+  const detail = detailOf(page);
+  await expect(detail).toHaveAttribute("data-status", "running");
   await worker.stop();
+
+  // The panel has not polled /api/features since: Pause is still enabled, and the server refuses it.
+  await button(detail, "Pause").click();
+  await expect(detail.getByRole("alert")).toContainText("no batch worker is running");
+  await expect(detail).toHaveAttribute("data-status", "running"); // the optimistic "paused" rolled back
+  await expect(panelOf(page)).toHaveAttribute("data-mode", "read-only"); // the refusal re-checked the features
+  await shot(page, "15-control-refused-no-worker");
+
   await page.goto(`/threads/${dialogThread}`);
   const panel = panelOf(page);
   await expect(panel).toHaveAttribute("data-mode", "read-only");
   await expect(panel.getByTestId("read-only-note")).toContainText("No worker is running");
-  const detail = detailOf(page);
   for (const name of ["Pause", "Resume", "Cancel"]) {
-    await expect(button(detail, name)).toBeDisabled();
-    await expect(button(detail, name)).toHaveAttribute("title", /No worker is running/);
+    await expect(button(detailOf(page), name)).toBeDisabled();
+    await expect(button(detailOf(page), name)).toHaveAttribute("title", /No worker is running/);
   }
   await expect(button(panel, "New batch")).toBeDisabled();
   // Inspection and export still work.
-  await expect(detail.getByRole("link", { name: "Download JSONL" })).toBeVisible();
+  await expect(detailOf(page).getByRole("link", { name: "Download JSONL" })).toBeVisible();
   await panel.getByRole("button", { name: /^[0-9a-f]{8}/ }).last().click();
-  await detail.getByLabel("Status", { exact: true }).selectOption("failed");
-  await expect(detail.getByTestId("item-row")).toHaveCount(6);
-  await expect(button(detail.getByTestId("item-row").first(), "Retry")).toBeDisabled();
-  await shot(page, "15-read-only");
+  await detailOf(page).getByLabel("Status", { exact: true }).selectOption("failed");
+  await expect(detailOf(page).getByTestId("item-row")).toHaveCount(6);
+  await expect(button(detailOf(page).getByTestId("item-row").first(), "Retry")).toBeDisabled();
+  await shot(page, "16-read-only");
 
   const fresh = await createThreadViaApi(page, "Fresh thread");
   const features = page.waitForResponse((r) => r.url().endsWith("/api/features"));
@@ -406,5 +422,5 @@ test("worker stopped: read-only on a thread with batch history, absent on a fres
   expect((await (await list).json()).batches).toEqual([]);
   await page.waitForTimeout(500);
   await expect(panelOf(page)).toHaveCount(0);
-  await shot(page, "16-fresh-thread-no-panel");
+  await shot(page, "17-fresh-thread-no-panel");
 });

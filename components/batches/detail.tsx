@@ -113,8 +113,8 @@ export function BatchDetail({
         <span className="text-xs text-zinc-600">
           sub-agent <span className="font-medium text-zinc-800">{batch.subagent}</span>
         </span>
-        <span className="ml-auto text-xs text-zinc-500 tabular-nums" title={batch.created_at}>
-          {new Date(batch.created_at).toLocaleString()}
+        <span className="ml-auto text-xs text-zinc-500 tabular-nums" title={`Created ${batch.created_at}`}>
+          {formatCreated(batch.created_at, now)}
         </span>
       </div>
 
@@ -159,12 +159,17 @@ export function BatchDetail({
         </Stat>
       </dl>
 
-      <div className="flex flex-wrap items-center gap-2">
+      <p data-testid="batch-limits" className="-mt-1 text-xs text-zinc-500 tabular-nums">
+        Up to {formatCount(batch.max_live_items)} live · {formatCount(batch.max_running_items)} running ·{" "}
+        {batch.max_attempts} {batch.max_attempts === 1 ? "attempt" : "attempts"} per item
+      </p>
+
+      <div className="flex flex-wrap items-center gap-x-1.5 gap-y-2">
         <fieldset
           aria-label="Batch controls"
           title={disabledTitle}
           aria-busy={busy}
-          className="flex flex-wrap items-center gap-2"
+          className="flex min-w-0 flex-wrap items-center gap-1.5"
         >
           <ControlButton
             label="Pause"
@@ -223,6 +228,16 @@ export function BatchDetail({
   );
 }
 
+/** Time only for today, date and time otherwise. */
+function formatCreated(iso: string, now: number): string {
+  const d = new Date(iso);
+  if (Number.isNaN(d.getTime())) return "";
+  const sameDay = d.toDateString() === new Date(now).toDateString();
+  return sameDay
+    ? `created ${d.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit", second: "2-digit" })}`
+    : `created ${d.toLocaleString([], { dateStyle: "medium", timeStyle: "short" })}`;
+}
+
 function Stat({ label, testId, children }: { label: string; testId: string; children: React.ReactNode }) {
   return (
     <div className="flex min-w-0 items-baseline gap-1.5">
@@ -256,7 +271,7 @@ function ControlButton({
       title={title}
       aria-busy={pending || undefined}
       onClick={onClick}
-      className={`${buttonClass.base} ${danger ? buttonClass.danger : buttonClass.neutral} min-w-[4.5rem]`}
+      className={`${buttonClass.base} ${danger ? buttonClass.danger : buttonClass.neutral} min-w-16`}
     >
       {pending ? <Spinner /> : null}
       {label}

@@ -3,7 +3,7 @@
 import { QueryClient, QueryClientProvider, useQuery, useQueryClient } from "@tanstack/react-query";
 import { useEffect, useId, useMemo, useRef, useState } from "react";
 import { type BatchProjection, clampProgress } from "@/lib/api/batches";
-import { isActiveBatch, pushSample, type RateSample } from "@/lib/batches-ui";
+import { executedCount, isActiveBatch, pushSample, type RateSample } from "@/lib/batches-ui";
 import { ApiError, fetchBatches, fetchFeatures } from "./api";
 import { BatchDetail } from "./detail";
 import { NewBatchDialog } from "./new-batch-dialog";
@@ -41,6 +41,8 @@ export function BatchPanel({ threadId }: { threadId: string }) {
 function byNewest(a: BatchProjection, b: BatchProjection) {
   return b.created_at.localeCompare(a.created_at) || b.id.localeCompare(a.id);
 }
+/** Stable reference, so React Query keeps the selected result between unchanged polls. */
+const newestFirst = (list: BatchProjection[]) => [...list].sort(byNewest);
 
 function PanelGate({ threadId }: { threadId: string }) {
   const features = useQuery({
@@ -55,7 +57,7 @@ function PanelGate({ threadId }: { threadId: string }) {
     queryFn: ({ signal }) => fetchBatches(threadId, signal),
     enabled: sqlAvailable,
     refetchInterval: (q) => (q.state.data?.some((b) => isActiveBatch(b.status)) ? ACTIVE_POLL_MS : IDLE_POLL_MS),
-    select: (list) => [...list].sort(byNewest),
+    select: newestFirst,
   });
 
   if (!features.data || !sqlAvailable || !batches.data) return null;
@@ -102,7 +104,7 @@ function PanelBody({
       }
       const prev = samples.current.get(b.id) ?? [];
       if (prev[prev.length - 1]?.at === dataUpdatedAt) continue;
-      samples.current.set(b.id, pushSample(prev, { at: dataUpdatedAt, terminal: b.terminal }));
+      samples.current.set(b.id, pushSample(prev, { at: dataUpdatedAt, done: executedCount(b) }));
     }
     publishBatches(batches);
   }, [batches, dataUpdatedAt]);

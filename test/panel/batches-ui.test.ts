@@ -226,36 +226,43 @@ describe("buildSubmission", () => {
 
 describe("timing", () => {
   const t0 = Date.parse("2026-01-01T00:00:00.000Z");
+  /** A batch where `succeeded` items ran (plus `cancelled` that did not). */
+  const ran = (succeeded: number, over: Partial<BatchProjection> = {}, cancelled = 0) =>
+    batch({
+      terminal: succeeded + cancelled,
+      counts: { pending: 0, queued: 0, leased: 0, running: 0, succeeded, failed: 0, cancelled },
+      ...over,
+    });
 
   it("averages over the whole run without samples and gives an ETA while running", () => {
-    const t = batchTiming(batch({ terminal: 25 }), t0 + 10_000);
+    const t = batchTiming(ran(25), t0 + 10_000);
     expect(t.elapsedMs).toBe(10_000);
     expect(t.rate).toBeCloseTo(2.5);
     expect(t.etaMs).toBeCloseTo(30_000);
   });
 
   it("prefers recent samples once they span 3 s", () => {
-    let s = pushSample([], { at: t0 + 10_000, terminal: 10 });
-    s = pushSample(s, { at: t0 + 12_000, terminal: 30 });
-    expect(batchTiming(batch({ terminal: 30 }), t0 + 12_000, s).rate).toBeCloseTo(2.5); // too short: average
-    s = pushSample(s, { at: t0 + 14_000, terminal: 50 });
-    const t = batchTiming(batch({ terminal: 50 }), t0 + 14_000, s);
+    let s = pushSample([], { at: t0 + 10_000, done: 10 });
+    s = pushSample(s, { at: t0 + 12_000, done: 30 });
+    expect(batchTiming(ran(30), t0 + 12_000, s).rate).toBeCloseTo(2.5); // too short: average
+    s = pushSample(s, { at: t0 + 14_000, done: 50 });
+    const t = batchTiming(ran(50), t0 + 14_000, s);
     expect(t.rate).toBeCloseTo(10);
     expect(t.etaMs).toBeCloseTo(5_000);
   });
 
-  it("keeps only the window and restarts when terminal goes down (retry)", () => {
+  it("keeps only the window and restarts when the executed count goes down (retry)", () => {
     let s: ReturnType<typeof pushSample> = [];
-    for (let i = 0; i <= 40; i++) s = pushSample(s, { at: t0 + i * 1000, terminal: i }, 30_000);
+    for (let i = 0; i <= 40; i++) s = pushSample(s, { at: t0 + i * 1000, done: i }, 30_000);
     expect(s[0].at).toBe(t0 + 10_000);
     expect(s[1].at).toBe(t0 + 11_000);
-    expect(pushSample(s, { at: t0 + 41_000, terminal: 3 })).toEqual([{ at: t0 + 41_000, terminal: 3 }]);
+    expect(pushSample(s, { at: t0 + 41_000, done: 3 })).toEqual([{ at: t0 + 41_000, done: 3 }]);
   });
 
   it("has no ETA when paused or finished, and stops the clock at finish", () => {
-    expect(batchTiming(batch({ status: "paused", terminal: 10 }), t0 + 10_000).etaMs).toBeNull();
+    expect(batchTiming(ran(10, { status: "paused" }), t0 + 10_000).etaMs).toBeNull();
     const done = batchTiming(
-      batch({ status: "completed", terminal: 100, finished_at: "2026-01-01T00:00:20.000Z" }),
+      ran(100, { status: "completed", finished_at: "2026-01-01T00:00:20.000Z" }),
       t0 + 99_000,
     );
     expect(done.elapsedMs).toBe(20_000);
@@ -263,8 +270,17 @@ describe("timing", () => {
     expect(done.rate).toBeCloseTo(5);
   });
 
+  it("does not count cancelled items as throughput", () => {
+    const t = batchTiming(
+      ran(20, { status: "cancelled", finished_at: "2026-01-01T00:00:10.000Z" }, 280),
+      t0 + 60_000,
+    );
+    expect(t.rate).toBeCloseTo(2);
+    expect(t.etaMs).toBeNull();
+  });
+
   it("survives malformed stored values", () => {
-    const t = batchTiming(batch({ started_at: "garbage", created_at: "garbage", terminal: 5 }), t0);
+    const t = batchTiming(ran(5, { started_at: "garbage", created_at: "garbage" }), t0);
     expect(t.elapsedMs).toBe(0);
     expect(t.rate).toBeNull();
     expect(t.etaMs).toBeNull();
