@@ -267,6 +267,11 @@ export function recordLeaseRecoveries(n = 1): void {
 export function recordExportBytes(bytes: number): void {
   if (bytes > 0) state().exportBytes.inc(bytes);
 }
+/** Counts an export chunk's bytes and passes it through: `controller.enqueue(exportChunk(bytes))`. */
+export function exportChunk(chunk: Uint8Array): Uint8Array {
+  recordExportBytes(chunk.byteLength);
+  return chunk;
+}
 export function observeModelCall(args: {
   endpoint: string;
   outcome: "ok" | "error" | "rate_limited" | "aborted";

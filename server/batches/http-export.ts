@@ -2,6 +2,7 @@ import { resultLineSchema } from "@/lib/api/batches";
 import type postgres from "postgres";
 import type { ItemStatus } from "@/server/db/schema/batches";
 import { log } from "@/server/log";
+import { exportChunk } from "@/server/metrics";
 import type { ResultLine } from "./types";
 
 /**
@@ -89,13 +90,13 @@ export function exportResultsStream(
               for (const row of rows) {
                 chunk += `${JSON.stringify(resultLineSchema.parse(toResultLine(row)))}\n`;
                 if (chunk.length >= EXPORT_CHUNK_CHARS) {
-                  controller.enqueue(encoder.encode(chunk));
+                  controller.enqueue(exportChunk(encoder.encode(chunk)));
                   chunk = "";
                   await demand();
                 }
               }
             }
-            if (chunk) controller.enqueue(encoder.encode(chunk));
+            if (chunk) controller.enqueue(exportChunk(encoder.encode(chunk)));
           });
         };
 
