@@ -143,6 +143,25 @@ describe("POST /api/threads/{id}/chat", () => {
     expect(stored[1].metadata).toMatchObject({ runId, status: "cancelled" });
   });
 
+  it("persists tool parts of a delegating reply and replays them as history on the next turn", async () => {
+    const thread = await createThread(t.db, { userId: alice.id });
+    const chunks = await readUIChunks(await post(thread.id, { message: userMessage("task: list three facts about tides") }));
+    expect(chunks.some((c) => c.type === "tool-input-available" && c.toolName === "task")).toBe(true);
+    const stored = await loadMessages(t.db, { threadId: thread.id });
+    const reply = stored[1];
+    const toolPart = reply.parts.find((p) => p.type === "tool-task") as { state: string; input: { prompt: string } } | undefined;
+    expect(toolPart?.state).toBe("output-available");
+    expect(toolPart?.input.prompt).toBe("list three facts about tides");
+    expect(reply.parts.some((p) => p.type === "text" && p.text.length > 0)).toBe(true);
+    expect(reply.metadata?.status).toBe("completed");
+
+    // The stored tool call and its result are valid model history for the next turn.
+    const next = await readUIChunks(await post(thread.id, { message: userMessage("thanks, and now?") }));
+    expect(next.some((c) => c.type === "error")).toBe(false);
+    expect(next.filter((c) => c.type === "text-delta").map((c) => c.delta).join("")).toContain('Simulated answer to "thanks, and now?"');
+    expect((await loadMessages(t.db, { threadId: thread.id })).map((m) => m.role)).toEqual(["user", "assistant", "user", "assistant"]);
+  });
+
   it("marks the run failed and streams an error when the model fails", async () => {
     const thread = await createThread(t.db, { userId: alice.id });
     const chunks = await readUIChunks(await post(thread.id, { message: userMessage("please [[fail]]") }));
