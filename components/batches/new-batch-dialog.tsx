@@ -174,8 +174,10 @@ export function NewBatchDialog({
           <label htmlFor={ids.template} className={labelClass}>
             Prompt template
           </label>
+          {/* biome-ignore lint/a11y/noAutofocus: a modal dialog moves focus to its first real field */}
           <textarea
             id={ids.template}
+            autoFocus
             value={template}
             onChange={(e) => setTemplate(e.target.value)}
             rows={3}
