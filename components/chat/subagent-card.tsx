@@ -1,7 +1,7 @@
 "use client";
 
 import { useQuery } from "@tanstack/react-query";
-import { useSyncExternalStore } from "react";
+import { useEffect, useRef, useState, useSyncExternalStore } from "react";
 import type { ToolPartProps } from "@/components/chat/message-parts";
 import { Badge } from "@/components/ui/badge";
 import { Spinner } from "@/components/ui/spinner";
@@ -85,9 +85,28 @@ function useRunRow(threadId: string, runId: string | null, enabled: boolean) {
   });
 }
 
+/**
+ * Duration that keeps counting between updates while the run is live (updates arrive per
+ * model step, which can be many seconds apart).
+ */
+function useLiveDuration(durationMs: number | null, ticking: boolean): number | null {
+  // When the last update arrived, so the shown value can keep counting from it.
+  const base = useRef({ ms: durationMs, at: Date.now() });
+  if (base.current.ms !== durationMs) base.current = { ms: durationMs, at: Date.now() };
+  const [now, setNow] = useState(0);
+  useEffect(() => {
+    if (!ticking) return;
+    const timer = setInterval(() => setNow(Date.now()), 500);
+    return () => clearInterval(timer);
+  }, [ticking]);
+  if (!ticking || durationMs === null || now === 0) return durationMs;
+  return durationMs + Math.max(0, now - base.current.at);
+}
+
 export function SubagentCard({ view, stale = false }: { view: SubagentView; stale?: boolean }) {
   const s = STATUS[view.status];
   const active = view.status === "pending" || view.status === "running";
+  const duration = useLiveDuration(view.durationMs, view.status === "running" && !stale);
   return (
     <section
       data-testid="subagent-card"
@@ -123,7 +142,7 @@ export function SubagentCard({ view, stale = false }: { view: SubagentView; stal
         <div className="flex gap-1">
           <dt>duration</dt>
           <dd className="tabular-nums text-zinc-700" data-testid="subagent-duration">
-            {view.status === "pending" ? "–" : formatDuration(view.durationMs)}
+            {view.status === "pending" ? "–" : formatDuration(duration === null ? null : Math.round(duration))}
           </dd>
         </div>
         {view.runId ? (
@@ -141,7 +160,10 @@ export function SubagentCard({ view, stale = false }: { view: SubagentView; stal
         </p>
       ) : null}
       {view.error && view.status !== "completed" && view.status !== "interrupted" ? (
-        <p className="line-clamp-3 text-xs text-red-700" title={view.error}>
+        <p
+          className={`line-clamp-3 text-xs ${view.status === "cancelled" || view.status === "not_run" ? "text-zinc-600" : "text-red-700"}`}
+          title={view.error}
+        >
           {view.error}
         </p>
       ) : null}
