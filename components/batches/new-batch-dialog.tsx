@@ -174,7 +174,6 @@ export function NewBatchDialog({
           <label htmlFor={ids.template} className={labelClass}>
             Prompt template
           </label>
-          {/* biome-ignore lint/a11y/noAutofocus: a modal dialog moves focus to its first real field */}
           <textarea
             id={ids.template}
             autoFocus
