@@ -15,6 +15,8 @@ import { createThread } from "@/server/chat/threads";
 export interface WorkerProcess {
   pid: number;
   output(): string;
+  /** False once the process exited (crashed or stopped). */
+  running(): boolean;
   /** SIGTERM to the process group (npx → tsx → node), SIGKILL if it lingers. */
   stop(): Promise<void>;
 }
@@ -64,6 +66,7 @@ export async function startWorkerProcess(opts: {
   const handle: WorkerProcess = {
     pid,
     output: () => out,
+    running: () => child.exitCode === null && child.signalCode === null,
     async stop() {
       started.delete(handle);
       const done = exited(child);
@@ -84,6 +87,20 @@ export async function startWorkerProcess(opts: {
     await new Promise((r) => setTimeout(r, 100));
   }
   return handle;
+}
+
+/** The first port of `candidates` nothing listens on (so suites do not collide with other servers). */
+export async function freePort(candidates: number[]): Promise<number> {
+  const net = await import("node:net");
+  for (const port of candidates) {
+    const free = await new Promise<boolean>((resolve) => {
+      const srv = net.createServer();
+      srv.once("error", () => resolve(false));
+      srv.listen(port, "127.0.0.1", () => srv.close(() => resolve(true)));
+    });
+    if (free) return port;
+  }
+  throw new Error(`no free port among ${candidates.join(", ")}`);
 }
 
 export async function stopAllWorkerProcesses(): Promise<void> {
