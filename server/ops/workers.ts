@@ -99,3 +99,29 @@ export async function listWorkers(
     };
   });
 }
+
+export interface EndpointView {
+  endpoint: string;
+  requests: number;
+  tokens: number;
+  rate_limited: number;
+  last_rate_limited_at: string | null;
+  /** Milliseconds every process still holds back after a provider 429 (0 = none). */
+  slowed_for_ms: number;
+}
+
+/** The shared rate-limit rows (one per model endpoint): operational totals, no user content. */
+export async function listRateLimitEndpoints(db: DbOrTx, args: { limit?: number } = {}): Promise<EndpointView[]> {
+  const rows = (await db.execute(sql`
+    select endpoint, requests, tokens, rate_limited, last_rate_limited_at,
+           greatest(0, extract(epoch from (slow_until - now())) * 1000) as slowed_for_ms
+    from model_rate_limits order by updated_at desc limit ${args.limit ?? 20}`)) as unknown as Array<Record<string, unknown>>;
+  return rows.map((r) => ({
+    endpoint: String(r.endpoint),
+    requests: Number(r.requests),
+    tokens: Number(r.tokens),
+    rate_limited: Number(r.rate_limited),
+    last_rate_limited_at: r.last_rate_limited_at ? iso(r.last_rate_limited_at) : null,
+    slowed_for_ms: Math.round(Number(r.slowed_for_ms ?? 0)),
+  }));
+}

@@ -130,7 +130,8 @@ export class SharedRateLimiter {
    * `signal` aborts while waiting, or a 429-classified error when the wait would exceed maxWaitMs.
    */
   async acquire(endpoint: string, options: { estimatedTokens?: number; signal?: AbortSignal } = {}): Promise<Reservation> {
-    const estimatedTokens = Math.max(0, Math.round(options.estimatedTokens ?? 0));
+    // Tokens are only accounted (and corrected later) when a tokens-per-minute budget is set.
+    const estimatedTokens = this.msPerToken > 0 ? Math.max(0, Math.round(options.estimatedTokens ?? 0)) : 0;
     const db = this.dbProvider();
     if (!this.enabled || !db) {
       await this.waitForSlowdown(endpoint, db, options.signal);
