@@ -2,7 +2,9 @@ import { sql } from "drizzle-orm";
 import { beforeAll, describe, expect, it } from "vitest";
 import { INTERRUPTED_MESSAGE, recoverInterruptedRuns } from "@/server/agent/runs";
 import { agentRuns, workerHeartbeats } from "@/server/db/schema";
+import { insertMessage, loadMessages } from "@/server/chat/messages";
 import { INSTANCE_ID } from "@/server/runtime/instance";
+import { noteInterruptedRuns } from "@/server/runtime/startup";
 import { useSuiteEnv } from "../chat/support";
 import { createTestDatabase, type TestDatabase } from "../helpers/db";
 import { runRow, userAndThread } from "./support";
@@ -58,8 +60,17 @@ describe("restart recovery", () => {
     expect((await recoverInterruptedRuns(database.db, { startedBefore: new Date() })).interrupted).toEqual([]);
   });
 
-  it("runs at web start through instrumentation register() (Node.js runtime only)", async () => {
-    const orphan = await row({ status: "running", ownerInstance: "crashed-host:1:aaaaaa" });
+  it("runs at web start through instrumentation register() (Node.js runtime only) and tells the thread", async () => {
+    const crashed = await userAndThread(database.db, "crashed");
+    const lead = await row({ ...crashed, kind: "lead", definition: "lead", status: "running", ownerInstance: "crashed-host:1:aaaaaa" });
+    const orphan = await row({
+      ...crashed,
+      status: "running",
+      ownerInstance: "crashed-host:1:aaaaaa",
+      parentRunId: lead.id,
+      rootRunId: lead.id,
+      prompt: "Research the harbour tides",
+    });
     const { register } = await import("@/instrumentation");
     process.env.NEXT_RUNTIME = "edge";
     await register();
@@ -71,5 +82,29 @@ describe("restart recovery", () => {
       sql`select count(*)::int as n from agent_runs where status in ('pending','running') and owner_instance = 'crashed-host:1:aaaaaa'`,
     );
     expect(n).toBe(0);
+
+    // The reply was never stored, so the thread gets one note saying what was interrupted.
+    const notes = await loadMessages(database.db, { threadId: crashed.threadId });
+    expect(notes).toHaveLength(1);
+    expect(notes[0]).toMatchObject({ role: "assistant", metadata: { runId: lead.id, status: "failed" } });
+    const text = notes[0].parts.map((p) => (p.type === "text" ? p.text : "")).join("");
+    expect(text).toMatch(/interrupted by a server restart/);
+    expect(text).toMatch(/1 sub-agent run was stopped as interrupted and not restarted/);
+    expect(text).toMatch(/needs checking/);
+    expect(text).toContain("- general: Research the harbour tides");
+    // A second start adds nothing.
+    await register();
+    expect(await loadMessages(database.db, { threadId: crashed.threadId })).toHaveLength(1);
+  });
+
+  it("adds no note when the interrupted response's reply was stored (its cards show the status)", async () => {
+    const t = await userAndThread(database.db, "stored");
+    const lead = await row({ ...t, kind: "lead", definition: "lead", status: "interrupted", ownerInstance: "x" });
+    await insertMessage(database.db, {
+      threadId: t.threadId,
+      message: { id: `m_${lead.id}`, role: "assistant", parts: [{ type: "text", text: "partial" }], metadata: { runId: lead.id } },
+    });
+    expect(await noteInterruptedRuns(database.db, [lead.id])).toBe(0);
+    expect(await loadMessages(database.db, { threadId: t.threadId })).toHaveLength(1);
   });
 });
