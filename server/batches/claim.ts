@@ -23,6 +23,48 @@ function checkRefs(items: readonly LeaseRef[]): void {
     if (!UUID.test(it.id) || !Number.isSafeInteger(it.leaseToken)) throw new Error(`invalid lease reference ${it.id}`);
 }
 
+type ClaimRow = {
+  item_id: string;
+  batch_id: string;
+  item_key: string;
+  item_position: number;
+  prompt: string;
+  lease_token: string | number;
+  attempt: number;
+};
+
+function toClaimed(r: ClaimRow): ClaimedItem {
+  return {
+    id: r.item_id,
+    batchId: r.batch_id,
+    itemKey: r.item_key,
+    position: r.item_position,
+    prompt: r.prompt,
+    leaseToken: Number(r.lease_token),
+    attempt: r.attempt,
+  };
+}
+
+function settlementPayload(settlements: readonly Settlement[]): string {
+  return JSON.stringify(
+    settlements.map((s) => ({
+      id: s.id,
+      token: s.leaseToken,
+      kind: s.kind,
+      result: s.kind === "succeeded" ? s.result : null,
+      preview: s.kind === "succeeded" ? s.preview : null,
+      error: s.kind === "failed" || s.kind === "deferred" ? s.error : null,
+      model: "model" in s ? (s.model ?? null) : null,
+      stop_reason: "stopReason" in s ? (s.stopReason ?? null) : null,
+      input_tokens: "usage" in s && s.usage ? Math.max(0, Math.round(s.usage.inputTokens)) : 0,
+      output_tokens: "usage" in s && s.usage ? Math.max(0, Math.round(s.usage.outputTokens)) : 0,
+      retryable: s.kind === "failed" ? s.retryable !== false : true,
+      delay_ms: s.kind === "deferred" || s.kind === "failed" ? Math.max(0, Math.round(s.delayMs ?? 0)) : 0,
+      run_id: s.runId ?? null,
+    })),
+  );
+}
+
 /**
  * Promotes and claims up to `limit` items for `workerId` across active batches (fair
  * round-robin by last claim, equal shares), honouring each batch's live window and running
@@ -34,26 +76,40 @@ export async function claimItems(
   args: { workerId: string; limit: number; leaseSeconds: number; maxBatches?: number },
 ): Promise<ClaimedItem[]> {
   if (args.limit <= 0) return [];
-  const rows = await db.execute<{
-    item_id: string;
-    batch_id: string;
-    item_key: string;
-    item_position: number;
-    prompt: string;
-    lease_token: string | number;
-    attempt: number;
-  }>(
+  const rows = await db.execute<ClaimRow>(
     sql`select * from flotilla_claim_items(${args.workerId}, ${Math.floor(args.limit)}::int, ${args.leaseSeconds}::float8, ${args.maxBatches ?? 8}::int)`,
   );
-  return rows.map((r) => ({
-    id: r.item_id,
-    batchId: r.batch_id,
-    itemKey: r.item_key,
-    position: r.item_position,
-    prompt: r.prompt,
-    leaseToken: Number(r.lease_token),
-    attempt: r.attempt,
-  }));
+  return rows.map(toClaimed);
+}
+
+/**
+ * A worker's completions and its next claim in one transaction (one round trip, one commit).
+ * While it holds the locks of the batches it settled it does not wait for a batch another
+ * worker holds, so `claimed` can come back empty under contention: call claimItems then.
+ */
+export async function settleAndClaim(
+  db: DbOrTx,
+  args: {
+    workerId: string;
+    settlements: readonly Settlement[];
+    maxDeferrals: number;
+    limit: number;
+    leaseSeconds: number;
+    maxBatches?: number;
+  },
+): Promise<{ settled: Map<string, ItemStatus>; claimed: ClaimedItem[] }> {
+  checkRefs(args.settlements);
+  const rows = await db.execute<ClaimRow & { settled_status: ItemStatus | null }>(sql`
+    select * from flotilla_settle_and_claim(${args.workerId}, ${settlementPayload(args.settlements)}::jsonb,
+      ${args.maxDeferrals}::int, ${Math.max(0, Math.floor(args.limit))}::int, ${args.leaseSeconds}::float8, ${args.maxBatches ?? 8}::int)
+  `);
+  const settled = new Map<string, ItemStatus>();
+  const claimed: ClaimedItem[] = [];
+  for (const r of rows) {
+    if (r.settled_status) settled.set(r.item_id, r.settled_status);
+    else claimed.push(toClaimed(r));
+  }
+  return { settled, claimed };
 }
 
 /**
@@ -151,23 +207,8 @@ export async function settleItems(
 ): Promise<Map<string, ItemStatus>> {
   if (args.settlements.length === 0) return new Map();
   checkRefs(args.settlements);
-  const payload = args.settlements.map((s) => ({
-    id: s.id,
-    token: s.leaseToken,
-    kind: s.kind,
-    result: s.kind === "succeeded" ? s.result : null,
-    preview: s.kind === "succeeded" ? s.preview : null,
-    error: s.kind === "failed" || s.kind === "deferred" ? s.error : null,
-    model: "model" in s ? (s.model ?? null) : null,
-    stop_reason: "stopReason" in s ? (s.stopReason ?? null) : null,
-    input_tokens: "usage" in s && s.usage ? Math.max(0, Math.round(s.usage.inputTokens)) : 0,
-    output_tokens: "usage" in s && s.usage ? Math.max(0, Math.round(s.usage.outputTokens)) : 0,
-    retryable: s.kind === "failed" ? s.retryable !== false : true,
-    delay_ms: s.kind === "deferred" || s.kind === "failed" ? Math.max(0, Math.round(s.delayMs ?? 0)) : 0,
-    run_id: s.runId ?? null,
-  }));
   const rows = await db.execute<{ item_id: string; new_status: ItemStatus }>(sql`
-    select item_id, new_status from flotilla_settle_items(${args.workerId}, ${JSON.stringify(payload)}::jsonb, ${args.maxDeferrals}::int)
+    select item_id, new_status from flotilla_settle_items(${args.workerId}, ${settlementPayload(args.settlements)}::jsonb, ${args.maxDeferrals}::int)
   `);
   return new Map(rows.map((r) => [r.item_id, r.new_status]));
 }

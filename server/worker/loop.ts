@@ -6,6 +6,7 @@ import {
   markRunning,
   recoverExpiredLeases,
   renewLeases,
+  settleAndClaim,
   settleItems,
 } from "@/server/batches/claim";
 import { BATCH_CHANNEL, parseBatchEvent } from "@/server/batches/notify";
@@ -200,8 +201,7 @@ export class BatchWorker {
     try {
       do {
         this.pumpAgain = false;
-        await this.flushSettlements();
-        if (!this.stopping) await this.claimAndStart();
+        await this.settleAndClaimPass();
       } while (this.pumpAgain && !this.stopping);
     } catch (err) {
       this.log.error({ err: String(err) }, "claim/settle pass failed; retrying at the next poll");
@@ -230,11 +230,42 @@ export class BatchWorker {
     }
   }
 
-  private async claimAndStart(): Promise<void> {
-    const free = this.freeSlots;
+  /**
+   * Completions and the next claim in one transaction when there are completions; a plain
+   * (waiting) claim otherwise, or when the combined call found every batch busy.
+   */
+  private async settleAndClaimPass(): Promise<void> {
+    const free = this.stopping ? 0 : this.freeSlots;
+    let claimed: ClaimedItem[] = [];
+    if (this.settlements.length > 0) {
+      const batch = this.settlements;
+      this.settlements = [];
+      try {
+        this.counters.claimCalls++;
+        const res = await settleAndClaim(this.db, {
+          workerId: this.id,
+          settlements: batch,
+          maxDeferrals: this.config.rate_limits.max_deferrals,
+          limit: free,
+          leaseSeconds: this.leaseSeconds,
+        });
+        this.counters.settled += res.settled.size;
+        this.counters.lost += batch.length - res.settled.size;
+        claimed = res.claimed;
+      } catch (err) {
+        // Keep them: the next pass retries (the fence makes a repeated settle harmless).
+        this.settlements.unshift(...batch);
+        throw err;
+      }
+      if (claimed.length > 0 || free === 0) return this.startClaimed(claimed);
+    }
     if (free <= 0) return;
     this.counters.claimCalls++;
-    const claimed = await claimItems(this.db, { workerId: this.id, limit: free, leaseSeconds: this.leaseSeconds });
+    claimed = await claimItems(this.db, { workerId: this.id, limit: free, leaseSeconds: this.leaseSeconds });
+    await this.startClaimed(claimed);
+  }
+
+  private async startClaimed(claimed: ClaimedItem[]): Promise<void> {
     if (claimed.length === 0) return;
     this.counters.claimed += claimed.length;
     recordClaims(claimed, this.log);
@@ -252,7 +283,8 @@ export class BatchWorker {
     const entry: LocalItem = { item, controller, done: Promise.resolve() };
     this.local.set(item.id, entry);
     entry.done = this.runItem(item, controller).finally(() => {
-      this.local.delete(item.id);
+      // The item may already be re-claimed (a retry) under a new entry; leave that one alone.
+      if (this.local.get(item.id) === entry) this.local.delete(item.id);
       this.kick();
     });
   }

@@ -117,7 +117,7 @@ describe("batch worker (in process, real executor and simulator)", () => {
       ["succeeded", 2],
       ["succeeded", 1],
     ]);
-    expect(items[0]!.error).toMatch(/fail/i);
+    expect({ error: items[0]!.error }).toEqual({ error: expect.stringMatching(/Simulated model failure/) });
   });
 
   it("rebuilds the snapshot boundary: a definition removed from the worker's configuration still runs as submitted", async () => {

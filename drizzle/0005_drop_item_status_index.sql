@@ -1,0 +1,1 @@
+DROP INDEX "subagent_batch_items_status_idx";
