@@ -306,10 +306,10 @@ export function metricsRegistry(): Registry {
  * `Authorization: Bearer <that token>`. Without it the caller decides (the web route falls back
  * to a signed-in user; the worker port binds to loopback only).
  */
-export function metricsTokenConfigured(env: NodeJS.ProcessEnv = process.env): boolean {
+export function metricsTokenConfigured(env: Record<string, string | undefined> = process.env): boolean {
   return Boolean(env.FLOTILLA_METRICS_TOKEN);
 }
-export function checkMetricsToken(authorization: string | null | undefined, env: NodeJS.ProcessEnv = process.env): boolean {
+export function checkMetricsToken(authorization: string | null | undefined, env: Record<string, string | undefined> = process.env): boolean {
   const expected = env.FLOTILLA_METRICS_TOKEN;
   if (!expected) return false;
   const match = /^Bearer\s+(.+)$/i.exec(authorization?.trim() ?? "");
@@ -326,7 +326,7 @@ export function checkMetricsToken(authorization: string | null | undefined, env:
 export async function startMetricsServer(options: {
   port: number;
   host?: string;
-  env?: NodeJS.ProcessEnv;
+  env?: Record<string, string | undefined>;
 }): Promise<{ port: number; close(): Promise<void> }> {
   const env = options.env ?? process.env;
   const host = options.host ?? env.FLOTILLA_METRICS_HOST ?? "127.0.0.1";

@@ -2,18 +2,16 @@ import type { FlotillaConfig } from "@/lib/config";
 import type { Database } from "@/server/db/client";
 import { log } from "@/server/log";
 import { configureMetrics, startMetricsServer } from "@/server/metrics";
-import { setRateLimitDatabase } from "@/server/runtime/rate-limit";
 
 /**
- * Operational wiring of a worker process, in one call from its entrypoint: the shared rate
- * limiter and the cluster-wide metric gauges use the worker's database handle, and the metrics
- * endpoint listens on metrics.worker_port (0 = off).
+ * Operational wiring of a worker process, in one call from its entrypoint: the cluster-wide
+ * metric gauges use the worker's database handle, and the metrics endpoint listens on
+ * metrics.worker_port (0 = off). (The shared rate limiter opens its own small pool.)
  */
 export async function startWorkerOps(args: {
   database: Database;
   config: FlotillaConfig;
 }): Promise<{ metricsPort?: number; close(): Promise<void> }> {
-  setRateLimitDatabase(args.database.db);
   configureMetrics({ role: "worker", db: args.database.db });
   const port = args.config.metrics.worker_port;
   if (port <= 0) return { close: async () => {} };

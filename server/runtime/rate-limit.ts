@@ -2,7 +2,10 @@ import { APICallError, type LanguageModelV3, type LanguageModelV3Middleware, typ
 import { sql } from "drizzle-orm";
 import type { FlotillaConfig } from "@/lib/config";
 import { getConfig } from "@/server/config/load";
-import { type Db, getDatabase } from "@/server/db/client";
+import { drizzle } from "drizzle-orm/postgres-js";
+import postgres from "postgres";
+import type { Db } from "@/server/db/client";
+import * as schema from "@/server/db/schema";
 import { log } from "@/server/log";
 import { observeModelCall, observeRateLimitWait } from "@/server/metrics";
 import { classifyModelError, retryAfterMs } from "@/server/models/errors";
@@ -283,17 +286,33 @@ export function endpointBackoffMs(model: LanguageModelV3 | string): number | und
 
 // ---- process wiring --------------------------------------------------------------------------
 
-const globalForLimiter = globalThis as unknown as { __flotillaRateLimitDb?: Db; __flotillaRateLimiters?: Map<string, SharedRateLimiter> };
+const globalForLimiter = globalThis as unknown as {
+  __flotillaRateLimitDb?: Db;
+  __flotillaRateLimiters?: Map<string, SharedRateLimiter>;
+};
 
-/** Points the limiter at this process's database handle (the worker calls this; web falls back to getDatabase()). */
+/** Overrides the limiter's database handle (tests); by default it opens its own small pool. */
 export function setRateLimitDatabase(db: Db | undefined): void {
   globalForLimiter.__flotillaRateLimitDb = db;
 }
 
+/**
+ * The limiter's own pool on DATABASE_URL. Its connections commit asynchronously
+ * (synchronous_commit=off): every process updates the same hot row around every model call, and
+ * waiting for a WAL flush while holding that row's lock would serialise all calls on disk
+ * latency. A crash can at worst forget the last few milliseconds of reservations, which only
+ * makes the budget briefly more generous — never corrupts anything else.
+ */
 function processDb(): Db | undefined {
   if (globalForLimiter.__flotillaRateLimitDb) return globalForLimiter.__flotillaRateLimitDb;
-  if (!process.env.DATABASE_URL) return undefined;
-  globalForLimiter.__flotillaRateLimitDb = getDatabase().db;
+  const url = process.env.DATABASE_URL;
+  if (!url) return undefined;
+  const client = postgres(url, {
+    max: 4,
+    onnotice: () => {},
+    connection: { application_name: "flotilla-ratelimit", synchronous_commit: "off" },
+  });
+  globalForLimiter.__flotillaRateLimitDb = drizzle(client, { schema });
   return globalForLimiter.__flotillaRateLimitDb;
 }
 
