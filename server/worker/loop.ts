@@ -251,6 +251,7 @@ export class BatchWorker {
         });
         this.counters.settled += res.settled.size;
         this.counters.lost += batch.length - res.settled.size;
+        recordSettlements(batch, res.settled, this.log);
         claimed = res.claimed;
       } catch (err) {
         // Keep them: the next pass retries (the fence makes a repeated settle harmless).
@@ -271,9 +272,16 @@ export class BatchWorker {
     recordClaims(claimed, this.log);
     const unknown = [...new Set(claimed.map((c) => c.batchId))].filter((id) => !this.specs.has(id));
     if (unknown.length) {
-      const specs = await getExecutionSpecs(this.db, { batchIds: unknown });
-      for (const [id, spec] of specs) this.specs.set(id, spec);
-      if (this.specs.size > 1024) this.specs.delete(this.specs.keys().next().value as string);
+      try {
+        const specs = await getExecutionSpecs(this.db, { batchIds: unknown });
+        for (const [id, spec] of specs) this.specs.set(id, spec);
+        while (this.specs.size > 1024) this.specs.delete(this.specs.keys().next().value as string);
+      } catch (err) {
+        // Could not read the specs: hand the items straight back (no attempt used) rather than sit on them.
+        for (const item of claimed) this.settlements.push({ kind: "released", id: item.id, leaseToken: item.leaseToken });
+        this.pumpAgain = true;
+        throw err;
+      }
     }
     for (const item of claimed) this.startItem(item);
   }

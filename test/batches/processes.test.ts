@@ -45,12 +45,13 @@ function spawnWorker(env: Record<string, string>): ChildProcess {
   return child;
 }
 
-async function stopAll(): Promise<void> {
-  await Promise.all(
+/** SIGTERM every running worker; resolves with their exit codes. */
+async function stopAll(): Promise<Array<number | null>> {
+  return Promise.all(
     [...children].map(
       (child) =>
-        new Promise<void>((resolve) => {
-          child.once("exit", () => resolve());
+        new Promise<number | null>((resolve) => {
+          child.once("exit", (code) => resolve(code));
           child.kill("SIGTERM");
         }),
     ),
@@ -127,7 +128,12 @@ describe("real worker processes", () => {
     const done = await waitForTerminal(owner, batch.id, 60_000);
     sampling = false;
     await sampler;
-    await stopAll();
+    // SIGTERM: each worker stops claiming, says it stopped, and exits cleanly.
+    expect(await stopAll()).toEqual([0, 0, 0, 0]);
+    const [beats] = await t.db.execute<{ n: number; stopped: number }>(
+      sql`select count(*)::int as n, count(stopped_at)::int as stopped from worker_heartbeats`,
+    );
+    expect(beats).toEqual({ n: 4, stopped: 4 });
 
     expect(done).toMatchObject({ status: "completed", succeededCount: 80 });
     const [audit] = await t.db.execute<{ max: number; n: number }>(
