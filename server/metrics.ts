@@ -33,7 +33,6 @@ interface MetricsState {
   providerRateLimited: Counter<"endpoint">;
   limiterWait: Histogram<"endpoint">;
   exportBytes: Counter;
-  dbUp: Gauge;
 }
 
 const globalForMetrics = globalThis as unknown as { __flotillaMetrics?: MetricsState };
@@ -99,11 +98,6 @@ function build(): MetricsState {
       help: "Bytes of JSONL result exports streamed by this process.",
       registers,
     }),
-    dbUp: new Gauge({
-      name: "flotilla_metrics_database_up",
-      help: "1 when the last scrape could read the database-backed gauges, else 0.",
-      registers,
-    }),
   };
 
   new Gauge({
@@ -143,63 +137,100 @@ function build(): MetricsState {
   });
 
   // Cluster-wide (same value from every process): aggregate with max(), not sum().
-  const items = new Gauge({
+  // prom-client collects all metrics concurrently, so the database gauges share one snapshot
+  // per scrape (three cheap queries) instead of each querying on its own.
+  let snapshot: Promise<DatabaseSnapshot | undefined> | undefined;
+  let snapshotAt = 0;
+  const dbSnapshot = (): Promise<DatabaseSnapshot | undefined> => {
+    const db = state.db;
+    if (!db) return Promise.resolve(undefined);
+    if (!snapshot || performance.now() - snapshotAt > 250) {
+      snapshotAt = performance.now();
+      snapshot = readDatabaseSnapshot(db).catch((err) => {
+        // A scrape during a database restart still answers with the process-local metrics.
+        log.warn({ err: (err as Error).message }, "metrics: database gauges unavailable");
+        return undefined;
+      });
+    }
+    return snapshot;
+  };
+  new Gauge({
+    name: "flotilla_metrics_database_up",
+    help: "1 when this scrape could read the database-backed gauges, else 0.",
+    registers,
+    async collect() {
+      if (state.db) this.set((await dbSnapshot()) ? 1 : 0);
+    },
+  });
+  new Gauge({
+    name: "flotilla_metrics_scrape_database_seconds",
+    help: "Time the last scrape spent reading the database-backed gauges.",
+    registers,
+    async collect() {
+      const snap = await dbSnapshot();
+      if (snap) this.set(snap.seconds);
+    },
+  });
+  new Gauge({
     name: "flotilla_batch_items",
     help: "Batch items by status across all batches, from the per-batch counters (cluster-wide).",
     labelNames: ["status"],
     registers,
+    async collect() {
+      const snap = await dbSnapshot();
+      if (snap) for (const status of ITEM_STATUSES) this.set({ status }, snap.items[status] ?? 0);
+    },
   });
-  const batches = new Gauge({
+  new Gauge({
     name: "flotilla_batches",
     help: "Batches by status (cluster-wide).",
     labelNames: ["status"],
     registers,
+    async collect() {
+      const snap = await dbSnapshot();
+      if (!snap) return;
+      this.reset();
+      for (const [status, n] of Object.entries(snap.batches)) this.set({ status }, n);
+    },
   });
-  const workers = new Gauge({
-    name: "flotilla_workers_alive",
-    help: "Worker processes with a recent heartbeat (cluster-wide).",
-    registers,
-  });
-  // One collector reads all database gauges in two cheap queries; the others piggyback on it.
   new Gauge({
-    name: "flotilla_metrics_scrape_database_seconds",
-    help: "Time spent reading database-backed gauges during the last scrape.",
+    name: "flotilla_workers_alive",
+    help: "Worker processes with a heartbeat in the last 30 s (cluster-wide).",
     registers,
     async collect() {
-      const db = state.db;
-      if (!db) return;
-      const started = performance.now();
-      try {
-        await collectDatabaseGauges(db, items, batches, workers);
-        state.dbUp.set(1);
-      } catch (err) {
-        // A scrape during a database restart still answers with the process-local metrics.
-        state.dbUp.set(0);
-        log.warn({ err: (err as Error).message }, "metrics: database gauges unavailable");
-      }
-      this.set((performance.now() - started) / 1000);
+      const snap = await dbSnapshot();
+      if (snap) this.set(snap.workers);
     },
   });
   return state;
 }
 
-async function collectDatabaseGauges(db: Db, items: Gauge<"status">, batches: Gauge<"status">, workers: Gauge) {
+interface DatabaseSnapshot {
+  items: Record<string, number>;
+  batches: Record<string, number>;
+  workers: number;
+  seconds: number;
+}
+
+async function readDatabaseSnapshot(db: Db): Promise<DatabaseSnapshot> {
+  const started = performance.now();
   const sums = ITEM_STATUSES.map((s) => `coalesce(sum(${s}_count), 0)::bigint as "${s}"`).join(", ");
   const [itemRow] = (await db.execute(sql.raw(`select ${sums} from subagent_batches`))) as unknown as Record<
     string,
     string | number
   >[];
-  for (const status of ITEM_STATUSES) items.set({ status }, Number(itemRow?.[status] ?? 0));
+  const items: Record<string, number> = {};
+  for (const status of ITEM_STATUSES) items[status] = Number(itemRow?.[status] ?? 0);
   const batchRows = (await db.execute(
     sql`select status, count(*)::int as n from subagent_batches group by status`,
   )) as unknown as { status: string; n: number }[];
-  batches.reset();
-  for (const r of batchRows) batches.set({ status: r.status }, Number(r.n));
+  const batches: Record<string, number> = {};
+  for (const r of batchRows) batches[r.status] = Number(r.n);
   const [w] = (await db.execute(
     sql`select count(*)::int as n from worker_heartbeats
         where kind = 'worker' and stopped_at is null and last_heartbeat_at > now() - interval '30 seconds'`,
   )) as unknown as { n: number }[];
-  workers.set(Number(w?.n ?? 0));
+  return { items, batches, workers: Number(w?.n ?? 0), seconds: (performance.now() - started) / 1000 };
 }
 
 function state(): MetricsState {
