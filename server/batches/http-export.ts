@@ -1,9 +1,7 @@
-import { resultLineSchema } from "@/lib/api/batches";
 import type postgres from "postgres";
-import type { ItemStatus } from "@/server/db/schema/batches";
 import { log } from "@/server/log";
 import { exportChunk } from "@/server/metrics";
-import type { ResultLine } from "./types";
+import { encodeResultLines, type RawExportRow } from "./http-jsonl";
 
 /**
  * results.jsonl as a byte stream: one READ ONLY, REPEATABLE READ transaction (so a batch that is
@@ -15,111 +13,123 @@ import type { ResultLine } from "./types";
 
 /** Rows per cursor fetch: with results ≤ max_result_chars (100k by default) that is ≤ ~3 MB in flight. */
 export const EXPORT_FETCH_ROWS = 32;
-/** Lines are grouped into chunks of about this many characters (fewer, larger socket writes). */
-export const EXPORT_CHUNK_CHARS = 64 * 1024;
 /** A client that stops reading for this long releases the snapshot and its connection. */
 export const EXPORT_STALL_MS = 5 * 60_000;
 
-interface ExportRow {
-  item_key: string;
-  position: number;
-  status: ItemStatus;
-  attempts: number;
-  result: string | null;
-  error: string | null;
-  input_tokens: string | number;
-  output_tokens: string | number;
-}
-
-/** The explicit export projection (the one place a full result leaves the server). */
-export function toResultLine(r: ExportRow): ResultLine {
-  return {
-    item_key: r.item_key,
-    position: r.position,
-    status: r.status,
-    attempts: r.attempts,
-    result: r.result,
-    error: r.error,
-    usage: { input_tokens: Number(r.input_tokens), output_tokens: Number(r.output_tokens) },
-  };
-}
+/**
+ * The export projection, column by column (the one place a full result leaves the server).
+ * The driver hands every column over as raw UTF-8 bytes and http-jsonl.ts writes the JSON
+ * lines from them, so a 100k-character result is never decoded into a JS string and encoded
+ * back: about one copy per byte from the database socket to the HTTP socket.
+ */
+const EXPORT_QUERY = `
+  select item_key, position, status, attempts, result, error, input_tokens, output_tokens
+    from subagent_batch_items
+   where batch_id = $1
+   order by position`;
 
 class ExportAborted extends Error {}
 
 export function exportResultsStream(
   sql: postgres.Sql,
-  args: { batchId: string; fetchRows?: number; stallMs?: number },
+  args: { batchId: string; fetchRows?: number; stallMs?: number; signal?: AbortSignal },
 ): ReadableStream<Uint8Array> {
   const fetchRows = args.fetchRows ?? EXPORT_FETCH_ROWS;
   const stallMs = args.stallMs ?? EXPORT_STALL_MS;
-  const encoder = new TextEncoder();
-  let cancelled = false;
+  /** Why the export must stop early (client cancelled the body or disconnected); undefined while it may go on. */
+  let stop: string | undefined;
+  /** The body was cancelled: the controller may no longer be used. */
+  let bodyCancelled = false;
   let wake: (() => void) | undefined;
-  const signal = () => {
+  const nudge = () => {
     wake?.();
     wake = undefined;
   };
+  // The request's signal: a client that disconnects ends the export even if nobody cancels the body.
+  args.signal?.addEventListener(
+    "abort",
+    () => {
+      stop ??= "the client disconnected";
+      nudge();
+    },
+    { once: true },
+  );
 
   return new ReadableStream<Uint8Array>(
     {
       start(controller) {
+        const check = () => {
+          if (stop) throw new ExportAborted(stop);
+        };
         // Waits until the consumer has drained the queue (or went away, or stalled too long).
         const demand = async (): Promise<void> => {
-          while (!cancelled && (controller.desiredSize ?? 0) <= 0) {
+          while (!stop && (controller.desiredSize ?? 0) <= 0) {
             let timer: NodeJS.Timeout | undefined;
             const stalled = await new Promise<boolean>((resolve) => {
               wake = () => resolve(false);
               timer = setTimeout(() => resolve(true), stallMs);
             });
             clearTimeout(timer);
-            if (stalled) throw new ExportAborted(`export client stopped reading for ${stallMs} ms`);
+            if (stalled) stop ??= `the client stopped reading for ${stallMs} ms`;
           }
-          if (cancelled) throw new ExportAborted("export cancelled by the client");
+          check();
         };
 
         const run = async () => {
           await sql.begin("isolation level repeatable read read only", async (tx) => {
-            const cursor = tx<ExportRow[]>`
-              select item_key, position, status, attempts, result, error, input_tokens, output_tokens
-                from subagent_batch_items
-               where batch_id = ${args.batchId}
-               order by position
-            `.cursor(fetchRows);
-            let chunk = "";
-            for await (const rows of cursor) {
-              for (const row of rows) {
-                chunk += `${JSON.stringify(resultLineSchema.parse(toResultLine(row)))}\n`;
-                if (chunk.length >= EXPORT_CHUNK_CHARS) {
-                  controller.enqueue(exportChunk(encoder.encode(chunk)));
-                  chunk = "";
-                  await demand();
-                }
+            const cursor = tx.unsafe(EXPORT_QUERY, [args.batchId]).raw().cursor(fetchRows);
+            const fetches = cursor[Symbol.asyncIterator]() as AsyncIterator<RawExportRow[]>;
+            // One fetch ahead: the database sends the next rows while these are encoded and
+            // written (one fetch of rows more in memory, for a pipeline instead of turns).
+            let inFlight: Promise<IteratorResult<RawExportRow[]>> | undefined = fetches.next();
+            // Rows were handed over and the cursor waits for us to continue or close it.
+            let holding = false;
+            try {
+              for (;;) {
+                const fetched: IteratorResult<RawExportRow[]> = await inFlight;
+                inFlight = undefined;
+                if (fetched.done) break;
+                holding = true;
+                check();
+                inFlight = fetches.next();
+                holding = false;
+                controller.enqueue(exportChunk(encodeResultLines(fetched.value)));
+                await demand();
+              }
+            } finally {
+              // Stopping early: the cursor must be closed (after any fetch in flight lands) before
+              // the transaction can roll back; a suspended cursor would hold the connection forever.
+              if (inFlight) {
+                const landed = await inFlight.catch(() => ({ done: true as const, value: undefined }));
+                if (!landed.done) await fetches.return?.();
+              } else if (holding) {
+                await fetches.return?.();
               }
             }
-            if (chunk) controller.enqueue(exportChunk(encoder.encode(chunk)));
           });
         };
 
         run().then(
           () => {
-            if (!cancelled) controller.close();
+            if (!bodyCancelled) controller.close();
           },
           (err) => {
             if (err instanceof ExportAborted) log.info({ batchId: args.batchId, reason: err.message }, "export stopped");
             else log.error({ err, batchId: args.batchId }, "export failed");
-            if (!cancelled) controller.error(err);
+            if (!bodyCancelled) controller.error(err);
           },
         );
       },
       pull() {
-        signal();
+        nudge();
       },
       cancel() {
-        cancelled = true;
-        signal();
+        bodyCancelled = true;
+        stop ??= "the client cancelled the download";
+        nudge();
       },
     },
-    // Counted in chunks: one chunk queued ahead of the socket, the next being built.
+    // Counted in chunks: one fetch queued ahead of the socket, the next being read.
     { highWaterMark: 1 },
   );
 }

@@ -1,5 +1,5 @@
 import { beforeAll, describe, expect, it } from "vitest";
-import { batchProjectionSchema, type resultLineSchema } from "@/lib/api/batches";
+import { batchProjectionSchema, resultLineSchema } from "@/lib/api/batches";
 import { exportResultsStream } from "@/server/batches/http-export";
 import { call, finishItems, makeThread, makeUser, setupApiDatabase, type TestUser, workerAlive } from "./helpers";
 
@@ -57,7 +57,10 @@ describe("results.jsonl", () => {
     await finishItems(tdb, batchId, range(1, 1_200), { status: "succeeded", result: "x".repeat(3_000) });
     const res = await call("GET", exportPath(batchId), { token: user.token });
     expect(res.body).toBeInstanceOf(ReadableStream);
-    const lines = parseLines(await res.text());
+    const text = await res.text();
+    // Compact JSON in the schema's key order, exactly as JSON.stringify would write it.
+    for (const raw of text.split("\n").filter(Boolean)) expect(JSON.stringify(resultLineSchema.parse(JSON.parse(raw)))).toBe(raw);
+    const lines = parseLines(text);
     expect(lines.map((l) => l.position)).toEqual(range(1, 1_200));
     expect(lines.every((l) => l.status === "succeeded" && l.result?.length === 3_000)).toBe(true);
   });
@@ -107,6 +110,48 @@ describe("results.jsonl", () => {
     const next = await call("GET", exportPath(batchId), { token: user.token });
     expect(next.status).toBe(200);
     expect(parseLines(await next.text())).toHaveLength(600);
+  });
+
+  it("stops and releases its transaction when the request is aborted, even if the body is never cancelled", async () => {
+    const batchId = await newBatch(600);
+    await finishItems(tdb, batchId, range(1, 600), { status: "succeeded", result: "a".repeat(20_000) });
+    const abort = new AbortController();
+    const res = await call("GET", exportPath(batchId), { token: user.token, signal: abort.signal });
+    const reader = res.body!.getReader();
+    await reader.read();
+    abort.abort();
+    let failure: unknown;
+    try {
+      for (;;) if ((await reader.read()).done) break;
+    } catch (err) {
+      failure = err;
+    }
+    expect(String(failure)).toMatch(/disconnected/);
+    await eventually(async () => (await openTransactions()) === 0);
+  });
+
+  it("always settles and releases its transaction when stopped at any moment (abort or cancel racing the fetches)", async () => {
+    const batchId = await newBatch(300);
+    await finishItems(tdb, batchId, range(1, 300), { status: "succeeded", result: "r".repeat(10_000) });
+    for (const how of ["abort", "cancel"] as const)
+      for (const delayMs of [0, 1, 3, 10, 30]) {
+        const abort = new AbortController();
+        const stream = exportResultsStream(tdb.sql, { batchId, fetchRows: 4, signal: abort.signal });
+        const reader = stream.getReader();
+        const reading = (async () => {
+          try {
+            for (;;) if ((await reader.read()).done) return "done";
+          } catch {
+            return "error";
+          }
+        })();
+        await new Promise((r) => setTimeout(r, delayMs));
+        if (how === "abort") abort.abort();
+        else await reader.cancel();
+        // The reader always settles: finished, errored, or (after cancel) closed.
+        expect(["done", "error"]).toContain(await reading);
+        await eventually(async () => (await openTransactions()) === 0);
+      }
   });
 
   it("fetches only as fast as the client reads: a stalled reader is cut off, not buffered", async () => {

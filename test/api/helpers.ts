@@ -73,6 +73,7 @@ export interface CallOptions {
   json?: unknown;
   contentType?: string;
   headers?: Record<string, string>;
+  signal?: AbortSignal;
 }
 
 /** Dispatches like Next's router would: the path selects the handler and its params. */
@@ -100,7 +101,7 @@ export function buildRequest(method: string, url: URL, options: CallOptions = {}
     headers.set("content-type", "application/json");
   }
   if (options.contentType) headers.set("content-type", options.contentType);
-  const init: RequestInit & { duplex?: "half" } = { method, headers };
+  const init: RequestInit & { duplex?: "half" } = { method, headers, signal: options.signal };
   if (body !== undefined) {
     init.body = body;
     if (body instanceof ReadableStream) init.duplex = "half";

@@ -11,7 +11,7 @@ type Ctx = { params: Promise<{ threadId: string; batchId: string }> };
 export const GET = handle(async (req: Request, ctx: Ctx) => {
   const { db, sql, userId, threadId, batchId } = await batchScope(req, await ctx.params);
   await getBatch(db, { userId, threadId, batchId });
-  return new Response(exportResultsStream(sql, { batchId }), {
+  return new Response(exportResultsStream(sql, { batchId, signal: req.signal }), {
     status: 200,
     headers: {
       "content-type": "application/x-ndjson; charset=utf-8",
