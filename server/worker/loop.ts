@@ -15,6 +15,8 @@ import type { ClaimedItem, LeaseRef, Settlement } from "@/server/batches/types";
 import type { Database } from "@/server/db/client";
 import { type Logger, log as rootLog } from "@/server/log";
 import { recordClaims, recordLeaseRecoveries, recordSettlements } from "@/server/metrics";
+import { OutageBackoff } from "@/server/ops/backoff";
+import { isDatabaseUnavailable } from "@/server/ops/db-errors";
 import { resolveModel } from "@/server/models/index";
 import type { ResolvedModel } from "@/server/models/types";
 import { getSubagentRuntime, type SubagentRuntime } from "@/server/runtime/admission";
@@ -90,6 +92,8 @@ export class BatchWorker {
   private readonly executor: ItemExecutor;
   private readonly log: Logger;
   private readonly leaseSeconds: number;
+  /** While the database is away, polls back off exponentially with jitter instead of hammering it. */
+  private readonly outage = new OutageBackoff(1_000);
   private readonly local = new Map<string, LocalItem>();
   private readonly specs = new Map<string, ExecutionSpec | Error>();
   private settlements: Settlement[] = [];
@@ -330,7 +334,7 @@ export class BatchWorker {
       result = await this.executor({ item, spec, signal: controller.signal, onStarted });
     } catch (err) {
       if (controller.signal.aborted) return; // cancelled, lease lost or shutting down: no write
-      if (isCapacityError(err)) {
+      if (isCapacityError(err) || isDatabaseUnavailable(err)) {
         this.counters.released++;
         this.settlements.push({ ...ref, kind: "released" });
         return;
@@ -438,7 +442,7 @@ export class BatchWorker {
 
   /** The poll: recovery of anyone's expired leases, a check that local leases are still held, then a claim pass. */
   private async maintain(): Promise<void> {
-    if (this.maintaining || this.stopping) return;
+    if (this.maintaining || this.stopping || this.outage.holding()) return;
     this.maintaining = true;
     try {
       const recovered = await recoverExpiredLeases(this.db);
@@ -446,8 +450,9 @@ export class BatchWorker {
       if (recovered.requeued + recovered.failed > 0) this.log.info(recovered, "recovered expired leases");
       const refs = this.localRefs();
       if (refs.length) this.abortLost(await findLostLeases(this.db, { workerId: this.id, items: refs }));
+      this.outage.succeeded();
     } catch (err) {
-      this.log.warn({ err: String(err) }, "maintenance pass failed");
+      this.log.warn({ err: String(err), retry_in_ms: Math.round(this.outage.failed()) }, "maintenance pass failed");
     } finally {
       this.maintaining = false;
     }
