@@ -1,5 +1,6 @@
 import { ZodError, type z } from "zod";
 import { AppError } from "@/server/errors";
+import { log } from "@/server/log";
 
 /** Standard Web Request/Response helpers for route handlers; no Next.js imports so tests can call handlers directly. */
 
@@ -25,7 +26,7 @@ export function handle<Ctx>(fn: (req: Request, ctx: Ctx) => Promise<Response>) {
     } catch (err) {
       if (err instanceof AppError) return errorResponse(err);
       if (err instanceof ZodError) return errorResponse(new AppError("validation_failed", zodMessage(err)));
-      console.error("unhandled route error", err);
+      log.error({ err, method: req.method, url: req.url }, "unhandled route error");
       return errorResponse(new AppError("internal", "internal error"));
     }
   };

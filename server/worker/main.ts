@@ -25,13 +25,13 @@ async function main() {
   await startWorkerOps({ database, config }); // shared rate limiter, metrics gauges + port
   const worker = new BatchWorker({ database, config });
   await worker.start();
-  console.log(`worker ${INSTANCE_ID} started (capacity ${config.subagent_runtime.max_running})`);
+  log.info({ worker_id: INSTANCE_ID }, `worker ${INSTANCE_ID} started (capacity ${config.subagent_runtime.max_running})`);
 
   let stopping = false;
   const stop = async (signal: string) => {
     if (stopping) return;
     stopping = true;
-    console.log(`worker ${INSTANCE_ID} stopping on ${signal}`);
+    log.info({ worker_id: INSTANCE_ID }, `worker ${INSTANCE_ID} stopping on ${signal}`);
     try {
       await worker.stop();
     } catch (err) {
