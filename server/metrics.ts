@@ -63,7 +63,7 @@ function build(): MetricsState {
     }),
     deferrals: new Counter({
       name: "flotilla_rate_limit_deferrals_total",
-      help: "Batch items put back to queued with a delay instead of consuming an attempt, by reason.",
+      help: "Batch items put back to queued without consuming an attempt (rate_limit: after retry-after; released: refused by capacity or interrupted by a database outage).",
       labelNames: ["reason"],
       registers,
     }),
@@ -279,7 +279,7 @@ export function recordSettlements(
     else outcome = st.kind;
     s.attempts.inc({ outcome });
     if (outcome === "deferred") s.deferrals.inc({ reason: "rate_limit" });
-    else if (outcome === "released") s.deferrals.inc({ reason: "capacity" });
+    else if (outcome === "released") s.deferrals.inc({ reason: "released" });
     logger?.info(
       {
         item_id: st.id,
