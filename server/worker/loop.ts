@@ -374,25 +374,37 @@ export class BatchWorker {
     return { ...ref, ...common, kind: "failed", error };
   }
 
-  /** Coalesces leased → running requests of one tick into one statement. */
+  /**
+   * Coalesces leased → running requests into one statement, one statement in flight at a time:
+   * requests arriving while one runs go out together in the next, so under load the batches
+   * grow instead of the number of concurrent writers to the same batch row.
+   */
   private requestRunning(ref: LeaseRef): Promise<boolean> {
     return new Promise<boolean>((resolve, reject) => {
       this.marks.push({ ref, resolve, reject });
-      if (this.markScheduled) return;
-      this.markScheduled = true;
-      setImmediate(() => {
-        this.markScheduled = false;
-        const batch = this.marks;
-        this.marks = [];
-        markRunning(this.db, { workerId: this.id, leaseSeconds: this.leaseSeconds, items: batch.map((m) => m.ref) }).then(
+      this.scheduleMarks();
+    });
+  }
+
+  private scheduleMarks(): void {
+    if (this.markScheduled || this.marks.length === 0) return;
+    this.markScheduled = true;
+    setImmediate(() => {
+      const batch = this.marks;
+      this.marks = [];
+      markRunning(this.db, { workerId: this.id, leaseSeconds: this.leaseSeconds, items: batch.map((m) => m.ref) })
+        .then(
           (ok) => {
             for (const m of batch) m.resolve(ok.has(m.ref.id));
           },
           (err) => {
             for (const m of batch) m.reject(err);
           },
-        );
-      });
+        )
+        .finally(() => {
+          this.markScheduled = false;
+          this.scheduleMarks();
+        });
     });
   }
 
