@@ -143,7 +143,9 @@ export default async function WorkersPage() {
             {config.rate_limits.tokens_per_minute || "no"} tokens/min limit (this process's configuration).
           </p>
           {endpoints.length === 0 ? (
-            <p className="text-sm text-zinc-500">No model calls recorded yet.</p>
+            <p className="text-sm text-zinc-500">
+              Nothing recorded yet: an endpoint appears once a shared budget is set or a provider answers 429.
+            </p>
           ) : (
             <div className="overflow-x-auto rounded-lg border border-zinc-200 bg-white">
               <table className="w-full" aria-label="Model endpoints">

@@ -1,0 +1,64 @@
+import { mkdirSync } from "node:fs";
+import path from "node:path";
+import { expect, test } from "@playwright/test";
+import { createThreadViaApi, signedInAccount } from "./support/auth";
+import { SCREENSHOT_DIR } from "./support/env";
+import { startWorker, stopAllWorkers } from "./support/worker";
+
+/**
+ * The Workers view in real Chromium: a real worker process appears as live with its capacity and
+ * the viewer's batch it holds leases on; after it stops, the page shows it as stopped.
+ */
+
+mkdirSync(SCREENSHOT_DIR, { recursive: true });
+
+test.afterAll(async () => {
+  await stopAllWorkers();
+});
+
+test("workers view lists a live worker with the batch it works on, then shows it stopped", async ({ page }) => {
+  const worker = await startWorker({ env: { FLOTILLA__SUBAGENT_RUNTIME__MAX_RUNNING: "5" } });
+  await signedInAccount(page, "workers");
+  const threadId = await createThreadViaApi(page, "workers view");
+  const submitted = await page.request.post(`/api/threads/${threadId}/subagent-batches`, {
+    data: {
+      submission_key: `workers-${Date.now()}`,
+      items: ["slow one [[sleep:60000]]", "slow two [[sleep:60000]]"],
+      max_running_items: 2,
+    },
+  });
+  expect(submitted.status(), await submitted.text()).toBe(201);
+  const batchId = ((await submitted.json()) as { id: string }).id;
+
+  // Reach the page from the sidebar.
+  await page.goto(`/threads/${threadId}`);
+  await page.getByRole("link", { name: "Workers", exact: true }).click();
+  await expect(page).toHaveURL(/\/workers$/);
+  await expect(page.getByRole("heading", { name: "Workers", level: 1 })).toBeVisible();
+
+  const table = page.getByRole("table", { name: "Workers" });
+  const linkName = `general batch ${batchId.slice(0, 8)}`;
+  const batchLink = table.getByRole("link", { name: linkName });
+  // The page refreshes itself every few seconds; the worker claims and starts both items.
+  await expect(batchLink).toBeVisible({ timeout: 30_000 });
+  const row = table.getByRole("row").filter({ has: page.getByRole("link", { name: linkName }) });
+  await expect(row.getByText("Live", { exact: true })).toBeVisible();
+  await expect(row.getByText(/2 running · 0 leased/)).toBeVisible({ timeout: 20_000 });
+  await expect(row.getByRole("cell", { name: "5", exact: true }).first()).toBeVisible(); // capacity
+  const workerId = await row.getAttribute("data-worker-id");
+  expect(workerId).toMatch(/^[^:]+:\d+:[0-9a-f]{6}$/);
+  await expect(row.getByRole("cell", { name: workerId!.split(":")[1], exact: true })).toBeVisible(); // pid
+  await page.screenshot({ path: path.join(SCREENSHOT_DIR, "workers-live.png"), fullPage: true });
+
+  // The batch link leads to its thread.
+  await expect(batchLink).toHaveAttribute("href", `/threads/${threadId}`);
+
+  const cancelled = await page.request.post(`/api/threads/${threadId}/subagent-batches/${batchId}/cancel`);
+  expect(cancelled.status()).toBe(200);
+  await worker.stop();
+  await page.reload();
+  const stoppedRow = page.locator(`tr[data-worker-id="${workerId}"]`);
+  await expect(stoppedRow.getByText("Stopped", { exact: true })).toBeVisible();
+  await expect(stoppedRow.getByText("—", { exact: true })).toBeVisible(); // no leases any more
+  await page.screenshot({ path: path.join(SCREENSHOT_DIR, "workers-stopped.png"), fullPage: true });
+});
