@@ -83,59 +83,50 @@ export async function submitBatch(db: Db, args: SubmitBatchArgs): Promise<{ batc
   const live = Math.min(total, sub.maxLiveItems);
   const itemsJson = JSON.stringify(sub.items.map((i) => [i.key, i.prompt]));
 
-  return db.transaction(async (tx) => {
-    const owned = await tx
-      .select({ id: threads.id })
-      .from(threads)
-      .where(and(eq(threads.id, args.threadId), eq(threads.userId, args.userId)));
-    if (owned.length === 0) throw notFound("thread");
-
-    const replay = async (): Promise<{ batch: BatchRow; created: boolean } | undefined> => {
-      const [existing] = await tx
-        .select()
-        .from(subagentBatches)
-        .where(and(eq(subagentBatches.userId, args.userId), eq(subagentBatches.submissionKey, sub.submissionKey)));
-      if (!existing) return undefined;
-      if (existing.threadId !== args.threadId)
-        throw new AppError("conflict", "submission_key: already used for a batch in another thread");
-      return { batch: existing, created: false };
-    };
-    const earlier = await replay();
-    if (earlier) return earlier;
-
-    const [batch] = await tx
-      .insert(subagentBatches)
-      .values({
-        userId: args.userId,
-        threadId: args.threadId,
-        submissionKey: sub.submissionKey,
-        subagent: spec.subagent.name,
-        executionSpec: spec,
-        total,
-        maxLiveItems: sub.maxLiveItems,
-        maxRunningItems: sub.maxRunningItems,
-        maxAttempts: args.config.subagent_batches.max_attempts,
-        pendingCount: total - live,
-        queuedCount: live,
-      })
-      .onConflictDoNothing({ target: [subagentBatches.userId, subagentBatches.submissionKey] })
-      .returning();
-    if (!batch) {
-      // A concurrent submission with the same key committed first.
-      const raced = await replay();
-      if (raced) return raced;
-      throw new AppError("conflict", "submission_key: a concurrent submission with this key did not complete; retry");
-    }
-
-    await tx.execute(sql`
+  // One statement (atomic on its own): ownership, the idempotent batch insert, every item
+  // and the wake-up notification. Only a replay or a refusal needs a second look.
+  const rows = await db.execute<{ id: string }>(sql`
+    with owner as (
+      select 1 from threads where id = ${args.threadId} and user_id = ${args.userId}
+    ),
+    ins as (
+      insert into subagent_batches (user_id, thread_id, submission_key, subagent, execution_spec, total,
+                                    max_live_items, max_running_items, max_attempts, pending_count, queued_count)
+      select ${args.userId}::uuid, ${args.threadId}::uuid, ${sub.submissionKey}, ${spec.subagent.name},
+             ${JSON.stringify(spec)}::jsonb, ${total}::int, ${sub.maxLiveItems}::int, ${sub.maxRunningItems}::int,
+             ${args.config.subagent_batches.max_attempts}::int, ${total - live}::int, ${live}::int
+        from owner
+      on conflict (user_id, submission_key) do nothing
+      returning id
+    ),
+    items as (
       insert into subagent_batch_items (batch_id, position, item_key, prompt, status)
-      select ${batch.id}::uuid, t.ord::int, t.v->>0, t.v->>1,
-             case when t.ord <= ${live} then 'queued' else 'pending' end
-        from json_array_elements(${itemsJson}::json) with ordinality as t(v, ord)
-    `);
-    await notify(tx, "submit", batch.id);
-    return { batch, created: true };
-  });
+      select ins.id, t.ord::int, t.v->>0, t.v->>1, case when t.ord <= ${live} then 'queued' else 'pending' end
+        from ins cross join json_array_elements(${itemsJson}::json) with ordinality as t(v, ord)
+    ),
+    note as (
+      select pg_notify(${BATCH_CHANNEL}, ${batchEventPayload("submit", "")} || ins.id::text) from ins
+    )
+    select ins.id, (select count(*) from note) as notified from ins
+  `);
+  if (rows.length === 1) {
+    const [batch] = await db.select().from(subagentBatches).where(eq(subagentBatches.id, rows[0]!.id));
+    return { batch: batch!, created: true };
+  }
+
+  const owned = await db
+    .select({ id: threads.id })
+    .from(threads)
+    .where(and(eq(threads.id, args.threadId), eq(threads.userId, args.userId)));
+  if (owned.length === 0) throw notFound("thread");
+  const [existing] = await db
+    .select()
+    .from(subagentBatches)
+    .where(and(eq(subagentBatches.userId, args.userId), eq(subagentBatches.submissionKey, sub.submissionKey)));
+  if (!existing) throw new AppError("conflict", "submission_key: a concurrent submission with this key did not complete; retry");
+  if (existing.threadId !== args.threadId)
+    throw new AppError("conflict", "submission_key: already used for a batch in another thread");
+  return { batch: existing, created: false };
 }
 
 // ---------------------------------------------------------------------------------------------
