@@ -6,7 +6,7 @@ import {
   type ToolSet,
   type UIMessageStreamWriter,
 } from "ai";
-import { effectiveTaskConcurrency, type FlotillaConfig } from "@/lib/config";
+import type { FlotillaConfig } from "@/lib/config";
 import type { ChatMessage, ChatMessageMetadata } from "@/server/chat/messages";
 import type { Db } from "@/server/db/client";
 import { log } from "@/server/log";
@@ -26,13 +26,10 @@ export const LEAD_MAX_STEPS = 12;
 
 /** The lead agent's instructions. States the single resolved task concurrency and only the tools it really has. */
 export function buildLeadSystemPrompt(config: FlotillaConfig, toolNames: readonly string[] = []): string {
-  const concurrency = effectiveTaskConcurrency(config);
   const has = (name: string) => toolNames.includes(name);
   const lines = [
     "You are the lead agent of Flotilla, an agent gateway. You talk with the user, answer directly when you can,",
-    "and delegate to sub-agents when work is large, parallel or specialised. Sub-agents cannot delegate further.",
-    "",
-    `Task concurrency: at most ${concurrency} ordinary sub-agent${concurrency === 1 ? "" : "s"} (\`task\`) run at the same time in one response; further \`task\` calls in the same step are not run, so issue at most ${concurrency} per step.`,
+    "and delegate to sub-agents when work is large, parallel or specialised.",
   ];
   const modes: string[] = [];
   if (has("task"))

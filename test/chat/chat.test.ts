@@ -233,10 +233,12 @@ describe("POST /api/threads/{id}/chat", () => {
 });
 
 describe("lead system prompt", () => {
-  it("states the single resolved task concurrency", () => {
+  it("states the single resolved task concurrency, once", () => {
     const prompt = (env: Record<string, string>) => buildLeadSystemPrompt(loadConfig({ env, cwd: "/nonexistent" }), ["task"]);
-    expect(prompt({})).toContain("at most 3 ordinary sub-agents (`task`) run at the same time");
-    expect(prompt({ FLOTILLA__SUBAGENT_RUNTIME__MAX_RUNNING: "2", FLOTILLA__SUBAGENTS__MAX_CONCURRENT: "5" })).toContain("at most 2 ordinary");
-    expect(prompt({ FLOTILLA__SUBAGENT_RUNTIME__MAX_RUNNING: "64", FLOTILLA__SUBAGENTS__MAX_CONCURRENT: "1" })).toContain("at most 1 ordinary sub-agent (`task`)");
+    expect(prompt({})).toContain("At most 3 `task` calls per response");
+    expect(prompt({ FLOTILLA__SUBAGENT_RUNTIME__MAX_RUNNING: "2", FLOTILLA__SUBAGENTS__MAX_CONCURRENT: "5" })).toContain("At most 2 `task` calls");
+    expect(prompt({ FLOTILLA__SUBAGENT_RUNTIME__MAX_RUNNING: "64", FLOTILLA__SUBAGENTS__MAX_CONCURRENT: "1" })).toContain("At most 1 `task` call per");
+    expect(prompt({}).match(/At most \d+ `task` call/g)).toHaveLength(1);
+    expect(prompt({ FLOTILLA__SUBAGENTS__MAX_DEPTH: "3" })).not.toContain("cannot delegate further");
   });
 });
