@@ -5,6 +5,7 @@
 export async function register(): Promise<void> {
   if (process.env.NEXT_RUNTIME !== "nodejs") return;
   const startedAt = new Date();
-  const { recoverOnStartup } = await import("./server/runtime/startup");
+  const { recoverOnStartup, startWebHeartbeat } = await import("./server/runtime/startup");
+  startWebHeartbeat();
   await recoverOnStartup(startedAt);
 }

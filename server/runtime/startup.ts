@@ -4,7 +4,23 @@ import { insertMessage } from "@/server/chat/messages";
 import { type DbOrTx, getDatabase } from "@/server/db/client";
 import { agentRuns, messages } from "@/server/db/schema";
 import { log } from "@/server/log";
+import { HEARTBEAT_INTERVAL_MS, writeHeartbeat } from "@/server/worker/heartbeat";
+import { getProcessCapacity } from "./capacity";
 import { INSTANCE_ID } from "./instance";
+
+/**
+ * The web process heartbeats too (kind "web"), so a second web process starting up does not
+ * take this one's in-flight runs for orphans and finalize them as interrupted.
+ */
+export function startWebHeartbeat(): void {
+  const beat = () => {
+    const capacity = getProcessCapacity();
+    const { running } = capacity.stats();
+    return writeHeartbeat(getDatabase().db, { id: INSTANCE_ID, kind: "web", capacity: capacity.maxRunning, running });
+  };
+  beat().catch((err) => log.warn({ err }, "web heartbeat failed"));
+  setInterval(() => beat().catch((err) => log.warn({ err }, "web heartbeat failed")), HEARTBEAT_INTERVAL_MS).unref();
+}
 
 /**
  * Web process start: finalize runs that a previous process left pending or running as

@@ -95,6 +95,16 @@ describe("restart recovery", () => {
     // A second start adds nothing.
     await register();
     expect(await loadMessages(database.db, { threadId: crashed.threadId })).toHaveLength(1);
+
+    // The web process heartbeats (kind "web"), so a second web process starting later leaves
+    // this one's in-flight runs alone instead of finalizing them as interrupted.
+    const [beat] = await database.db.execute<{ kind: string }>(
+      sql`select kind from worker_heartbeats where id = ${INSTANCE_ID} and stopped_at is null`,
+    );
+    expect(beat).toEqual({ kind: "web" });
+    const inFlight = await row({ ...crashed, status: "running", ownerInstance: INSTANCE_ID });
+    const otherWebProcess = await recoverInterruptedRuns(database.db, { instanceId: "other-web:2:bbbbbb", startedBefore: new Date() });
+    expect(otherWebProcess.interrupted).not.toContain(inFlight.id);
   });
 
   it("adds no note when the interrupted response's reply was stored (its cards show the status)", async () => {
