@@ -1,4 +1,5 @@
-import { bigint, bigserial, index, integer, jsonb, pgTable, text, timestamp, uuid } from "drizzle-orm/pg-core";
+import { sql } from "drizzle-orm";
+import { bigint, bigserial, index, integer, jsonb, pgTable, text, timestamp, uniqueIndex, uuid } from "drizzle-orm/pg-core";
 import { users } from "./auth";
 import { threads } from "./chat";
 
@@ -54,6 +55,10 @@ export const agentRuns = pgTable(
     index("agent_runs_parent_idx").on(t.parentRunId),
     index("agent_runs_root_idx").on(t.rootRunId),
     index("agent_runs_active_idx").on(t.status, t.ownerInstance),
+    // A run is resumed at most once, across every process (the swarm preflight checks first).
+    uniqueIndex("agent_runs_resumed_from_uq")
+      .on(t.resumedFromRunId)
+      .where(sql`resumed_from_run_id is not null`),
   ],
 );
 
