@@ -54,6 +54,8 @@ export default defineConfig({
       FLOTILLA__SUBAGENT_BATCHES__POLL_INTERVAL_SECONDS: "0.2",
       FLOTILLA__SUBAGENT_BATCHES__LEASE_SECONDS: "5",
       NEXTAUTH_URL: `http://localhost:${E2E_PORT}`,
+      // Keep the server's JSON logs out of the test report unless something goes wrong.
+      LOG_LEVEL: process.env.LOG_LEVEL ?? "warn",
     },
   },
 });
