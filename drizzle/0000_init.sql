@@ -24,7 +24,9 @@ CREATE TABLE "subagent_batch_item_attempts" (
 	"worker_id" text NOT NULL,
 	"outcome" text,
 	"error" text,
-	"started_at" timestamp with time zone DEFAULT now() NOT NULL,
+	"run_id" uuid,
+	"leased_at" timestamp with time zone DEFAULT now() NOT NULL,
+	"started_at" timestamp with time zone,
 	"finished_at" timestamp with time zone
 );
 --> statement-breakpoint
@@ -38,6 +40,7 @@ CREATE TABLE "subagent_batch_items" (
 	"attempts" integer DEFAULT 0 NOT NULL,
 	"lease_token" bigint DEFAULT 0 NOT NULL,
 	"lease_owner" text,
+	"leased_at" timestamp with time zone,
 	"lease_expires_at" timestamp with time zone,
 	"available_at" timestamp with time zone,
 	"deferrals" integer DEFAULT 0 NOT NULL,
@@ -148,6 +151,18 @@ CREATE TABLE "worker_heartbeats" (
 	"stopped_at" timestamp with time zone
 );
 --> statement-breakpoint
+CREATE TABLE "model_rate_limits" (
+	"endpoint" text PRIMARY KEY NOT NULL,
+	"next_request_at" timestamp with time zone DEFAULT now() NOT NULL,
+	"next_token_at" timestamp with time zone DEFAULT now() NOT NULL,
+	"slow_until" timestamp with time zone,
+	"requests" bigint DEFAULT 0 NOT NULL,
+	"tokens" bigint DEFAULT 0 NOT NULL,
+	"rate_limited" bigint DEFAULT 0 NOT NULL,
+	"last_rate_limited_at" timestamp with time zone,
+	"updated_at" timestamp with time zone DEFAULT now() NOT NULL
+);
+--> statement-breakpoint
 ALTER TABLE "api_tokens" ADD CONSTRAINT "api_tokens_user_id_users_id_fk" FOREIGN KEY ("user_id") REFERENCES "public"."users"("id") ON DELETE cascade ON UPDATE no action;--> statement-breakpoint
 ALTER TABLE "subagent_batch_item_attempts" ADD CONSTRAINT "subagent_batch_item_attempts_item_id_subagent_batch_items_id_fk" FOREIGN KEY ("item_id") REFERENCES "public"."subagent_batch_items"("id") ON DELETE cascade ON UPDATE no action;--> statement-breakpoint
 ALTER TABLE "subagent_batch_items" ADD CONSTRAINT "subagent_batch_items_batch_id_subagent_batches_id_fk" FOREIGN KEY ("batch_id") REFERENCES "public"."subagent_batches"("id") ON DELETE cascade ON UPDATE no action;--> statement-breakpoint
@@ -162,7 +177,6 @@ CREATE INDEX "api_tokens_user_idx" ON "api_tokens" USING btree ("user_id");--> s
 CREATE INDEX "subagent_batch_item_attempts_item_idx" ON "subagent_batch_item_attempts" USING btree ("item_id","attempt");--> statement-breakpoint
 CREATE UNIQUE INDEX "subagent_batch_items_key_uq" ON "subagent_batch_items" USING btree ("batch_id","item_key");--> statement-breakpoint
 CREATE UNIQUE INDEX "subagent_batch_items_position_uq" ON "subagent_batch_items" USING btree ("batch_id","position");--> statement-breakpoint
-CREATE INDEX "subagent_batch_items_status_idx" ON "subagent_batch_items" USING btree ("batch_id","status","position");--> statement-breakpoint
 CREATE INDEX "subagent_batch_items_queued_idx" ON "subagent_batch_items" USING btree ("batch_id","position") WHERE status = 'queued';--> statement-breakpoint
 CREATE INDEX "subagent_batch_items_pending_idx" ON "subagent_batch_items" USING btree ("batch_id","position") WHERE status = 'pending';--> statement-breakpoint
 CREATE INDEX "subagent_batch_items_lease_idx" ON "subagent_batch_items" USING btree ("lease_expires_at") WHERE status in ('leased', 'running');--> statement-breakpoint
@@ -175,4 +189,5 @@ CREATE INDEX "agent_runs_thread_idx" ON "agent_runs" USING btree ("thread_id","c
 CREATE INDEX "agent_runs_parent_idx" ON "agent_runs" USING btree ("parent_run_id");--> statement-breakpoint
 CREATE INDEX "agent_runs_root_idx" ON "agent_runs" USING btree ("root_run_id");--> statement-breakpoint
 CREATE INDEX "agent_runs_active_idx" ON "agent_runs" USING btree ("status","owner_instance");--> statement-breakpoint
+CREATE UNIQUE INDEX "agent_runs_resumed_from_uq" ON "agent_runs" USING btree ("resumed_from_run_id") WHERE resumed_from_run_id is not null;--> statement-breakpoint
 CREATE INDEX "run_events_run_idx" ON "run_events" USING btree ("run_id","id");

@@ -6,7 +6,7 @@ import type { ClaimedItem, LeaseRef, Settlement } from "./types";
 
 /**
  * Worker-side transitions. These are not owner-scoped: the caller is a worker acting on rows
- * it claimed. Each is one round trip to a PL/pgSQL function (drizzle/0003_batch_engine_functions.sql)
+ * it claimed. Each is one round trip to a PL/pgSQL function (drizzle/0001_batch_engine.sql)
  * so batch row locks are held for microseconds, never across a network hop, and every write
  * after the claim is fenced by lease owner + token.
  */

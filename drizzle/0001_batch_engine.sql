@@ -1,13 +1,24 @@
--- Worker transitions, third version: explicit counters.
+-- Durable batch engine: counters trigger and the worker-side state transitions.
 --
--- The hot worker functions (claim, mark running, settle, recover) now move the batch counters
--- themselves, in the same statement that moves the items, with one batch-row update per batch
--- per call. The statement-level counters trigger stays for every other writer (cancel, retry,
--- maintenance SQL) but steps aside while a hot function runs (flotilla.counters = 'manual'),
--- because it cost about 1 ms per statement and re-ran the batch foreign-key checks on every
--- extra update of the batch row in a transaction. The claim also promotes and leases in one
--- statement per batch instead of two. Everything else (fencing, lock order, asynchronous
--- commit) is as in 0004.
+-- Lock order (deadlock freedom): every statement that changes item statuses first holds the
+-- row locks of the affected batches, taken in id order (or, in the claim, without waiting while
+-- any other lock is held). The counters trigger then updates batch rows the statement already
+-- holds. Lease renewal changes no status and skips locked item rows, so it never waits.
+
+-- Per-status counters, token usage and the terminal rule live on the batch row and move in the
+-- same statement (hence the same transaction) as the items: progress reads never scan items.
+--
+-- Worker transitions commit with synchronous_commit = off (transaction-local). Each is a fenced,
+-- lease-protected transition: if the database server crashes, the last few hundred milliseconds
+-- of them may roll back together (WAL order keeps them consistent, counters included), which the
+-- lease protocol already handles (a lost claim fences its worker out at its next write; a lost
+-- settlement leaves the item under a lease that expires and is re-run: execution is at least
+-- once). Submissions and user controls stay fully synchronous.
+--
+-- The hot worker functions (claim, mark running, settle, recover) move the batch counters
+-- themselves, one batch-row update per batch per call. The statement-level counters trigger
+-- keeps them right for every other writer (cancel, retry, maintenance SQL) and steps aside while
+-- a hot function runs (flotilla.counters = 'manual').
 
 -- The terminal rule, in one place: every item finished → completed if any succeeded, else
 -- failed; a cancelled (or already finished) batch keeps its status.
@@ -454,5 +465,37 @@ BEGIN
   )
   SELECT upd.id, upd.status FROM upd;
   PERFORM set_config('flotilla.counters', 'auto', true);
+END
+$$;
+--> statement-breakpoint
+CREATE TRIGGER subagent_batch_items_counters
+  AFTER UPDATE ON subagent_batch_items
+  REFERENCING OLD TABLE AS old_items NEW TABLE AS new_items
+  FOR EACH STATEMENT EXECUTE FUNCTION flotilla_batch_items_counters();
+--> statement-breakpoint
+-- A worker's completions and its next claim in one transaction. While it holds the locks of the
+-- batches it settled it never waits for another batch (claim with p_wait = false).
+CREATE OR REPLACE FUNCTION flotilla_settle_and_claim(
+  p_owner text, p_rows jsonb, p_max_deferrals integer, p_limit integer, p_lease_seconds double precision,
+  p_max_batches integer DEFAULT 8
+)
+RETURNS TABLE (item_id uuid, batch_id uuid, item_key text, item_position integer, prompt text, lease_token bigint,
+  attempt integer, settled_status text)
+LANGUAGE plpgsql AS $$
+#variable_conflict use_column
+DECLARE
+  v_settling boolean := p_rows IS NOT NULL AND jsonb_array_length(p_rows) > 0;
+BEGIN
+  PERFORM set_config('synchronous_commit', 'off', true);
+  IF v_settling THEN
+    RETURN QUERY
+    SELECT s.item_id, NULL::uuid, NULL::text, NULL::integer, NULL::text, NULL::bigint, NULL::integer, s.new_status
+      FROM flotilla_settle_items(p_owner, p_rows, p_max_deferrals) s;
+  END IF;
+  IF p_limit > 0 THEN
+    RETURN QUERY
+    SELECT c.item_id, c.batch_id, c.item_key, c.item_position, c.prompt, c.lease_token, c.attempt, NULL::text
+      FROM flotilla_claim_items(p_owner, p_limit, p_lease_seconds, p_max_batches, NOT v_settling) c;
+  END IF;
 END
 $$;

@@ -1,1 +1,0 @@
-DROP INDEX "subagent_batch_items_status_idx";

@@ -1,1 +1,0 @@
-CREATE UNIQUE INDEX "agent_runs_resumed_from_uq" ON "agent_runs" USING btree ("resumed_from_run_id") WHERE resumed_from_run_id is not null;
