@@ -52,9 +52,10 @@ describe("provider-wide requests-per-minute budget across worker processes", () 
     console.info(`shared budget 60/min: measured ${perMinute.toFixed(2)}/min over ${(windowMs / 1000).toFixed(1)} s`);
     expect(perMinute).toBeGreaterThanOrEqual(54);
     expect(perMinute).toBeLessThanOrEqual(66);
-    // Evenly spaced, not bursts that average out: no two requests much closer than 1 s.
+    // Evenly spaced, not bursts that average out: no two requests much closer than 1 s (each is
+    // reserved 1 s after the previous one; the margin absorbs event-loop lag in two processes).
     const gaps = times.slice(1).map((x, i) => x - (times[i] as number));
-    expect(Math.min(...gaps)).toBeGreaterThanOrEqual(800);
+    expect(Math.min(...gaps)).toBeGreaterThanOrEqual(700);
 
     // Both processes drew from the budget.
     const [workers] = (await t.db.execute(
