@@ -313,21 +313,19 @@ export class BatchWorker {
       });
       return;
     }
-    let started = false;
+    // `running` is written as execution starts but not awaited before it: the mark's round trip
+    // overlaps the model call instead of delaying it. A refused mark (the lease was lost, the item
+    // cancelled) aborts the call, and nothing is settled for an item that was never marked.
+    let marked: Promise<boolean> | undefined;
     const onStarted = async () => {
-      if (started) return;
-      started = true;
-      let ok = false;
-      try {
-        ok = await this.requestRunning(ref);
-      } catch (err) {
+      if (marked) return;
+      marked = this.requestRunning(ref).catch((err) => {
         this.log.warn({ err: String(err), item_id: item.id }, "could not mark the item running; abandoning it to lease expiry");
-      }
-      if (!ok) {
-        const lost = new LeaseLostError();
-        controller.abort(lost);
-        throw lost;
-      }
+        return false;
+      });
+      void marked.then((ok) => {
+        if (!ok) controller.abort(new LeaseLostError());
+      });
     };
     let result: ItemRunResult;
     try {
@@ -339,9 +337,11 @@ export class BatchWorker {
         this.settlements.push({ ...ref, kind: "released" });
         return;
       }
+      if (marked && !(await marked)) return;
       this.settlements.push({ ...ref, kind: "failed", error: errorText(err) });
       return;
     }
+    if (marked && !(await marked)) return;
     if (controller.signal.aborted) return;
     this.settlements.push(this.toSettlement(ref, result));
   }
