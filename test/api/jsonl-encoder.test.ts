@@ -73,6 +73,12 @@ describe("encodeResultLines", () => {
     expect(encodeResultLines(cases.map(raw)).toString("utf8")).toBe(expected(cases));
   });
 
+  it("grows its buffer when escapes outgrow the estimate", () => {
+    // Every character of these results becomes a six-byte \u00xx escape.
+    const controls = Array.from({ length: 20 }, (_, i) => line("\u0001".repeat(5_000 + i), null, `k${i}`));
+    expect(encodeResultLines(controls.map(raw)).toString("utf8")).toBe(expected(controls));
+  });
+
   it("round-trips a 100,000-character result and sizes the buffer exactly", () => {
     const big = line(randomText(42, 100_000));
     const out = encodeResultLines([big, line("x"), big].map(raw));
