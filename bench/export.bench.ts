@@ -23,7 +23,8 @@ import type { BenchRow } from "./run";
  * The web process is `next start` on a private copy of the current production build (so a
  * concurrent rebuild cannot pull it away) when one exists that contains the route; otherwise
  * (or with EXPORT_BENCH_SERVER=handler) a bare Node HTTP server around the same route handler
- * (bench/export-server.ts). Ports 3221/3222. Rows (lower ratio is better, the harness's rule):
+ * (bench/export-server.ts). EXPORT_BENCH_APP_DIR names an app directory with its own build
+ * instead (e.g. a `git archive` of HEAD built apart from the shared tree). Ports 3221/3222. Rows (lower ratio is better, the harness's rule):
  *   - export wall time vs COPY wall time, target ≤ 2.0 (i.e. throughput ≥ 0.5 × COPY)
  *   - peak RSS growth of the web process tree (MB) vs the 64 MB budget, target ≤ 1.0
  *   - a deep items page (after position 4,900) vs the first page, target ≤ 1.5
@@ -113,7 +114,9 @@ async function startWeb(databaseUrl: string): Promise<Web> {
     NEXTAUTH_SECRET: randomBytes(16).toString("hex"),
   };
   const mode = process.env.EXPORT_BENCH_SERVER;
-  const app = mode === "handler" ? undefined : snapshotBuild();
+  // EXPORT_BENCH_APP_DIR: an app directory with its own production build (kept as it is).
+  const given = process.env.EXPORT_BENCH_APP_DIR;
+  const app = mode === "handler" ? undefined : (given ?? snapshotBuild());
   if (mode === "next" && !app) throw new Error("EXPORT_BENCH_SERVER=next but no production build with the export route");
   if (app) {
     const port = 3221;
@@ -129,7 +132,7 @@ async function startWeb(databaseUrl: string): Promise<Web> {
       base: `http://127.0.0.1:${port}`,
       stop: async () => {
         await stopGroup(child);
-        rmSync(app, { recursive: true, force: true });
+        if (!given) rmSync(app, { recursive: true, force: true });
       },
     };
   }
