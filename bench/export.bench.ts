@@ -26,7 +26,9 @@ import type { BenchRow } from "./run";
  * (bench/export-server.ts). EXPORT_BENCH_APP_DIR names an app directory with its own build
  * instead (e.g. a `git archive` of HEAD built apart from the shared tree). Ports 3221/3222. Rows (lower ratio is better, the harness's rule):
  *   - export wall time vs COPY wall time, target ≤ 2.0 (i.e. throughput ≥ 0.5 × COPY)
- *   - peak RSS growth of the web process tree (MB) vs the 64 MB budget, target ≤ 1.0
+ *   - peak RSS growth of the web process tree (MB) vs the 64 MB budget, target ≤ 1.0: for the
+ *     first big export after start (includes the heap growing to its working size) and the
+ *     worst of the later ones
  *   - a deep items page (after position 4,900) vs the first page, target ≤ 1.5
  */
 
@@ -34,7 +36,7 @@ export const name = "export";
 
 const ITEMS = Number(process.env.EXPORT_BENCH_ITEMS ?? 5_000);
 const RESULT_CHARS = 100_000;
-const ROUNDS = Number(process.env.EXPORT_BENCH_ROUNDS ?? 3);
+const ROUNDS = Number(process.env.EXPORT_BENCH_ROUNDS ?? 5);
 const RSS_BUDGET_MB = 64;
 const root = path.resolve(__dirname, "..");
 
@@ -331,7 +333,8 @@ export async function run(): Promise<BenchRow[]> {
 
     const ours = median(oursMs);
     const copy = median(copyMs);
-    const growth = Math.max(...growthMb);
+    const firstGrowth = growthMb[0]!;
+    const laterGrowth = Math.max(...growthMb.slice(1));
     log(`bytes: export ${oursBytes}, COPY ${copyBytes}; throughput export ${(oursBytes / 1e6 / (ours / 1000)).toFixed(0)} MB/s, COPY ${(copyBytes / 1e6 / (copy / 1000)).toFixed(0)} MB/s`);
     const label = web.kind === "next start" ? "next start" : "route handler";
     return [
@@ -343,10 +346,17 @@ export async function run(): Promise<BenchRow[]> {
         target: 2,
       },
       {
-        metric: `peak RSS growth of the web process during the export, MB (vs ${RSS_BUDGET_MB} MB budget)`,
-        ours: growth,
+        metric: `peak RSS growth of the web process, first big export after start, MB (vs ${RSS_BUDGET_MB} MB budget)`,
+        ours: firstGrowth,
         baseline: RSS_BUDGET_MB,
-        ratio: growth / RSS_BUDGET_MB,
+        ratio: firstGrowth / RSS_BUDGET_MB,
+        target: 1,
+      },
+      {
+        metric: `peak RSS growth of the web process, worst later export, MB (vs ${RSS_BUDGET_MB} MB budget)`,
+        ours: laterGrowth,
+        baseline: RSS_BUDGET_MB,
+        ratio: laterGrowth / RSS_BUDGET_MB,
         target: 1,
       },
       {
