@@ -2,7 +2,7 @@ import { type ChildProcess, spawn } from "node:child_process";
 import { E2E_DATABASE_URL } from "./env";
 
 /**
- * Real batch worker processes for browser tests (`npx tsx server/worker/main.ts`) against the
+ * Real batch worker processes for browser tests (`node --import tsx server/worker/main.ts`) against the
  * e2e server's database, with short polls and leases so tests run in seconds.
  */
 
@@ -33,7 +33,7 @@ export async function startWorker(opts: { env?: Record<string, string>; readyTim
   delete env.MODEL_BASE_URL;
   delete env.MODEL_API_KEY;
   delete env.MODEL_NAME;
-  const child = spawn("npx", ["tsx", "server/worker/main.ts"], {
+  const child = spawn(process.execPath, ["--import", "tsx", "server/worker/main.ts"], {
     cwd: process.cwd(),
     env,
     detached: true,

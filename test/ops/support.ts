@@ -8,7 +8,7 @@ import { submitBatch } from "@/server/batches/repository";
 import { createThread } from "@/server/chat/threads";
 
 /**
- * Real worker processes (`npx tsx server/worker/main.ts`) for the ops suites, plus a user, a
+ * Real worker processes (`node --import tsx server/worker/main.ts`) for the ops suites, plus a user, a
  * thread and batch submission through the real repository. Only the model provider is faked.
  */
 
@@ -40,7 +40,7 @@ export async function startWorkerProcess(opts: {
   delete env.VITEST; // the child is a real process, not a test: keep its logs and behaviour production-like
   delete env.NODE_ENV;
   for (const key of ["MODEL_BASE_URL", "MODEL_API_KEY", "MODEL_NAME"]) if (!opts.env?.[key]) delete env[key];
-  const child = spawn("npx", ["tsx", "server/worker/main.ts"], {
+  const child = spawn(process.execPath, ["--import", "tsx", "server/worker/main.ts"], {
     cwd: process.cwd(),
     env: env as NodeJS.ProcessEnv,
     detached: true,
