@@ -185,6 +185,22 @@ export function parseItemStatus(value: string | null | undefined): ItemStatus | 
   return value as ItemStatus;
 }
 
+/** The columns of an item page row: bounded previews, never the prompt or the full result. */
+const itemSummaryColumns = {
+  id: subagentBatchItems.id,
+  batchId: subagentBatchItems.batchId,
+  itemKey: subagentBatchItems.itemKey,
+  position: subagentBatchItems.position,
+  status: subagentBatchItems.status,
+  attempts: subagentBatchItems.attempts,
+  preview: sql<string | null>`left(${subagentBatchItems.preview}, ${ITEM_PREVIEW_MAX_CHARS})`,
+  error: sql<string | null>`left(${subagentBatchItems.error}, ${ITEM_PREVIEW_MAX_CHARS})`,
+  inputTokens: subagentBatchItems.inputTokens,
+  outputTokens: subagentBatchItems.outputTokens,
+  startedAt: subagentBatchItems.startedAt,
+  finishedAt: subagentBatchItems.finishedAt,
+};
+
 /**
  * One page of items in position order (keyset on position; the cursor is opaque), optionally
  * of one status. Never selects prompts or full results; previews and errors come cut.
@@ -201,20 +217,7 @@ export async function listItems(
   await getBatch(db, args);
   const i = subagentBatchItems;
   const rows = await db
-    .select({
-      id: i.id,
-      batchId: i.batchId,
-      itemKey: i.itemKey,
-      position: i.position,
-      status: i.status,
-      attempts: i.attempts,
-      preview: sql<string | null>`left(${i.preview}, ${ITEM_PREVIEW_MAX_CHARS})`,
-      error: sql<string | null>`left(${i.error}, ${ITEM_PREVIEW_MAX_CHARS})`,
-      inputTokens: i.inputTokens,
-      outputTokens: i.outputTokens,
-      startedAt: i.startedAt,
-      finishedAt: i.finishedAt,
-    })
+    .select(itemSummaryColumns)
     .from(i)
     .where(and(eq(i.batchId, args.batchId), gt(i.position, after), status ? eq(i.status, status) : undefined))
     .orderBy(asc(i.position))
@@ -417,20 +420,7 @@ export async function retryItem(
       .where(eq(subagentBatchItems.id, item.id));
     await notify(tx, "retry", batch.id);
     const page = await tx
-      .select({
-        id: subagentBatchItems.id,
-        batchId: subagentBatchItems.batchId,
-        itemKey: subagentBatchItems.itemKey,
-        position: subagentBatchItems.position,
-        status: subagentBatchItems.status,
-        attempts: subagentBatchItems.attempts,
-        preview: sql<string | null>`left(${subagentBatchItems.preview}, ${ITEM_PREVIEW_MAX_CHARS})`,
-        error: sql<string | null>`left(${subagentBatchItems.error}, ${ITEM_PREVIEW_MAX_CHARS})`,
-        inputTokens: subagentBatchItems.inputTokens,
-        outputTokens: subagentBatchItems.outputTokens,
-        startedAt: subagentBatchItems.startedAt,
-        finishedAt: subagentBatchItems.finishedAt,
-      })
+      .select(itemSummaryColumns)
       .from(subagentBatchItems)
       .where(eq(subagentBatchItems.id, item.id));
     const row = page[0]!;
