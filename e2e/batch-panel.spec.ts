@@ -407,9 +407,16 @@ test("worker stopped: a control fails with the server's message, then the panel 
   await button(page.getByRole("dialog", { name: "New batch" }), "Start batch").click();
   const detail = detailOf(page);
   await expect(detail).toHaveAttribute("data-status", "running");
+  // Until the click, the panel's /api/features polls see the worker it last saw alive, as if its
+  // next poll (every 10 s) had not come yet; without this, a poll landing between stopping the
+  // worker and the click would disable Pause first.
+  const aliveFeatures = await (await page.request.get("/api/features")).json();
+  let holdFeatures = true;
+  await page.route("**/api/features", (route) => (holdFeatures ? route.fulfill({ json: aliveFeatures }) : route.continue()));
   await worker.stop();
 
-  // The panel has not polled /api/features since: Pause is still enabled, and the server refuses it.
+  // Pause is still enabled, and the server refuses it.
+  holdFeatures = false;
   await button(detail, "Pause").click();
   await expect(detail.getByRole("alert")).toContainText("no batch worker is running");
   await expect(detail).toHaveAttribute("data-status", "running"); // the optimistic "paused" rolled back
