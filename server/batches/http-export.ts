@@ -11,8 +11,8 @@ import { encodeResultLines, type RawExportRow } from "./http-jsonl";
  * Ownership must be checked by the caller before streaming (the route answers 404 first).
  */
 
-/** Rows per cursor fetch: with results ≤ max_result_chars (100k by default) that is ≤ ~3 MB in flight. */
-export const EXPORT_FETCH_ROWS = 32;
+/** Rows per cursor fetch: with results ≤ max_result_chars (100k by default) that is ≤ ~1 MB in flight (8 measured best: see bench/RESULTS.md). */
+export const EXPORT_FETCH_ROWS = 8;
 /** A client that stops reading for this long releases the snapshot and its connection. */
 export const EXPORT_STALL_MS = 5 * 60_000;
 
