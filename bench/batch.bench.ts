@@ -1,4 +1,3 @@
-import { type ChildProcess, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { chmodSync, mkdtempSync, rmSync } from "node:fs";
 import os from "node:os";
@@ -18,6 +17,7 @@ import { createSubagentRuntime } from "@/server/runtime/admission";
 import type { ItemExecutor } from "@/server/worker/execute";
 import { BatchWorker } from "@/server/worker/loop";
 import type { BenchRow } from "./run";
+import { spawnBenchWorkers, stopBenchWorkers } from "./workers";
 
 /**
  * Durable batch engine benchmarks, all on one PostgreSQL in one run (DATABASE_URL's server
@@ -117,41 +117,10 @@ async function waitTerminal(db: Database["db"], scope: { userId: string; threadI
 /** "sim": bench/batch-worker.ts (simulated-latency executor); "e2e": the real worker with the simulator model. */
 type WorkerKind = "sim" | "e2e";
 
-function spawnWorkers(url: string, count: number, slots: number, kind: WorkerKind): ChildProcess[] {
-  const base = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith("FLOTILLA__") && !k.startsWith("MODEL_")));
-  const entry = kind === "sim" ? "bench/batch-worker.ts" : "server/worker/main.ts";
-  return Array.from({ length: count }, () =>
-    spawn(process.execPath, ["--import", "tsx", entry], {
-      env: {
-        ...base,
-        DATABASE_URL: url,
-        LOG_LEVEL: "warn",
-        NODE_ENV: "production",
-        FLOTILLA__SUBAGENT_RUNTIME__MAX_RUNNING: String(slots),
-        FLOTILLA__SUBAGENT_BATCHES__MAX_RUNNING_ITEMS_PER_BATCH: "64",
-      },
-      stdio: ["ignore", "ignore", "inherit"],
-    }),
-  );
-}
-
-async function stopWorkers(children: ChildProcess[]): Promise<void> {
-  await Promise.all(
-    children.map(
-      (c) =>
-        new Promise<void>((resolve) => {
-          if (c.exitCode !== null) return resolve();
-          c.once("exit", () => resolve());
-          c.kill("SIGTERM");
-        }),
-    ),
-  );
-}
-
 async function schedulerEfficiency(adminUrl: string, workers: number, slots: number, kind: WorkerKind): Promise<BenchRow> {
   const bdb = await freshDatabase(adminUrl);
   const database = createDatabase(bdb.url, { max: 4 });
-  const children = spawnWorkers(bdb.url, workers, slots, kind);
+  const children = spawnBenchWorkers({ databaseUrl: bdb.url, count: workers, slots, entry: kind === "sim" ? "bench/batch-worker.ts" : undefined });
   try {
     const scope = await owner(database.db);
     for (;;) {
@@ -190,7 +159,7 @@ async function schedulerEfficiency(adminUrl: string, workers: number, slots: num
       target: Math.floor((workers === 1 ? 1 / 0.9 : 1 / 0.85) * 10_000) / 10_000,
     };
   } finally {
-    await stopWorkers(children);
+    await stopBenchWorkers(children);
     await database.close();
     await bdb.close();
   }

@@ -1,4 +1,3 @@
-import { type ChildProcess, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { chmodSync, mkdtempSync, rmSync } from "node:fs";
 import os from "node:os";
@@ -13,6 +12,7 @@ import { createDatabase } from "@/server/db/client";
 import { startEmbeddedPostgres } from "@/server/db/embedded";
 import { migrateDatabase } from "@/server/db/migrate";
 import type { BenchRow } from "./run";
+import { spawnBenchWorkers, stopBenchWorkers } from "./workers";
 
 /**
  * Overhead of the shared (PostgreSQL) rate limiter per model call, on the scheduler-efficiency
@@ -48,38 +48,6 @@ async function server(): Promise<{ adminUrl: string; stop(): Promise<void> }> {
   };
 }
 
-function spawnWorkers(url: string, limiter: boolean): ChildProcess[] {
-  const base = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith("FLOTILLA__") && !k.startsWith("MODEL_")));
-  return Array.from({ length: WORKERS }, () =>
-    spawn(process.execPath, ["--import", "tsx", "server/worker/main.ts"], {
-      env: {
-        ...base,
-        DATABASE_URL: url,
-        LOG_LEVEL: "warn",
-        NODE_ENV: "production",
-        FLOTILLA__SUBAGENT_RUNTIME__MAX_RUNNING: String(SLOTS),
-        FLOTILLA__SUBAGENT_BATCHES__MAX_RUNNING_ITEMS_PER_BATCH: "64",
-        FLOTILLA__RATE_LIMITS__REQUESTS_PER_MINUTE: limiter ? "1000000" : "0",
-        FLOTILLA__RATE_LIMITS__TOKENS_PER_MINUTE: limiter ? "100000000" : "0",
-      },
-      stdio: ["ignore", "ignore", "inherit"],
-    }),
-  );
-}
-
-async function stopWorkers(children: ChildProcess[]): Promise<void> {
-  await Promise.all(
-    children.map(
-      (c) =>
-        new Promise<void>((resolve) => {
-          if (c.exitCode !== null) return resolve();
-          c.once("exit", () => resolve());
-          c.kill("SIGTERM");
-        }),
-    ),
-  );
-}
-
 let submissions = 0;
 
 /** One round in a fresh database: start the workers, warm them up, time a 2,000-item batch. */
@@ -92,7 +60,15 @@ async function round(adminUrl: string, limiter: boolean): Promise<{ seconds: num
   const url = u.toString();
   await migrateDatabase(url);
   const database = createDatabase(url, { max: 4 });
-  const children = spawnWorkers(url, limiter);
+  const children = spawnBenchWorkers({
+    databaseUrl: url,
+    count: WORKERS,
+    slots: SLOTS,
+    env: {
+      FLOTILLA__RATE_LIMITS__REQUESTS_PER_MINUTE: limiter ? "1000000" : "0",
+      FLOTILLA__RATE_LIMITS__TOKENS_PER_MINUTE: limiter ? "100000000" : "0",
+    },
+  });
   try {
     const user = await createUser(database.db, { email: `bench-${randomBytes(4).toString("hex")}@example.com`, password: "bench-password" });
     const thread = await createThread(database.db, { userId: user.id, title: "bench" });
@@ -136,7 +112,7 @@ async function round(adminUrl: string, limiter: boolean): Promise<{ seconds: num
     )) as unknown as { n: number }[];
     return { seconds, requests: row?.n ?? 0 };
   } finally {
-    await stopWorkers(children);
+    await stopBenchWorkers(children);
     await database.close();
     await admin.unsafe(`drop database if exists "${dbName}" with (force)`);
     await admin.end({ timeout: 5 });
