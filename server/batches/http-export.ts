@@ -11,7 +11,7 @@ import { encodeResultLines, type RawExportRow } from "./http-jsonl";
  * Ownership must be checked by the caller before streaming (the route answers 404 first).
  */
 
-/** Rows per cursor fetch: with results ≤ max_result_chars (100k by default) that is ≤ ~1 MB in flight (8 measured best: see bench/RESULTS.md). */
+/** Rows per cursor fetch: with results ≤ max_result_chars (100k by default) that is ≤ ~1 MB per fetch (see bench/RESULTS.md). */
 export const EXPORT_FETCH_ROWS = 8;
 /** A client that stops reading for this long releases the snapshot and its connection. */
 export const EXPORT_STALL_MS = 5 * 60_000;
@@ -19,8 +19,8 @@ export const EXPORT_STALL_MS = 5 * 60_000;
 /**
  * The export projection, column by column (the one place a full result leaves the server).
  * The driver hands every column over as raw UTF-8 bytes and http-jsonl.ts writes the JSON
- * lines from them, so a 100k-character result is never decoded into a JS string and encoded
- * back: about one copy per byte from the database socket to the HTTP socket.
+ * lines from them (read as latin1, one character per byte), so a 100k-character result is
+ * never UTF-8 decoded and encoded back.
  */
 const EXPORT_QUERY = `
   select item_key, position, status, attempts, result, error, input_tokens, output_tokens
@@ -75,39 +75,33 @@ export function exportResultsStream(
           check();
         };
 
-        const run = async () => {
-          await sql.begin("isolation level repeatable read read only", async (tx) => {
-            const cursor = tx.unsafe(EXPORT_QUERY, [args.batchId]).raw().cursor(fetchRows);
-            const fetches = cursor[Symbol.asyncIterator]() as AsyncIterator<RawExportRow[]>;
-            // One fetch ahead: the database sends the next rows while these are encoded and
-            // written (one fetch of rows more in memory, for a pipeline instead of turns).
-            let inFlight: Promise<IteratorResult<RawExportRow[]>> | undefined = fetches.next();
-            // Rows were handed over and the cursor waits for us to continue or close it.
-            let holding = false;
-            try {
-              for (;;) {
-                const fetched: IteratorResult<RawExportRow[]> = await inFlight;
-                inFlight = undefined;
-                if (fetched.done) break;
-                holding = true;
-                check();
-                inFlight = fetches.next();
-                holding = false;
-                controller.enqueue(exportChunk(encodeResultLines(fetched.value)));
-                await demand();
-              }
-            } finally {
-              // Stopping early: the cursor must be closed (after any fetch in flight lands) before
-              // the transaction can roll back; a suspended cursor would hold the connection forever.
-              if (inFlight) {
-                const landed = await inFlight.catch(() => ({ done: true as const, value: undefined }));
-                if (!landed.done) await fetches.return?.();
-              } else if (holding) {
-                await fetches.return?.();
-              }
-            }
-          });
+        // One fetch: encoded while the previous chunk is still queued (the database sends the
+        // next rows meanwhile), handed over once the consumer has taken that chunk.
+        const deliver = async (rows: RawExportRow[]): Promise<void> => {
+          check();
+          const chunk = encodeResultLines(rows);
+          await demand();
+          controller.enqueue(exportChunk(chunk));
         };
+
+        // The callback form of the driver's cursor, not its async iterator: with the iterator,
+        // every fetch's socket buffers stay reachable until a full collection (about 64 MB of
+        // them on a 100 kB-per-row export), while here young-generation collections free them as
+        // they go (bench/RESULTS.md). The driver asks for the next fetch when the callback
+        // settles, so waiting in it is the backpressure and throwing from it ends the query. It
+        // does not wait for the callback of the final, partial fetch: that one is awaited here.
+        const run = () =>
+          sql.begin("isolation level repeatable read read only", async (tx) => {
+            let latest: Promise<void> = Promise.resolve();
+            await tx
+              .unsafe(EXPORT_QUERY, [args.batchId])
+              .raw()
+              .cursor(fetchRows, (rows) => {
+                latest = deliver(rows as RawExportRow[]);
+                return latest;
+              });
+            await latest;
+          });
 
         run().then(
           () => {
@@ -129,7 +123,7 @@ export function exportResultsStream(
         nudge();
       },
     },
-    // Counted in chunks: one fetch queued ahead of the socket, the next being read.
+    // Counted in chunks: one fetch queued for the socket while the next is read and encoded.
     { highWaterMark: 1 },
   );
 }

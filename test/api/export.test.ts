@@ -154,6 +154,23 @@ describe("results.jsonl", () => {
       }
   });
 
+  it("delivers the final, partial fetch to a reader slower than the database", async () => {
+    const batchId = await newBatch(10);
+    await finishItems(tdb, batchId, range(1, 10), { status: "succeeded", result: "p".repeat(1_000) });
+    // 10 rows at 4 per fetch: the last fetch holds 2, and it is encoded while the reader still
+    // holds the previous chunk, so it must wait for demand after the query itself has ended.
+    const reader = exportResultsStream(tdb.sql, { batchId, fetchRows: 4 }).getReader();
+    let text = "";
+    for (;;) {
+      await new Promise((r) => setTimeout(r, 50));
+      const { done, value } = await reader.read();
+      if (done) break;
+      text += Buffer.from(value).toString("utf8");
+    }
+    expect(parseLines(text).map((l) => l.position)).toEqual(range(1, 10));
+    await eventually(async () => (await openTransactions()) === 0);
+  });
+
   it("fetches only as fast as the client reads: a stalled reader is cut off, not buffered", async () => {
     const batchId = await newBatch(600);
     await finishItems(tdb, batchId, range(1, 600), { status: "succeeded", result: "s".repeat(20_000) });
