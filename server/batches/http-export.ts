@@ -75,8 +75,7 @@ export function exportResultsStream(
           check();
         };
 
-        // One fetch: encoded while the previous chunk is still queued (the database sends the
-        // next rows meanwhile), handed over once the consumer has taken that chunk.
+        // One fetch, encoded and handed over once the consumer has taken the previous chunk.
         const deliver = async (rows: RawExportRow[]): Promise<void> => {
           check();
           const chunk = encodeResultLines(rows);
@@ -88,19 +87,30 @@ export function exportResultsStream(
         // every fetch's socket buffers stay reachable until a full collection (about 64 MB of
         // them on a 100 kB-per-row export), while here young-generation collections free them as
         // they go (bench/RESULTS.md). The driver asks for the next fetch when the callback
-        // settles, so waiting in it is the backpressure and throwing from it ends the query. It
-        // does not wait for the callback of the final, partial fetch: that one is awaited here.
+        // settles: the callback waits until the previous fetch is delivered (the backpressure)
+        // and returns while its own rows are encoded, so the database sends the next rows
+        // meanwhile. A failed delivery fails the next callback, which ends the query. The
+        // driver does not wait for the callback of the final, partial fetch: awaited here.
         const run = () =>
           sql.begin("isolation level repeatable read read only", async (tx) => {
+            let delivering: Promise<void> = Promise.resolve();
             let latest: Promise<void> = Promise.resolve();
+            const onFetch = async (rows: RawExportRow[]) => {
+              await delivering;
+              delivering = deliver(rows);
+              // Observed by the next callback or below, maybe a socket read later: not unhandled.
+              delivering.catch(() => {});
+            };
             await tx
               .unsafe(EXPORT_QUERY, [args.batchId])
               .raw()
               .cursor(fetchRows, (rows) => {
-                latest = deliver(rows as RawExportRow[]);
+                latest = onFetch(rows as RawExportRow[]);
+                latest.catch(() => {});
                 return latest;
               });
             await latest;
+            await delivering;
           });
 
         run().then(
@@ -108,6 +118,9 @@ export function exportResultsStream(
             if (!bodyCancelled) controller.close();
           },
           (err) => {
+            // A fetch may still wait for demand that will never come: let it go.
+            stop ??= "the export failed";
+            nudge();
             if (err instanceof ExportAborted) log.info({ batchId: args.batchId, reason: err.message }, "export stopped");
             else log.error({ err, batchId: args.batchId }, "export failed");
             if (!bodyCancelled) controller.error(err);
