@@ -32,9 +32,9 @@ class ExportAborted extends Error {}
 
 /**
  * Yields until the driver has sent its request for the next fetch, so the database produces those
- * rows while this thread encodes the current ones (the export's time fell from ~2× to ~1.6×
- * COPY's; bench/RESULTS.md). postgres.js writes that request from a setImmediate scheduled once
- * the cursor callback settles, i.e. after one scheduled here: hence two turns of the check phase.
+ * rows while this thread encodes the current ones (the export's time fell from 2.1× to 1.7× COPY's
+ * on PostgreSQL 18; bench/RESULTS.md). postgres.js writes that request from a setImmediate
+ * scheduled once the cursor callback settles, i.e. after one scheduled here: hence two turns.
  */
 const driverHasAskedForMore = () => new Promise<void>((resolve) => setImmediate(() => setImmediate(resolve)));
 
