@@ -101,19 +101,21 @@ test("New batch dialog: 300 items with [[fail]] run to 100 %", async () => {
   await page.keyboard.press("Escape");
   await expect(page.getByRole("dialog", { name: "New batch" })).toHaveCount(0);
 
-  const dialog = await submitViaDialog(page, { template: "Summarise {{item}} in one line", items: ITEMS_300, maxRunning: 16 });
+  // ~700 ms an item, 16 at a time: ~13 s in all, so the 2 s poll sees it mid-run on any machine.
+  const template = "Summarise {{item}} in one line [[sleep:700]]";
+  const dialog = await submitViaDialog(page, { template, items: ITEMS_300, maxRunning: 16 });
   await expect(dialog.getByTestId("new-batch-count")).toContainText("300 items");
   const previews = dialog.getByTestId("new-batch-preview");
   await expect(previews).toHaveCount(3);
-  await expect(previews.first()).toHaveText("Summarise topic 1 in one line");
-  await expect(previews.nth(2)).toHaveText("Summarise topic 3 in one line");
+  await expect(previews.first()).toHaveText("Summarise topic 1 in one line [[sleep:700]]");
+  await expect(previews.nth(2)).toHaveText("Summarise topic 3 in one line [[sleep:700]]");
   await shot(page, "02-new-batch-dialog");
 
   // An invalid template is caught before anything is sent.
   await dialog.getByLabel("Prompt template").fill("Summarise in one line");
   await expect(dialog.getByRole("alert")).toHaveText("The prompt template must contain {{item}}.");
   await expect(button(dialog, "Start batch")).toBeDisabled();
-  await dialog.getByLabel("Prompt template").fill("Summarise {{item}} in one line");
+  await dialog.getByLabel("Prompt template").fill(template);
 
   await button(dialog, "Start batch").click();
   await expect(dialog).toHaveCount(0);
