@@ -5,6 +5,7 @@ import type { FlotillaConfig } from "@/lib/config";
 import { startLeadResponse } from "@/server/agent/lead";
 import type { Db } from "@/server/db/client";
 import { log } from "@/server/log";
+import { stripDirectives } from "@/server/models/simulator";
 import type { ResolvedModel } from "@/server/models/types";
 import { type ChatMessage, insertMessage, loadMessages, saveMessage } from "./messages";
 import { getThreadForUser, touchThread } from "./threads";
@@ -50,9 +51,10 @@ export const chatRequestSchema = z
 
 export type ChatRequest = z.output<typeof chatRequestSchema>;
 
-function firstLine(message: ChatMessage): string {
+/** The thread's title from its first message, without the simulator's test directives (empty keeps the default). */
+function titleFrom(message: ChatMessage, model: ResolvedModel): string {
   const text = message.parts.map((p) => (p.type === "text" ? p.text : "")).join(" ");
-  return text.replace(/\s+/g, " ").trim().slice(0, 80);
+  return (model.simulator ? stripDirectives(text) : text).replace(/\s+/g, " ").trim().slice(0, 80);
 }
 
 function responseText(message: ChatMessage): string {
@@ -87,7 +89,7 @@ export async function respondToChat(
   };
   const history = await loadMessages(db, { threadId: thread.id });
   await insertMessage(db, { threadId: thread.id, message: userMessage });
-  await touchThread(db, { userId, threadId: thread.id, titleIfDefault: history.length === 0 ? firstLine(userMessage) : undefined });
+  await touchThread(db, { userId, threadId: thread.id, titleIfDefault: history.length === 0 ? titleFrom(userMessage, model) : undefined });
 
   const messages = [...history, userMessage];
   const lead = await startLeadResponse({ db, config, model, userId, threadId: thread.id, messages, signal: input.signal });

@@ -177,7 +177,8 @@ export function parseDirectives(text: string): SimulatorDirectives {
   return out;
 }
 
-function stripDirectives(text: string): string {
+/** The text without its test directives (each becomes a space). */
+export function stripDirectives(text: string): string {
   return text.replace(DIRECTIVE_RE, " ");
 }
 

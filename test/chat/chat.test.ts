@@ -96,6 +96,16 @@ describe("POST /api/threads/{id}/chat", () => {
     expect((await getThreadForUser(t.db, { userId: alice.id, threadId: thread.id })).title).toBe("Plan a picnic for four");
   });
 
+  it("names the thread without the simulator's directives, and keeps the default when nothing else is left", async () => {
+    const named = await createThread(t.db, { userId: alice.id });
+    await readUIChunks(await post(named.id, { message: userMessage("Plan a picnic [[sleep:10]] for four [[chars:40]]") }));
+    expect((await getThreadForUser(t.db, { userId: alice.id, threadId: named.id })).title).toBe("Plan a picnic for four");
+
+    const bare = await createThread(t.db, { userId: alice.id });
+    await readUIChunks(await post(bare.id, { message: userMessage("[[sleep:10]]") }));
+    expect((await getThreadForUser(t.db, { userId: alice.id, threadId: bare.id })).title).toBe(bare.title);
+  });
+
   it("sends the stored history to the model on the next turn", async () => {
     const thread = await createThread(t.db, { userId: alice.id });
     await readUIChunks(await post(thread.id, { message: userMessage("first question") }));
