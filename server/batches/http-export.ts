@@ -95,30 +95,24 @@ export function exportResultsStream(
         // The callback form of the driver's cursor, not its async iterator: with the iterator,
         // every fetch's socket buffers stay reachable until a full collection (about 64 MB of
         // them on a 100 kB-per-row export), while here young-generation collections free them as
-        // they go (bench/RESULTS.md). The driver asks for the next fetch when the callback
-        // settles: the callback waits until the previous fetch is delivered (the backpressure)
-        // and returns while its own rows are encoded, so the database sends the next rows
-        // meanwhile. A failed delivery fails the next callback, which ends the query. The
-        // driver does not wait for the callback of the final, partial fetch: awaited here.
+        // they go (bench/RESULTS.md). The driver asks for the next fetch when the callback's
+        // promise settles: it returns the previous fetch's delivery (the backpressure) and
+        // chains its own rows behind it, so they are encoded while the database sends the next
+        // ones. A failed delivery fails the next callback, which ends the query. The driver does
+        // not wait for the callback of the final, partial fetch: its delivery is awaited here.
         const run = () =>
           sql.begin("isolation level repeatable read read only", async (tx) => {
             let delivering: Promise<void> = Promise.resolve();
-            let latest: Promise<void> = Promise.resolve();
-            const onFetch = async (rows: RawExportRow[]) => {
-              await delivering;
-              delivering = deliver(rows);
-              // Observed by the next callback or below, maybe a socket read later: not unhandled.
-              delivering.catch(() => {});
-            };
             await tx
               .unsafe(EXPORT_QUERY, [args.batchId])
               .raw()
               .cursor(fetchRows, (rows) => {
-                latest = onFetch(rows as RawExportRow[]);
-                latest.catch(() => {});
-                return latest;
+                const previous = delivering;
+                delivering = previous.then(() => deliver(rows));
+                // Observed by the next callback or below, maybe a socket read later: not unhandled.
+                delivering.catch(() => {});
+                return previous;
               });
-            await latest;
             await delivering;
           });
 
