@@ -11,6 +11,9 @@ const int = (min: number, max: number, fallback: number) =>
 const num = (min: number, max: number, fallback: number) =>
   z.number().min(min, range(min, max)).max(max, range(min, max)).default(fallback);
 
+/** Tool groups every process has; each MCP server adds `mcp:<name>`. */
+export const BUILTIN_TOOL_GROUPS = ["clock", "text", "workspace", "web"] as const;
+
 export const configSchema = z
   .object({
     subagent_runtime: z
@@ -63,6 +66,10 @@ export const configSchema = z
         max_attempts: int(1, 20, 3),
         max_result_chars: int(1, 10_000_000, 100_000),
         result_preview_max_chars: int(1, 100_000, 2_000),
+        // Start the lead agent once in the submitting thread when a lead-submitted batch settles.
+        wake_lead: z.boolean().default(true),
+        // Total characters of all expanded prompts of one batch, refused before expansion.
+        max_total_prompt_chars: int(1_000, 1_000_000_000, 50_000_000),
       })
       .strict()
       .prefault({}),
@@ -92,12 +99,130 @@ export const configSchema = z
       .strict()
       .prefault({}),
     metrics: z
-      .object({ worker_port: int(0, 65_535, 0) })
+      .object({
+        worker_port: int(0, 65_535, 0),
+        // Optional bearer token that lets a scraper (Prometheus) read /api/metrics without an admin session.
+        token: z.string().min(16, { error: "must be at least 16 characters" }).optional(),
+      })
+      .strict()
+      .prefault({}),
+    lead: z
+      .object({ tool_groups: z.array(z.string()).default([]) })
+      .strict()
+      .prefault({}),
+    tools: z
+      .object({
+        max_output_chars: int(100, 1_000_000, 20_000),
+        call_timeout_seconds: num(1, 600, 30),
+        // Hosts fetch_url may reach although they resolve to a loopback or private address.
+        web_allow_hosts: z.array(z.string().min(1)).default([]),
+      })
+      .strict()
+      .prefault({}),
+    mcp: z
+      .object({
+        servers: z
+          .record(
+            z.string().regex(/^[a-z][a-z0-9_-]{0,39}$/, { error: "server names are lowercase letters, digits, - and _" }),
+            z.union([
+              z
+                .object({
+                  command: z.string().min(1),
+                  args: z.array(z.string()).default([]),
+                  env: z.record(z.string(), z.string()).optional(),
+                  cwd: z.string().optional(),
+                })
+                .strict(),
+              z
+                .object({ url: z.url({ protocol: /^https?$/ }), headers: z.record(z.string(), z.string()).optional() })
+                .strict(),
+            ]),
+          )
+          .default({}),
+      })
+      .strict()
+      .prefault({}),
+    models: z
+      .array(
+        z
+          .object({
+            name: z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$/),
+            base_url: z.url({ protocol: /^https?$/ }),
+            api_key_env: z.string().regex(/^[A-Z_][A-Z0-9_]*$/).optional(),
+            model: z.string().min(1),
+            price_per_million_input: z.number().min(0).optional(),
+            price_per_million_output: z.number().min(0).optional(),
+            requests_per_minute: int(0, 1_000_000, 0).optional(),
+            tokens_per_minute: int(0, 100_000_000, 0).optional(),
+          })
+          .strict(),
+      )
+      .default([]),
+    // A catalog name; unset = "default" when MODEL_* is configured, else "simulator".
+    default_model: z.string().optional(),
+    workspace: z
+      .object({
+        max_file_bytes: int(1, 1024 * 1024 * 1024, 10 * 1024 * 1024),
+        max_thread_bytes: int(1, 100 * 1024 * 1024 * 1024, 200 * 1024 * 1024),
+      })
+      .strict()
+      .prefault({}),
+    quotas: z
+      .object({
+        max_active_batches: int(1, 100_000, 20),
+        max_queued_items: int(1, 100_000_000, 100_000),
+        // 0 = no daily token quota.
+        max_tokens_per_day: int(0, 1_000_000_000_000, 0),
+      })
+      .strict()
+      .prefault({}),
+    auth: z
+      .object({ registration: z.enum(["open", "invite", "closed"]).default("invite") })
+      .strict()
+      .prefault({}),
+    compat: z
+      .object({
+        // The providers' own limits for a batch input file, raised here when a deployment needs more.
+        max_file_bytes: int(1, 10 * 1024 * 1024 * 1024, 200 * 1024 * 1024),
+        max_requests_per_file: int(1, 10_000_000, 50_000),
+      })
       .strict()
       .prefault({}),
   })
   .strict()
   .superRefine((c, ctx) => {
+    // Names are checked here, at start, never lazily on a request.
+    const groups = new Set<string>([...BUILTIN_TOOL_GROUPS, ...Object.keys(c.mcp.servers).map((n) => `mcp:${n}`)]);
+    const checkGroups = (list: string[], path: (string | number)[]) => {
+      list.forEach((g, i) => {
+        if (!groups.has(g))
+          ctx.addIssue({
+            code: "custom",
+            path: [...path, i],
+            message: `unknown tool group "${g}" (known: ${[...groups].join(", ")})`,
+          });
+      });
+    };
+    checkGroups(c.lead.tool_groups, ["lead", "tool_groups"]);
+    c.subagents.definitions.forEach((d, i) => {
+      checkGroups(d.tool_groups, ["subagents", "definitions", i, "tool_groups"]);
+    });
+    const models = new Set<string>(["simulator", "default", ...c.models.map((m) => m.name)]);
+    const seen = new Set<string>();
+    c.models.forEach((m, i) => {
+      if (m.name === "simulator" || m.name === "default" || seen.has(m.name))
+        ctx.addIssue({ code: "custom", path: ["models", i, "name"], message: `"${m.name}" is reserved or used twice` });
+      seen.add(m.name);
+    });
+    const checkModel = (name: string | undefined, path: (string | number)[]) => {
+      if (name !== undefined && !models.has(name))
+        ctx.addIssue({ code: "custom", path, message: `unknown model "${name}" (known: ${[...models].join(", ")})` });
+    };
+    checkModel(c.default_model, ["default_model"]);
+    c.subagents.definitions.forEach((d, i) => {
+      checkModel(d.model, ["subagents", "definitions", i, "model"]);
+    });
+
     const b = c.subagent_batches;
     if (b.default_max_live_items > b.max_live_items_per_batch)
       ctx.addIssue({

@@ -26,22 +26,28 @@ function readConfigFile(dir: string, explicit?: string): Record<string, unknown>
 }
 
 /** `FLOTILLA__SECTION__FIELD=value` → { section: { field: value } }; values are JSON when they parse as JSON. */
-function readEnvOverrides(env: Record<string, string | undefined>): Record<string, Record<string, unknown>> {
+function readEnvOverrides(env: Record<string, string | undefined>): Record<string, unknown> {
   const out: Record<string, Record<string, unknown>> = {};
+  const top: Record<string, unknown> = {};
   for (const [key, raw] of Object.entries(env)) {
     if (!key.startsWith(ENV_PREFIX) || raw === undefined) continue;
     const [section, field, ...rest] = key.slice(ENV_PREFIX.length).toLowerCase().split("__");
-    if (!section || !field || rest.length) throw new ConfigError([`${key}: expected FLOTILLA__<SECTION>__<FIELD>`]);
+    if (!section || rest.length) throw new ConfigError([`${key}: expected FLOTILLA__<SECTION>__<FIELD>`]);
     let value: unknown = raw;
     try {
       value = JSON.parse(raw);
     } catch {
       // plain string such as "queue"
     }
+    // A top-level scalar such as FLOTILLA__DEFAULT_MODEL has no field part.
+    if (!field) {
+      top[section] = value;
+      continue;
+    }
     out[section] ??= {};
     out[section][field] = value;
   }
-  return out;
+  return { ...out, ...top };
 }
 
 /** Reads the config file (if any) and the environment once; the environment wins. Throws ConfigError. */
@@ -51,7 +57,10 @@ export function loadConfig(options: { env?: Record<string, string | undefined>; 
   const merged: Record<string, unknown> = { ...fromFile };
   for (const [section, fields] of Object.entries(readEnvOverrides(env))) {
     const base = merged[section];
-    merged[section] = { ...(base && typeof base === "object" ? base : {}), ...fields };
+    merged[section] =
+      fields && typeof fields === "object" && !Array.isArray(fields)
+        ? { ...(base && typeof base === "object" ? base : {}), ...fields }
+        : fields;
   }
   const result = configSchema.safeParse(merged);
   if (!result.success) throw new ConfigError(describeConfigIssues(result.error));

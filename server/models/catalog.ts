@@ -1,0 +1,68 @@
+import type { FlotillaConfig } from "@/lib/config";
+import { readModelEnv } from "./index";
+
+/**
+ * The model catalog as data: every name a definition, a batch or a compatible-API request may
+ * use. "simulator" is always present; MODEL_BASE_URL / MODEL_NAME add "default". Resolving an
+ * entry to a LanguageModel lives in ./index.ts; this file stays pure so prices and names can be
+ * read anywhere (projections, budgets, validation).
+ */
+export interface CatalogEntry {
+  name: string;
+  /** undefined for the simulator. */
+  baseURL?: string;
+  apiKey?: string;
+  /** The provider's model id. */
+  model: string;
+  simulator: boolean;
+  pricePerMillionInput: number;
+  pricePerMillionOutput: number;
+  requestsPerMinute?: number;
+  tokensPerMinute?: number;
+}
+
+type Env = Record<string, string | undefined>;
+
+export function catalogEntries(config: FlotillaConfig, env: Env = process.env): CatalogEntry[] {
+  const entries: CatalogEntry[] = [
+    { name: "simulator", model: "simulator", simulator: true, pricePerMillionInput: 0, pricePerMillionOutput: 0 },
+  ];
+  const fromEnv = readModelEnv(env);
+  if (fromEnv)
+    entries.push({
+      name: "default",
+      baseURL: fromEnv.baseURL,
+      apiKey: fromEnv.apiKey,
+      model: fromEnv.name,
+      simulator: false,
+      pricePerMillionInput: 0,
+      pricePerMillionOutput: 0,
+    });
+  for (const m of config.models)
+    entries.push({
+      name: m.name,
+      baseURL: m.base_url,
+      apiKey: m.api_key_env ? env[m.api_key_env] : undefined,
+      model: m.model,
+      simulator: false,
+      pricePerMillionInput: m.price_per_million_input ?? 0,
+      pricePerMillionOutput: m.price_per_million_output ?? 0,
+      requestsPerMinute: m.requests_per_minute,
+      tokensPerMinute: m.tokens_per_minute,
+    });
+  return entries;
+}
+
+/** The catalog name used when nothing names one. */
+export function defaultModelName(config: FlotillaConfig, env: Env = process.env): string {
+  return config.default_model ?? (readModelEnv(env) ? "default" : "simulator");
+}
+
+export function findCatalogEntry(config: FlotillaConfig, name: string, env: Env = process.env): CatalogEntry | undefined {
+  return catalogEntries(config, env).find((e) => e.name === name);
+}
+
+/** US dollars for the given usage at an entry's prices. */
+export function costUsd(entry: Pick<CatalogEntry, "pricePerMillionInput" | "pricePerMillionOutput">, usage: { inputTokens: number; outputTokens: number }): number {
+  return (usage.inputTokens * entry.pricePerMillionInput + usage.outputTokens * entry.pricePerMillionOutput) / 1_000_000;
+}
