@@ -12,6 +12,10 @@ export const ERROR_STATUS = {
   rate_limited: 429,
   worker_unavailable: 503,
   unavailable: 503,
+  // A batch or request names a model or tool group this process does not have.
+  model_unavailable: 400,
+  tool_unavailable: 400,
+  quota_exceeded: 429,
   internal: 500,
 } as const;
 

@@ -1,5 +1,5 @@
 import type { FlotillaConfig } from "@/lib/config";
-import { readModelEnv } from "./index";
+import { ConfigError } from "@/server/config/load";
 
 /**
  * The model catalog as data: every name a definition, a batch or a compatible-API request may
@@ -21,7 +21,31 @@ export interface CatalogEntry {
   tokensPerMinute?: number;
 }
 
-type Env = Record<string, string | undefined>;
+export type Env = Record<string, string | undefined>;
+
+const MODEL_VARS = ["MODEL_BASE_URL", "MODEL_API_KEY", "MODEL_NAME"] as const;
+
+/** The configured endpoint, or undefined for the simulator. Throws ConfigError on a partial setup. */
+export function readModelEnv(env: Env): { baseURL: string; apiKey?: string; name: string } | undefined {
+  const value = (key: (typeof MODEL_VARS)[number]) => {
+    const v = env[key]?.trim();
+    return v ? v : undefined;
+  };
+  const baseURL = value("MODEL_BASE_URL");
+  const apiKey = value("MODEL_API_KEY");
+  const name = value("MODEL_NAME");
+  if (!baseURL && !apiKey && !name) return undefined;
+  const problems: string[] = [];
+  const set = MODEL_VARS.filter((k) => value(k)).join(", ");
+  // The API key is optional (local servers such as Ollama need none); the URL and model name are not.
+  if (!baseURL) problems.push(`MODEL_BASE_URL: required when ${set} is set (the OpenAI-compatible endpoint, e.g. https://api.openai.com/v1)`);
+  else if (!/^https?:\/\/[^/\s]+/i.test(baseURL) || !URL.canParse(baseURL))
+    problems.push(`MODEL_BASE_URL: must be an http(s) URL, got "${baseURL}"`);
+  if (!name) problems.push(`MODEL_NAME: required when ${set} is set (the model id the endpoint serves, e.g. gpt-4o-mini)`);
+  if (problems.length > 0) throw new ConfigError(problems);
+  return { baseURL: baseURL as string, apiKey, name: name as string };
+}
+
 
 export function catalogEntries(config: FlotillaConfig, env: Env = process.env): CatalogEntry[] {
   const entries: CatalogEntry[] = [

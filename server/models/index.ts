@@ -2,11 +2,14 @@ import { createOpenAICompatible } from "@ai-sdk/openai-compatible";
 import type { LanguageModelV3 } from "@ai-sdk/provider";
 import { type LanguageModelMiddleware, wrapLanguageModel } from "ai";
 import type { FlotillaConfig } from "@/lib/config";
-import { ConfigError, getConfig } from "@/server/config/load";
+import { getConfig } from "@/server/config/load";
+import { AppError } from "@/server/errors";
 import { rateLimitMiddleware } from "@/server/runtime/rate-limit";
+import { defaultModelName, type Env, findCatalogEntry } from "./catalog";
 import { createSimulatorModel, SIMULATOR_MODEL_ID } from "./simulator";
 import type { ResolvedModel } from "./types";
 
+export { readModelEnv } from "./catalog";
 export type { ResolvedModel } from "./types";
 
 /**
@@ -22,45 +25,21 @@ export function withModelMiddleware(model: LanguageModelV3, middleware: Language
   return middleware.length === 0 ? model : wrapLanguageModel({ model, middleware });
 }
 
-type Env = Record<string, string | undefined>;
-
-const MODEL_VARS = ["MODEL_BASE_URL", "MODEL_API_KEY", "MODEL_NAME"] as const;
-
-/** The configured endpoint, or undefined for the simulator. Throws ConfigError on a partial setup. */
-export function readModelEnv(env: Env): { baseURL: string; apiKey?: string; name: string } | undefined {
-  const value = (key: (typeof MODEL_VARS)[number]) => {
-    const v = env[key]?.trim();
-    return v ? v : undefined;
-  };
-  const baseURL = value("MODEL_BASE_URL");
-  const apiKey = value("MODEL_API_KEY");
-  const name = value("MODEL_NAME");
-  if (!baseURL && !apiKey && !name) return undefined;
-  const problems: string[] = [];
-  const set = MODEL_VARS.filter((k) => value(k)).join(", ");
-  // The API key is optional (local servers such as Ollama need none); the URL and model name are not.
-  if (!baseURL) problems.push(`MODEL_BASE_URL: required when ${set} is set (the OpenAI-compatible endpoint, e.g. https://api.openai.com/v1)`);
-  else if (!/^https?:\/\/[^/\s]+/i.test(baseURL) || !URL.canParse(baseURL))
-    problems.push(`MODEL_BASE_URL: must be an http(s) URL, got "${baseURL}"`);
-  if (!name) problems.push(`MODEL_NAME: required when ${set} is set (the model id the endpoint serves, e.g. gpt-4o-mini)`);
-  if (problems.length > 0) throw new ConfigError(problems);
-  return { baseURL: baseURL as string, apiKey, name: name as string };
-}
-
 // Per config object (the process singleton in production), so middleware built from one
 // configuration never serves another.
 let cache = new WeakMap<FlotillaConfig, Map<string, ResolvedModel>>();
 
 /**
- * The model this process uses: the OpenAI-compatible endpoint when MODEL_BASE_URL and MODEL_NAME
- * (and optionally MODEL_API_KEY) are set, otherwise the built-in simulator. Resolved once per
- * distinct configuration and cached for the life of the process.
+ * Resolves a catalog name (see ./catalog.ts) to a model with the shared middleware. Resolved
+ * once per distinct configuration and entry, and cached for the life of the process. Throws
+ * AppError("model_unavailable") for a name this process's catalog does not have.
  */
-export function resolveModel(config: FlotillaConfig = getConfig(), env: Env = process.env): ResolvedModel {
-  const endpoint = readModelEnv(env);
-  const key = endpoint
-    ? `openai:${endpoint.baseURL}|${endpoint.name}|${endpoint.apiKey ?? ""}`
-    : `simulator:${config.simulator.latency_ms}`;
+export function resolveModelByName(config: FlotillaConfig, name: string, env: Env = process.env): ResolvedModel {
+  const entry = findCatalogEntry(config, name, env);
+  if (!entry) throw new AppError("model_unavailable", `model "${name}" is not in this process's catalog`);
+  const key = entry.simulator
+    ? `simulator:${config.simulator.latency_ms}`
+    : `openai:${entry.name}|${entry.baseURL}|${entry.model}|${entry.apiKey ?? ""}`;
   let byKey = cache.get(config);
   if (!byKey) {
     byKey = new Map();
@@ -69,17 +48,17 @@ export function resolveModel(config: FlotillaConfig = getConfig(), env: Env = pr
   const hit = byKey.get(key);
   if (hit) return hit;
   let resolved: ResolvedModel;
-  if (endpoint) {
+  if (!entry.simulator && entry.baseURL) {
     const provider = createOpenAICompatible({
       name: "openai-compatible",
-      baseURL: endpoint.baseURL.replace(/\/+$/, ""),
-      apiKey: endpoint.apiKey,
+      baseURL: entry.baseURL.replace(/\/+$/, ""),
+      apiKey: entry.apiKey,
       // Ask for usage in streamed responses; batches and runs account tokens from it.
       includeUsage: true,
     });
     resolved = {
-      model: withModelMiddleware(provider.chatModel(endpoint.name), sharedModelMiddleware(config)),
-      name: endpoint.name,
+      model: withModelMiddleware(provider.chatModel(entry.model), sharedModelMiddleware(config)),
+      name: entry.model,
       simulator: false,
     };
   } else {
@@ -91,6 +70,11 @@ export function resolveModel(config: FlotillaConfig = getConfig(), env: Env = pr
   }
   byKey.set(key, resolved);
   return resolved;
+}
+
+/** The model this process uses when nothing names one: `default_model`, else "default" (MODEL_*), else the simulator. */
+export function resolveModel(config: FlotillaConfig = getConfig(), env: Env = process.env): ResolvedModel {
+  return resolveModelByName(config, defaultModelName(config, env), env);
 }
 
 /** Drops cached models (tests only). */
