@@ -57,7 +57,7 @@ export interface SubmitBatchArgs {
   input: SubmitBatchInput;
   config: FlotillaConfig;
   /** Model recorded in the execution spec; default: this process's resolved model. */
-  model?: { name: string; simulator: boolean };
+  model?: { name: string; simulator: boolean; catalogName?: string };
   /** Where the submission came from; the tool passes its run and tool call. Default api. */
   origin?: SubmissionOrigin;
 }
