@@ -19,6 +19,7 @@ type CallResult = { content?: Array<{ type: string; text?: string }>; isError?: 
 
 interface Connection {
   client: MCPClient;
+  transport: MCPTransport;
   definitions: ListedTools;
   tools: ReturnType<MCPClient["toolsFromDefinitions"]>;
   startedAt: number;
@@ -60,6 +61,10 @@ class ObservedTransport implements MCPTransport {
   }
   get protocolVersion(): string | undefined {
     return this.inner.protocolVersion;
+  }
+  /** The server's process id while it runs (the stdio transport keeps its child private). */
+  get pid(): number | undefined {
+    return (this.inner as unknown as { process?: { pid?: number } }).process?.pid;
   }
 }
 
@@ -145,14 +150,15 @@ export class McpServer {
       }
     };
     try {
+      const transport = transportFor(this.spec, onDead);
       const client = await createMCPClient({
-        transport: transportFor(this.spec, onDead),
+        transport,
         clientName: "flotilla",
         initializationOptions: { timeout: START_TIMEOUT_MS },
         onUncaughtError: (err) => log.warn({ mcp_server: this.name, err: errorText(err) }, "MCP client error"),
       });
       const definitions = await client.listTools({ options: { timeout: START_TIMEOUT_MS } });
-      connection = { client, definitions, tools: client.toolsFromDefinitions(definitions), startedAt: Date.now() };
+      connection = { client, transport, definitions, tools: client.toolsFromDefinitions(definitions), startedAt: Date.now() };
       if (this.closed) {
         await client.close().catch(() => {});
         throw new AppError("tool_unavailable", `MCP server "${this.name}" is shut down`);
@@ -208,11 +214,10 @@ export class McpServer {
     if (pending) await pending.then((c) => c.client.close()).catch(() => {});
   }
 
-  /** Kills the server process without closing the client (tests: a server dying mid-run). */
+  /** The running server's process id (stdio servers; operators' logs and tests). */
   get pid(): number | undefined {
-    const transport = (this.current?.client as unknown as { transport?: { inner?: { process?: { pid?: number } } } })
-      ?.transport;
-    return transport?.inner?.process?.pid;
+    const transport = this.current?.transport;
+    return transport instanceof ObservedTransport ? transport.pid : undefined;
   }
 }
 
