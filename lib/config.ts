@@ -261,7 +261,10 @@ export function effectiveTaskConcurrency(config: FlotillaConfig, requested = con
   return Math.max(1, Math.min(requested, config.subagent_runtime.max_running, HARD_MAX_CONCURRENT_SUBAGENTS));
 }
 
-/** Formats zod issues as "section.field: message" lines. */
+/** Formats zod issues as "section.field: message" lines; list indices as [n] (`subagents.definitions[0].tool_groups[1]`). */
 export function describeConfigIssues(error: z.ZodError): string[] {
-  return error.issues.map((issue) => `${issue.path.join(".") || "(root)"}: ${issue.message}`);
+  return error.issues.map((issue) => {
+    const path = issue.path.map((p, i) => (typeof p === "number" ? `[${p}]` : `${i === 0 ? "" : "."}${String(p)}`)).join("");
+    return `${path || "(root)"}: ${issue.message}`;
+  });
 }
