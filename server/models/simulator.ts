@@ -528,19 +528,19 @@ function plan(options: LanguageModelV3CallOptions, defaultLatencyMs: number): Pl
       ? []
       : (options.tools ?? []).filter((t) => t.type === "function").map((t) => t.name),
   );
-  // [[tool:...]] steps run one per model call, in order, whatever the other grammar says.
-  const directed = parseToolDirectives(userText);
+  // Grammar lines belong to the calls they make, so their directives never apply to this call,
+  // also in later steps (after tool results) of the same user message.
+  const grammar = offered.size > 0 ? parseToolCalls(userText, offered) : { calls: [], rest: userText };
+  // [[tool:...]] outside the grammar (a `task:` line keeps its own for the sub-agent) run one per
+  // model call, in order, instead of the grammar's calls.
+  const directed = parseToolDirectives(grammar.rest);
   const directedDone = directed.calls.length > 0 ? toolDirectiveStepsDone(prompt) : 0;
   const nextDirected =
     directedDone < directed.calls.length && (last?.role === "user" || last?.role === "tool")
       ? directed.calls[directedDone]
       : undefined;
-  // Grammar lines belong to the calls they make, so their directives never apply to this call,
-  // also in later steps (after tool results) of the same user message.
-  const grammar =
-    offered.size > 0 && directed.calls.length === 0 ? parseToolCalls(userText, offered) : { calls: [], rest: directed.rest };
-  if (last?.role !== "user") grammar.calls = [];
-  const directives = parseDirectives(grammar.rest);
+  if (last?.role !== "user" || directed.calls.length > 0) grammar.calls = [];
+  const directives = parseDirectives(directed.rest);
   const latencyMs = directives.sleepMs ?? defaultLatencyMs;
   const inputTokens = estimateTokens(promptChars(options));
 

@@ -72,3 +72,25 @@ describe("[[echo]]", () => {
     expect(await streamed.text).toBe("Say:  hello *world*");
   });
 });
+
+describe("[[tool:...]] inside delegation grammar", () => {
+  it("belongs to the delegated prompt: the caller makes the task call, the sub-agent's prompt keeps the directive", async () => {
+    const inputs: unknown[] = [];
+    const task = tool({
+      inputSchema: z.object({ subagent: z.string(), description: z.string(), prompt: z.string() }),
+      execute: async (input) => {
+        inputs.push(input);
+        return "done";
+      },
+    });
+    const r = await generateText({
+      model,
+      tools: { task, shout: tools.shout },
+      stopWhen: stepCountIs(4),
+      prompt: 'task: Count [[tool:count_text {"text":"x"}]]',
+    });
+    expect(r.steps[0].toolCalls.map((c) => c.toolName)).toEqual(["task"]);
+    expect(inputs[0]).toMatchObject({ prompt: 'Count [[tool:count_text {"text":"x"}]]' });
+    expect(r.text).toContain("Summary of 1 tool result");
+  });
+});
