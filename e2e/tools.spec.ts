@@ -20,7 +20,7 @@ const shot = async (page: Page, name: string) => {
 };
 
 async function send(page: Page, text: string) {
-  await page.getByLabel("Message").fill(text);
+  await page.getByRole("textbox", { name: "Message" }).fill(text);
   await page.keyboard.press("Enter");
 }
 
@@ -56,8 +56,9 @@ test("task, swarm and batch item show the tool calls their sub-agents made", asy
   await expect(swarm).toHaveAttribute("data-status", "completed", { timeout: 30_000 });
   const swarmRows = swarm.getByTestId("swarm-row");
   await expect(swarmRows).toHaveCount(2);
-  await expect(swarmRows.nth(0).getByTestId("tool-calls").locator("summary")).toHaveText("1 tool call");
-  await swarmRows.nth(0).getByTestId("tool-calls").locator("summary").click();
+  const swarmCalls = swarmRows.nth(0).getByTestId("tool-calls").locator("summary").first();
+  await expect(swarmCalls).toHaveText("1 tool call");
+  await swarmCalls.click();
   await swarmRows.nth(0).getByTestId("tool-call").locator("summary").click();
   await expect(swarmRows.nth(0).getByTestId("tool-call")).toContainText('"characters":10');
   await swarm.scrollIntoViewIfNeeded();
