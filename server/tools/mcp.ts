@@ -19,7 +19,7 @@ type CallResult = { content?: Array<{ type: string; text?: string }>; isError?: 
 
 interface Connection {
   client: MCPClient;
-  transport: MCPTransport;
+  transport: TransportOption;
   definitions: ListedTools;
   tools: ReturnType<MCPClient["toolsFromDefinitions"]>;
   startedAt: number;
@@ -68,10 +68,12 @@ class ObservedTransport implements MCPTransport {
   }
 }
 
-function transportFor(spec: McpServerConfig, onDead: () => void): MCPTransport {
+type TransportOption = Parameters<typeof createMCPClient>[0]["transport"];
+
+function transportFor(spec: McpServerConfig, onDead: () => void): TransportOption {
   if ("url" in spec) {
     // Streamable HTTP has no process to die; a failed request fails the call, the next one retries.
-    return { type: "http", url: spec.url, headers: spec.headers } as unknown as MCPTransport;
+    return { type: "http", url: spec.url, headers: spec.headers };
   }
   return new ObservedTransport(
     new StdioMCPTransport({ command: spec.command, args: spec.args, env: spec.env, cwd: spec.cwd, stderr: "inherit" }),
