@@ -6,6 +6,7 @@ import {
   itemProjectionSchema,
   type ItemPage,
 } from "@/lib/api/batches";
+import type { FlotillaConfig } from "@/lib/config";
 import { getConfig } from "@/server/config/load";
 import { costUsd, findCatalogEntry } from "@/server/models/catalog";
 import { ITEM_PREVIEW_MAX_CHARS } from "./repository";
@@ -20,9 +21,18 @@ const iso = (d: Date | null | undefined): string | null => (d ? d.toISOString() 
 const count = (n: number | null | undefined): number => (Number.isFinite(n) && (n as number) > 0 ? (n as number) : 0);
 
 /** The catalog name a batch's spec runs its items on. */
-function batchModel(b: BatchRow): string {
+function batchModel(b: Pick<BatchRow, "executionSpec">): string {
   const model = (b.executionSpec as { model?: { name?: unknown } }).model?.name;
   return typeof model === "string" ? model : "simulator";
+}
+
+/** The batch's usage at its model's catalog prices; a model this process does not know costs nothing here. */
+export function batchCostUsd(
+  b: Pick<BatchRow, "executionSpec" | "inputTokens" | "outputTokens">,
+  config: FlotillaConfig = getConfig(),
+): number {
+  const entry = findCatalogEntry(config, batchModel(b));
+  return entry ? costUsd(entry, { inputTokens: count(Number(b.inputTokens)), outputTokens: count(Number(b.outputTokens)) }) : 0;
 }
 
 export function toBatchProjection(b: BatchRow): BatchProjection {
@@ -37,8 +47,6 @@ export function toBatchProjection(b: BatchRow): BatchProjection {
   };
   const terminal = counts.succeeded + counts.failed + counts.cancelled;
   const model = batchModel(b);
-  // Priced from this process's catalog; a model it does not know costs nothing here.
-  const entry = findCatalogEntry(getConfig(), model);
   return {
     id: b.id,
     thread_id: b.threadId,
@@ -54,7 +62,7 @@ export function toBatchProjection(b: BatchRow): BatchProjection {
     max_attempts: b.maxAttempts,
     usage: { input_tokens: count(Number(b.inputTokens)), output_tokens: count(Number(b.outputTokens)) },
     model,
-    cost_usd: entry ? costUsd(entry, { inputTokens: count(Number(b.inputTokens)), outputTokens: count(Number(b.outputTokens)) }) : 0,
+    cost_usd: batchCostUsd(b),
     created_at: b.createdAt.toISOString(),
     updated_at: b.updatedAt.toISOString(),
     started_at: iso(b.startedAt),

@@ -47,3 +47,12 @@ describe("cost per model", () => {
     expect(runCostUsd({ model: "gone", inputTokens: 5_000, outputTokens: 500_000 }, config)).toBe(0);
   });
 });
+
+describe("batch cost", () => {
+  it("prices the batch's usage at the model its spec names", async () => {
+    const { batchCostUsd } = await import("@/server/batches/projection");
+    const priced = { executionSpec: { model: { name: "other-host" } }, inputTokens: 0, outputTokens: 250_000 };
+    expect(batchCostUsd(priced, config)).toBeCloseTo(0.5);
+    expect(batchCostUsd({ ...priced, executionSpec: { model: { name: "simulator" } } }, config)).toBe(0);
+  });
+});

@@ -1,3 +1,4 @@
+import { execFileSync } from "node:child_process";
 import { mkdtempSync, writeFileSync } from "node:fs";
 import http from "node:http";
 import type { AddressInfo } from "node:net";
@@ -279,4 +280,30 @@ describe("tool groups in every delegation mode", () => {
     });
     expect(await waitForBatch(t.db, batch.id, 60_000)).toMatchObject({ status: "completed", succeeded: 1 });
   }, 120_000);
+
+  it("an MCP server killed inside a worker is started again on the next item that uses it", async () => {
+    // Worker B started its filesystem server for the toolsmith items above; kill it from outside.
+    const fsServers = () =>
+      execFileSync("pgrep", ["-P", String(workerB.pid), "-f", "server-filesystem"], { encoding: "utf8" })
+        .trim()
+        .split("\n")
+        .filter(Boolean)
+        .map(Number);
+    const [before] = fsServers();
+    expect(before).toBeGreaterThan(0);
+    process.kill(before, "SIGKILL");
+    const { batch } = await submitBatch(t.db, {
+      ...owner,
+      config: configSchema.parse(baseConfig()),
+      model: { name: "simulator", simulator: true },
+      input: { submission_key: "groups-after-kill", subagent: "toolsmith", items: [{ item_key: "again", prompt: prompt("after-kill") }] },
+    });
+    expect(await waitForBatch(t.db, batch.id, 60_000)).toMatchObject({ status: "completed", succeeded: 1 });
+    const page = toItemPage(await listItems(t.db, { ...owner, batchId: batch.id }));
+    expect(page.items[0]).toMatchObject({ attempts: 1, tool_calls: 5 });
+    const after = fsServers();
+    expect(after).toHaveLength(1);
+    expect(after[0]).not.toBe(before);
+    expect(workerB.running()).toBe(true);
+  }, 90_000);
 });
