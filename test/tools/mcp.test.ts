@@ -62,6 +62,23 @@ describe("mcp groups", () => {
     expect(server.pid).toBe(pid);
   });
 
+  it("concurrent first uses start the server once, and concurrent calls after a death restart it once", async () => {
+    const cold = configSchema.parse({ mcp: { servers: { cold: mcpTestServers(dir).fs } } });
+    const coldCtx = { ...ctx, config: cold };
+    const built = await Promise.all(Array.from({ length: 5 }, () => buildGroupTools(["mcp:cold"], coldCtx)));
+    const server = mcpServer("cold", cold.mcp.servers.cold);
+    expect(server.starts).toBe(1);
+    const pid = server.pid as number;
+    process.kill(pid, "SIGKILL");
+    // Wait until the death is noticed, then five runs call at once.
+    for (let i = 0; i < 100 && server.pid === pid; i++) await new Promise((r) => setTimeout(r, 20));
+    const texts = await Promise.all(
+      built.map((tools, i) => tools.cold__read_text_file.execute?.({ path: path.join(dir, "notes.txt") }, call(`r${i}`))),
+    );
+    expect(texts.every((t) => String(t).includes("lighthouse"))).toBe(true);
+    expect(server.starts).toBe(2);
+  });
+
   it("runs the memory server's tools (a knowledge graph kept across calls)", async () => {
     const tools = await buildGroupTools(["mcp:memory"], ctx);
     await tools.memory__create_entities.execute?.(
