@@ -140,7 +140,7 @@ function requestOnce(url: URL, address: { address: string; family: number }, opt
         lookup,
         signal: opts.signal,
         headers: {
-          "user-agent": "Flotilla fetch_url (+https://github.com/flotilla)",
+          "user-agent": "Flotilla-fetch_url/1.0",
           accept: "text/html,application/xhtml+xml,text/plain,application/json;q=0.9,*/*;q=0.5",
           "accept-encoding": "identity",
         },
