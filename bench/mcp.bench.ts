@@ -18,7 +18,7 @@ import type { BenchRow } from "./run";
 export const name = "mcp";
 
 const CALLS = 200;
-const ROUNDS = 5;
+const ROUNDS = 9;
 const WARMUP = 20;
 
 const dir = mkdtempSync(path.join(tmpdir(), "flotilla-bench-mcp-"));
