@@ -6,6 +6,10 @@ export async function register(): Promise<void> {
   if (process.env.NEXT_RUNTIME !== "nodejs") return;
   const startedAt = new Date();
   const { recoverOnStartup, startWebHeartbeat } = await import("./server/runtime/startup");
+  const { closeMcpClients } = await import("./server/tools/mcp");
+  // Next.js owns the signals; on exit the stdio MCP servers this process started are killed
+  // (closing aborts their spawn signal synchronously, before the process is gone).
+  process.once("exit", () => void closeMcpClients());
   startWebHeartbeat();
   await recoverOnStartup(startedAt);
 }

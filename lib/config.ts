@@ -8,6 +8,8 @@ import { z } from "zod";
 const range = (min: number, max: number) => ({ error: `must be between ${min} and ${max} (allowed range ${min}..${max})` });
 const int = (min: number, max: number, fallback: number) =>
   z.number().int({ error: "must be a whole number" }).min(min, range(min, max)).max(max, range(min, max)).default(fallback);
+const optionalInt = (min: number, max: number) =>
+  z.number().int({ error: "must be a whole number" }).min(min, range(min, max)).max(max, range(min, max)).optional();
 const num = (min: number, max: number, fallback: number) =>
   z.number().min(min, range(min, max)).max(max, range(min, max)).default(fallback);
 
@@ -152,8 +154,9 @@ export const configSchema = z
             model: z.string().min(1),
             price_per_million_input: z.number().min(0).optional(),
             price_per_million_output: z.number().min(0).optional(),
-            requests_per_minute: int(0, 1_000_000, 0).optional(),
-            tokens_per_minute: int(0, 100_000_000, 0).optional(),
+            // Unset = rate_limits.* for this entry too; 0 = no limit for this entry.
+            requests_per_minute: optionalInt(0, 1_000_000),
+            tokens_per_minute: optionalInt(0, 100_000_000),
           })
           .strict(),
       )
@@ -261,7 +264,10 @@ export function effectiveTaskConcurrency(config: FlotillaConfig, requested = con
   return Math.max(1, Math.min(requested, config.subagent_runtime.max_running, HARD_MAX_CONCURRENT_SUBAGENTS));
 }
 
-/** Formats zod issues as "section.field: message" lines. */
+/** Formats zod issues as "section.field: message" lines; list indices as [n] (`subagents.definitions[0].tool_groups[1]`). */
 export function describeConfigIssues(error: z.ZodError): string[] {
-  return error.issues.map((issue) => `${issue.path.join(".") || "(root)"}: ${issue.message}`);
+  return error.issues.map((issue) => {
+    const path = issue.path.map((p, i) => (typeof p === "number" ? `[${p}]` : `${i === 0 ? "" : "."}${String(p)}`)).join("");
+    return `${path || "(root)"}: ${issue.message}`;
+  });
 }

@@ -5,6 +5,8 @@ import {
   batchProjectionSchema,
   type Features,
   featuresSchema,
+  type ItemDetail,
+  itemDetailSchema,
   type ItemPage,
   type ItemProjection,
   type ItemStatus,
@@ -94,6 +96,12 @@ export async function fetchItems(
   if (opts.cursor) q.set("cursor", opts.cursor);
   q.set("limit", String(opts.limit ?? ITEM_PAGE_SIZE));
   return parse(itemPageSchema, await request(`${batchPath(threadId, batchId)}/items?${q}`, { signal }), "item page");
+}
+
+/** One item with the tool calls of its latest run. */
+export async function fetchItemDetail(threadId: string, batchId: string, itemId: string, signal?: AbortSignal): Promise<ItemDetail> {
+  const path = `${batchPath(threadId, batchId)}/items/${encodeURIComponent(itemId)}`;
+  return parse(itemDetailSchema, await request(path, { signal }), "item");
 }
 
 const post = (path: string, body?: unknown) =>

@@ -23,6 +23,7 @@ import {
   replaceItem,
 } from "@/lib/batches-ui";
 import { fetchItems, retryItem } from "./api";
+import { ItemToolCalls } from "@/components/tool-calls";
 import { ACTIVE_POLL_MS, errorMessage, NO_WORKER_TITLE } from "./shared";
 import { buttonClass, Spinner, StatusBadge } from "./ui";
 
@@ -312,14 +313,26 @@ const ItemRow = memo(function ItemRow({
       </tr>
       <tr id={detailId} hidden={!open} className="bg-zinc-50">
         <td colSpan={7} className="px-3 py-2">
-          {open ? <ItemDetail item={item} maxAttempts={maxAttempts} error={error} /> : null}
+          {open ? <ItemDetail item={item} maxAttempts={maxAttempts} error={error} threadId={threadId} batchId={batchId} /> : null}
         </td>
       </tr>
     </>
   );
 });
 
-function ItemDetail({ item, maxAttempts, error }: { item: ItemProjection; maxAttempts: number; error: string | null }) {
+function ItemDetail({
+  item,
+  maxAttempts,
+  error,
+  threadId,
+  batchId,
+}: {
+  item: ItemProjection;
+  maxAttempts: number;
+  error: string | null;
+  threadId: string;
+  batchId: string;
+}) {
   return (
     <div data-testid="item-detail" className="flex min-w-0 flex-col gap-2 text-xs">
       {error ? (
@@ -359,6 +372,7 @@ function ItemDetail({ item, maxAttempts, error }: { item: ItemProjection; maxAtt
           {item.preview ?? "No result yet."}
         </pre>
       </div>
+      <ItemToolCalls threadId={threadId} batchId={batchId} itemId={item.id} count={item.tool_calls} finishedAt={item.finished_at} />
       {item.error ? (
         <div>
           <div className="font-medium text-zinc-600">Error</div>

@@ -4,6 +4,7 @@ import { useQuery } from "@tanstack/react-query";
 import { useEffect, useRef, useState, useSyncExternalStore } from "react";
 import type { ToolPartProps } from "@/components/chat/message-parts";
 import { Badge } from "@/components/ui/badge";
+import { fetchRun, RunToolCalls } from "@/components/tool-calls";
 import { Spinner } from "@/components/ui/spinner";
 import { isTerminalRunStatus, type RunDetail, type StopReportProjection } from "@/lib/api/runs";
 import type { SubagentDataPart, TaskInput, TaskToolOutput } from "@/server/agent/tools/task";
@@ -69,12 +70,6 @@ export function formatTokens(n: number): string {
   return n >= 10_000 ? `${(n / 1000).toFixed(1)}k` : String(n);
 }
 
-async function fetchRun(threadId: string, runId: string): Promise<RunDetail> {
-  const res = await fetch(`/api/threads/${threadId}/runs/${runId}`, { cache: "no-store" });
-  if (!res.ok) throw new Error(`run ${runId}: HTTP ${res.status}`);
-  return res.json();
-}
-
 /** Polls a run's row while it is not final (after a Stop or a reload mid-run). */
 function useRunRow(threadId: string, runId: string | null, enabled: boolean) {
   return useQuery({
@@ -103,7 +98,16 @@ function useLiveDuration(durationMs: number | null, ticking: boolean): number | 
   return durationMs + Math.max(0, now - base.current.at);
 }
 
-export function SubagentCard({ view, stale = false }: { view: SubagentView; stale?: boolean }) {
+export function SubagentCard({
+  view,
+  stale = false,
+  threadId,
+}: {
+  view: SubagentView;
+  stale?: boolean;
+  /** Given: a finished run lists its tool calls. */
+  threadId?: string;
+}) {
   const s = STATUS[view.status];
   const active = view.status === "pending" || view.status === "running";
   const duration = useLiveDuration(view.durationMs, view.status === "running" && !stale);
@@ -167,6 +171,7 @@ export function SubagentCard({ view, stale = false }: { view: SubagentView; stal
           {view.error}
         </p>
       ) : null}
+      {threadId && view.runId && isTerminalRunStatus(view.status) ? <RunToolCalls threadId={threadId} runId={view.runId} /> : null}
       {view.result ? (
         <details className="text-xs text-zinc-600">
           <summary className="cursor-pointer select-none text-zinc-500 hover:text-zinc-800">Result</summary>
@@ -252,6 +257,7 @@ export function SubagentToolCard({ part, message, threadId, streaming }: ToolPar
     <SubagentCard
       view={neverStarted ? { ...view, status: "cancelled", error: "stopped before it started" } : view}
       stale={!final && !streaming && !row}
+      threadId={threadId}
     />
   );
 }

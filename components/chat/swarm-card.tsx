@@ -1,6 +1,7 @@
 "use client";
 
 import type { ToolPartProps } from "@/components/chat/message-parts";
+import { RunToolCalls } from "@/components/tool-calls";
 import { Badge } from "@/components/ui/badge";
 import { Spinner } from "@/components/ui/spinner";
 import type {
@@ -103,7 +104,9 @@ function Counts({ aggregate }: { aggregate: SwarmAggregate }) {
   );
 }
 
-function Row({ row, index }: { row: SwarmItemRow; index: number }) {
+const SETTLED_ROW = new Set(["completed", "failed", "cancelled"]);
+
+function Row({ row, index, threadId }: { row: SwarmItemRow; index: number; threadId?: string }) {
   return (
     <li
       data-testid="swarm-row"
@@ -136,6 +139,11 @@ function Row({ row, index }: { row: SwarmItemRow; index: number }) {
         </p>
       ) : null}
       {row.error && row.status !== "completed" ? <p className="line-clamp-2 pl-7 text-xs text-red-700">{row.error}</p> : null}
+      {threadId && row.child_run_id && SETTLED_ROW.has(row.status) ? (
+        <div className="pl-7">
+          <RunToolCalls threadId={threadId} runId={row.child_run_id} />
+        </div>
+      ) : null}
     </li>
   );
 }
@@ -170,9 +178,12 @@ export function SwarmCard({
   part,
   live,
   stopped = false,
+  threadId,
 }: {
   part: SwarmToolPart;
   live?: SwarmLiveData | null;
+  /** Given: settled rows list their child's tool calls. */
+  threadId?: string;
   /** The response ended without a tool result (Stop): show the last live state as stopped. */
   stopped?: boolean;
 }) {
@@ -228,7 +239,7 @@ export function SwarmCard({
           <Counts aggregate={data.aggregate} />
           <ol aria-label="Swarm items" className="max-h-96 overflow-y-auto rounded border border-zinc-100">
             {data.items.map((row, i) => (
-              <Row key={row.item_id} row={row} index={i} />
+              <Row key={row.item_id} row={row} index={i} threadId={settled ? threadId : undefined} />
             ))}
           </ol>
         </>
@@ -241,13 +252,14 @@ export function SwarmCard({
 }
 
 /** The chat's `tool-agent_swarm` entry: the card with this call's live part from the same message. */
-export function SwarmToolCard({ part, message, streaming }: ToolPartProps) {
+export function SwarmToolCard({ part, message, streaming, threadId }: ToolPartProps) {
   const toolPart = part as unknown as SwarmToolPart;
   return (
     <SwarmCard
       part={toolPart}
       live={findSwarmLive(message.parts, toolPart.toolCallId)}
       stopped={!streaming && toolPart.state !== "output-available" && toolPart.state !== "output-error"}
+      threadId={threadId}
     />
   );
 }

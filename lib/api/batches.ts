@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { toolCallRecordSchema } from "./runs";
 
 /**
  * Public projections of durable batches (snake_case JSON). These are the only shapes the
@@ -42,6 +43,10 @@ export const batchProjectionSchema = z
     max_running_items: z.number(),
     max_attempts: z.number(),
     usage: usageSchema,
+    /** The catalog model the items run on. */
+    model: z.string(),
+    /** US dollars: usage at the model's catalog prices (0 for the simulator or an unpriced model). */
+    cost_usd: z.number(),
     created_at: z.string(),
     updated_at: z.string(),
     started_at: z.string().nullable(),
@@ -60,11 +65,17 @@ export const itemProjectionSchema = z
     preview: z.string().nullable(),
     error: z.string().nullable(),
     usage: usageSchema,
+    /** Tool calls of the item's latest run (the list is on the item detail). */
+    tool_calls: z.number(),
     started_at: z.string().nullable(),
     finished_at: z.string().nullable(),
   })
   .strict();
 export type ItemProjection = z.infer<typeof itemProjectionSchema>;
+
+/** GET .../items/{item_id}: the row plus the tool calls of its latest run (bounded previews). */
+export const itemDetailSchema = itemProjectionSchema.extend({ tool_call_list: z.array(toolCallRecordSchema) }).strict();
+export type ItemDetail = z.infer<typeof itemDetailSchema>;
 
 export const itemPageSchema = z.object({ items: z.array(itemProjectionSchema), next_cursor: z.string().nullable() }).strict();
 export type ItemPage = z.infer<typeof itemPageSchema>;

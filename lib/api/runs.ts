@@ -5,6 +5,17 @@ export const RUN_STATUSES = ["pending", "running", "completed", "failed", "cance
 export type RunStatusName = (typeof RUN_STATUSES)[number];
 export const TERMINAL_RUN_STATUSES: readonly RunStatusName[] = ["completed", "failed", "cancelled", "timed_out", "interrupted"];
 
+/** One tool call of a run's transcript, with bounded previews (lib: the cards and item detail render it). */
+export const toolCallRecordSchema = z.object({
+  id: z.string(),
+  name: z.string(),
+  args_preview: z.string(),
+  result_preview: z.string(),
+  status: z.enum(["ok", "error"]),
+  duration_ms: z.number().int().nonnegative(),
+});
+export type ToolCallRecord = z.infer<typeof toolCallRecordSchema>;
+
 export const runProjectionSchema = z.object({
   id: z.string(),
   thread_id: z.string().nullable(),
@@ -24,6 +35,10 @@ export const runProjectionSchema = z.object({
   finished_at: z.string().nullable(),
   /** Execution time (started → finished, or → now while running); null before it started. */
   duration_ms: z.number().nullable(),
+  /** Tool calls the run made (the list is on the run detail). */
+  tool_calls: z.number().int().nonnegative(),
+  /** US dollars at the run's catalog entry prices; 0 for the simulator or an unpriced model. */
+  cost_usd: z.number().nonnegative(),
 });
 export type RunProjection = z.infer<typeof runProjectionSchema>;
 
@@ -39,6 +54,8 @@ export type StopReportProjection = z.infer<typeof stopReportSchema>;
 /** GET /api/threads/{thread_id}/runs/{run_id}: the run plus the outcome of its latest Stop. */
 export const runDetailSchema = runProjectionSchema.extend({
   stop_report: z.object({ stopped: z.number().int(), failed_to_stop: z.number().int() }).nullable(),
+  /** The run's tool calls in the order they finished (previews bounded). */
+  tool_call_list: z.array(toolCallRecordSchema),
 });
 export type RunDetail = z.infer<typeof runDetailSchema>;
 

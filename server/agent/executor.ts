@@ -1,14 +1,16 @@
-import { generateText, type ModelMessage, stepCountIs, type ToolSet, tool } from "ai";
-import { z } from "zod";
+import { generateText, type ModelMessage, stepCountIs, type ToolSet } from "ai";
 import type { Db } from "@/server/db/client";
+import { AppError } from "@/server/errors";
 import { log } from "@/server/log";
 import { classifyModelError, type ModelErrorClass } from "@/server/models/errors";
-import { resolveModel } from "@/server/models/index";
+import { resolveModelByName } from "@/server/models/index";
 import type { ResolvedModel } from "@/server/models/types";
 import { admit, getSubagentRuntime, type SubagentRuntime } from "@/server/runtime/admission";
 import { type CapacityController, CapacityTimeoutError, isCapacityError } from "@/server/runtime/capacity";
 import { registerLiveRun, RunStoppedError } from "@/server/runtime/run-registry";
-import { getSubagentDefinition, type SubagentDefinition, type ToolGroup } from "./registry";
+import type { ToolCallRecord } from "@/lib/api/runs";
+import { buildGroupTools, recordTools, ToolCallRecorder } from "@/server/tools";
+import { getSubagentDefinition, type SubagentDefinition } from "./registry";
 import { createRun, finishRun, markRunning, type TerminalStatus } from "./runs";
 
 /**
@@ -17,6 +19,9 @@ import { createRun, finishRun, markRunning, type TerminalStatus } from "./runs";
  */
 
 export type SubagentRunStatus = "completed" | "failed" | "cancelled" | "timed_out";
+
+/** Why a run failed: a model error class, or a tool group / model this process cannot provide. */
+export type RunErrorClass = ModelErrorClass | "tool_unavailable" | "model_unavailable";
 
 export interface SubagentUsage {
   inputTokens: number;
@@ -51,6 +56,11 @@ export interface RunSubagentOptions {
   toolCallId?: string;
   /** Earlier model messages to continue from (resume); the prompt is appended as a user message. */
   history?: ModelMessage[];
+  /**
+   * A retry's materialized history (its prompt, tool calls and results): the run continues from
+   * it and sends no second prompt. `prompt` is then only recorded on the row.
+   */
+  replay?: ModelMessage[];
   retryOfRunId?: string;
   resumedFromRunId?: string;
   /** Process controller to acquire from; defaults to the runtime's (getProcessCapacity()). */
@@ -73,8 +83,10 @@ export interface SubagentRunResult {
   model: string;
   stopReason: string | null;
   error?: string;
-  errorClass?: ModelErrorClass;
+  errorClass?: RunErrorClass;
   definition: string;
+  /** Tool calls of this run, in the order they finished. */
+  toolCalls: ToolCallRecord[];
   /** Execution time once the slot was held (0 when it never started). */
   durationMs: number;
 }
@@ -85,31 +97,6 @@ export class SubagentTimeoutError extends Error {
     super(`the sub-agent did not finish within its time limit of ${Math.round(timeoutMs / 1000)}s`);
     this.name = "TimeoutError";
   }
-}
-
-/** Tools a definition's groups grant. Delegation tools are never here: see delegationTools. */
-function groupTools(groups: ToolGroup[]): ToolSet {
-  const tools: ToolSet = {};
-  if (groups.includes("clock"))
-    tools.current_time = tool({
-      description: "The current date and time (ISO 8601, UTC) and the server's time zone.",
-      inputSchema: z.object({}),
-      execute: async () => ({
-        now: new Date().toISOString(),
-        time_zone: Intl.DateTimeFormat().resolvedOptions().timeZone,
-      }),
-    });
-  if (groups.includes("text"))
-    tools.count_text = tool({
-      description: "Exact character, word and line counts of a text (for length limits and summaries).",
-      inputSchema: z.object({ text: z.string().max(1_000_000) }),
-      execute: async ({ text }) => ({
-        characters: text.length,
-        words: text.trim() === "" ? 0 : text.trim().split(/\s+/).length,
-        lines: text === "" ? 0 : text.split(/\r\n|\r|\n/).length,
-      }),
-    });
-  return tools;
 }
 
 /**
@@ -145,10 +132,16 @@ async function delegationTools(args: {
   };
 }
 
+/** The definition's catalog model, else the caller's. Throws AppError("model_unavailable"). */
 function modelFor(def: SubagentDefinition, fallback: ResolvedModel, runtime: SubagentRuntime): ResolvedModel {
-  // A definition may name another model served by the same endpoint; the simulator serves every name.
-  if (!def.model || fallback.simulator || def.model === fallback.name) return fallback;
-  return resolveModel(runtime.config, { ...process.env, MODEL_NAME: def.model });
+  if (!def.model || def.model === fallback.catalogName) return fallback;
+  return resolveModelByName(runtime.config, def.model);
+}
+
+/** Tool groups and models this process lacks fail the run with that class, naming what is missing. */
+function unavailableClass(err: unknown): "tool_unavailable" | "model_unavailable" | undefined {
+  if (err instanceof AppError && (err.code === "tool_unavailable" || err.code === "model_unavailable")) return err.code;
+  return undefined;
 }
 
 function errorMessage(err: unknown): string {
@@ -170,7 +163,7 @@ export async function runSubagent(db: Db, opts: RunSubagentOptions): Promise<Sub
     resumedFromRunId: opts.resumedFromRunId,
     kind: opts.kind,
     definition: def.name,
-    model: model.name,
+    model: model.catalogName,
     prompt: opts.prompt,
     toolCallId: opts.toolCallId,
     depth,
@@ -187,11 +180,12 @@ export async function runSubagent(db: Db, opts: RunSubagentOptions): Promise<Sub
   const unregister = registerLiveRun(runId, controller);
 
   let usage: SubagentUsage = { inputTokens: 0, outputTokens: 0 };
+  const recorder = new ToolCallRecorder();
   let startedAt = 0;
   const duration = () => (startedAt ? Math.round(performance.now() - startedAt) : 0);
   const emit = (status: SubagentStatusUpdate["status"], extra: Partial<SubagentStatusUpdate> = {}) => {
     try {
-      opts.onStatus?.({ runId, definition: def.name, model: model.name, status, usage, durationMs: duration(), ...extra });
+      opts.onStatus?.({ runId, definition: def.name, model: model.catalogName, status, usage, durationMs: duration(), ...extra });
     } catch (err) {
       logger.warn({ err }, "status listener failed");
     }
@@ -199,7 +193,7 @@ export async function runSubagent(db: Db, opts: RunSubagentOptions): Promise<Sub
 
   const finish = async (
     status: TerminalStatus & SubagentRunStatus,
-    fields: { text?: string; stopReason: string | null; error?: string; errorClass?: ModelErrorClass; transcript?: unknown[] },
+    fields: { text?: string; stopReason: string | null; error?: string; errorClass?: RunErrorClass; transcript?: unknown[] },
   ): Promise<SubagentRunResult> => {
     const wrote = await finishRun(db, {
       runId,
@@ -209,6 +203,7 @@ export async function runSubagent(db: Db, opts: RunSubagentOptions): Promise<Sub
       error: fields.error ?? null,
       usage,
       transcript: fields.transcript,
+      toolCalls: recorder.calls,
     });
     if (!wrote) logger.warn({ status }, "run row was already final; kept the earlier outcome");
     const result: SubagentRunResult = {
@@ -216,10 +211,11 @@ export async function runSubagent(db: Db, opts: RunSubagentOptions): Promise<Sub
       status,
       text: fields.text ?? "",
       usage,
-      model: model.name,
+      model: model.catalogName,
       stopReason: fields.stopReason,
       definition: def.name,
       durationMs: duration(),
+      toolCalls: [...recorder.calls],
       ...(fields.error !== undefined ? { error: fields.error } : {}),
       ...(fields.errorClass !== undefined ? { errorClass: fields.errorClass } : {}),
     };
@@ -271,12 +267,23 @@ export async function runSubagent(db: Db, opts: RunSubagentOptions): Promise<Sub
     if (controller.signal.aborted) return await finish("cancelled", cancelledFields());
 
     timer = setTimeout(() => controller.abort(new SubagentTimeoutError(def.timeoutMs)), def.timeoutMs);
-    const input: ModelMessage[] = [...(opts.history ?? []), { role: "user", content: opts.prompt }];
+    const input: ModelMessage[] = opts.replay ?? [...(opts.history ?? []), { role: "user", content: opts.prompt }];
     let partial: unknown[] = input;
     try {
+      const groupCtx = {
+        db,
+        config: runtime.config,
+        userId: opts.userId,
+        threadId: opts.threadId ?? null,
+        runId,
+        signal: controller.signal,
+      };
       const tools = {
-        ...groupTools(def.toolGroups),
-        ...(await delegationTools({ db, runtime, opts, runId, rootRunId, depth, model, signal: controller.signal })),
+        ...(await buildGroupTools(def.toolGroups, groupCtx, recorder)),
+        ...recordTools(
+          await delegationTools({ db, runtime, opts, runId, rootRunId, depth, model, signal: controller.signal }),
+          recorder,
+        ),
       };
       const result = await generateText({
         model: model.model,
@@ -304,6 +311,14 @@ export async function runSubagent(db: Db, opts: RunSubagentOptions): Promise<Sub
     } catch (err) {
       if (controller.signal.aborted)
         return await finish(abortStatus(controller.signal), { ...abortFields(), transcript: partial });
+      const unavailable = unavailableClass(err);
+      if (unavailable)
+        return await finish("failed", {
+          stopReason: unavailable,
+          error: `${unavailable}: ${errorMessage(err)}`,
+          errorClass: unavailable,
+          transcript: partial,
+        });
       const errorClass = classifyModelError(err);
       logger.warn({ err: errorMessage(err), errorClass }, "sub-agent failed");
       return await finish("failed", { stopReason: "error", error: errorMessage(err), errorClass, transcript: partial });

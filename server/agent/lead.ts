@@ -97,7 +97,7 @@ export async function startLeadResponse(options: LeadResponseOptions): Promise<L
     threadId,
     kind: "lead",
     definition: "lead",
-    model: model.name,
+    model: model.catalogName,
     prompt: lastUserText(messages),
     status: "running",
   });

@@ -6,16 +6,13 @@ import { AppError } from "@/server/errors";
  * configuration adds new ones or replaces a built-in of the same name.
  */
 
-/** Tool groups a definition may ask for. Delegation tools are never a group: see the executor. */
-export const TOOL_GROUPS = ["clock", "text"] as const;
-export type ToolGroup = (typeof TOOL_GROUPS)[number];
-
 export interface SubagentDefinition {
   name: string;
   description: string;
   systemPrompt: string;
-  toolGroups: ToolGroup[];
-  /** A model name to use instead of the caller's; undefined = inherit the caller's model. */
+  /** Tool group names (server/tools/index.ts); validated by the config schema at start. */
+  toolGroups: string[];
+  /** A catalog model name to use instead of the caller's; undefined = inherit the caller's model. */
   model?: string;
   /** Most model steps (LLM calls) one run may take. */
   maxTurns: number;
@@ -72,18 +69,11 @@ function builtins(config: FlotillaConfig): SubagentDefinition[] {
 
 function fromConfig(config: FlotillaConfig): SubagentDefinition[] {
   return config.subagents.definitions.map((d) => {
-    const unknown = d.tool_groups.filter((g) => !(TOOL_GROUPS as readonly string[]).includes(g));
-    if (unknown.length)
-      throw new AppError(
-        "validation_failed",
-        `subagents.definitions[${d.name}].tool_groups: unknown group ${unknown.map((g) => `"${g}"`).join(", ")} ` +
-          `(known: ${TOOL_GROUPS.join(", ")})`,
-      );
     return {
       name: d.name,
       description: d.description,
       systemPrompt: d.system_prompt,
-      toolGroups: d.tool_groups as ToolGroup[],
+      toolGroups: [...d.tool_groups],
       model: d.model,
       maxTurns: d.max_turns,
       timeoutMs: d.timeout_seconds * 1000,

@@ -1,8 +1,11 @@
 import { and, asc, desc, eq, inArray, lt, sql } from "drizzle-orm";
-import type { RunProjection } from "@/lib/api/runs";
+import type { FlotillaConfig } from "@/lib/config";
+import type { RunDetail, RunProjection, ToolCallRecord } from "@/lib/api/runs";
+import { getConfig } from "@/server/config/load";
 import type { DbOrTx } from "@/server/db/client";
 import { agentRuns, type RUN_KINDS, type RunStatus, runEvents } from "@/server/db/schema";
 import { notFound } from "@/server/errors";
+import { costUsd, findCatalogEntry } from "@/server/models/catalog";
 import { INSTANCE_ID } from "@/server/runtime/instance";
 import { abortLiveRun, getLiveRun, RunStoppedError } from "@/server/runtime/run-registry";
 
@@ -89,6 +92,7 @@ export async function finishRun(
     error?: string | null;
     usage?: { inputTokens: number; outputTokens: number };
     transcript?: unknown[] | null;
+    toolCalls?: ToolCallRecord[];
     model?: string;
   },
 ): Promise<boolean> {
@@ -101,6 +105,7 @@ export async function finishRun(
       error: args.error ?? null,
       ...(args.usage ? { inputTokens: args.usage.inputTokens, outputTokens: args.usage.outputTokens } : {}),
       ...(args.transcript !== undefined ? { transcript: args.transcript } : {}),
+      ...(args.toolCalls !== undefined ? { toolCalls: args.toolCalls, toolCallCount: args.toolCalls.length } : {}),
       ...(args.model ? { model: args.model } : {}),
       finishedAt: sql`now()`,
     })
@@ -287,8 +292,17 @@ export async function recoverInterruptedRuns(
   return { interrupted };
 }
 
+/** US dollars for a run's usage at its catalog entry's prices (0 when the entry is gone or unpriced). */
+export function runCostUsd(
+  row: Pick<RunRow, "model" | "inputTokens" | "outputTokens">,
+  config: FlotillaConfig = getConfig(),
+): number {
+  const entry = findCatalogEntry(config, row.model);
+  return entry ? costUsd(entry, { inputTokens: row.inputTokens, outputTokens: row.outputTokens }) : 0;
+}
+
 /** The API projection of a run row (lib/api/runs.ts). */
-export function toRunProjection(row: RunRow, now: Date = new Date()): RunProjection {
+export function toRunProjection(row: RunRow, now: Date = new Date(), config: FlotillaConfig = getConfig()): RunProjection {
   const started = row.startedAt?.getTime();
   const end = row.finishedAt?.getTime() ?? (row.status === "running" ? now.getTime() : undefined);
   return {
@@ -309,5 +323,12 @@ export function toRunProjection(row: RunRow, now: Date = new Date()): RunProject
     started_at: row.startedAt?.toISOString() ?? null,
     finished_at: row.finishedAt?.toISOString() ?? null,
     duration_ms: started !== undefined && end !== undefined ? Math.max(0, end - started) : null,
+    tool_calls: row.toolCallCount,
+    cost_usd: runCostUsd(row, config),
   };
+}
+
+/** The run detail: the projection, its latest Stop's outcome and its tool calls. */
+export function toRunDetail(row: RunRow, stopReport: RunDetail["stop_report"], config: FlotillaConfig = getConfig()): RunDetail {
+  return { ...toRunProjection(row, new Date(), config), stop_report: stopReport, tool_call_list: row.toolCalls ?? [] };
 }

@@ -6,6 +6,9 @@ import {
   itemProjectionSchema,
   type ItemPage,
 } from "@/lib/api/batches";
+import type { FlotillaConfig } from "@/lib/config";
+import { getConfig } from "@/server/config/load";
+import { costUsd, findCatalogEntry } from "@/server/models/catalog";
 import { ITEM_PREVIEW_MAX_CHARS } from "./repository";
 import type { BatchRow, ItemPageResult, ItemSummary } from "./types";
 
@@ -16,6 +19,21 @@ import type { BatchRow, ItemPageResult, ItemSummary } from "./types";
 
 const iso = (d: Date | null | undefined): string | null => (d ? d.toISOString() : null);
 const count = (n: number | null | undefined): number => (Number.isFinite(n) && (n as number) > 0 ? (n as number) : 0);
+
+/** The catalog name a batch's spec runs its items on. */
+function batchModel(b: Pick<BatchRow, "executionSpec">): string {
+  const model = (b.executionSpec as { model?: { name?: unknown } }).model?.name;
+  return typeof model === "string" ? model : "simulator";
+}
+
+/** The batch's usage at its model's catalog prices; a model this process does not know costs nothing here. */
+export function batchCostUsd(
+  b: Pick<BatchRow, "executionSpec" | "inputTokens" | "outputTokens">,
+  config: FlotillaConfig = getConfig(),
+): number {
+  const entry = findCatalogEntry(config, batchModel(b));
+  return entry ? costUsd(entry, { inputTokens: count(Number(b.inputTokens)), outputTokens: count(Number(b.outputTokens)) }) : 0;
+}
 
 export function toBatchProjection(b: BatchRow): BatchProjection {
   const counts = {
@@ -28,6 +46,7 @@ export function toBatchProjection(b: BatchRow): BatchProjection {
     cancelled: count(b.cancelledCount),
   };
   const terminal = counts.succeeded + counts.failed + counts.cancelled;
+  const model = batchModel(b);
   return {
     id: b.id,
     thread_id: b.threadId,
@@ -42,6 +61,8 @@ export function toBatchProjection(b: BatchRow): BatchProjection {
     max_running_items: b.maxRunningItems,
     max_attempts: b.maxAttempts,
     usage: { input_tokens: count(Number(b.inputTokens)), output_tokens: count(Number(b.outputTokens)) },
+    model,
+    cost_usd: batchCostUsd(b),
     created_at: b.createdAt.toISOString(),
     updated_at: b.updatedAt.toISOString(),
     started_at: iso(b.startedAt),
@@ -64,6 +85,7 @@ export function toItemProjection(i: ItemSummary, previewMaxChars = ITEM_PREVIEW_
     preview: bound(i.preview, previewMaxChars),
     error: bound(i.error, previewMaxChars),
     usage: { input_tokens: count(Number(i.inputTokens)), output_tokens: count(Number(i.outputTokens)) },
+    tool_calls: count(i.toolCalls),
     started_at: iso(i.startedAt),
     finished_at: iso(i.finishedAt),
   };

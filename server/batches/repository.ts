@@ -57,7 +57,7 @@ export interface SubmitBatchArgs {
   input: SubmitBatchInput;
   config: FlotillaConfig;
   /** Model recorded in the execution spec; default: this process's resolved model. */
-  model?: { name: string; simulator: boolean };
+  model?: { name: string; simulator: boolean; catalogName?: string };
   /** Where the submission came from; the tool passes its run and tool call. Default api. */
   origin?: SubmissionOrigin;
 }
@@ -186,7 +186,7 @@ export function parseItemStatus(value: string | null | undefined): ItemStatus | 
 }
 
 /** The columns of an item page row: bounded previews, never the prompt or the full result. */
-const itemSummaryColumns = {
+export const itemSummaryColumns = {
   id: subagentBatchItems.id,
   batchId: subagentBatchItems.batchId,
   itemKey: subagentBatchItems.itemKey,
@@ -197,6 +197,8 @@ const itemSummaryColumns = {
   error: sql<string | null>`left(${subagentBatchItems.error}, ${ITEM_PREVIEW_MAX_CHARS})`,
   inputTokens: subagentBatchItems.inputTokens,
   outputTokens: subagentBatchItems.outputTokens,
+  // One primary-key probe per row of the page; the run row holds the count.
+  toolCalls: sql<number>`coalesce((select r.tool_call_count from agent_runs r where r.id = ${subagentBatchItems.runId}), 0)`,
   startedAt: subagentBatchItems.startedAt,
   finishedAt: subagentBatchItems.finishedAt,
 };

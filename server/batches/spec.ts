@@ -1,6 +1,6 @@
 import { z } from "zod";
 import type { FlotillaConfig } from "@/lib/config";
-import { getSubagentDefinition, listSubagents, type SubagentDefinition, TOOL_GROUPS } from "@/server/agent/registry";
+import { getSubagentDefinition, listSubagents, type SubagentDefinition } from "@/server/agent/registry";
 import type { SubagentRuntime } from "@/server/runtime/admission";
 
 /**
@@ -18,14 +18,15 @@ const specSchema = z.object({
     name: z.string().regex(/^[a-z][a-z0-9_-]{0,39}$/),
     description: z.string(),
     system_prompt: z.string(),
-    tool_groups: z.array(z.enum(TOOL_GROUPS)),
+    tool_groups: z.array(z.string()),
     model: z.string().nullable(),
     max_turns: z.number().int().positive(),
     timeout_seconds: z.number().positive(),
   }),
+  /** The catalog name the items run on: the definition's model, else the caller's. */
   model: z.object({ name: z.string(), simulator: z.boolean() }),
-  /** Exactly the definition's groups; delegation tools are never a group and never granted. */
-  tool_groups: z.array(z.enum(TOOL_GROUPS)),
+  /** Group names, rebuilt by the worker; delegation tools are never a group and never granted. */
+  tool_groups: z.array(z.string()),
   delegation: z.object({ task: z.literal(false), agent_swarm: z.literal(false), batch_task: z.literal(false) }),
   caller: z.object({
     user_id: z.string(),
@@ -56,10 +57,13 @@ export function buildExecutionSpec(args: {
   userId: string;
   threadId: string;
   subagent: string;
-  model: { name: string; simulator: boolean };
+  /** The caller's model (a resolved model, or its catalog name for callers without one). */
+  model: { name: string; simulator: boolean; catalogName?: string };
   origin: SubmissionOrigin;
 }): ExecutionSpec {
   const def: SubagentDefinition = getSubagentDefinition(args.subagent, args.config);
+  const callerModel = args.model.catalogName ?? args.model.name;
+  const modelName = def.model ?? callerModel;
   return {
     version: EXECUTION_SPEC_VERSION,
     subagent: {
@@ -71,7 +75,7 @@ export function buildExecutionSpec(args: {
       max_turns: def.maxTurns,
       timeout_seconds: def.timeoutMs / 1000,
     },
-    model: { name: args.model.name, simulator: args.model.simulator },
+    model: { name: modelName, simulator: def.model ? def.model === "simulator" : args.model.simulator },
     tool_groups: [...def.toolGroups],
     delegation: { task: false, agent_swarm: false, batch_task: false },
     caller: {

@@ -15,6 +15,8 @@ export interface ItemSummary {
   error: string | null;
   inputTokens: number;
   outputTokens: number;
+  /** Tool calls of the item's latest run (0 before one finished). */
+  toolCalls: number;
   startedAt: Date | null;
   finishedAt: Date | null;
 }

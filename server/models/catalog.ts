@@ -47,10 +47,17 @@ export function readModelEnv(env: Env): { baseURL: string; apiKey?: string; name
 }
 
 
+/** The built-in simulator's entry: always in the catalog, free. */
+export const SIMULATOR_ENTRY: CatalogEntry = Object.freeze({
+  name: "simulator",
+  model: "simulator",
+  simulator: true,
+  pricePerMillionInput: 0,
+  pricePerMillionOutput: 0,
+});
+
 export function catalogEntries(config: FlotillaConfig, env: Env = process.env): CatalogEntry[] {
-  const entries: CatalogEntry[] = [
-    { name: "simulator", model: "simulator", simulator: true, pricePerMillionInput: 0, pricePerMillionOutput: 0 },
-  ];
+  const entries: CatalogEntry[] = [SIMULATOR_ENTRY];
   const fromEnv = readModelEnv(env);
   if (fromEnv)
     entries.push({

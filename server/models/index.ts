@@ -4,7 +4,7 @@ import { type LanguageModelMiddleware, wrapLanguageModel } from "ai";
 import type { FlotillaConfig } from "@/lib/config";
 import { getConfig } from "@/server/config/load";
 import { AppError } from "@/server/errors";
-import { rateLimitMiddleware } from "@/server/runtime/rate-limit";
+import { catalogEndpointKey, type EndpointBudget, rateLimitMiddleware } from "@/server/runtime/rate-limit";
 import { defaultModelName, type Env, findCatalogEntry } from "./catalog";
 import { createSimulatorModel, SIMULATOR_MODEL_ID } from "./simulator";
 import type { ResolvedModel } from "./types";
@@ -16,8 +16,11 @@ export type { ResolvedModel } from "./types";
  * Middleware every resolved model runs through, outermost first. Shared concerns (such as the
  * process-wide rate limiter) are added here, in this one place.
  */
-export function sharedModelMiddleware(config: FlotillaConfig): LanguageModelMiddleware[] {
-  return [rateLimitMiddleware({ config })];
+export function sharedModelMiddleware(
+  config: FlotillaConfig,
+  endpoint?: { key: string; budget: EndpointBudget },
+): LanguageModelMiddleware[] {
+  return [rateLimitMiddleware({ config, endpoint: endpoint?.key, budget: endpoint?.budget })];
 }
 
 /** Wraps a model with middleware; returns the model itself when there is none. */
@@ -48,6 +51,12 @@ export function resolveModelByName(config: FlotillaConfig, name: string, env: En
   const hit = byKey.get(key);
   if (hit) return hit;
   let resolved: ResolvedModel;
+  const endpoint = catalogEndpointKey(entry);
+  // The entry's own budget, each dimension falling back to rate_limits.* when it sets none.
+  const limits = {
+    key: endpoint,
+    budget: { requestsPerMinute: entry.requestsPerMinute, tokensPerMinute: entry.tokensPerMinute },
+  };
   if (!entry.simulator && entry.baseURL) {
     const provider = createOpenAICompatible({
       name: "openai-compatible",
@@ -57,15 +66,24 @@ export function resolveModelByName(config: FlotillaConfig, name: string, env: En
       includeUsage: true,
     });
     resolved = {
-      model: withModelMiddleware(provider.chatModel(entry.model), sharedModelMiddleware(config)),
+      model: withModelMiddleware(provider.chatModel(entry.model), sharedModelMiddleware(config, limits)),
       name: entry.model,
       simulator: false,
+      catalogName: entry.name,
+      entry,
+      endpoint,
     };
   } else {
     resolved = {
-      model: withModelMiddleware(createSimulatorModel({ latencyMs: config.simulator.latency_ms }), sharedModelMiddleware(config)),
+      model: withModelMiddleware(
+        createSimulatorModel({ latencyMs: config.simulator.latency_ms }),
+        sharedModelMiddleware(config, limits),
+      ),
       name: SIMULATOR_MODEL_ID,
       simulator: true,
+      catalogName: entry.name,
+      entry,
+      endpoint,
     };
   }
   byKey.set(key, resolved);

@@ -31,6 +31,10 @@ import {
  *     batch status          → batch_status {}
  *   Directives inside consumed grammar belong to the delegated prompts, not to this call.
  * - After tool results it answers "Summary of K tool result(s):" with one line per result.
+ * - [[tool:NAME {json}]] calls tool NAME with that input (offered or not: an unknown tool comes back
+ *   as the SDK's tool error), one directive per model step, in order; once every directive has run
+ *   the answer carries each tool's text output verbatim (its first 2,000 characters).
+ * - [[echo]]: the answer is the rest of the message verbatim (the directive removed).
  */
 
 export const SIMULATOR_MODEL_ID = "simulator";
@@ -45,6 +49,10 @@ const MAX_SLEEP_MS = 2_147_483_647;
 const MAX_DELTAS = 400;
 /** Tool results longer than this are cut in the post-tool summary. */
 const RESULT_EXCERPT_CHARS = 160;
+/** Characters of each tool's output a [[tool:...]] answer repeats verbatim. */
+export const TOOL_DIRECTIVE_OUTPUT_CHARS = 2_000;
+/** Tool-call ids of [[tool:...]] steps carry this prefix, so later steps can count them. */
+const TOOL_DIRECTIVE_ID = "call_tool_";
 
 export interface SimulatorOptions {
   /** Default time to answer, spread across the streamed deltas. */
@@ -179,7 +187,81 @@ export function parseDirectives(text: string): SimulatorDirectives {
 
 /** The text without its test directives (each becomes a space). */
 export function stripDirectives(text: string): string {
-  return text.replace(DIRECTIVE_RE, " ");
+  return text.replace(DIRECTIVE_RE, " ").replace(ECHO_RE, " ").replace(TOOL_DIRECTIVE_RE, " ");
+}
+
+const ECHO_RE = /\[\[\s*echo\s*\]\]/gi;
+const TOOL_DIRECTIVE_RE = /\[\[tool:([A-Za-z0-9_.:-]+)\s*(\{(?:[^\]]|\](?!\]))*\})?\s*\]\]/g;
+
+/**
+ * The [[tool:NAME {json}]] directives of a message, in order. The JSON is read with the same
+ * scanner as [[call:...]] (so "]]" inside a string is fine); a malformed one is skipped.
+ */
+export function parseToolDirectives(text: string): { calls: SimulatedToolCall[]; rest: string } {
+  const calls: SimulatedToolCall[] = [];
+  let rest = "";
+  let cursor = 0;
+  const re = /\[\[tool:([A-Za-z0-9_.:-]+)\s*/g;
+  for (let m = re.exec(text); m; m = re.exec(text)) {
+    let end = m.index + m[0].length;
+    let input: Record<string, unknown> = {};
+    if (text[end] === "{") {
+      const jsonEnd = scanJsonObject(text, end);
+      if (jsonEnd === undefined) continue;
+      try {
+        const parsed = JSON.parse(text.slice(end, jsonEnd));
+        if (!parsed || typeof parsed !== "object" || Array.isArray(parsed)) continue;
+        input = parsed;
+      } catch {
+        continue;
+      }
+      end = jsonEnd;
+    }
+    const close = /^\s*\]\]/.exec(text.slice(end));
+    if (!close) continue;
+    end += close[0].length;
+    calls.push({ toolName: m[1], input });
+    rest += `${text.slice(cursor, m.index)} `;
+    cursor = end;
+    re.lastIndex = end;
+  }
+  rest += text.slice(cursor);
+  return { calls, rest };
+}
+
+/** The message with [[echo]] removed, when it has one: the answer verbatim. */
+export function echoText(text: string): string | undefined {
+  if (!new RegExp(ECHO_RE.source, "i").test(text)) return undefined;
+  return text.replace(ECHO_RE, "").trim();
+}
+
+/** Messages after the latest user message (this message's earlier steps). */
+function sinceLatestUser(prompt: LanguageModelV3Prompt): LanguageModelV3Prompt {
+  for (let i = prompt.length - 1; i >= 0; i--) if (prompt[i].role === "user") return prompt.slice(i + 1);
+  return [];
+}
+
+/** How many [[tool:...]] steps of the latest user message already ran. */
+function toolDirectiveStepsDone(prompt: LanguageModelV3Prompt): number {
+  return sinceLatestUser(prompt).filter(
+    (m) =>
+      m.role === "assistant" &&
+      m.content.some((p) => p.type === "tool-call" && p.toolCallId.startsWith(TOOL_DIRECTIVE_ID)),
+  ).length;
+}
+
+/** The answer once every [[tool:...]] ran: each tool's output verbatim (first 2,000 characters). */
+function toolDirectiveAnswer(prompt: LanguageModelV3Prompt): string {
+  const outputs: string[] = [];
+  for (const m of sinceLatestUser(prompt)) {
+    if (m.role !== "tool") continue;
+    for (const part of m.content) {
+      if (part.type !== "tool-result" || !part.toolCallId.startsWith(TOOL_DIRECTIVE_ID)) continue;
+      outputs.push(`${part.toolName}:\n${outputToText(part.output).slice(0, TOOL_DIRECTIVE_OUTPUT_CHARS)}`);
+    }
+  }
+  const noun = outputs.length === 1 ? "tool call" : "tool calls";
+  return `Ran ${outputs.length} ${noun}.\n\n${outputs.join("\n\n")}`;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -449,8 +531,16 @@ function plan(options: LanguageModelV3CallOptions, defaultLatencyMs: number): Pl
   // Grammar lines belong to the calls they make, so their directives never apply to this call,
   // also in later steps (after tool results) of the same user message.
   const grammar = offered.size > 0 ? parseToolCalls(userText, offered) : { calls: [], rest: userText };
-  if (last?.role !== "user") grammar.calls = [];
-  const directives = parseDirectives(grammar.rest);
+  // [[tool:...]] outside the grammar (a `task:` line keeps its own for the sub-agent) run one per
+  // model call, in order, instead of the grammar's calls.
+  const directed = parseToolDirectives(grammar.rest);
+  const directedDone = directed.calls.length > 0 ? toolDirectiveStepsDone(prompt) : 0;
+  const nextDirected =
+    directedDone < directed.calls.length && (last?.role === "user" || last?.role === "tool")
+      ? directed.calls[directedDone]
+      : undefined;
+  if (last?.role !== "user" || directed.calls.length > 0) grammar.calls = [];
+  const directives = parseDirectives(directed.rest);
   const latencyMs = directives.sleepMs ?? defaultLatencyMs;
   const inputTokens = estimateTokens(promptChars(options));
 
@@ -465,9 +555,17 @@ function plan(options: LanguageModelV3CallOptions, defaultLatencyMs: number): Pl
     error = rateLimitError();
   }
 
-  const calls = grammar.calls.map((c) => ({ ...c, toolCallId: `call_sim_${randomUUID().replace(/-/g, "").slice(0, 16)}` }));
+  const callId = (prefix: string) => `${prefix}${randomUUID().replace(/-/g, "").slice(0, 16)}`;
+  const calls = nextDirected
+    ? [{ ...nextDirected, toolCallId: callId(`${TOOL_DIRECTIVE_ID}${directedDone}_`) }]
+    : grammar.calls.map((c) => ({ ...c, toolCallId: callId("call_sim_") }));
   let text = "";
-  if (calls.length === 0) {
+  const echo = echoText(directed.calls.length > 0 ? directed.rest : userText);
+  if (calls.length === 0 && directed.calls.length > 0) {
+    const answer = toolDirectiveAnswer(prompt);
+    text = echo === undefined ? answer : `${echo}\n\n${answer}`;
+  } else if (calls.length === 0 && echo !== undefined) text = echo;
+  else if (calls.length === 0) {
     const seed = hash(promptFingerprint(prompt));
     const base = last?.role === "tool" ? (summariseToolResults(prompt) ?? baseAnswer(userText, seed)) : baseAnswer(userText, seed);
     text = directives.chars === undefined ? base : exactChars(base, directives.chars);

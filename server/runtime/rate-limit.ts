@@ -44,10 +44,17 @@ export interface RateLimitSettings {
 
 export const DEFAULT_MAX_WAIT_MS = 120_000;
 
-export function rateLimitSettingsFromConfig(config: FlotillaConfig): RateLimitSettings {
+/** A catalog entry's own budget (models[].requests_per_minute / tokens_per_minute), when it sets one. */
+export interface EndpointBudget {
+  requestsPerMinute?: number;
+  tokensPerMinute?: number;
+}
+
+/** The budget of one endpoint: the catalog entry's numbers, falling back to rate_limits.*. */
+export function rateLimitSettingsFromConfig(config: FlotillaConfig, budget: EndpointBudget = {}): RateLimitSettings {
   return {
-    requestsPerMinute: config.rate_limits.requests_per_minute,
-    tokensPerMinute: config.rate_limits.tokens_per_minute,
+    requestsPerMinute: budget.requestsPerMinute ?? config.rate_limits.requests_per_minute,
+    tokensPerMinute: budget.tokensPerMinute ?? config.rate_limits.tokens_per_minute,
     maxWaitMs: DEFAULT_MAX_WAIT_MS,
     defaultRetryAfterMs: 1_000,
     maxRetryAfterMs: 600_000,
@@ -316,9 +323,9 @@ function processDb(): Db | undefined {
   return globalForLimiter.__flotillaRateLimitDb;
 }
 
-/** The limiter for a configuration (one per distinct budget per process). */
-export function getRateLimiter(config: FlotillaConfig = getConfig()): SharedRateLimiter {
-  const settings = rateLimitSettingsFromConfig(config);
+/** The limiter for a configuration and endpoint budget (one per distinct budget per process). */
+export function getRateLimiter(config: FlotillaConfig = getConfig(), budget: EndpointBudget = {}): SharedRateLimiter {
+  const settings = rateLimitSettingsFromConfig(config, budget);
   const key = JSON.stringify(settings);
   globalForLimiter.__flotillaRateLimiters ??= new Map();
   let limiter = globalForLimiter.__flotillaRateLimiters.get(key);
@@ -331,9 +338,17 @@ export function getRateLimiter(config: FlotillaConfig = getConfig()): SharedRate
 
 // ---- AI SDK middleware -----------------------------------------------------------------------
 
-/** Endpoint key of a model: provider and model id (e.g. "openai-compatible.chat:gpt-4o-mini"). */
+/** Endpoint key of a model without a catalog entry: provider and model id (e.g. "openai-compatible.chat:gpt-4o-mini"). */
 export function endpointKey(model: LanguageModelV3): string {
   return `${model.provider}:${model.modelId}`;
+}
+
+/**
+ * Endpoint key of a catalog entry: base URL and model id, so two entries that reach the same
+ * model on the same server share one budget, and the same model id on two servers does not.
+ */
+export function catalogEndpointKey(entry: { baseURL?: string; model: string }): string {
+  return `${entry.baseURL?.replace(/\/+$/, "") ?? "simulator"}|${entry.model}`;
 }
 
 /** Rough input size before the call (≈ 4 characters per token); corrected by settle() afterwards. */
@@ -370,8 +385,10 @@ function outcomeOf(err: unknown): "error" | "rate_limited" | "aborted" {
  * for every process, corrects the token schedule with real usage, and observes latency/tokens.
  * Installed once for every resolved model by server/models/index.ts.
  */
-export function rateLimitMiddleware(options: { config?: FlotillaConfig; endpoint?: string; limiter?: SharedRateLimiter } = {}): LanguageModelV3Middleware {
-  const limiterFor = () => options.limiter ?? getRateLimiter(options.config ?? getConfig());
+export function rateLimitMiddleware(
+  options: { config?: FlotillaConfig; endpoint?: string; limiter?: SharedRateLimiter; budget?: EndpointBudget } = {},
+): LanguageModelV3Middleware {
+  const limiterFor = () => options.limiter ?? getRateLimiter(options.config ?? getConfig(), options.budget);
 
   const onError = async (limiter: SharedRateLimiter, endpoint: string, started: number, err: unknown) => {
     const outcome = outcomeOf(err);

@@ -1,8 +1,10 @@
-import { runSubagent } from "@/server/agent/executor";
+import type { ToolCallRecord } from "@/lib/api/runs";
+import { type RunErrorClass, runSubagent } from "@/server/agent/executor";
 import { type ExecutionSpec, rebuildExecution } from "@/server/batches/spec";
 import type { ClaimedItem } from "@/server/batches/types";
 import type { Db } from "@/server/db/client";
-import type { ModelErrorClass } from "@/server/models/errors";
+import { AppError } from "@/server/errors";
+import { resolveModelByName } from "@/server/models/index";
 import type { ResolvedModel } from "@/server/models/types";
 import type { SubagentRuntime } from "@/server/runtime/admission";
 import { endpointBackoffMs } from "@/server/runtime/rate-limit";
@@ -29,16 +31,26 @@ export interface ItemRunResult {
   model: string | null;
   stopReason: string | null;
   error?: string;
-  errorClass?: ModelErrorClass;
+  errorClass?: RunErrorClass;
   runId?: string;
+  toolCalls?: ToolCallRecord[];
   /** Provider advice for rate limits, when the executor knows it. */
   retryAfterMs?: number;
 }
 
 export type ItemExecutor = (ctx: ItemRunContext) => Promise<ItemRunResult>;
 
+/**
+ * The model a spec names, from this worker's catalog. A worker without it fails the item with
+ * `model_unavailable` (never another model). `fallback` is an injected model (tests, benchmarks).
+ */
+function specModel(spec: ExecutionSpec, runtime: SubagentRuntime, fallback?: ResolvedModel): ResolvedModel {
+  if (fallback?.catalogName === spec.model.name) return fallback;
+  return resolveModelByName(runtime.config, spec.model.name);
+}
+
 /** The production executor: the snapshot boundary rebuilt from the spec, run by runSubagent. */
-export function subagentItemExecutor(args: { db: Db; model: ResolvedModel; runtime: SubagentRuntime }): ItemExecutor {
+export function subagentItemExecutor(args: { db: Db; model?: ResolvedModel; runtime: SubagentRuntime }): ItemExecutor {
   const rebuilt = new Map<string, ReturnType<typeof rebuildExecution>>();
   return async ({ item, spec, signal, onStarted }) => {
     let boundary = rebuilt.get(item.batchId);
@@ -48,13 +60,28 @@ export function subagentItemExecutor(args: { db: Db; model: ResolvedModel; runti
       // Specs are immutable per batch; keep the cache small across long-lived workers.
       if (rebuilt.size > 256) rebuilt.delete(rebuilt.keys().next().value as string);
     }
+    let model: ResolvedModel;
+    try {
+      model = specModel(spec, args.runtime, args.model);
+    } catch (err) {
+      if (!(err instanceof AppError) || err.code !== "model_unavailable") throw err;
+      return {
+        status: "failed",
+        text: "",
+        usage: { inputTokens: 0, outputTokens: 0 },
+        model: spec.model.name,
+        stopReason: "model_unavailable",
+        error: `model_unavailable: ${err.message}; this worker cannot run the batch's model`,
+        errorClass: "model_unavailable",
+      };
+    }
     const result = await runSubagent(args.db, {
       userId: boundary.userId,
       threadId: boundary.threadId,
       kind: "batch_item",
       definition: boundary.definition,
       prompt: item.prompt,
-      model: args.model,
+      model,
       signal,
       runtime: boundary.runtime,
       onStarted,
@@ -68,7 +95,8 @@ export function subagentItemExecutor(args: { db: Db; model: ResolvedModel; runti
       error: result.error,
       errorClass: result.errorClass,
       runId: result.runId,
-      retryAfterMs: result.errorClass === "rate_limit" ? endpointBackoffMs(args.model.model) : undefined,
+      toolCalls: result.toolCalls,
+      retryAfterMs: result.errorClass === "rate_limit" ? endpointBackoffMs(model.endpoint) : undefined,
     };
   };
 }

@@ -17,7 +17,6 @@ import { type Logger, log as rootLog } from "@/server/log";
 import { recordClaims, recordLeaseRecoveries, recordSettlements } from "@/server/metrics";
 import { OutageBackoff } from "@/server/ops/backoff";
 import { isDatabaseUnavailable } from "@/server/ops/db-errors";
-import { resolveModel } from "@/server/models/index";
 import type { ResolvedModel } from "@/server/models/types";
 import { getSubagentRuntime, type SubagentRuntime } from "@/server/runtime/admission";
 import { isCapacityError } from "@/server/runtime/capacity";
@@ -119,7 +118,8 @@ export class BatchWorker {
     this.runtime = options.runtime ?? getSubagentRuntime();
     this.executor =
       options.executor ??
-      subagentItemExecutor({ db: this.db, model: options.model ?? resolveModel(options.config), runtime: this.runtime });
+      // Each item runs on the model its batch spec names, resolved from this worker's catalog.
+      subagentItemExecutor({ db: this.db, model: options.model, runtime: this.runtime });
     this.log = (options.logger ?? rootLog).child({ worker_id: this.id });
     this.leaseSeconds = options.config.subagent_batches.lease_seconds;
   }

@@ -3,6 +3,7 @@ import { createDatabase, databaseUrlFromEnv } from "@/server/db/client";
 import { log } from "@/server/log";
 import { startWorkerOps } from "@/server/ops/worker-ops";
 import { INSTANCE_ID } from "@/server/runtime/instance";
+import { closeMcpClients } from "@/server/tools/mcp";
 import { BatchWorker } from "./loop";
 
 /**
@@ -37,6 +38,8 @@ async function main() {
     } catch (err) {
       log.error({ err: String(err) }, "worker stop failed");
     }
+    // After the runs stopped: no tool call is still waiting on an MCP server.
+    await closeMcpClients().catch((err) => log.warn({ err: String(err) }, "closing MCP clients failed"));
     await database.close().catch(() => {});
     process.exit(0);
   };

@@ -4,6 +4,7 @@ import { loadConfig } from "@/server/config/load";
 import { createThread } from "@/server/chat/threads";
 import type { Db } from "@/server/db/client";
 import { agentRuns } from "@/server/db/schema";
+import { SIMULATED } from "../swarm/support";
 import { createSimulatorModel, latestUserText } from "@/server/models/simulator";
 import type { ResolvedModel } from "@/server/models/types";
 import { createSubagentRuntime } from "@/server/runtime/admission";
@@ -47,7 +48,7 @@ export function recordingSimulator(latencyMs = 10): ResolvedModel & { calls: Mod
       return inner.doStream(o);
     },
   };
-  return { model, name: "simulator", simulator: true, calls };
+  return { ...SIMULATED, model, calls };
 }
 
 export async function userAndThread(db: Db, prefix = "agent") {

@@ -1,4 +1,5 @@
 import { sql } from "drizzle-orm";
+import { catalogEndpointKey } from "@/server/runtime/rate-limit";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type FakeOpenAI, rateLimitReply, startFakeOpenAI } from "../helpers/fake-openai";
 import { createTestDatabase, type TestDatabase } from "../helpers/db";
@@ -62,7 +63,7 @@ describe("provider 429 storm", () => {
     const warm = await submit(t.db, owner, Array.from({ length: ITEMS }, (_, i) => `warm ${i}`), {
       maxRunning: 8,
       simulator: false,
-      modelName: "storm-model",
+      modelName: "default",
     });
     expect(await waitForBatch(t.db, warm.id, 60_000)).toMatchObject({ succeeded: ITEMS });
     const warmRequests = fake.requests.length;
@@ -71,7 +72,7 @@ describe("provider 429 storm", () => {
       t.db,
       owner,
       Array.from({ length: ITEMS }, (_, i) => `storm item ${i + 1}`),
-      { maxRunning: 8, simulator: false, modelName: "storm-model", env: { FLOTILLA__SUBAGENT_BATCHES__MAX_ATTEMPTS: "1" } },
+      { maxRunning: 8, simulator: false, modelName: "default", env: { FLOTILLA__SUBAGENT_BATCHES__MAX_ATTEMPTS: "1" } },
     );
     const done = await waitForBatch(t.db, batch.id, 90_000);
     expect(done).toMatchObject({ status: "completed", succeeded: ITEMS, failed: 0 });
@@ -105,7 +106,7 @@ describe("provider 429 storm", () => {
       expect(early, `requests within ${quietFrom}–${quietTo} ms after a 429 at +${at - stormStart} ms`).toEqual([]);
     }
     const [row] = (await t.db.execute(
-      sql`select rate_limited::int as n from model_rate_limits where endpoint = 'openai-compatible.chat:storm-model'`,
+      sql`select rate_limited::int as n from model_rate_limits where endpoint = ${catalogEndpointKey({ baseURL: fake.url, model: "storm-model" })}`,
     )) as unknown as { n: number }[];
     expect(row?.n).toBe(answered429.length);
   });

@@ -1,4 +1,5 @@
 import { sql } from "drizzle-orm";
+import { catalogEndpointKey } from "@/server/runtime/rate-limit";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type FakeOpenAI, startFakeOpenAI } from "../helpers/fake-openai";
 import { createTestDatabase, type TestDatabase } from "../helpers/db";
@@ -40,7 +41,7 @@ describe("provider-wide requests-per-minute budget across worker processes", () 
       t.db,
       owner,
       Array.from({ length: ITEMS }, (_, i) => `item ${i + 1}`),
-      { maxRunning: 16, simulator: false, modelName: "rate-model" },
+      { maxRunning: 16, simulator: false, modelName: "default" },
     );
     const done = await waitForBatch(t.db, batch.id, 90_000);
     expect(done).toMatchObject({ status: "completed", succeeded: ITEMS, failed: 0 });
@@ -63,7 +64,7 @@ describe("provider-wide requests-per-minute budget across worker processes", () 
     )) as unknown as { n: number }[];
     expect(workers?.n).toBe(2);
     const [row] = (await t.db.execute(
-      sql`select requests::int as requests from model_rate_limits where endpoint = 'openai-compatible.chat:rate-model'`,
+      sql`select requests::int as requests from model_rate_limits where endpoint = ${catalogEndpointKey({ baseURL: fake.url, model: "rate-model" })}`,
     )) as unknown as { requests: number }[];
     expect(row?.requests).toBe(ITEMS);
   });

@@ -212,7 +212,7 @@ describe("agent_swarm resume: preflight refusals start nothing", () => {
   for (const c of cases)
     it(`refuses ${c.name}, and the new items of the same call do not start`, async () => {
       const { id, model } = await c.build();
-      const h = await harness(t.db, who, { model: model ? { ...simulator, name: model } : simulator });
+      const h = await harness(t.db, who, { model: model ? { ...simulator, name: model, catalogName: model } : simulator });
       const result = await runSwarm(h.ctx, {
         prompt_template: "fresh {{item}}",
         items: ["a", "b"],

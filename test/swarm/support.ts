@@ -7,11 +7,20 @@ import type { SwarmContext } from "@/server/agent/swarm/run";
 import type { SwarmLiveData } from "@/server/agent/swarm/types";
 import type { Db } from "@/server/db/client";
 import { agentRuns, runEvents, threads, users } from "@/server/db/schema";
+import { SIMULATOR_ENTRY } from "@/server/models/catalog";
 import { createSimulatorModel } from "@/server/models/simulator";
 import type { ResolvedModel } from "@/server/models/types";
 import { createSubagentRuntime, type SubagentRuntime } from "@/server/runtime/admission";
 
-export const simulator: ResolvedModel = { model: createSimulatorModel({ latencyMs: 0 }), name: "simulator", simulator: true };
+/** The simulator's catalog identity, for tests that build their own simulator-backed models. */
+export const SIMULATED: Omit<ResolvedModel, "model"> = {
+  name: "simulator",
+  simulator: true,
+  catalogName: "simulator",
+  entry: SIMULATOR_ENTRY,
+  endpoint: "simulator|simulator",
+};
+export const simulator: ResolvedModel = { ...SIMULATED, model: createSimulatorModel({ latencyMs: 0 }) };
 
 export function swarmConfig(input: FlotillaConfigInput = {}): FlotillaConfig {
   return configSchema.parse({

@@ -55,6 +55,32 @@ export function replayProblem(transcript: unknown): string | null {
 
 type RunRow = typeof agentRuns.$inferSelect;
 
+/**
+ * The safely materialized part of a stored transcript: everything up to the last point where
+ * every tool call has its result (a trailing assistant message whose calls never got results is
+ * dropped, so its calls are made again rather than replayed half-done). Undefined when nothing
+ * replayable is left (no user message at the start).
+ */
+export function materializedHistory(transcript: unknown): ModelMessage[] | undefined {
+  if (!Array.isArray(transcript)) return undefined;
+  const messages = transcript as ModelMessage[];
+  for (let end = messages.length; end > 0; end--) {
+    const prefix = messages.slice(0, end);
+    if (replayProblem(prefix) === null) return prefix;
+  }
+  return undefined;
+}
+
+/**
+ * What a retry of `runId` (a child that hit a rate limit) continues from: the attempt's prompt,
+ * tool calls and results exactly as they happened, so the retry sends no second prompt and does
+ * not run finished tool calls again. Undefined when the attempt recorded nothing to replay.
+ */
+export async function retryHistory(db: Db, runId: string): Promise<ModelMessage[] | undefined> {
+  const [row] = await db.select({ transcript: agentRuns.transcript }).from(agentRuns).where(eq(agentRuns.id, runId));
+  return materializedHistory(row?.transcript);
+}
+
 function refuse(path: string, message: string): never {
   throw new AppError("validation_failed", `${path}: ${message}`);
 }

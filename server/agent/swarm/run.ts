@@ -16,7 +16,7 @@ import { runSubagent, type SubagentRunResult } from "../executor";
 import { getSubagentDefinition } from "../registry";
 import { type Clock, type SwarmTimings, systemClock } from "./clock";
 import { parseSwarmInput } from "./input";
-import { claimResumeSources, preflightResumes } from "./resume";
+import { claimResumeSources, preflightResumes, retryHistory } from "./resume";
 import { type AttemptOutcome, type AttemptRequest, type ItemSettlement, runSchedule } from "./scheduler";
 import { SwarmTrace } from "./trace";
 import type { SwarmAggregate, SwarmItemRow, SwarmResult } from "./types";
@@ -123,7 +123,7 @@ export async function runSwarm(ctx: SwarmContext, rawInput: unknown): Promise<Sw
     const resumes = await preflightResumes(ctx.db, {
       userId: ctx.userId,
       threadId: ctx.threadId,
-      modelName: ctx.model.name,
+      modelName: ctx.model.catalogName,
       resumes: plan.resumes,
       isKnownProfile,
     });
@@ -207,6 +207,8 @@ export async function runSwarm(ctx: SwarmContext, rawInput: unknown): Promise<Sw
           queued: stats.queued,
         }),
       );
+      // A retry after a rate limit continues the attempt it retries: same messages, same tool results.
+      const replay = req.attempt > 1 && req.retryOfRunId ? await retryHistory(ctx.db, req.retryOfRunId) : undefined;
       const result: SubagentRunResult = await runSubagent(ctx.db, {
         userId: ctx.userId,
         threadId: ctx.threadId,
@@ -220,6 +222,7 @@ export async function runSwarm(ctx: SwarmContext, rawInput: unknown): Promise<Sw
         depth: (ctx.depth ?? 0) + 1,
         toolCallId: ctx.toolCallId,
         history: entry.history,
+        replay,
         retryOfRunId: req.retryOfRunId ?? undefined,
         // Only the first attempt is the source's successor; retries link to that attempt.
         resumedFromRunId: req.attempt === 1 && entry.resumedFrom ? entry.resumedFrom : undefined,

@@ -104,7 +104,7 @@ export function createBatchTaskTool(ctx: LeadToolContext) {
           threadId: ctx.threadId,
           input: { ...input, submission_key: `${ctx.runId}:${toolCallId}` },
           config: ctx.config,
-          model: { name: ctx.model.name, simulator: ctx.model.simulator },
+          model: ctx.model,
           origin: { kind: "tool", runId: ctx.runId, toolCallId },
         });
         return {

@@ -1,5 +1,6 @@
 import { sql } from "drizzle-orm";
 import { bigint, bigserial, index, integer, jsonb, pgTable, text, timestamp, uniqueIndex, uuid } from "drizzle-orm/pg-core";
+import type { ToolCallRecord } from "../../../lib/api/runs";
 import { users } from "./auth";
 import { threads } from "./chat";
 
@@ -44,6 +45,10 @@ export const agentRuns = pgTable(
     outputTokens: bigint("output_tokens", { mode: "number" }).notNull().default(0),
     /** Model messages of the run, replayable for resume. */
     transcript: jsonb("transcript").$type<unknown[]>(),
+    /** The transcript's tool calls (name, bounded previews, status, duration), in finishing order. */
+    toolCalls: jsonb("tool_calls").$type<ToolCallRecord[]>(),
+    /** len(tool_calls), kept so item pages and run lists count without reading the list. */
+    toolCallCount: integer("tool_call_count").notNull().default(0),
     /** Process instance that executes the run; restart recovery finalizes orphans by this. */
     ownerInstance: text("owner_instance"),
     createdAt: timestamp("created_at", { withTimezone: true }).notNull().defaultNow(),

@@ -1,6 +1,5 @@
 import { z } from "zod";
-import type { RunDetail } from "@/lib/api/runs";
-import { getRunForUser, getStopReport, toRunProjection } from "@/server/agent/runs";
+import { getRunForUser, getStopReport, toRunDetail } from "@/server/agent/runs";
 import { requireUser } from "@/server/auth/authenticate";
 import { getThreadForUser } from "@/server/chat/threads";
 import { getDatabase } from "@/server/db/client";
@@ -10,7 +9,7 @@ export const dynamic = "force-dynamic";
 
 type Ctx = { params: Promise<{ threadId: string; runId: string }> };
 
-/** One run of the caller's thread, with the outcome of its latest Stop (the transcript shows it). */
+/** One run of the caller's thread, with the outcome of its latest Stop and its tool calls (the cards show them). */
 export const GET = handle(async (req: Request, ctx: Ctx) => {
   const { userId } = await requireUser(req);
   const params = await ctx.params;
@@ -18,6 +17,5 @@ export const GET = handle(async (req: Request, ctx: Ctx) => {
   const thread = await getThreadForUser(db, { userId, threadId: params.threadId });
   const runId = parseParam(z.uuid(), params.runId, "run");
   const run = await getRunForUser(db, { userId, threadId: thread.id, runId });
-  const body: RunDetail = { ...toRunProjection(run), stop_report: await getStopReport(db, { runId: run.id }) };
-  return json(body);
+  return json(toRunDetail(run, await getStopReport(db, { runId: run.id })));
 });

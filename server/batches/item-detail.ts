@@ -1,0 +1,32 @@
+import { and, eq } from "drizzle-orm";
+import type { ItemDetail } from "@/lib/api/batches";
+import type { DbOrTx } from "@/server/db/client";
+import { agentRuns, subagentBatchItems } from "@/server/db/schema";
+import { notFound } from "@/server/errors";
+import { toItemProjection } from "./projection";
+import { getBatch, itemSummaryColumns } from "./repository";
+import type { ItemSummary } from "./types";
+
+/**
+ * One item of the caller's batch with the tool calls of its latest run (what the agent did).
+ * Owner- and thread-scoped through getBatch; an item of another batch is 404.
+ */
+export async function getItemDetail(
+  db: DbOrTx,
+  args: { userId: string; threadId: string; batchId: string; itemId: string },
+): Promise<ItemDetail> {
+  await getBatch(db, args);
+  const [row] = await db
+    .select({ ...itemSummaryColumns, toolCallList: agentRuns.toolCalls })
+    .from(subagentBatchItems)
+    .leftJoin(agentRuns, eq(agentRuns.id, subagentBatchItems.runId))
+    .where(and(eq(subagentBatchItems.id, args.itemId), eq(subagentBatchItems.batchId, args.batchId)));
+  if (!row) throw notFound("item");
+  const { toolCallList, ...summary } = row;
+  const item: ItemSummary = {
+    ...summary,
+    inputTokens: Number(summary.inputTokens),
+    outputTokens: Number(summary.outputTokens),
+  };
+  return { ...toItemProjection(item), tool_call_list: toolCallList ?? [] };
+}

@@ -1,0 +1,176 @@
+import type { Tool, ToolSet } from "ai";
+import { BUILTIN_TOOL_GROUPS, type FlotillaConfig } from "@/lib/config";
+import type { ToolCallRecord } from "@/lib/api/runs";
+import { AppError } from "@/server/errors";
+import { clockGroup } from "./clock";
+import { mcpGroup } from "./mcp";
+import { textGroup } from "./text";
+import type { ToolGroup, ToolGroupContext } from "./types";
+import { webGroup } from "./web";
+
+/**
+ * The tool-group registry: the one place a group is added. A definition (or `lead.tool_groups`)
+ * names groups; buildGroupTools turns the names into the run's tools, each wrapped so a call is
+ * bounded in time and output, recorded, and a failure reaches the model as a tool error.
+ */
+
+/**
+ * Groups built into this process, one file each. The `workspace` group is supplied by
+ * ./workspace.ts (exporting `workspaceGroup`); registering it is one entry in this list.
+ */
+const BUILTIN_GROUPS: readonly ToolGroup[] = [clockGroup, textGroup, webGroup];
+
+export type { ToolGroup, ToolGroupContext } from "./types";
+
+/** The group called `name` under this configuration, or undefined when this process lacks it. */
+export function findToolGroup(config: FlotillaConfig, name: string): ToolGroup | undefined {
+  const builtin = BUILTIN_GROUPS.find((g) => g.name === name);
+  if (builtin) return builtin;
+  if (name.startsWith("mcp:")) {
+    const server = name.slice(4);
+    const spec = config.mcp.servers[server];
+    return spec ? mcpGroup(server, spec) : undefined;
+  }
+  return undefined;
+}
+
+/** Every group name this configuration knows, in table order (README, validation messages). */
+export function knownToolGroups(config: FlotillaConfig): string[] {
+  return [...BUILTIN_TOOL_GROUPS, ...Object.keys(config.mcp.servers).map((n) => `mcp:${n}`)];
+}
+
+/** Groups from `names` this process cannot build (a batch spec from another configuration). */
+export function missingToolGroups(config: FlotillaConfig, names: readonly string[]): string[] {
+  return names.filter((n) => !findToolGroup(config, n));
+}
+
+/** Characters of a call's arguments and result kept on the run record. */
+export const TOOL_PREVIEW_CHARS = 300;
+
+function preview(value: unknown): string {
+  const text = typeof value === "string" ? value : (JSON.stringify(value) ?? "");
+  return text.length > TOOL_PREVIEW_CHARS ? `${text.slice(0, TOOL_PREVIEW_CHARS - 1)}…` : text;
+}
+
+function errorText(err: unknown): string {
+  return err instanceof Error ? err.message || err.name : String(err);
+}
+
+/** Collects the calls of one run, in the order they finish. */
+export class ToolCallRecorder {
+  readonly calls: ToolCallRecord[] = [];
+  add(call: ToolCallRecord): void {
+    this.calls.push(call);
+  }
+}
+
+/** Cuts a tool's output to `max` characters, saying so, so one call cannot flood the context. */
+export function boundOutput(output: unknown, max: number): unknown {
+  if (typeof output === "string")
+    return output.length > max ? `${output.slice(0, max)}\n[output cut at ${max} characters]` : output;
+  const json = JSON.stringify(output);
+  if (json !== undefined && json.length > max) return `${json.slice(0, max)}\n[output cut at ${max} characters]`;
+  return output;
+}
+
+class ToolTimeoutError extends Error {
+  constructor(name: string, seconds: number) {
+    super(`tool ${name} did not finish within ${seconds}s (tools.call_timeout_seconds)`);
+    this.name = "ToolTimeoutError";
+  }
+}
+
+/**
+ * Wraps one tool: records every call; with `bounds`, also limits its time (the call's signal is
+ * aborted and the model gets a timeout error) and its output.
+ */
+export function wrapTool(
+  name: string,
+  t: Tool,
+  opts: { recorder?: ToolCallRecorder; bounds?: { timeoutSeconds: number; maxOutputChars: number } },
+): Tool {
+  const execute = t.execute;
+  if (!execute) return t;
+  const { recorder, bounds } = opts;
+  const wrapped: Tool["execute"] = async (input, options) => {
+    const started = performance.now();
+    const record = (status: "ok" | "error", result: unknown) =>
+      recorder?.add({
+        id: options.toolCallId,
+        name,
+        args_preview: preview(input),
+        result_preview: preview(result),
+        status,
+        duration_ms: Math.round(performance.now() - started),
+      });
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    try {
+      let output: unknown;
+      if (bounds) {
+        const controller = new AbortController();
+        const parent = options.abortSignal;
+        const onAbort = () => controller.abort(parent?.reason);
+        if (parent?.aborted) onAbort();
+        else parent?.addEventListener("abort", onAbort, { once: true });
+        const timeout = new Promise<never>((_, reject) => {
+          timer = setTimeout(() => {
+            const err = new ToolTimeoutError(name, bounds.timeoutSeconds);
+            controller.abort(err);
+            reject(err);
+          }, bounds.timeoutSeconds * 1000);
+        });
+        try {
+          output = await Promise.race([
+            Promise.resolve(execute(input, { ...options, abortSignal: controller.signal })),
+            timeout,
+          ]);
+        } finally {
+          parent?.removeEventListener("abort", onAbort);
+        }
+        output = boundOutput(output, bounds.maxOutputChars);
+      } else output = await execute(input, options);
+      record("ok", output);
+      return output;
+    } catch (err) {
+      record("error", errorText(err));
+      throw err;
+    } finally {
+      clearTimeout(timer);
+    }
+  };
+  return { ...t, execute: wrapped } as Tool;
+}
+
+/** Records the calls of tools that keep their own bounds (delegation: task). */
+export function recordTools(tools: ToolSet, recorder: ToolCallRecorder): ToolSet {
+  return Object.fromEntries(Object.entries(tools).map(([name, t]) => [name, wrapTool(name, t, { recorder })]));
+}
+
+/**
+ * The tools `groups` grant a run, wrapped with the configured bounds. Throws
+ * AppError("tool_unavailable") naming a group this process cannot provide or whose tools
+ * cannot be had right now (an MCP server that does not start).
+ */
+export async function buildGroupTools(
+  groups: readonly string[],
+  ctx: ToolGroupContext,
+  recorder?: ToolCallRecorder,
+): Promise<ToolSet> {
+  const missing = missingToolGroups(ctx.config, groups);
+  if (missing.length)
+    throw new AppError(
+      "tool_unavailable",
+      `tool group ${missing.map((g) => `"${g}"`).join(", ")} is not available in this process ` +
+        `(it has: ${knownToolGroups(ctx.config)
+          .filter((g) => findToolGroup(ctx.config, g))
+          .join(", ")})`,
+    );
+  const bounds = { timeoutSeconds: ctx.config.tools.call_timeout_seconds, maxOutputChars: ctx.config.tools.max_output_chars };
+  const out: ToolSet = {};
+  for (const name of groups) {
+    const group = findToolGroup(ctx.config, name) as ToolGroup;
+    const tools = await group.build(ctx);
+    for (const [toolName, t] of Object.entries(tools)) out[toolName] = wrapTool(toolName, t, { recorder, bounds });
+  }
+  return out;
+}

@@ -1,0 +1,266 @@
+import { lookup as dnsLookup } from "node:dns/promises";
+import http from "node:http";
+import https from "node:https";
+import { BlockList, isIP, type LookupFunction } from "node:net";
+import { Readability } from "@mozilla/readability";
+import { tool } from "ai";
+import { parseHTML } from "linkedom";
+import TurndownService from "turndown";
+import { z } from "zod";
+import type { ToolGroup } from "./types";
+
+/**
+ * `web`: fetch_url(url). GET only; every hop (redirects are followed by hand) is resolved,
+ * checked against the refused ranges, and then connected to the checked address itself, so a
+ * DNS answer that changes between check and connect (rebinding) cannot reach inside.
+ */
+
+export const WEB_MAX_REDIRECTS = 5;
+/** Bytes read from a response body; the rest is dropped (the page is marked truncated). */
+export const WEB_MAX_BYTES = 5 * 1024 * 1024;
+
+export class FetchRefusedError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = "FetchRefusedError";
+  }
+}
+
+// Loopback, private, link-local, CGNAT, multicast, unspecified, reserved and documentation ranges.
+// Node's BlockList also matches IPv4-mapped IPv6 addresses (::ffff:a.b.c.d) against the v4 rules.
+const refused = new BlockList();
+for (const [net, prefix] of [
+  ["0.0.0.0", 8],
+  ["10.0.0.0", 8],
+  ["100.64.0.0", 10],
+  ["127.0.0.0", 8],
+  ["169.254.0.0", 16],
+  ["172.16.0.0", 12],
+  ["192.0.0.0", 24],
+  ["192.0.2.0", 24],
+  ["192.168.0.0", 16],
+  ["198.18.0.0", 15],
+  ["198.51.100.0", 24],
+  ["203.0.113.0", 24],
+  ["224.0.0.0", 4],
+  ["240.0.0.0", 4],
+] as const)
+  refused.addSubnet(net, prefix, "ipv4");
+for (const [net, prefix] of [
+  ["::", 128],
+  ["::1", 128],
+  ["64:ff9b::", 96],
+  ["100::", 64],
+  ["2001:db8::", 32],
+  ["fc00::", 7],
+  ["fe80::", 10],
+  ["fec0::", 10],
+  ["ff00::", 8],
+] as const)
+  refused.addSubnet(net, prefix, "ipv6");
+
+/** True for an address fetch_url must not reach (without an allow-listed host). */
+export function isRefusedAddress(address: string): boolean {
+  const family = isIP(address);
+  if (family === 0) return true;
+  if (family === 4) return refused.check(address, "ipv4");
+  const lower = address.toLowerCase();
+  // ::ffff:7f00:1 style (hex) v4-mapped addresses: BlockList handles both notations, but be explicit.
+  const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/.exec(lower);
+  if (mapped) return refused.check(mapped[1], "ipv4");
+  return refused.check(lower, "ipv6");
+}
+
+export interface FetchUrlOptions {
+  allowHosts: readonly string[];
+  signal: AbortSignal;
+  maxBytes?: number;
+  /** Resolves a host name to its addresses (tests pass their own to simulate a DNS answer). */
+  resolve?: (host: string) => Promise<{ address: string; family: number }[]>;
+}
+
+export interface FetchedPage {
+  url: string;
+  status: number;
+  contentType: string;
+  title: string | null;
+  text: string;
+  truncated: boolean;
+}
+
+const defaultResolve = (host: string) => dnsLookup(host, { all: true, verbatim: true });
+
+function hostOf(url: URL): string {
+  // URL keeps brackets around IPv6 literals.
+  return url.hostname.replace(/^\[(.*)\]$/, "$1").toLowerCase();
+}
+
+async function checkedAddress(url: URL, opts: FetchUrlOptions): Promise<{ address: string; family: number }> {
+  if (url.protocol !== "http:" && url.protocol !== "https:")
+    throw new FetchRefusedError(`only http and https URLs can be fetched (got ${url.protocol})`);
+  if (url.username || url.password) throw new FetchRefusedError("URLs with credentials are refused");
+  const host = hostOf(url);
+  const allowed = opts.allowHosts.some((h) => h.toLowerCase() === host);
+  const family = isIP(host);
+  const addresses = family ? [{ address: host, family }] : await (opts.resolve ?? defaultResolve)(host);
+  if (addresses.length === 0) throw new Error(`${host} did not resolve to an address`);
+  if (!allowed) {
+    // Every answer is checked: connecting to "the first public one" would let a mixed answer through.
+    const bad = addresses.find((a) => isRefusedAddress(a.address));
+    if (bad)
+      throw new FetchRefusedError(
+        `refused: ${host} resolves to ${bad.address}, a loopback, private or reserved address ` +
+          "(add the host to tools.web_allow_hosts to allow it)",
+      );
+  }
+  return addresses[0];
+}
+
+interface RawResponse {
+  status: number;
+  location: string | undefined;
+  contentType: string;
+  body: Buffer;
+  truncated: boolean;
+}
+
+function requestOnce(url: URL, address: { address: string; family: number }, opts: FetchUrlOptions): Promise<RawResponse> {
+  const maxBytes = opts.maxBytes ?? WEB_MAX_BYTES;
+  // Connect to the address that was checked, whatever DNS says now.
+  const lookup: LookupFunction = (_host, options, callback) => {
+    if (options.all) callback(null, [address]);
+    else callback(null, address.address, address.family);
+  };
+  const client = url.protocol === "https:" ? https : http;
+  return new Promise((resolve, reject) => {
+    const req = client.request(
+      url,
+      {
+        method: "GET",
+        lookup,
+        signal: opts.signal,
+        headers: {
+          "user-agent": "Flotilla-fetch_url/1.0",
+          accept: "text/html,application/xhtml+xml,text/plain,application/json;q=0.9,*/*;q=0.5",
+          "accept-encoding": "identity",
+        },
+        ...(url.protocol === "https:" ? { servername: hostOf(url) } : {}),
+      },
+      (res) => {
+        const status = res.statusCode ?? 0;
+        const location = typeof res.headers.location === "string" ? res.headers.location : undefined;
+        const contentType = String(res.headers["content-type"] ?? "");
+        if (status >= 300 && status < 400 && location) {
+          res.resume();
+          resolve({ status, location, contentType, body: Buffer.alloc(0), truncated: false });
+          return;
+        }
+        const chunks: Buffer[] = [];
+        let size = 0;
+        let truncated = false;
+        res.on("data", (chunk: Buffer) => {
+          if (truncated) return;
+          const room = maxBytes - size;
+          if (chunk.length > room) {
+            chunks.push(chunk.subarray(0, room));
+            size = maxBytes;
+            truncated = true;
+            // Stop downloading what we will not read.
+            res.destroy();
+            resolve({ status, location, contentType, body: Buffer.concat(chunks), truncated });
+            return;
+          }
+          chunks.push(chunk);
+          size += chunk.length;
+        });
+        res.on("end", () => resolve({ status, location, contentType, body: Buffer.concat(chunks), truncated }));
+        res.on("error", (err) => {
+          if (!truncated) reject(err);
+        });
+      },
+    );
+    req.on("error", reject);
+    req.end();
+  });
+}
+
+const turndown = new TurndownService({ headingStyle: "atx", codeBlockStyle: "fenced", bulletListMarker: "-" });
+turndown.remove(["script", "style", "noscript", "template", "iframe", "object", "embed"]);
+
+/** HTML → readable markdown: Readability's article when it finds one, else the whole body. */
+export function htmlToMarkdown(html: string): { title: string | null; markdown: string } {
+  const { document } = parseHTML(html);
+  for (const el of document.querySelectorAll("script, style, noscript, template, iframe, object, embed"))
+    el.remove();
+  const fallbackTitle = document.querySelector("title")?.textContent?.trim() || null;
+  const bodyHtml = document.body?.innerHTML ?? html;
+  let title = fallbackTitle;
+  let content = bodyHtml;
+  try {
+    // Readability mutates the document it is given, so it reads a clone.
+    const article = new Readability(document.cloneNode(true) as unknown as Document, { charThreshold: 100 }).parse();
+    if (article?.content) {
+      content = article.content;
+      title = article.title?.trim() || fallbackTitle;
+    }
+  } catch {
+    // A page Readability cannot read is converted whole.
+  }
+  const markdown = turndown
+    .turndown(content)
+    .replace(/\n{3,}/g, "\n\n")
+    .trim();
+  return { title, markdown };
+}
+
+/** GET `raw` with the SSRF checks on every hop; HTML comes back as markdown, text as it is. */
+export async function fetchUrl(raw: string, opts: FetchUrlOptions): Promise<FetchedPage> {
+  let url: URL;
+  try {
+    url = new URL(raw);
+  } catch {
+    throw new FetchRefusedError(`not a valid URL: ${raw}`);
+  }
+  for (let hop = 0; ; hop++) {
+    const address = await checkedAddress(url, opts);
+    const res = await requestOnce(url, address, opts);
+    if (res.status >= 300 && res.status < 400 && res.location) {
+      if (hop >= WEB_MAX_REDIRECTS) throw new Error(`more than ${WEB_MAX_REDIRECTS} redirects`);
+      url = new URL(res.location, url);
+      continue;
+    }
+    const type = res.contentType.split(";")[0].trim().toLowerCase();
+    const body = res.body.toString("utf8");
+    if (res.status >= 400) throw new Error(`HTTP ${res.status} from ${url.href}`);
+    if (type === "text/html" || type === "application/xhtml+xml") {
+      const { title, markdown } = htmlToMarkdown(body);
+      return { url: url.href, status: res.status, contentType: type, title, text: markdown, truncated: res.truncated };
+    }
+    if (type === "" || type.startsWith("text/") || /[/+](json|xml)$/.test(type))
+      return { url: url.href, status: res.status, contentType: type || "text/plain", title: null, text: body, truncated: res.truncated };
+    throw new Error(`unsupported content type ${type} (fetch_url reads text, HTML, JSON and XML)`);
+  }
+}
+
+/** The page as the model reads it. */
+export function formatPage(page: FetchedPage): string {
+  const head = [page.title ? `# ${page.title}` : null, `Source: ${page.url}`].filter(Boolean).join("\n");
+  return `${head}\n\n${page.text}${page.truncated ? `\n\n[truncated at ${WEB_MAX_BYTES} bytes]` : ""}`;
+}
+
+export const webGroup: ToolGroup = {
+  name: "web",
+  description: "fetch_url: GET a web page (HTML as readable markdown) or a text document.",
+  build: (ctx) => ({
+    fetch_url: tool({
+      description:
+        "Fetch a public http(s) URL with GET and return its readable text (HTML converted to markdown; " +
+        "scripts and styles dropped). Private and loopback addresses are refused.",
+      inputSchema: z.object({ url: z.string().min(1).max(4_000).describe("The absolute http(s) URL") }),
+      execute: async ({ url }, { abortSignal }) =>
+        formatPage(
+          await fetchUrl(url, { allowHosts: ctx.config.tools.web_allow_hosts, signal: abortSignal ?? ctx.signal }),
+        ),
+    }),
+  }),
+};
