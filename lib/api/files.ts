@@ -1,4 +1,5 @@
 import { z } from "zod";
+import type { SubmitBatchInput } from "./batches";
 
 /** Public projections of a thread's workspace files (snake_case JSON); never the bytes. */
 export const fileProjectionSchema = z
@@ -22,4 +23,31 @@ export const FILE_PLACEHOLDER = "{{file}}";
 /** The download URL of a file: each path segment encoded on its own, `/` kept. */
 export function fileUrl(threadId: string, path: string): string {
   return `/api/threads/${threadId}/files/${path.split("/").map(encodeURIComponent).join("/")}`;
+}
+
+/**
+ * A batch over workspace files (JSON): `files` is a glob instead of `items`, and the template's
+ * {{file}} is each matching path. One item per file in path order, item_key = the path.
+ */
+export const submitFileBatchSchema = z
+  .object({
+    submission_key: z.string().min(1).max(200),
+    subagent: z.string().min(1).max(40).optional(),
+    files: z.string().min(1, "must be a glob such as reports/*.md").max(512),
+    prompt_template: z
+      .string()
+      .min(1)
+      .max(20_000)
+      .refine((t) => t.includes(FILE_PLACEHOLDER), `must contain ${FILE_PLACEHOLDER}`),
+    max_live_items: z.number().int().positive().optional(),
+    max_running_items: z.number().int().positive().optional(),
+  })
+  .strict();
+export type SubmitFileBatchInput = z.infer<typeof submitFileBatchSchema>;
+
+/** What the batch submission endpoint and batch_task accept: items, or a glob over files. */
+export type BatchSubmission = SubmitBatchInput | SubmitFileBatchInput;
+
+export function isFileSubmission(input: BatchSubmission): input is SubmitFileBatchInput {
+  return "files" in input && input.files !== undefined;
 }

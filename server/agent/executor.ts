@@ -6,6 +6,7 @@ import { classifyModelError, type ModelErrorClass } from "@/server/models/errors
 import { resolveModel } from "@/server/models/index";
 import type { ResolvedModel } from "@/server/models/types";
 import { admit, getSubagentRuntime, type SubagentRuntime } from "@/server/runtime/admission";
+import { workspaceTools } from "@/server/tools/workspace";
 import { type CapacityController, CapacityTimeoutError, isCapacityError } from "@/server/runtime/capacity";
 import { registerLiveRun, RunStoppedError } from "@/server/runtime/run-registry";
 import { getSubagentDefinition, type SubagentDefinition, type ToolGroup } from "./registry";
@@ -276,6 +277,10 @@ export async function runSubagent(db: Db, opts: RunSubagentOptions): Promise<Sub
     try {
       const tools = {
         ...groupTools(def.toolGroups),
+        // Bridge until the tool-group registry (server/tools/index.ts) builds every group.
+        ...(def.toolGroups.includes("workspace")
+          ? workspaceTools({ db, config: runtime.config, userId: opts.userId, threadId: opts.threadId ?? null, runId, signal: controller.signal })
+          : {}),
         ...(await delegationTools({ db, runtime, opts, runId, rootRunId, depth, model, signal: controller.signal })),
       };
       const result = await generateText({

@@ -7,7 +7,7 @@ import { AppError } from "@/server/errors";
  */
 
 /** Tool groups a definition may ask for. Delegation tools are never a group: see the executor. */
-export const TOOL_GROUPS = ["clock", "text"] as const;
+export const TOOL_GROUPS = ["clock", "text", "workspace"] as const;
 export type ToolGroup = (typeof TOOL_GROUPS)[number];
 
 export interface SubagentDefinition {

@@ -1,11 +1,12 @@
 import { and, asc, desc, eq, gt, sql } from "drizzle-orm";
-import type { SubmitBatchInput } from "@/lib/api/batches";
+import { type BatchSubmission, isFileSubmission } from "@/lib/api/files";
 import type { FlotillaConfig } from "@/lib/config";
 import type { Db, DbOrTx } from "@/server/db/client";
 import { subagentBatches, subagentBatchItems, threads } from "@/server/db/schema";
 import { ITEM_STATUSES, type ItemStatus } from "@/server/db/schema/batches";
 import { AppError, notFound } from "@/server/errors";
 import { resolveModel } from "@/server/models/index";
+import { expandFileSubmission } from "@/server/workspace/batches";
 import { decodeCursor, encodeCursor } from "./cursor";
 import { BATCH_CHANNEL, type BatchEvent, batchEventPayload } from "./notify";
 import { buildExecutionSpec, type SubmissionOrigin } from "./spec";
@@ -54,7 +55,8 @@ async function notify(db: DbOrTx, event: BatchEvent, batchId: string): Promise<v
 export interface SubmitBatchArgs {
   userId: string;
   threadId: string;
-  input: SubmitBatchInput;
+  /** Items, or a glob over the thread's workspace files (adds the `workspace` group). */
+  input: BatchSubmission;
   config: FlotillaConfig;
   /** Model recorded in the execution spec; default: this process's resolved model. */
   model?: { name: string; simulator: boolean };
@@ -70,8 +72,11 @@ export interface SubmitBatchArgs {
  */
 export async function submitBatch(db: Db, args: SubmitBatchArgs): Promise<{ batch: BatchRow; created: boolean }> {
   checkIds({ threadId: args.threadId });
-  const sub = normalizeSubmission(args.input, args.config);
+  const overFiles = isFileSubmission(args.input);
+  const input = isFileSubmission(args.input) ? await expandFileSubmission(db, { ...args, input: args.input }) : args.input;
+  const sub = normalizeSubmission(input, args.config);
   const spec = buildExecutionSpec({
+    extraToolGroups: overFiles ? ["workspace"] : [],
     config: args.config,
     userId: args.userId,
     threadId: args.threadId,

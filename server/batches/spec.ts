@@ -1,6 +1,12 @@
 import { z } from "zod";
 import type { FlotillaConfig } from "@/lib/config";
-import { getSubagentDefinition, listSubagents, type SubagentDefinition, TOOL_GROUPS } from "@/server/agent/registry";
+import {
+  getSubagentDefinition,
+  listSubagents,
+  type SubagentDefinition,
+  TOOL_GROUPS,
+  type ToolGroup,
+} from "@/server/agent/registry";
 import type { SubagentRuntime } from "@/server/runtime/admission";
 
 /**
@@ -24,7 +30,10 @@ const specSchema = z.object({
     timeout_seconds: z.number().positive(),
   }),
   model: z.object({ name: z.string(), simulator: z.boolean() }),
-  /** Exactly the definition's groups; delegation tools are never a group and never granted. */
+  /**
+   * The groups the items run with: the definition's, plus `workspace` for a batch over files.
+   * Delegation tools are never a group and never granted.
+   */
   tool_groups: z.array(z.enum(TOOL_GROUPS)),
   delegation: z.object({ task: z.literal(false), agent_swarm: z.literal(false), batch_task: z.literal(false) }),
   caller: z.object({
@@ -58,6 +67,8 @@ export function buildExecutionSpec(args: {
   subagent: string;
   model: { name: string; simulator: boolean };
   origin: SubmissionOrigin;
+  /** Groups this batch adds to the definition's (a batch over files adds `workspace`). */
+  extraToolGroups?: readonly ToolGroup[];
 }): ExecutionSpec {
   const def: SubagentDefinition = getSubagentDefinition(args.subagent, args.config);
   return {
@@ -72,7 +83,7 @@ export function buildExecutionSpec(args: {
       timeout_seconds: def.timeoutMs / 1000,
     },
     model: { name: args.model.name, simulator: args.model.simulator },
-    tool_groups: [...def.toolGroups],
+    tool_groups: [...new Set([...def.toolGroups, ...(args.extraToolGroups ?? [])])],
     delegation: { task: false, agent_swarm: false, batch_task: false },
     caller: {
       user_id: args.userId,
@@ -121,7 +132,7 @@ export function rebuildExecution(spec: ExecutionSpec, base: SubagentRuntime): Re
           name: def.name,
           description: def.description,
           system_prompt: def.system_prompt,
-          tool_groups: def.tool_groups.filter((g) => spec.tool_groups.includes(g)),
+          tool_groups: spec.tool_groups,
           ...(def.model ? { model: def.model } : {}),
           max_turns: def.max_turns,
           timeout_seconds: def.timeout_seconds,
