@@ -1,3 +1,4 @@
+import picomatch from "picomatch/posix";
 import { z } from "zod";
 import type { SubmitBatchInput } from "./batches";
 
@@ -19,6 +20,8 @@ export const fileListSchema = z.object({ files: z.array(fileProjectionSchema) })
 export type FileList = z.infer<typeof fileListSchema>;
 
 export const FILE_PLACEHOLDER = "{{file}}";
+/** Longest `files` glob a submission accepts. */
+export const MAX_GLOB_CHARS = 512;
 
 /** The download URL of a file: each path segment encoded on its own, `/` kept. */
 export function fileUrl(threadId: string, path: string): string {
@@ -33,7 +36,7 @@ export const submitFileBatchSchema = z
   .object({
     submission_key: z.string().min(1).max(200),
     subagent: z.string().min(1).max(40).optional(),
-    files: z.string().min(1, "must be a glob such as reports/*.md").max(512),
+    files: z.string().min(1, "must be a glob such as reports/*.md").max(MAX_GLOB_CHARS),
     prompt_template: z
       .string()
       .min(1)
@@ -50,4 +53,18 @@ export type BatchSubmission = SubmitBatchInput | SubmitFileBatchInput;
 
 export function isFileSubmission(input: BatchSubmission): input is SubmitFileBatchInput {
   return "files" in input && input.files !== undefined;
+}
+
+/**
+ * The glob of a batch over files, the same on the server and in the New batch dialog's preview:
+ * picomatch, POSIX separators, `*` within a folder, `**` across folders, dotfiles included.
+ */
+export function fileGlobMatcher(glob: string): (path: string) => boolean {
+  return picomatch(glob, { dot: true });
+}
+
+/** A glob matching exactly these paths (glob syntax escaped), for picking files one by one. */
+export function globForPaths(paths: readonly string[]): string {
+  const escaped = paths.map((p) => p.replace(/[\\*?[\]{}(),!+@|^$]/g, (c) => `\\${c}`));
+  return escaped.length === 1 ? escaped[0]! : `{${escaped.join(",")}}`;
 }

@@ -1,6 +1,6 @@
 import { createHash } from "node:crypto";
 import { and, eq, sql } from "drizzle-orm";
-import picomatch from "picomatch";
+import { fileGlobMatcher, MAX_GLOB_CHARS } from "@/lib/api/files";
 import type { FlotillaConfig } from "@/lib/config";
 import type { Db, DbOrTx } from "@/server/db/client";
 import { threads, workspaceFiles } from "@/server/db/schema";
@@ -240,18 +240,14 @@ export async function deleteFile(db: DbOrTx, scope: WorkspaceScope & { path: str
   if (rows.length === 0) throw notFound(`file ${JSON.stringify(scope.path)}`);
 }
 
-/** The longest glob accepted (same bound as a path). */
-const MAX_GLOB_CHARS = 512;
-
 /**
- * Paths of the thread's files matching a glob (picomatch syntax: `*` stays within a folder,
- * `**` crosses folders), in path order. 400 naming the field for an empty or overlong glob.
+ * Paths of the thread's files matching a glob (fileGlobMatcher), in path order. 400 naming the field for an empty or overlong glob.
  */
 export async function matchFiles(db: DbOrTx, scope: WorkspaceScope & { glob: string; field?: string }): Promise<string[]> {
   const field = scope.field ?? "files";
   if (scope.glob.trim() === "" || scope.glob.length > MAX_GLOB_CHARS)
     throw new AppError("validation_failed", `${field}: a glob of 1 to ${MAX_GLOB_CHARS} characters is required`);
-  const isMatch = picomatch(scope.glob, { dot: true });
+  const isMatch = fileGlobMatcher(scope.glob);
   await assertThread(db, scope);
   const paths = await db.select({ path: workspaceFiles.path }).from(workspaceFiles).where(owned(scope)).orderBy(byPath);
   return paths.map((p) => p.path).filter((p) => isMatch(p));
