@@ -381,8 +381,8 @@ function ItemsSourceSwitch({ fromFiles, onChange }: { fromFiles: boolean; onChan
   );
   return (
     <fieldset className="flex w-fit gap-1 rounded-md bg-zinc-100 p-1">
-      <legend className="sr-only">Items</legend>
-      {option(false, "Items")}
+      <legend className="sr-only">Source of items</legend>
+      {option(false, "Item list")}
       {option(true, "From files")}
     </fieldset>
   );

@@ -102,13 +102,13 @@ export function FilesBatchSource({
         </fieldset>
       )}
       <section aria-labelledby={ids.count} className="flex flex-col gap-1 rounded-md bg-zinc-50 p-2">
-        <p id={ids.count} data-testid="new-batch-count" aria-live="polite" className="font-medium tabular-nums">
+        <p id={ids.count} data-testid="new-batch-files-count" aria-live="polite" className="font-medium tabular-nums">
           {matching.size} {matching.size === 1 ? "file" : "files"} of {list.length} {matching.size === 1 ? "matches" : "match"}
         </p>
         {previews.length > 0 ? (
           <ol aria-label="First prompts" className="flex list-decimal flex-col gap-1 pl-5 text-xs text-zinc-700">
             {previews.map((p, i) => (
-              <li key={i} data-testid="new-batch-preview" className="break-words whitespace-pre-wrap">
+              <li key={i} data-testid="new-batch-files-preview" className="break-words whitespace-pre-wrap">
                 {p.length > PREVIEW_CHARS ? `${p.slice(0, PREVIEW_CHARS)}…` : p}
               </li>
             ))}
