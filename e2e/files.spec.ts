@@ -2,6 +2,7 @@ import { mkdirSync, readFileSync } from "node:fs";
 import path from "node:path";
 import { expect, type Page, test } from "@playwright/test";
 import { resultLineSchema } from "@/lib/api/batches";
+import { fileUrl } from "@/lib/api/files";
 import { createThreadViaApi, signedInAccount } from "./support/auth";
 import { SCREENSHOT_DIR } from "./support/env";
 import { startWorker, stopAllWorkers } from "./support/worker";
@@ -110,17 +111,22 @@ test("download a file: the exact bytes as an attachment", async () => {
 });
 
 test("drop a file on the chat; delete one after confirming", async () => {
-  const chat = page.getByRole("region", { name: "Chat" });
+  // Dropped on the composer; the drop target is the whole chat, which the events bubble up to.
+  const target = page.getByRole("region", { name: "Chat" }).getByLabel("Message");
   const transfer = await page.evaluateHandle(() => {
     const dt = new DataTransfer();
-    dt.items.add(new File(["dropped bytes"], "dropped.txt", { type: "text/plain" }));
+    dt.items.add(new File(["dropped bytes"], "dropped é.txt", { type: "text/plain" }));
     return dt;
   });
-  await chat.dispatchEvent("dragenter", { dataTransfer: transfer });
+  await target.dispatchEvent("dragenter", { dataTransfer: transfer });
   await expect(page.getByTestId("drop-overlay")).toBeVisible();
-  await chat.dispatchEvent("drop", { dataTransfer: transfer });
+  await target.dispatchEvent("drop", { dataTransfer: transfer });
   await expect(page.getByTestId("drop-overlay")).toHaveCount(0);
-  await expect(rowOf(page, "dropped.txt")).toBeVisible();
+  await expect(rowOf(page, "dropped é.txt")).toBeVisible();
+  // A non-ASCII name survives the URL (each segment encoded) and comes back as RFC 6266 filename*.
+  const dropped = await page.request.get(fileUrl(threadId, "dropped é.txt"));
+  expect(await dropped.text()).toBe("dropped bytes");
+  expect(dropped.headers()["content-disposition"]).toBe(`attachment; filename="dropped _.txt"; filename*=UTF-8''dropped%20%C3%A9.txt`);
 
   const row = rowOf(page, "beta.txt");
   await row.getByRole("button", { name: "Delete beta.txt" }).click();
@@ -134,7 +140,7 @@ test("drop a file on the chat; delete one after confirming", async () => {
   const listed = await page.request.get(`/api/threads/${threadId}/files`);
   expect(((await listed.json()) as { files: { path: string }[] }).files.map((f) => f.path)).toEqual([
     "alpha.md",
-    "dropped.txt",
+    "dropped é.txt",
   ]);
   await shot(page, "04-after-delete");
 });

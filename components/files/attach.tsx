@@ -1,7 +1,7 @@
 "use client";
 
 import { useMutation, useQueryClient } from "@tanstack/react-query";
-import { type DragEvent, type HTMLAttributes, type ReactNode, useRef, useState } from "react";
+import { type DragEvent, type HTMLAttributes, type ReactNode, useEffect, useRef, useState } from "react";
 import type { FileProjection } from "@/lib/api/files";
 import { Spinner } from "@/components/ui/spinner";
 import { errorMessage } from "../batches/shared";
@@ -24,7 +24,16 @@ function useUpload(threadId: string) {
 
 type Upload = ReturnType<typeof useUpload>;
 
+/** How long "Added …" stays; errors stay until the next upload. */
+const SUCCESS_NOTE_MS = 8_000;
+
 function UploadStatus({ upload }: { upload: Upload }) {
+  const { isSuccess, reset } = upload;
+  useEffect(() => {
+    if (!isSuccess) return;
+    const timer = setTimeout(reset, SUCCESS_NOTE_MS);
+    return () => clearTimeout(timer);
+  }, [isSuccess, reset]);
   if (upload.isIdle) return null;
   return (
     <p
