@@ -108,6 +108,27 @@ export async function putFiles(
   scope: WorkspaceScope & { limits: WorkspaceLimits; runId?: string | null },
   files: Iterable<NewFile> | AsyncIterable<NewFile>,
 ): Promise<FileInfo[]> {
+  try {
+    return await writeAll(db, scope, files);
+  } catch (err) {
+    // Two uploads overwriting the same paths in opposite orders: PostgreSQL aborts one of them.
+    if (postgresCode(err) === "40P01")
+      throw new AppError("conflict", "another upload wrote the same files at the same moment; nothing was stored, retry");
+    throw err;
+  }
+}
+
+function postgresCode(err: unknown): string | undefined {
+  for (let e = err, depth = 0; e && typeof e === "object" && depth < 5; e = (e as { cause?: unknown }).cause, depth++)
+    if ("code" in e && typeof e.code === "string") return e.code;
+  return undefined;
+}
+
+async function writeAll(
+  db: Db,
+  scope: WorkspaceScope & { limits: WorkspaceLimits; runId?: string | null },
+  files: Iterable<NewFile> | AsyncIterable<NewFile>,
+): Promise<FileInfo[]> {
   return db.transaction(async (tx) => {
     await assertThread(tx, scope);
     const written: FileInfo[] = [];
@@ -226,7 +247,8 @@ export async function openFileStream(
       offset += row.slice.byteLength;
       controller.enqueue(new Uint8Array(row.slice.buffer, row.slice.byteOffset, row.slice.byteLength));
     },
-  });
+    // Read a slice only when the client takes one: a slow download holds one slice, not the file.
+  }, new CountQueuingStrategy({ highWaterMark: 0 }));
   return { file, body };
 }
 

@@ -178,6 +178,36 @@ describe("limits", () => {
   });
 });
 
+describe("overlapping uploads", () => {
+  it("two uploads overwriting the same paths in opposite orders: one stores both files, the other gets 409", async () => {
+    const threadId = await makeThread(tdb, alice);
+    let open: () => void = () => {};
+    const gate = new Promise<void>((resolve) => {
+      open = resolve;
+    });
+    const send = (first: string, second: string, tag: string) => {
+      const { body, contentType } = gatedUpload(
+        { path: first, content: `${tag}:${first}` },
+        { path: second, content: `${tag}:${second}` },
+        gate,
+      );
+      return callFiles("POST", `/api/threads/${threadId}/files`, { token: alice.token, body, contentType });
+    };
+    const both = Promise.all([send("p.txt", "q.txt", "A"), send("q.txt", "p.txt", "B")]);
+    await waitFor(async () => (await uncommittedInserts()) === 2);
+    open();
+    const [a, b] = await both;
+    expect([a.status, b.status].sort()).toEqual([201, 409]);
+    const loser = a.status === 409 ? a : b;
+    expect((await errorOf(loser)).message).toContain("nothing was stored");
+    const winner = a.status === 201 ? "A" : "B";
+    for (const path of ["p.txt", "q.txt"]) {
+      const res = await callFiles("GET", fileUrl(threadId, path), { token: alice.token });
+      expect(await res.text()).toBe(`${winner}:${path}`);
+    }
+  });
+});
+
 /** Open transactions that have written a workspace row (their first file) but not committed. */
 async function uncommittedInserts(): Promise<number> {
   const [row] = await tdb.sql<{ n: number }[]>`
