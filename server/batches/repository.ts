@@ -73,6 +73,11 @@ export interface SubmitBatchArgs {
 export async function submitBatch(db: Db, args: SubmitBatchArgs): Promise<{ batch: BatchRow; created: boolean }> {
   checkIds({ threadId: args.threadId });
   const overFiles = isFileSubmission(args.input);
+  if (overFiles) {
+    // A replay answers with the batch it made, whatever the workspace holds by now.
+    const earlier = await replayOf(db, args, args.input.submission_key);
+    if (earlier) return { batch: earlier, created: false };
+  }
   const input = isFileSubmission(args.input) ? await expandFileSubmission(db, { ...args, input: args.input }) : args.input;
   const sub = normalizeSubmission(input, args.config);
   const spec = buildExecutionSpec({
@@ -119,6 +124,13 @@ export async function submitBatch(db: Db, args: SubmitBatchArgs): Promise<{ batc
     return { batch: batch!, created: true };
   }
 
+  const existing = await replayOf(db, args, sub.submissionKey);
+  if (!existing) throw new AppError("conflict", "submission_key: a concurrent submission with this key did not complete; retry");
+  return { batch: existing, created: false };
+}
+
+/** The batch an earlier submission with this key made (404 / 409 when it cannot be this caller's replay), or null. */
+async function replayOf(db: Db, args: SubmitBatchArgs, submissionKey: string): Promise<BatchRow | null> {
   const owned = await db
     .select({ id: threads.id })
     .from(threads)
@@ -127,11 +139,11 @@ export async function submitBatch(db: Db, args: SubmitBatchArgs): Promise<{ batc
   const [existing] = await db
     .select()
     .from(subagentBatches)
-    .where(and(eq(subagentBatches.userId, args.userId), eq(subagentBatches.submissionKey, sub.submissionKey)));
-  if (!existing) throw new AppError("conflict", "submission_key: a concurrent submission with this key did not complete; retry");
+    .where(and(eq(subagentBatches.userId, args.userId), eq(subagentBatches.submissionKey, submissionKey)));
+  if (!existing) return null;
   if (existing.threadId !== args.threadId)
     throw new AppError("conflict", "submission_key: already used for a batch in another thread");
-  return { batch: existing, created: false };
+  return existing;
 }
 
 // ---------------------------------------------------------------------------------------------

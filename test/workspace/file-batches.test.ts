@@ -122,6 +122,19 @@ describe("POST /subagent-batches with files", () => {
     expect(await rowCounts(tdb)).toEqual(before);
   });
 
+  it("a replay answers 200 with the same batch, even after the files are gone", async () => {
+    const threadId = await threadWithFiles(["r/1.md", "r/2.md"]);
+    const body = { submission_key: "replay-files", files: "r/*.md", prompt_template: "Read {{file}}" };
+    const first = await call("POST", `/api/threads/${threadId}/subagent-batches`, { token: alice.token, json: body });
+    expect(first.status).toBe(201);
+    const batch = batchProjectionSchema.parse(await first.json());
+    for (const path of ["r/1.md", "r/2.md"])
+      await tdb.sql`delete from workspace_files where thread_id = ${threadId} and path = ${path}`;
+    const again = await call("POST", `/api/threads/${threadId}/subagent-batches`, { token: alice.token, json: body });
+    expect(again.status).toBe(200);
+    expect(batchProjectionSchema.parse(await again.json())).toMatchObject({ id: batch.id, total: 2 });
+  });
+
   it("never matches another user's files: their thread is 404", async () => {
     const threadId = await threadWithFiles(["a.md"]);
     const res = await call("POST", `/api/threads/${threadId}/subagent-batches`, {
