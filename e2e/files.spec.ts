@@ -80,6 +80,13 @@ test("run a batch over the files from the New batch dialog; each item reads its 
   await expect(dialog.getByRole("alert")).toHaveText("No file of this thread matches the glob.");
   await expect(dialog.getByRole("button", { name: "Start batch" })).toBeDisabled();
   await dialog.getByLabel("Files (glob)").fill("**");
+  // Each item also writes an artifact, which appears in the Files section with its run.
+  await dialog
+    .getByLabel("Prompt template")
+    .fill(
+      'Summarize {{file}} [[call:read_file {"path":"{{file}}"}]] ' +
+        '[[call:write_file {"path":"summaries/{{file}}","content":"summary of {{file}}"}]]',
+    );
   await shot(page, "02-dialog-from-files");
   await dialog.getByRole("button", { name: "Start batch" }).click();
   await expect(dialog).toHaveCount(0);
@@ -99,6 +106,10 @@ test("run a batch over the files from the New batch dialog; each item reads its 
   expect(lines.map((l) => l.item_key)).toEqual(["alpha.md", "beta.txt"]);
   expect(lines[0]!.result).toContain("The alpha report says revenue grew.");
   expect(lines[1]!.result).toContain("Beta notes: the pilot ended early.");
+  const artifact = rowOf(page, "summaries/alpha.md");
+  await expect(artifact).toContainText("written by run");
+  await expect(rowOf(page, "alpha.md")).toContainText("uploaded");
+  await expect(filesOf(page).getByTestId("file-row")).toHaveCount(4);
   await shot(page, "03-batch-done");
 });
 
@@ -136,11 +147,13 @@ test("drop a file on the chat; delete one after confirming", async () => {
   await row.getByRole("button", { name: "Delete beta.txt" }).click();
   await row.getByRole("button", { name: "Delete", exact: true }).click();
   await expect(row).toHaveCount(0);
-  await expect(filesOf(page).getByTestId("file-row")).toHaveCount(2);
+  await expect(filesOf(page).getByTestId("file-row")).toHaveCount(4);
   const listed = await page.request.get(`/api/threads/${threadId}/files`);
   expect(((await listed.json()) as { files: { path: string }[] }).files.map((f) => f.path)).toEqual([
     "alpha.md",
     "dropped é.txt",
+    "summaries/alpha.md",
+    "summaries/beta.txt",
   ]);
   await shot(page, "04-after-delete");
 });
@@ -148,14 +161,14 @@ test("drop a file on the chat; delete one after confirming", async () => {
 test("screenshots at 390x844", async () => {
   await page.setViewportSize({ width: 390, height: 844 });
   await page.goto(`/threads/${threadId}`);
-  await expect(filesOf(page).getByTestId("file-row")).toHaveCount(2);
+  await expect(filesOf(page).getByTestId("file-row")).toHaveCount(4);
   await shot(page, "05-mobile");
   await filesOf(page).scrollIntoViewIfNeeded();
   await page.screenshot({ path: path.join(SCREENSHOT_DIR, "files-06-mobile-files.png") });
   await page.getByRole("complementary", { name: "Batches" }).getByRole("button", { name: "New batch", exact: true }).click();
   const dialog = page.getByRole("dialog", { name: "New batch" });
   await dialog.getByText("From files", { exact: true }).click();
-  await expect(dialog.getByTestId("new-batch-files-count")).toHaveText("2 files of 2 match");
+  await expect(dialog.getByTestId("new-batch-files-count")).toHaveText("4 files of 4 match");
   await page.screenshot({ path: path.join(SCREENSHOT_DIR, "files-07-mobile-dialog.png") });
   await page.keyboard.press("Escape");
   await page.setViewportSize({ width: 1400, height: 900 });

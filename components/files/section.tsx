@@ -104,7 +104,9 @@ function FileRow({ threadId, file }: { threadId: string; file: FileProjection })
             "uploaded"
           )}
           {" · "}
-          <time dateTime={file.created_at}>{new Date(file.created_at).toLocaleString()}</time>
+          <time dateTime={file.created_at}>
+            {new Date(file.created_at).toLocaleString(undefined, { dateStyle: "short", timeStyle: "short" })}
+          </time>
         </p>
         {remove.isError ? (
           <p role="alert" className="text-xs text-red-700">
