@@ -1,6 +1,9 @@
 import type { ToolSet } from "ai";
 import { beforeAll, describe, expect, it } from "vitest";
+import { runSubagent } from "@/server/agent/executor";
 import { createRun } from "@/server/agent/runs";
+import { resolveModel } from "@/server/models/index";
+import { createSubagentRuntime } from "@/server/runtime/admission";
 import { workspaceGroup } from "@/server/tools/workspace";
 import { listFiles, putFile, workspaceLimits } from "@/server/workspace/files";
 import { makeOwner, testConfig } from "../batches/support";
@@ -141,5 +144,38 @@ describe("workspace tool group", () => {
     await expect(exec(forged, "read_file", { path: "secret.txt" })).rejects.toThrow("not found");
     await expect(exec(forged, "write_file", { path: "planted.txt", content: "x" })).rejects.toThrow("thread not found");
     expect((await listFiles(tdb.db, alice)).map((f) => f.path)).toEqual(["secret.txt"]);
+  });
+});
+
+describe("through a sub-agent run", () => {
+  it("a definition with the workspace group reads and writes files; a failing call reaches the model as a tool error", async () => {
+    const owner = await makeOwner(tdb.db);
+    const runConfig = testConfig({
+      simulator: { latency_ms: 1 },
+      subagents: {
+        definitions: [{ name: "reader", description: "reads files", system_prompt: "Read.", tool_groups: ["workspace"] }],
+      },
+    });
+    await putFile(tdb.db, { ...owner, limits }, { path: "in.txt", bytes: Buffer.from("needle in a file"), contentType: "text/plain" });
+    const result = await runSubagent(tdb.db, {
+      ...owner,
+      kind: "batch_item",
+      definition: "reader",
+      prompt:
+        '[[call:read_file {"path":"in.txt"}]] [[call:read_file {"path":"nope.txt"}]] ' +
+        '[[call:write_file {"path":"out.txt","content":"done"}]]',
+      model: resolveModel(runConfig, {}),
+      signal: new AbortController().signal,
+      runtime: createSubagentRuntime(runConfig),
+    });
+    expect(result.status).toBe("completed");
+    expect(result.text).toContain("Summary of 3 tool results:");
+    expect(result.text).toContain("needle in a file");
+    expect(result.text).toContain(`- read_file: error: file "nope.txt" not found`);
+    const files = await listFiles(tdb.db, owner);
+    expect(files.map((f) => [f.path, f.createdByRunId])).toEqual([
+      ["in.txt", null],
+      ["out.txt", result.runId],
+    ]);
   });
 });
