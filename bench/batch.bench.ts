@@ -48,7 +48,7 @@ interface BenchDb {
   close(): Promise<void>;
 }
 
-async function benchServer(): Promise<{ adminUrl: string; stop(): Promise<void> }> {
+export async function benchServer(): Promise<{ adminUrl: string; stop(): Promise<void> }> {
   if (process.env.DATABASE_URL) return { adminUrl: process.env.DATABASE_URL, stop: async () => {} };
   const tmp = mkdtempSync(path.join(os.tmpdir(), "flotilla-bench-pg-"));
   chmodSync(tmp, 0o755);
@@ -62,7 +62,7 @@ async function benchServer(): Promise<{ adminUrl: string; stop(): Promise<void> 
   };
 }
 
-async function freshDatabase(adminUrl: string): Promise<BenchDb> {
+export async function freshDatabase(adminUrl: string): Promise<BenchDb> {
   const name = `flotilla_bench_${randomBytes(5).toString("hex")}`;
   const admin = postgres(adminUrl, { max: 1, onnotice: () => {} });
   await admin.unsafe(`create database "${name}"`);
@@ -88,7 +88,7 @@ function config(overrides: Record<string, Record<string, unknown>> = {}): Flotil
   });
 }
 
-async function owner(db: Database["db"]): Promise<{ userId: string; threadId: string }> {
+export async function owner(db: Database["db"]): Promise<{ userId: string; threadId: string }> {
   const [user] = await db.insert(users).values({ email: `bench-${randomBytes(6).toString("hex")}@example.com`, passwordHash: "x" }).returning();
   const [thread] = await db.insert(threads).values({ userId: user!.id }).returning();
   return { userId: user!.id, threadId: thread!.id };
@@ -101,7 +101,7 @@ const median = (xs: number[]) => {
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 let submissions = 0;
 
-async function waitTerminal(db: Database["db"], scope: { userId: string; threadId: string; batchId: string }, timeoutMs: number) {
+export async function waitTerminal(db: Database["db"], scope: { userId: string; threadId: string; batchId: string }, timeoutMs: number) {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const b = await getBatch(db, scope);

@@ -21,7 +21,14 @@ export interface BenchModule {
   run(): Promise<BenchRow[]>;
 }
 
-const MODULES: Array<() => Promise<BenchModule>> = [() => import("./capacity.bench"), () => import("./batch.bench"), () => import("./export.bench"), () => import("./ratelimit.bench"), () => import("./mcp.bench")];
+const MODULES: Array<() => Promise<BenchModule>> = [
+  () => import("./capacity.bench"),
+  () => import("./batch.bench"),
+  () => import("./export.bench"),
+  () => import("./ratelimit.bench"),
+  () => import("./mcp.bench"),
+  () => import("./workspace.bench"),
+];
 
 function fmt(n: number): string {
   if (!Number.isFinite(n)) return String(n);

@@ -12,8 +12,8 @@ import {
   type ItemStatus,
   itemPageSchema,
   itemProjectionSchema,
-  type SubmitBatchInput,
 } from "@/lib/api/batches";
+import type { BatchSubmission } from "@/lib/api/files";
 
 /**
  * Browser fetch helpers of the batch panel. Every response is parsed with the shared zod
@@ -33,7 +33,7 @@ export class ApiError extends Error {
 
 export const ITEM_PAGE_SIZE = 50;
 
-async function request(path: string, init?: RequestInit): Promise<unknown> {
+export async function request(path: string, init?: RequestInit): Promise<unknown> {
   let res: Response;
   try {
     res = await fetch(path, { credentials: "same-origin", cache: "no-store", ...init });
@@ -58,7 +58,7 @@ async function request(path: string, init?: RequestInit): Promise<unknown> {
   return body;
 }
 
-function parse<S extends z.ZodType>(schema: S, body: unknown, what: string): z.output<S> {
+export function parse<S extends z.ZodType>(schema: S, body: unknown, what: string): z.output<S> {
   const parsed = schema.safeParse(body);
   if (!parsed.success) throw new ApiError(`The server sent an unexpected ${what}.`, 200, "bad_response");
   return parsed.data;
@@ -123,7 +123,7 @@ export async function retryItem(threadId: string, batchId: string, itemId: strin
   return parse(itemProjectionSchema, unwrap(body, "item"), "item");
 }
 
-export async function submitBatch(threadId: string, input: SubmitBatchInput): Promise<BatchProjection> {
+export async function submitBatch(threadId: string, input: BatchSubmission): Promise<BatchProjection> {
   return parse(batchProjectionSchema, unwrap(await post(base(threadId), input), "batch"), "batch");
 }
 

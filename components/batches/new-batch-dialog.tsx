@@ -2,7 +2,9 @@
 
 import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
 import { useDeferredValue, useEffect, useId, useMemo, useRef, useState } from "react";
-import type { BatchProjection, SubmitBatchInput } from "@/lib/api/batches";
+import { FilesBatchSource, type FilesSelection } from "@/components/files/batch-source";
+import type { BatchProjection } from "@/lib/api/batches";
+import { type BatchSubmission, FILE_PLACEHOLDER } from "@/lib/api/files";
 import {
   buildSubmission,
   detectFormat,
@@ -56,6 +58,10 @@ export function NewBatchDialog({
   const [maxLive, setMaxLive] = useState("");
   const [maxRunning, setMaxRunning] = useState("");
   const [fileError, setFileError] = useState<string | null>(null);
+  // "From files": a glob over the thread's workspace instead of typed items.
+  const [fromFiles, setFromFiles] = useState(false);
+  const [glob, setGlob] = useState("**");
+  const [selection, setSelection] = useState<FilesSelection | null>(null);
   const [submitError, setSubmitError] = useState<string | null>(null);
   // One idempotency key per draft: a repeated click or a retry after a lost answer replays, an edit starts afresh.
   const keyRef = useRef<string | null>(null);
@@ -79,13 +85,15 @@ export function NewBatchDialog({
         maxRunningItems: limits.max_running_items_per_batch,
       })
     : null;
-  const problem = parsed.error ?? (parsed.items.length > 0 ? built?.error : null) ?? null;
+  const problem = fromFiles
+    ? (selection?.problem ?? null)
+    : (parsed.error ?? (parsed.items.length > 0 ? built?.error : null) ?? null);
 
   // biome-ignore lint/correctness/useExhaustiveDependencies: any edit of the draft invalidates its key
   useEffect(() => {
     keyRef.current = null;
     setSubmitError(null);
-  }, [chosenSubagent, template, source, effective, maxLive, maxRunning]);
+  }, [chosenSubagent, template, source, effective, maxLive, maxRunning, fromFiles, glob]);
 
   useEffect(() => {
     const d = ref.current;
@@ -94,7 +102,7 @@ export function NewBatchDialog({
   }, []);
 
   const submit = useMutation({
-    mutationFn: (body: SubmitBatchInput) => submitBatch(threadId, body),
+    mutationFn: (body: BatchSubmission) => submitBatch(threadId, body),
     onMutate: () => setSubmitError(null),
     onSuccess: (batch) => {
       qc.setQueryData<BatchProjection[]>(["batches", threadId], (list) => [
@@ -117,7 +125,7 @@ export function NewBatchDialog({
     setFile({ name: f.name, size: f.size, text: await f.text() });
   };
 
-  const canSubmit = !!built?.body && !problem && !submit.isPending;
+  const canSubmit = (fromFiles ? !!selection && selection.count > 0 : !!built?.body) && !problem && !submit.isPending;
   const previews = parsed.items.slice(0, PREVIEW_COUNT).map((item) => draftPrompt(item, template));
 
   return (
@@ -133,9 +141,18 @@ export function NewBatchDialog({
         className="flex flex-col gap-3 p-4"
         onSubmit={(e) => {
           e.preventDefault();
-          if (!built?.body || problem) return;
+          if (!canSubmit) return;
           keyRef.current ??= newSubmissionKey();
-          submit.mutate({ ...built.body, submission_key: keyRef.current });
+          if (fromFiles)
+            submit.mutate({
+              submission_key: keyRef.current,
+              subagent: chosenSubagent || undefined,
+              files: glob,
+              prompt_template: template,
+              max_live_items: optionalInt(maxLive),
+              max_running_items: optionalInt(maxRunning),
+            });
+          else if (built?.body) submit.mutate({ ...built.body, submission_key: keyRef.current });
         }}
       >
         <div className="flex items-center gap-2">
@@ -150,6 +167,15 @@ export function NewBatchDialog({
             Close
           </button>
         </div>
+
+        <ItemsSourceSwitch
+          fromFiles={fromFiles}
+          onChange={(files) => {
+            setFromFiles(files);
+            // Swap the untouched default template for the other mode's placeholder.
+            if (template === (files ? ITEM_PLACEHOLDER : FILE_PLACEHOLDER)) setTemplate(files ? FILE_PLACEHOLDER : ITEM_PLACEHOLDER);
+          }}
+        />
 
         <div className="flex flex-col gap-1">
           <label htmlFor={ids.subagent} className={labelClass}>
@@ -184,12 +210,21 @@ export function NewBatchDialog({
             className={`${inputClass} font-mono`}
           />
           <p id={ids2.hint} className="text-xs text-zinc-600">
-            <code className="font-mono">{ITEM_PLACEHOLDER}</code> is replaced by each item. Items with their own{" "}
-            <code className="font-mono">prompt</code> (JSONL or a CSV prompt column) are used as written.
+            <code className="font-mono">{fromFiles ? FILE_PLACEHOLDER : ITEM_PLACEHOLDER}</code> is replaced by each{" "}
+            {fromFiles ? "file's path." : "item."}
+            <span hidden={fromFiles}>
+              {" "}
+              Items with their own <code className="font-mono">prompt</code> (JSONL or a CSV prompt column) are used as
+              written.
+            </span>
           </p>
         </div>
 
-        <div className="flex flex-col gap-1">
+        {fromFiles ? (
+          <FilesBatchSource threadId={threadId} glob={glob} template={template} onGlobChange={setGlob} onSelection={setSelection} />
+        ) : null}
+
+        <div className="flex flex-col gap-1" hidden={fromFiles}>
           <label htmlFor={ids.items} className={labelClass}>
             Items
           </label>
@@ -292,7 +327,7 @@ export function NewBatchDialog({
           </div>
         </details>
 
-        <section aria-labelledby={ids2.count} className="flex flex-col gap-1 rounded-md bg-zinc-50 p-2">
+        <section aria-labelledby={ids2.count} className="flex flex-col gap-1 rounded-md bg-zinc-50 p-2" hidden={fromFiles}>
           <p id={ids2.count} data-testid="new-batch-count" aria-live="polite" className="font-medium tabular-nums">
             {formatCount(parsed.items.length)} {parsed.items.length === 1 ? "item" : "items"}
             {limits ? (
@@ -331,5 +366,24 @@ export function NewBatchDialog({
         </div>
       </form>
     </dialog>
+  );
+}
+
+/** Items typed or uploaded here, or the thread's workspace files. */
+function ItemsSourceSwitch({ fromFiles, onChange }: { fromFiles: boolean; onChange: (fromFiles: boolean) => void }) {
+  const option = (files: boolean, label: string) => (
+    <label
+      className={`flex cursor-pointer items-center gap-1.5 rounded px-2 py-1 text-xs font-medium has-[:focus-visible]:outline-2 has-[:focus-visible]:outline-sky-600 ${fromFiles === files ? "bg-white text-zinc-900 shadow-xs" : "text-zinc-600"}`}
+    >
+      <input type="radio" name="items-source" className="sr-only" checked={fromFiles === files} onChange={() => onChange(files)} />
+      {label}
+    </label>
+  );
+  return (
+    <fieldset className="flex w-fit gap-1 rounded-md bg-zinc-100 p-1">
+      <legend className="sr-only">Source of items</legend>
+      {option(false, "Item list")}
+      {option(true, "From files")}
+    </fieldset>
   );
 }

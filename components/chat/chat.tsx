@@ -4,6 +4,7 @@ import { useChat } from "@ai-sdk/react";
 import { useQueryClient } from "@tanstack/react-query";
 import { DefaultChatTransport } from "ai";
 import { useEffect, useMemo, useRef, useState } from "react";
+import { useAttachFiles } from "@/components/files/attach";
 import { Badge } from "@/components/ui/badge";
 import { Button } from "@/components/ui/button";
 import { Spinner } from "@/components/ui/spinner";
@@ -69,6 +70,7 @@ export function Chat({ threadId, initialMessages }: { threadId: string; initialM
     onFinish: () => void queryClient.invalidateQueries({ queryKey: THREADS_KEY }),
   });
   const [input, setInput] = useState("");
+  const attach = useAttachFiles(threadId);
   const busy = status === "submitted" || status === "streaming";
 
   // Follow the stream while the reader is at the bottom; leave them alone when they scrolled up.
@@ -94,7 +96,8 @@ export function Chat({ threadId, initialMessages }: { threadId: string; initialM
   const last = messages[messages.length - 1];
 
   return (
-    <div className="flex min-h-0 flex-1 flex-col">
+    <div className="relative flex min-h-0 flex-1 flex-col" {...attach.dropTarget}>
+      {attach.overlay}
       <div
         ref={scroller}
         onScroll={(e) => {
@@ -137,7 +140,9 @@ export function Chat({ threadId, initialMessages }: { threadId: string; initialM
           submit();
         }}
       >
+        {attach.status}
         <div className="mx-auto flex w-full max-w-3xl items-end gap-2">
+          {attach.button}
           <textarea
             aria-label="Message"
             value={input}

@@ -1,6 +1,7 @@
 "use client";
 
 import { BatchPanel } from "@/components/batches/panel";
+import { FilesSection } from "@/components/files/section";
 import { Badge } from "@/components/ui/badge";
 import type { ChatMessage } from "@/server/chat/messages";
 import { Chat } from "./chat";
@@ -40,6 +41,7 @@ export function ThreadView({
       </section>
       <div className="max-h-[45vh] shrink-0 overflow-y-auto border-t border-zinc-200 bg-white empty:hidden lg:max-h-none lg:w-[26rem] lg:border-t-0 lg:border-l">
         <BatchPanel threadId={thread.id} />
+        <FilesSection threadId={thread.id} />
       </div>
     </div>
   );

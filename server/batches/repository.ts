@@ -1,11 +1,12 @@
 import { and, asc, desc, eq, gt, sql } from "drizzle-orm";
-import type { SubmitBatchInput } from "@/lib/api/batches";
+import { type BatchSubmission, isFileSubmission } from "@/lib/api/files";
 import type { FlotillaConfig } from "@/lib/config";
 import type { Db, DbOrTx } from "@/server/db/client";
 import { subagentBatches, subagentBatchItems, threads } from "@/server/db/schema";
 import { ITEM_STATUSES, type ItemStatus } from "@/server/db/schema/batches";
 import { AppError, notFound } from "@/server/errors";
 import { resolveModel } from "@/server/models/index";
+import { expandFileSubmission } from "@/server/workspace/batches";
 import { decodeCursor, encodeCursor } from "./cursor";
 import { BATCH_CHANNEL, type BatchEvent, batchEventPayload } from "./notify";
 import { buildExecutionSpec, type SubmissionOrigin } from "./spec";
@@ -54,7 +55,8 @@ async function notify(db: DbOrTx, event: BatchEvent, batchId: string): Promise<v
 export interface SubmitBatchArgs {
   userId: string;
   threadId: string;
-  input: SubmitBatchInput;
+  /** Items, or a glob over the thread's workspace files (adds the `workspace` group). */
+  input: BatchSubmission;
   config: FlotillaConfig;
   /** Model recorded in the execution spec; default: this process's resolved model. */
   model?: { name: string; simulator: boolean; catalogName?: string };
@@ -70,8 +72,16 @@ export interface SubmitBatchArgs {
  */
 export async function submitBatch(db: Db, args: SubmitBatchArgs): Promise<{ batch: BatchRow; created: boolean }> {
   checkIds({ threadId: args.threadId });
-  const sub = normalizeSubmission(args.input, args.config);
+  const overFiles = isFileSubmission(args.input);
+  if (overFiles) {
+    // A replay answers with the batch it made, whatever the workspace holds by now.
+    const earlier = await replayOf(db, args, args.input.submission_key);
+    if (earlier) return { batch: earlier, created: false };
+  }
+  const input = isFileSubmission(args.input) ? await expandFileSubmission(db, { ...args, input: args.input }) : args.input;
+  const sub = normalizeSubmission(input, args.config);
   const spec = buildExecutionSpec({
+    extraToolGroups: overFiles ? ["workspace"] : [],
     config: args.config,
     userId: args.userId,
     threadId: args.threadId,
@@ -114,6 +124,13 @@ export async function submitBatch(db: Db, args: SubmitBatchArgs): Promise<{ batc
     return { batch: batch!, created: true };
   }
 
+  const existing = await replayOf(db, args, sub.submissionKey);
+  if (!existing) throw new AppError("conflict", "submission_key: a concurrent submission with this key did not complete; retry");
+  return { batch: existing, created: false };
+}
+
+/** The batch an earlier submission with this key made (404 / 409 when it cannot be this caller's replay), or null. */
+async function replayOf(db: Db, args: SubmitBatchArgs, submissionKey: string): Promise<BatchRow | null> {
   const owned = await db
     .select({ id: threads.id })
     .from(threads)
@@ -122,11 +139,11 @@ export async function submitBatch(db: Db, args: SubmitBatchArgs): Promise<{ batc
   const [existing] = await db
     .select()
     .from(subagentBatches)
-    .where(and(eq(subagentBatches.userId, args.userId), eq(subagentBatches.submissionKey, sub.submissionKey)));
-  if (!existing) throw new AppError("conflict", "submission_key: a concurrent submission with this key did not complete; retry");
+    .where(and(eq(subagentBatches.userId, args.userId), eq(subagentBatches.submissionKey, submissionKey)));
+  if (!existing) return null;
   if (existing.threadId !== args.threadId)
     throw new AppError("conflict", "submission_key: already used for a batch in another thread");
-  return { batch: existing, created: false };
+  return existing;
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -60,6 +60,8 @@ export function buildExecutionSpec(args: {
   /** The caller's model (a resolved model, or its catalog name for callers without one). */
   model: { name: string; simulator: boolean; catalogName?: string };
   origin: SubmissionOrigin;
+  /** Groups this batch adds to the definition's (a batch over files adds `workspace`). */
+  extraToolGroups?: readonly string[];
 }): ExecutionSpec {
   const def: SubagentDefinition = getSubagentDefinition(args.subagent, args.config);
   const callerModel = args.model.catalogName ?? args.model.name;
@@ -76,7 +78,7 @@ export function buildExecutionSpec(args: {
       timeout_seconds: def.timeoutMs / 1000,
     },
     model: { name: modelName, simulator: def.model ? def.model === "simulator" : args.model.simulator },
-    tool_groups: [...def.toolGroups],
+    tool_groups: [...new Set([...def.toolGroups, ...(args.extraToolGroups ?? [])])],
     delegation: { task: false, agent_swarm: false, batch_task: false },
     caller: {
       user_id: args.userId,
@@ -125,7 +127,7 @@ export function rebuildExecution(spec: ExecutionSpec, base: SubagentRuntime): Re
           name: def.name,
           description: def.description,
           system_prompt: def.system_prompt,
-          tool_groups: def.tool_groups.filter((g) => spec.tool_groups.includes(g)),
+          tool_groups: spec.tool_groups,
           ...(def.model ? { model: def.model } : {}),
           max_turns: def.max_turns,
           timeout_seconds: def.timeout_seconds,

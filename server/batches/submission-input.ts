@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { type SubmitBatchInput, submitBatchSchema } from "@/lib/api/batches";
+import { type BatchSubmission, isFileSubmission, type SubmitFileBatchInput, submitFileBatchSchema } from "@/lib/api/files";
 import type { FlotillaConfig } from "@/lib/config";
 import { getSubagentDefinition } from "@/server/agent/registry";
 import { AppError } from "@/server/errors";
@@ -74,16 +75,20 @@ function itemKey(item: SubmitItem, index: number): string {
   return typeof item === "string" || item.item_key === undefined ? `item-${index + 1}` : item.item_key;
 }
 
+function checkWindow(input: { max_live_items?: number; max_running_items?: number }, limits: SubmissionLimits): void {
+  if (input.max_live_items !== undefined && input.max_live_items > limits.maxLiveItems)
+    throw new AppError("validation_failed", `max_live_items: must be at most ${limits.maxLiveItems}`);
+  if (input.max_running_items !== undefined && input.max_running_items > limits.maxRunningItems)
+    throw new AppError("validation_failed", `max_running_items: must be at most ${limits.maxRunningItems}`);
+}
+
 function checkCommon(
   input: Omit<SubmitBatchInput, "items">,
   items: SubmitItem[],
   limits: SubmissionLimits,
   where: (index: number) => string,
 ): void {
-  if (input.max_live_items !== undefined && input.max_live_items > limits.maxLiveItems)
-    throw new AppError("validation_failed", `max_live_items: must be at most ${limits.maxLiveItems}`);
-  if (input.max_running_items !== undefined && input.max_running_items > limits.maxRunningItems)
-    throw new AppError("validation_failed", `max_running_items: must be at most ${limits.maxRunningItems}`);
+  checkWindow(input, limits);
   if (input.prompt_template !== undefined && !input.prompt_template.includes("{{item}}"))
     throw new AppError("validation_failed", "prompt_template: must contain {{item}}");
   const seen = new Map<string, number>();
@@ -100,13 +105,14 @@ const jsonEnvelopeSchema = submitBatchSchema.omit({ items: true }).extend({
   items: z.array(z.unknown()).min(1, "must contain at least one item"),
 });
 
-export function parseJsonSubmission(text: string, limits: SubmissionLimits): SubmitBatchInput {
+export function parseJsonSubmission(text: string, limits: SubmissionLimits): BatchSubmission {
   let value: unknown;
   try {
     value = JSON.parse(text);
   } catch {
     throw new AppError("invalid_json", "request body is not valid JSON");
   }
+  if (value !== null && typeof value === "object" && "files" in value) return parseFileSubmission(value, limits);
   const envelope = jsonEnvelopeSchema.safeParse(value);
   if (!envelope.success) throw new AppError("validation_failed", zodMessage(envelope.error));
   const { items: rawItems, ...rest } = envelope.data;
@@ -115,6 +121,15 @@ export function parseJsonSubmission(text: string, limits: SubmissionLimits): Sub
   const items = rawItems.map((raw, index) => parseItem(raw, `items.${index}`, "."));
   checkCommon(rest, items, limits, (index) => `items.${index}`);
   return { ...rest, items };
+}
+
+/** A batch over workspace files: a glob instead of items (expanded against the thread when written). */
+function parseFileSubmission(value: object, limits: SubmissionLimits): SubmitFileBatchInput {
+  if ("items" in value) throw new AppError("validation_failed", "files: send either items or files, not both");
+  const parsed = submitFileBatchSchema.safeParse(value);
+  if (!parsed.success) throw new AppError("validation_failed", zodMessage(parsed.error));
+  checkWindow(parsed.data, limits);
+  return parsed.data;
 }
 
 /** Query parameters of an NDJSON upload; numbers arrive as text. */
@@ -187,7 +202,7 @@ function parseNdjsonLines(
  * batch engine's own rules (prompt length after template expansion, sub-agent name) run here
  * too, so an upload's error names its line; the repository checks them again when it writes.
  */
-export async function readSubmission(req: Request, config: FlotillaConfig): Promise<SubmitBatchInput> {
+export async function readSubmission(req: Request, config: FlotillaConfig): Promise<BatchSubmission> {
   if (!config.subagent_batches.enabled)
     throw new AppError("unavailable", "durable batches are disabled on this server (subagent_batches.enabled is false)");
   const format = submissionFormat(req.headers.get("content-type"));
@@ -209,10 +224,11 @@ export async function readSubmission(req: Request, config: FlotillaConfig): Prom
   return input;
 }
 
-function checkEngineRules(input: SubmitBatchInput, config: FlotillaConfig, rename: (message: string) => string): void {
+function checkEngineRules(input: BatchSubmission, config: FlotillaConfig, rename: (message: string) => string): void {
   try {
-    const normalized = normalizeSubmission(input, config);
-    getSubagentDefinition(normalized.subagent, config);
+    // File items exist only once the glob is matched against the thread (when the batch is written).
+    if (isFileSubmission(input)) getSubagentDefinition(input.subagent ?? "general", config);
+    else getSubagentDefinition(normalizeSubmission(input, config).subagent, config);
   } catch (err) {
     if (err instanceof AppError) throw new AppError(err.code, rename(err.message));
     throw err;

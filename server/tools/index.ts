@@ -7,6 +7,7 @@ import { mcpGroup } from "./mcp";
 import { textGroup } from "./text";
 import type { ToolGroup, ToolGroupContext } from "./types";
 import { webGroup } from "./web";
+import { workspaceGroup } from "./workspace";
 
 /**
  * The tool-group registry: the one place a group is added. A definition (or `lead.tool_groups`)
@@ -14,11 +15,8 @@ import { webGroup } from "./web";
  * bounded in time and output, recorded, and a failure reaches the model as a tool error.
  */
 
-/**
- * Groups built into this process, one file each. The `workspace` group is supplied by
- * ./workspace.ts (exporting `workspaceGroup`); registering it is one entry in this list.
- */
-const BUILTIN_GROUPS: readonly ToolGroup[] = [clockGroup, textGroup, webGroup];
+/** Groups built into this process, one file each: a new group is one file and one entry here. */
+const BUILTIN_GROUPS: readonly ToolGroup[] = [clockGroup, textGroup, workspaceGroup, webGroup];
 
 export type { ToolGroup, ToolGroupContext } from "./types";
 

@@ -1,6 +1,7 @@
 import { type ToolSet, tool } from "ai";
 import { and, eq, sql } from "drizzle-orm";
 import { z } from "zod";
+import { type BatchSubmission, FILE_PLACEHOLDER } from "@/lib/api/files";
 import { toBatchProjection } from "@/server/batches/projection";
 import { getBatch, listBatches, submitBatch } from "@/server/batches/repository";
 import type { BatchRow } from "@/server/batches/types";
@@ -31,10 +32,23 @@ export const batchTaskInputSchema = z.object({
     .min(1)
     .max(20_000)
     .optional()
-    .describe("Template with {{item}}; each string item is substituted into it to form that item's prompt."),
+    .describe(
+      "Template with {{item}}; each string item is substituted into it to form that item's prompt. " +
+        "With files: a template with {{file}}, replaced by each file's path.",
+    ),
   items: z
     .union([z.array(z.string().min(1)).min(1), z.array(itemObject).min(1)])
+    .optional()
     .describe("The independent items: strings (with prompt_template) or {item_key?, prompt} objects."),
+  files: z
+    .string()
+    .min(1)
+    .max(512)
+    .optional()
+    .describe(
+      "Instead of items: a glob over this thread's workspace files (e.g. reports/*.md, **/*.csv). One item per " +
+        "matching file, keyed by its path; each item's sub-agent gets the workspace tools to read its file.",
+    ),
   max_live_items: z.number().int().positive().optional().describe("Items admitted to the live window at once."),
   max_running_items: z.number().int().positive().optional().describe("Items of this batch executing at once across all workers."),
 });
@@ -79,6 +93,18 @@ async function threadHasBatches(ctx: LeadToolContext): Promise<boolean> {
   return row !== undefined;
 }
 
+/** Exactly one of items and files; a batch over files needs a {{file}} template. */
+function submissionOf(input: BatchTaskInput, submissionKey: string): BatchSubmission | { error: string } {
+  const { items, files, prompt_template, ...rest } = input;
+  if ((items === undefined) === (files === undefined)) return { error: "Pass either items or files (a glob), not both." };
+  if (files !== undefined) {
+    if (!prompt_template?.includes(FILE_PLACEHOLDER))
+      return { error: `A batch over files needs a prompt_template containing ${FILE_PLACEHOLDER}.` };
+    return { ...rest, submission_key: submissionKey, files, prompt_template };
+  }
+  return { ...rest, submission_key: submissionKey, items: items!, ...(prompt_template ? { prompt_template } : {}) };
+}
+
 export function createBatchTaskTool(ctx: LeadToolContext) {
   const b = ctx.config.subagent_batches;
   return tool({
@@ -86,7 +112,8 @@ export function createBatchTaskTool(ctx: LeadToolContext) {
       `Durable batch: run the same kind of work over many independent items (dozens to ${b.max_items_per_batch}) in ` +
       "background workers that survive restarts. Returns a receipt immediately; results are NOT returned to you. " +
       "Use it when the user asks to process a list, file or collection item by item and wants the results as a " +
-      "dataset; use task or agent_swarm when you need the answers yourself to continue. " +
+      "dataset (for the thread's uploaded files, pass files: a glob, with {{file}} in prompt_template); " +
+      "use task or agent_swarm when you need the answers yourself to continue. " +
       `Limits: at most ${b.max_items_per_batch} items, max_live_items up to ${b.max_live_items_per_batch} ` +
       `(default ${b.default_max_live_items}), max_running_items up to ${b.max_running_items_per_batch} ` +
       `(default ${b.default_max_running_items}). Sub-agents:\n${describeSubagents(ctx.config)}`,
@@ -99,10 +126,12 @@ export function createBatchTaskTool(ctx: LeadToolContext) {
               "No batch worker is running, so a batch would never start. Tell the user to start one (npm run worker) " +
               "or do the work with task / agent_swarm instead.",
           };
+        const submission = submissionOf(input, `${ctx.runId}:${toolCallId}`);
+        if ("error" in submission) return submission;
         const { batch, created } = await submitBatch(ctx.db, {
           userId: ctx.userId,
           threadId: ctx.threadId,
-          input: { ...input, submission_key: `${ctx.runId}:${toolCallId}` },
+          input: submission,
           config: ctx.config,
           model: ctx.model,
           origin: { kind: "tool", runId: ctx.runId, toolCallId },

@@ -1,0 +1,159 @@
+"use client";
+
+import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
+import { useEffect, useId, useRef, useState } from "react";
+import { type FileProjection, fileUrl } from "@/lib/api/files";
+import { errorMessage } from "../batches/shared";
+import { buttonClass, shortId } from "../batches/ui";
+import { deleteFile, fetchFiles, filesKey, formatBytes } from "./api";
+
+/** Artifacts written by runs appear without a reload. */
+const FILES_POLL_MS = 5_000;
+
+/**
+ * The thread's workspace beside the batches: every file with its size and who wrote it (an
+ * upload or a run), a download link and a delete button that asks first.
+ */
+export function FilesSection({ threadId }: { threadId: string }) {
+  const files = useQuery({
+    queryKey: filesKey(threadId),
+    queryFn: ({ signal }) => fetchFiles(threadId, signal),
+    refetchInterval: FILES_POLL_MS,
+  });
+  const [collapsed, setCollapsed] = useState(false);
+  const headingId = useId();
+  const bodyId = useId();
+  const list = files.data ?? [];
+  const total = list.reduce((sum, f) => sum + f.size, 0);
+
+  return (
+    <section aria-labelledby={headingId} data-testid="files-section" className="flex min-w-0 flex-col bg-white text-sm">
+      <header className="flex min-h-12 items-center gap-2 border-y border-zinc-200 px-4 py-2">
+        <button
+          type="button"
+          aria-expanded={!collapsed}
+          aria-controls={bodyId}
+          onClick={() => setCollapsed((c) => !c)}
+          className="-ml-1 inline-flex items-center gap-1 rounded px-1 py-0.5 focus-visible:outline-2 focus-visible:outline-sky-600"
+        >
+          <svg aria-hidden viewBox="0 0 16 16" className={`size-4 transition-transform ${collapsed ? "-rotate-90" : ""}`}>
+            <path d="M4 6l4 4 4-4" fill="none" stroke="currentColor" strokeWidth="1.75" />
+          </svg>
+          <h2 id={headingId} className="text-base font-semibold">
+            Files
+          </h2>
+        </button>
+        <span data-testid="files-count" className="rounded-full bg-zinc-100 px-2 py-0.5 text-xs font-medium text-zinc-700 tabular-nums">
+          {list.length} {list.length === 1 ? "file" : "files"}
+          {list.length > 0 ? ` · ${formatBytes(total)}` : ""}
+        </span>
+      </header>
+      <div id={bodyId} hidden={collapsed}>
+        {files.isError ? (
+          <p role="alert" className="px-4 py-3 text-xs text-red-700">
+            {errorMessage(files.error)}
+          </p>
+        ) : files.isPending ? null : list.length === 0 ? (
+          <p className="px-4 py-4 text-center text-zinc-600">
+            No files yet. Attach files in the chat or drop them on it; files that sub-agents write appear here too.
+          </p>
+        ) : (
+          <ul aria-label="Files of this thread" className="divide-y divide-zinc-100">
+            {list.map((f) => (
+              <FileRow key={f.path} threadId={threadId} file={f} />
+            ))}
+          </ul>
+        )}
+      </div>
+    </section>
+  );
+}
+
+function FileRow({ threadId, file }: { threadId: string; file: FileProjection }) {
+  const qc = useQueryClient();
+  const [confirming, setConfirming] = useState(false);
+  const keep = useRef<HTMLButtonElement>(null);
+  // The row's Delete button is gone once asked: keep the keyboard user on the safe choice.
+  useEffect(() => {
+    if (confirming) keep.current?.focus();
+  }, [confirming]);
+  const remove = useMutation({
+    mutationFn: () => deleteFile(threadId, file.path),
+    onSuccess: () => {
+      qc.setQueryData<FileProjection[]>(filesKey(threadId), (list) => list?.filter((f) => f.path !== file.path));
+      void qc.invalidateQueries({ queryKey: filesKey(threadId) });
+    },
+  });
+  const name = file.path.split("/").pop()!;
+  const folder = file.path.slice(0, file.path.length - name.length);
+  return (
+    <li data-testid="file-row" data-path={file.path} className="flex flex-wrap items-center gap-x-3 gap-y-1 px-4 py-2">
+      <div className="min-w-0 flex-1">
+        <p className="truncate font-mono text-xs text-zinc-900" title={file.path}>
+          {folder ? <span className="text-zinc-500">{folder}</span> : null}
+          {name}
+        </p>
+        <p className="text-xs text-zinc-600">
+          <span className="tabular-nums">{formatBytes(file.size)}</span>
+          {" · "}
+          {file.created_by_run_id ? (
+            <span title={`Written by run ${file.created_by_run_id}`}>
+              written by run <span className="font-mono">{shortId(file.created_by_run_id)}</span>
+            </span>
+          ) : (
+            "uploaded"
+          )}
+          {" · "}
+          <time dateTime={file.created_at}>
+            {new Date(file.created_at).toLocaleString(undefined, { dateStyle: "short", timeStyle: "short" })}
+          </time>
+        </p>
+        {remove.isError ? (
+          <p role="alert" className="text-xs text-red-700">
+            {errorMessage(remove.error)}
+          </p>
+        ) : null}
+      </div>
+      {confirming ? (
+        <span className="flex items-center gap-1.5">
+          <span className="text-xs text-zinc-700">Delete {name}?</span>
+          <button
+            type="button"
+            disabled={remove.isPending}
+            onClick={() => remove.mutate()}
+            className={`${buttonClass.base} ${buttonClass.dangerSolid} px-2 py-0.5 text-xs`}
+          >
+            Delete
+          </button>
+          <button
+            type="button"
+            ref={keep}
+            onClick={() => setConfirming(false)}
+            className={`${buttonClass.base} ${buttonClass.neutral} px-2 py-0.5 text-xs`}
+          >
+            Keep
+          </button>
+        </span>
+      ) : (
+        <span className="flex items-center gap-1.5">
+          <a
+            href={fileUrl(threadId, file.path)}
+            download={name}
+            aria-label={`Download ${file.path}`}
+            className={`${buttonClass.base} ${buttonClass.neutral} px-2 py-0.5 text-xs hover:bg-zinc-50`}
+          >
+            Download
+          </a>
+          <button
+            type="button"
+            aria-label={`Delete ${file.path}`}
+            onClick={() => setConfirming(true)}
+            className={`${buttonClass.base} ${buttonClass.neutral} px-2 py-0.5 text-xs`}
+          >
+            Delete
+          </button>
+        </span>
+      )}
+    </li>
+  );
+}

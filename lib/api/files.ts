@@ -1,0 +1,70 @@
+import picomatch from "picomatch/posix";
+import { z } from "zod";
+import type { SubmitBatchInput } from "./batches";
+
+/** Public projections of a thread's workspace files (snake_case JSON); never the bytes. */
+export const fileProjectionSchema = z
+  .object({
+    path: z.string(),
+    size: z.number(),
+    sha256: z.string(),
+    content_type: z.string(),
+    created_at: z.string(),
+    /** The sub-agent run that wrote the file; null for an upload. */
+    created_by_run_id: z.string().nullable(),
+  })
+  .strict();
+export type FileProjection = z.infer<typeof fileProjectionSchema>;
+
+export const fileListSchema = z.object({ files: z.array(fileProjectionSchema) }).strict();
+export type FileList = z.infer<typeof fileListSchema>;
+
+export const FILE_PLACEHOLDER = "{{file}}";
+/** Longest `files` glob a submission accepts. */
+export const MAX_GLOB_CHARS = 512;
+
+/** The download URL of a file: each path segment encoded on its own, `/` kept. */
+export function fileUrl(threadId: string, path: string): string {
+  return `/api/threads/${threadId}/files/${path.split("/").map(encodeURIComponent).join("/")}`;
+}
+
+/**
+ * A batch over workspace files (JSON): `files` is a glob instead of `items`, and the template's
+ * {{file}} is each matching path. One item per file in path order, item_key = the path.
+ */
+export const submitFileBatchSchema = z
+  .object({
+    submission_key: z.string().min(1).max(200),
+    subagent: z.string().min(1).max(40).optional(),
+    files: z.string().min(1, "must be a glob such as reports/*.md").max(MAX_GLOB_CHARS),
+    prompt_template: z
+      .string()
+      .min(1)
+      .max(20_000)
+      .refine((t) => t.includes(FILE_PLACEHOLDER), `must contain ${FILE_PLACEHOLDER}`),
+    max_live_items: z.number().int().positive().optional(),
+    max_running_items: z.number().int().positive().optional(),
+  })
+  .strict();
+export type SubmitFileBatchInput = z.infer<typeof submitFileBatchSchema>;
+
+/** What the batch submission endpoint and batch_task accept: items, or a glob over files. */
+export type BatchSubmission = SubmitBatchInput | SubmitFileBatchInput;
+
+export function isFileSubmission(input: BatchSubmission): input is SubmitFileBatchInput {
+  return "files" in input && input.files !== undefined;
+}
+
+/**
+ * The glob of a batch over files, the same on the server and in the New batch dialog's preview:
+ * picomatch, POSIX separators, `*` within a folder, `**` across folders, dotfiles included.
+ */
+export function fileGlobMatcher(glob: string): (path: string) => boolean {
+  return picomatch(glob, { dot: true });
+}
+
+/** A glob matching exactly these paths (glob syntax escaped), for picking files one by one. */
+export function globForPaths(paths: readonly string[]): string {
+  const escaped = paths.map((p) => p.replace(/[\\*?[\]{}(),!+@|^$]/g, (c) => `\\${c}`));
+  return escaped.length === 1 ? escaped[0]! : `{${escaped.join(",")}}`;
+}

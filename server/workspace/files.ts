@@ -1,0 +1,276 @@
+import { createHash } from "node:crypto";
+import { and, eq, sql } from "drizzle-orm";
+import { fileGlobMatcher, MAX_GLOB_CHARS } from "@/lib/api/files";
+import type { FlotillaConfig } from "@/lib/config";
+import type { Db, DbOrTx } from "@/server/db/client";
+import { threads, workspaceFiles } from "@/server/db/schema";
+import { AppError, notFound } from "@/server/errors";
+import { checkPath, checkPrefix } from "./paths";
+
+/**
+ * A thread's workspace: files in PostgreSQL, shared by the web process and every worker. Every
+ * function takes the database first and the owner scope (user + thread): another user's thread
+ * or file is "not found". No Next.js imports: workers load this module.
+ */
+
+export interface WorkspaceScope {
+  userId: string;
+  threadId: string;
+}
+
+export interface WorkspaceLimits {
+  maxFileBytes: number;
+  maxThreadBytes: number;
+}
+
+export function workspaceLimits(config: FlotillaConfig): WorkspaceLimits {
+  return { maxFileBytes: config.workspace.max_file_bytes, maxThreadBytes: config.workspace.max_thread_bytes };
+}
+
+/** What a listing shows of a file (never its bytes). */
+export interface FileInfo {
+  path: string;
+  size: number;
+  sha256: string;
+  contentType: string;
+  createdAt: Date;
+  createdByRunId: string | null;
+}
+
+export interface NewFile {
+  path: string;
+  bytes: Buffer;
+  contentType: string;
+}
+
+const info = {
+  path: workspaceFiles.path,
+  size: workspaceFiles.size,
+  sha256: workspaceFiles.sha256,
+  contentType: workspaceFiles.contentType,
+  createdAt: workspaceFiles.createdAt,
+  createdByRunId: workspaceFiles.createdByRunId,
+};
+
+const owned = (scope: WorkspaceScope) =>
+  and(eq(workspaceFiles.threadId, scope.threadId), eq(workspaceFiles.userId, scope.userId));
+
+/** Bytewise path order, whatever the database's collation. */
+const byPath = sql`${workspaceFiles.path} collate "C"`;
+
+async function assertThread(db: DbOrTx, scope: WorkspaceScope): Promise<void> {
+  const [row] = await db
+    .select({ id: threads.id })
+    .from(threads)
+    .where(and(eq(threads.id, scope.threadId), eq(threads.userId, scope.userId)));
+  if (!row) throw notFound("thread");
+}
+
+export const tooLargeForFile = (path: string, limits: WorkspaceLimits) =>
+  new AppError(
+    "payload_too_large",
+    `${path}: larger than workspace.max_file_bytes (${limits.maxFileBytes} bytes); nothing was stored`,
+  );
+
+/** The files of the thread in path order, optionally under a folder prefix. */
+export async function listFiles(db: DbOrTx, scope: WorkspaceScope & { prefix?: string }): Promise<FileInfo[]> {
+  await assertThread(db, scope);
+  const prefix = scope.prefix ? `${checkPrefix(scope.prefix)}/` : null;
+  return db
+    .select(info)
+    .from(workspaceFiles)
+    .where(and(owned(scope), prefix ? sql`starts_with(${workspaceFiles.path}, ${prefix})` : undefined))
+    .orderBy(byPath);
+}
+
+/** One file's listing row; 404 naming the path when absent. */
+export async function getFileInfo(db: DbOrTx, scope: WorkspaceScope & { path: string }): Promise<FileInfo> {
+  checkPath(scope.path);
+  const [row] = await db
+    .select(info)
+    .from(workspaceFiles)
+    .where(and(owned(scope), eq(workspaceFiles.path, scope.path)));
+  if (!row) throw notFound(`file ${JSON.stringify(scope.path)}`);
+  return row;
+}
+
+/**
+ * Creates or overwrites files in one transaction: all of them or none. `files` may be a
+ * stream (the multipart parser yields each file as its last byte arrives), so at most one file
+ * is in memory here. Limits: each file ≤ max_file_bytes, and the thread's total after the write
+ * ≤ max_thread_bytes. The total is checked after every file (an early 413 while an upload still
+ * streams) and finally under a per-thread transaction lock: a second writer's final check waits
+ * for the first to commit and then counts its rows, so two uploads that fit alone but not
+ * together cannot both succeed.
+ */
+export async function putFiles(
+  db: Db,
+  scope: WorkspaceScope & { limits: WorkspaceLimits; runId?: string | null },
+  files: Iterable<NewFile> | AsyncIterable<NewFile>,
+): Promise<FileInfo[]> {
+  try {
+    return await writeAll(db, scope, files);
+  } catch (err) {
+    // Two uploads overwriting the same paths in opposite orders: PostgreSQL aborts one of them.
+    if (postgresCode(err) === "40P01")
+      throw new AppError("conflict", "another upload wrote the same files at the same moment; nothing was stored, retry");
+    throw err;
+  }
+}
+
+function postgresCode(err: unknown): string | undefined {
+  for (let e = err, depth = 0; e && typeof e === "object" && depth < 5; e = (e as { cause?: unknown }).cause, depth++)
+    if ("code" in e && typeof e.code === "string") return e.code;
+  return undefined;
+}
+
+async function writeAll(
+  db: Db,
+  scope: WorkspaceScope & { limits: WorkspaceLimits; runId?: string | null },
+  files: Iterable<NewFile> | AsyncIterable<NewFile>,
+): Promise<FileInfo[]> {
+  return db.transaction(async (tx) => {
+    await assertThread(tx, scope);
+    const written: FileInfo[] = [];
+    const seen = new Set<string>();
+    for await (const file of files) {
+      checkPath(file.path);
+      if (seen.has(file.path)) throw new AppError("validation_failed", `${file.path}: given twice in one upload`);
+      seen.add(file.path);
+      if (file.bytes.byteLength > scope.limits.maxFileBytes) throw tooLargeForFile(file.path, scope.limits);
+      written.push(await upsert(tx, scope, file));
+      await checkThreadTotal(tx, scope, false);
+    }
+    await checkThreadTotal(tx, scope, true);
+    return written;
+  });
+}
+
+/** One file (create or overwrite); same limits and atomicity as putFiles. */
+export async function putFile(
+  db: Db,
+  scope: WorkspaceScope & { limits: WorkspaceLimits; runId?: string | null },
+  file: NewFile,
+): Promise<FileInfo> {
+  const [written] = await putFiles(db, scope, [file]);
+  return written!;
+}
+
+type Tx = Parameters<Parameters<Db["transaction"]>[0]>[0];
+
+async function upsert(tx: Tx, scope: WorkspaceScope & { runId?: string | null }, file: NewFile): Promise<FileInfo> {
+  const values = {
+    userId: scope.userId,
+    threadId: scope.threadId,
+    path: file.path,
+    bytes: file.bytes,
+    size: file.bytes.byteLength,
+    sha256: createHash("sha256").update(file.bytes).digest("hex"),
+    contentType: file.contentType,
+    createdByRunId: scope.runId ?? null,
+  };
+  const [row] = await tx
+    .insert(workspaceFiles)
+    .values(values)
+    .onConflictDoUpdate({
+      target: [workspaceFiles.threadId, workspaceFiles.path],
+      set: {
+        bytes: values.bytes,
+        size: values.size,
+        sha256: values.sha256,
+        contentType: values.contentType,
+        createdByRunId: values.createdByRunId,
+        createdAt: sql`now()`,
+      },
+    })
+    .returning(info);
+  return row!;
+}
+
+async function checkThreadTotal(tx: Tx, scope: WorkspaceScope & { limits: WorkspaceLimits }, final: boolean) {
+  // Transaction-scoped, per thread; released at commit or rollback. The sum is a separate
+  // statement so (read committed) its snapshot is taken after the lock is held.
+  if (final) await tx.execute(sql`select pg_advisory_xact_lock(hashtextextended(${`workspace:${scope.threadId}`}, 0))`);
+  const [row] = await tx
+    .select({ total: sql<number>`coalesce(sum(${workspaceFiles.size}), 0)::float8` })
+    .from(workspaceFiles)
+    .where(eq(workspaceFiles.threadId, scope.threadId));
+  const total = Number(row?.total ?? 0);
+  if (total > scope.limits.maxThreadBytes)
+    throw new AppError(
+      "payload_too_large",
+      `the thread's files would total ${total} bytes, more than workspace.max_thread_bytes ` +
+        `(${scope.limits.maxThreadBytes} bytes); nothing was stored`,
+    );
+}
+
+/** The whole file (bounded by max_file_bytes at write time). */
+export async function readFileBytes(db: DbOrTx, scope: WorkspaceScope & { path: string }): Promise<NewFile & FileInfo> {
+  checkPath(scope.path);
+  const [row] = await db
+    .select({ ...info, bytes: workspaceFiles.bytes })
+    .from(workspaceFiles)
+    .where(and(owned(scope), eq(workspaceFiles.path, scope.path)));
+  if (!row) throw notFound(`file ${JSON.stringify(scope.path)}`);
+  return row;
+}
+
+/** Download slices: small enough to keep memory flat, large enough to keep round trips few. */
+export const DOWNLOAD_SLICE_BYTES = 256 * 1024;
+
+/**
+ * The file's listing row and a stream of its bytes, read slice by slice (substring of an
+ * uncompressed out-of-line bytea reads only the chunks it needs). Each slice is pinned to the
+ * version that was opened: a file overwritten or deleted mid-download ends the stream with an
+ * error instead of mixing two versions.
+ */
+export async function openFileStream(
+  db: Db,
+  scope: WorkspaceScope & { path: string },
+): Promise<{ file: FileInfo; body: ReadableStream<Uint8Array> }> {
+  const file = await getFileInfo(db, scope);
+  let offset = 0;
+  const body = new ReadableStream<Uint8Array>({
+    async pull(controller) {
+      if (offset >= file.size) {
+        controller.close();
+        return;
+      }
+      const [row] = await db
+        .select({ slice: sql<Buffer>`substring(${workspaceFiles.bytes} from ${offset + 1}::int for ${DOWNLOAD_SLICE_BYTES}::int)` })
+        .from(workspaceFiles)
+        .where(and(owned(scope), eq(workspaceFiles.path, scope.path), eq(workspaceFiles.sha256, file.sha256)));
+      if (!row) {
+        controller.error(new Error(`${scope.path} changed during the download`));
+        return;
+      }
+      offset += row.slice.byteLength;
+      controller.enqueue(new Uint8Array(row.slice.buffer, row.slice.byteOffset, row.slice.byteLength));
+    },
+    // Read a slice only when the client takes one: a slow download holds one slice, not the file.
+  }, new CountQueuingStrategy({ highWaterMark: 0 }));
+  return { file, body };
+}
+
+/** Deletes one file; 404 naming the path when absent. */
+export async function deleteFile(db: DbOrTx, scope: WorkspaceScope & { path: string }): Promise<void> {
+  checkPath(scope.path);
+  const rows = await db
+    .delete(workspaceFiles)
+    .where(and(owned(scope), eq(workspaceFiles.path, scope.path)))
+    .returning({ path: workspaceFiles.path });
+  if (rows.length === 0) throw notFound(`file ${JSON.stringify(scope.path)}`);
+}
+
+/**
+ * Paths of the thread's files matching a glob (fileGlobMatcher), in path order. 400 naming the field for an empty or overlong glob.
+ */
+export async function matchFiles(db: DbOrTx, scope: WorkspaceScope & { glob: string; field?: string }): Promise<string[]> {
+  const field = scope.field ?? "files";
+  if (scope.glob.trim() === "" || scope.glob.length > MAX_GLOB_CHARS)
+    throw new AppError("validation_failed", `${field}: a glob of 1 to ${MAX_GLOB_CHARS} characters is required`);
+  const isMatch = fileGlobMatcher(scope.glob);
+  await assertThread(db, scope);
+  const paths = await db.select({ path: workspaceFiles.path }).from(workspaceFiles).where(owned(scope)).orderBy(byPath);
+  return paths.map((p) => p.path).filter((p) => isMatch(p));
+}

@@ -1,0 +1,88 @@
+import * as files from "@/app/api/threads/[threadId]/files/[...path]/route";
+import * as list from "@/app/api/threads/[threadId]/files/route";
+import { type FileProjection, fileUrl } from "@/lib/api/files";
+import { buildRequest, type CallOptions, ORIGIN } from "../api/helpers";
+
+/** Calls the workspace route handlers with real Requests, as Next's router would. */
+
+type Handler = (req: Request, ctx: { params: Promise<Record<string, unknown>> }) => Promise<Response>;
+
+export async function callFiles(method: string, path: string, options: CallOptions = {}): Promise<Response> {
+  const url = new URL(path, ORIGIN);
+  const match = /^\/api\/threads\/([^/]+)\/files(?:\/(.+))?$/.exec(url.pathname);
+  if (!match) throw new Error(`no route for ${url.pathname}`);
+  const threadId = decodeURIComponent(match[1]!);
+  const req = buildRequest(method, url, options);
+  if (match[2] === undefined) {
+    const handler = (list as Record<string, unknown>)[method] as Handler | undefined;
+    if (!handler) throw new Error(`no ${method} handler for ${url.pathname}`);
+    return handler(req, { params: Promise.resolve({ threadId }) });
+  }
+  const handler = (files as Record<string, unknown>)[method] as Handler | undefined;
+  if (!handler) throw new Error(`no ${method} handler for ${url.pathname}`);
+  const segments = match[2].split("/").map(decodeURIComponent);
+  return handler(req, { params: Promise.resolve({ threadId, path: segments }) });
+}
+
+export interface UploadPart {
+  path: string;
+  content: string | Uint8Array;
+  type?: string;
+}
+
+/** A real multipart body, encoded by the platform's FormData (as a browser would). */
+export function uploadForm(parts: UploadPart[], prefix?: string): FormData {
+  const form = new FormData();
+  if (prefix !== undefined) form.append("prefix", prefix);
+  for (const part of parts)
+    form.append("file", new Blob([part.content as BlobPart], { type: part.type ?? "text/plain" }), part.path);
+  return form;
+}
+
+export async function upload(
+  threadId: string,
+  auth: { token: string },
+  parts: UploadPart[],
+  prefix?: string,
+): Promise<Response> {
+  return callFiles("POST", `/api/threads/${threadId}/files`, { token: auth.token, body: uploadForm(parts, prefix) });
+}
+
+export async function listPaths(threadId: string, auth: { token: string }): Promise<string[]> {
+  const res = await callFiles("GET", `/api/threads/${threadId}/files`, { token: auth.token });
+  if (res.status !== 200) throw new Error(`list: ${res.status} ${await res.text()}`);
+  return ((await res.json()) as { files: FileProjection[] }).files.map((f) => f.path);
+}
+
+export { fileUrl };
+
+/**
+ * A multipart body sent in two halves: the first file, then (after `gate` resolves) the second
+ * file and the closing boundary. Lets a test hold two uploads open at the same moment.
+ */
+export function gatedUpload(
+  first: UploadPart,
+  second: UploadPart,
+  gate: Promise<void>,
+): { body: ReadableStream<Uint8Array>; contentType: string } {
+  const boundary = `----flotilla-test-${Math.random().toString(36).slice(2)}`;
+  const enc = new TextEncoder();
+  const headers = (p: UploadPart) =>
+    `Content-Disposition: form-data; name="file"; filename="${p.path}"\r\nContent-Type: ${p.type ?? "text/plain"}\r\n\r\n`;
+  const bytes = (p: UploadPart) => Buffer.from(typeof p.content === "string" ? enc.encode(p.content) : p.content);
+  // The first half ends with the next boundary line, so the parser knows the first file is complete.
+  const halves = [
+    Buffer.concat([Buffer.from(`--${boundary}\r\n${headers(first)}`), bytes(first), Buffer.from(`\r\n--${boundary}\r\n`)]),
+    Buffer.concat([Buffer.from(headers(second)), bytes(second), Buffer.from(`\r\n--${boundary}--\r\n`)]),
+  ];
+  let step = 0;
+  const body = new ReadableStream<Uint8Array>({
+    async pull(controller) {
+      if (step === 1) await gate;
+      if (step < 2) controller.enqueue(halves[step]!);
+      else controller.close();
+      step++;
+    },
+  });
+  return { body, contentType: `multipart/form-data; boundary=${boundary}` };
+}
