@@ -1,4 +1,4 @@
-import { and, asc, desc, eq, gt, lt, or, sql } from "drizzle-orm";
+import { and, asc, desc, eq, sql } from "drizzle-orm";
 import type { FlotillaConfig } from "@/lib/config";
 import { getSubagentDefinition } from "@/server/agent/registry";
 import { BATCH_CHANNEL, batchEventPayload } from "@/server/batches/notify";
@@ -245,13 +245,13 @@ export async function listCompatBatches(
   let cursor: ReturnType<typeof sql> | undefined;
   if (anchorId) {
     const [anchor] = await db
-      .select({ createdAt: c.createdAt, id: c.id })
+      .select({ id: c.id })
       .from(c)
       .where(and(eq(c.id, anchorId), eq(c.userId, args.userId), eq(c.api, args.api)));
     if (!anchor) throw new CompatParamError(args.param, `${args.param}: no such batch`);
-    cursor = args.afterId
-      ? or(lt(c.createdAt, anchor.createdAt), and(eq(c.createdAt, anchor.createdAt), lt(c.id, anchor.id)))
-      : or(gt(c.createdAt, anchor.createdAt), and(eq(c.createdAt, anchor.createdAt), gt(c.id, anchor.id)));
+    // Compared in SQL: created_at has microseconds, a JavaScript Date only milliseconds.
+    const key = sql`(select created_at, id from compat_batches where id = ${anchor.id})`;
+    cursor = args.afterId ? sql`(${c.createdAt}, ${c.id}) < ${key}` : sql`(${c.createdAt}, ${c.id}) > ${key}`;
   }
   // before_id walks towards newer batches: read the nearest ones first, then present newest first.
   const towardsNewer = !args.afterId && !!args.beforeId;

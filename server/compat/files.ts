@@ -2,7 +2,7 @@ import { Readable } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import type { ReadableStream as NodeReadableStream } from "node:stream/web";
 import busboy from "busboy";
-import { and, asc, desc, eq, gt, lt, or, type sql } from "drizzle-orm";
+import { and, asc, desc, eq, sql } from "drizzle-orm";
 import type { FlotillaConfig } from "@/lib/config";
 import type { Db, DbOrTx } from "@/server/db/client";
 import { compatFileChunks, compatFiles } from "@/server/db/schema";
@@ -143,15 +143,14 @@ export async function listFiles(
   args: { userId: string; limit: number; order: "asc" | "desc"; after?: string | null; purpose?: string | null },
 ): Promise<{ rows: FileRow[]; hasMore: boolean }> {
   const f = compatFiles;
-  let cursor: SQLPredicate | undefined;
+  let cursor: ReturnType<typeof sql> | undefined;
   if (args.after) {
     const anchor = await getFile(db, { userId: args.userId, fileId: args.after }).catch(() => {
       throw new CompatParamError("after", "after: no such file");
     });
-    cursor =
-      args.order === "desc"
-        ? or(lt(f.createdAt, anchor.createdAt), and(eq(f.createdAt, anchor.createdAt), lt(f.id, anchor.id)))
-        : or(gt(f.createdAt, anchor.createdAt), and(eq(f.createdAt, anchor.createdAt), gt(f.id, anchor.id)));
+    // Compared in SQL: created_at has microseconds, a JavaScript Date only milliseconds.
+    const key = sql`(select created_at, id from compat_files where id = ${anchor.id})`;
+    cursor = args.order === "desc" ? sql`(${f.createdAt}, ${f.id}) < ${key}` : sql`(${f.createdAt}, ${f.id}) > ${key}`;
   }
   const order = args.order === "desc" ? [desc(f.createdAt), desc(f.id)] : [asc(f.createdAt), asc(f.id)];
   const rows = await db
@@ -162,8 +161,6 @@ export async function listFiles(
     .limit(args.limit + 1);
   return { rows: rows.slice(0, args.limit), hasMore: rows.length > args.limit };
 }
-
-type SQLPredicate = ReturnType<typeof sql>;
 
 /** Deletes the caller's file (its chunks go with it). Batches created from it keep running. */
 export async function deleteFile(db: DbOrTx, args: { userId: string; fileId: string }): Promise<void> {
