@@ -217,7 +217,11 @@ async function expireIfDue(db: Db, current: CompatBatch): Promise<CompatBatch | 
       .set({ expiredAt: sql`now()` })
       .where(and(eq(compatBatches.id, compat.id), sql`${compatBatches.expiredAt} is null`))
       .returning();
-    if (!marked) return null; // another reader expired it first
+    if (!marked) {
+      // Another reader expired it first (this update waited for its commit): read what it left.
+      const [fresh] = await tx.select().from(compatBatches).where(eq(compatBatches.id, compat.id));
+      return load(tx, fresh!);
+    }
     try {
       await cancelBatch(tx as unknown as Db, { userId: compat.userId, threadId: batch.threadId, batchId: batch.id });
     } catch (err) {

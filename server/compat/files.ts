@@ -1,5 +1,4 @@
 import { Readable } from "node:stream";
-import { pipeline } from "node:stream/promises";
 import type { ReadableStream as NodeReadableStream } from "node:stream/web";
 import busboy from "busboy";
 import { and, asc, desc, eq, sql } from "drizzle-orm";
@@ -54,22 +53,31 @@ export async function uploadFile(
     } catch {
       throw new AppError("validation_failed", "file: the multipart body is malformed");
     }
-    parser.on("field", (name, value) => {
-      fields[name] = value;
+    const parsed = new Promise<void>((resolve, reject) => {
+      parser.on("close", resolve);
+      parser.on("error", reject);
+      source.on("error", reject);
+      parser.on("field", (name, value) => {
+        fields[name] = value;
+      });
+      parser.on("file", (name, stream, info) => {
+        if (name !== "file" || stored) {
+          stream.resume();
+          return;
+        }
+        stored = storeFile(tx, { userId: args.userId, filename: info.filename || "upload.jsonl", stream, maxBytes, maxLines });
+        // A refused file stops the upload: nothing more of it is read.
+        stored.catch((err) => {
+          source.unpipe(parser);
+          source.destroy();
+          reject(err);
+        });
+      });
     });
-    parser.on("file", (name, stream, info) => {
-      if (name !== "file" || stored) {
-        stream.resume();
-        return;
-      }
-      stored = storeFile(tx, { userId: args.userId, filename: info.filename || "upload.jsonl", stream, maxBytes, maxLines });
-      // A refused file stops the upload: nothing more of it is read.
-      stored.catch((err) => source.destroy(err));
-    });
+    source.pipe(parser);
     try {
-      await pipeline(source, parser);
+      await parsed;
     } catch (err) {
-      if (stored) await stored; // its own error (too large, too many lines) explains the failure best
       if (err instanceof AppError) throw err;
       throw new AppError("validation_failed", "file: the multipart body is malformed or incomplete");
     }

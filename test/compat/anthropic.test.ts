@@ -1,15 +1,17 @@
+import type { ChildProcess } from "node:child_process";
 import Anthropic from "@anthropic-ai/sdk";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { anthropicBatchSchema } from "@/lib/api/compat";
 import { makeUser, setupApiDatabase, type TestUser } from "../api/helpers";
 import type { TestDatabase } from "../helpers/db";
 import { type CompatServer, startCompatServer } from "./http-server";
-import { spawnWorker, until } from "./support";
+import { spawnWorker, stopWorker, until } from "./support";
 
 let tdb: TestDatabase;
 let server: CompatServer;
 let alice: TestUser;
 let bob: TestUser;
+let worker: ChildProcess | undefined;
 let client: Anthropic;
 
 /** `apiKey` is sent as x-api-key (older clients' way), `authToken` as Authorization: Bearer. */
@@ -34,10 +36,11 @@ beforeAll(async () => {
   alice = await makeUser(tdb, "alice");
   bob = await makeUser(tdb, "bob");
   client = withBearer(alice);
-  spawnWorker(tdb);
+  worker = spawnWorker(tdb);
 });
 
 afterAll(async () => {
+  await stopWorker(worker);
   await server?.close();
 });
 

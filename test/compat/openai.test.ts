@@ -1,19 +1,24 @@
+import type { ChildProcess } from "node:child_process";
 import OpenAI, { toFile } from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { openAiBatchSchema, openAiFileSchema } from "@/lib/api/compat";
 import { call, makeUser, setupApiDatabase, type TestUser } from "../api/helpers";
 import type { TestDatabase } from "../helpers/db";
 import { type CompatServer, startCompatServer } from "./http-server";
-import { chatLine, jsonl, spawnWorker, until } from "./support";
+import { chatLine, jsonl, spawnWorker, stopWorker, until } from "./support";
 
 // The web side's configuration (read lazily by the handlers): one attempt per item, so a
 // [[fail-once]] request ends failed and a retry from the panel is what makes it succeed.
 process.env.FLOTILLA__SUBAGENT_BATCHES__MAX_ATTEMPTS = "1";
+// Small file limits, so the refusals are cheap to reach.
+process.env.FLOTILLA__COMPAT__MAX_REQUESTS_PER_FILE = "20";
+process.env.FLOTILLA__COMPAT__MAX_FILE_BYTES = String(64 * 1024);
 
 let tdb: TestDatabase;
 let server: CompatServer;
 let alice: TestUser;
 let bob: TestUser;
+let worker: ChildProcess | undefined;
 let client: OpenAI;
 
 const clientFor = (user: TestUser) => new OpenAI({ baseURL: `${server.origin}/v1`, apiKey: user.token, maxRetries: 0 });
@@ -38,10 +43,11 @@ beforeAll(async () => {
   alice = await makeUser(tdb, "alice");
   bob = await makeUser(tdb, "bob");
   client = clientFor(alice);
-  spawnWorker(tdb, { FLOTILLA__SUBAGENT_BATCHES__MAX_ATTEMPTS: "1" });
+  worker = spawnWorker(tdb, { FLOTILLA__SUBAGENT_BATCHES__MAX_ATTEMPTS: "1" });
 });
 
 afterAll(async () => {
+  await stopWorker(worker);
   await server?.close();
 });
 
@@ -81,6 +87,9 @@ describe("OpenAI-compatible batches through the official SDK", () => {
     expect(openAiBatchSchema.parse(created).status).toBe("in_progress");
     expect(created.request_counts).toEqual({ total: 4, completed: 0, failed: 0 });
     expect(created.metadata).toEqual({ job: "greetings" });
+    // Unix seconds, as the provider sends them.
+    expect(Math.abs(created.created_at - Date.now() / 1000)).toBeLessThan(60);
+    expect(created.expires_at! - created.created_at).toBe(24 * 3600);
 
     const done = await until(
       () => client.batches.retrieve(created.id),
@@ -124,6 +133,9 @@ describe("OpenAI-compatible batches through the official SDK", () => {
       token: alice.token,
     });
     expect(res.status).toBe(200);
+    // An ordinary durable batch in a thread of its own, titled from the file name.
+    const [thread] = await tdb.sql<{ title: string }[]>`select title from threads where id = ${row!.thread_id}`;
+    expect(thread!.title).toBe("greetings.jsonl");
     const done = await until(
       () => client.batches.retrieve(completedBatchId),
       (b) => b.status === "completed" && b.request_counts?.failed === 0,
@@ -199,6 +211,9 @@ describe("OpenAI-compatible batches through the official SDK", () => {
     const batch = await client.batches.create({ input_file_id: file.id, endpoint: "/v1/chat/completions", completion_window: "24h" });
     await tdb.sql`update compat_batches set expires_at = now() - interval '1 second'
                    where replace(id::text, '-', '') = ${batch.id.slice("batch_".length)}`;
+    // Readers racing to expire it: each sees it expired, and it is cancelled once.
+    const reads = await Promise.all([1, 2, 3, 4].map(() => client.batches.retrieve(batch.id)));
+    expect(reads.map((b) => b.status)).toEqual(["expired", "expired", "expired", "expired"]);
     const expired = await client.batches.retrieve(batch.id);
     expect(expired.status).toBe("expired");
     expect(expired.expired_at).toBeTypeOf("number");
@@ -242,6 +257,21 @@ describe("OpenAI-compatible batches through the official SDK", () => {
     const err = await anonymous.batches.list().catch((e) => e);
     expect(err).toBeInstanceOf(OpenAI.AuthenticationError);
     expect(err.error).toMatchObject({ type: "invalid_request_error", code: "invalid_api_key" });
+  });
+
+  it("refuses files over compat.max_file_bytes or compat.max_requests_per_file, storing nothing", async () => {
+    const [before] = await tdb.sql<{ files: number; chunks: number }[]>`
+      select (select count(*)::int from compat_files) as files, (select count(*)::int from compat_file_chunks) as chunks`;
+    const tooMany = await upload(client, jsonl(Array.from({ length: 21 }, (_, i) => chatLine(`r${i}`, "x")))).catch((e) => e);
+    expect(tooMany).toBeInstanceOf(OpenAI.BadRequestError);
+    expect(tooMany.error).toMatchObject({ param: "file" });
+    expect(tooMany.error.message).toContain("compat.max_requests_per_file");
+    const tooBig = await upload(client, `${chatLine("big", "y".repeat(70 * 1024))}\n`).catch((e) => e);
+    expect(tooBig).toBeInstanceOf(OpenAI.APIError);
+    expect(tooBig.status).toBe(413);
+    const [after] = await tdb.sql<{ files: number; chunks: number }[]>`
+      select (select count(*)::int from compat_files) as files, (select count(*)::int from compat_file_chunks) as chunks`;
+    expect(after).toEqual(before);
   });
 
   it("refuses a bad upload and deletes files", async () => {

@@ -1,5 +1,4 @@
 import { type ChildProcess, spawn } from "node:child_process";
-import { afterAll } from "vitest";
 import type { TestDatabase } from "../helpers/db";
 
 /** A real worker process (`npm run worker`) on the suite's database, with the simulator as the model. */
@@ -20,14 +19,16 @@ export function spawnWorker(tdb: TestDatabase, env: Record<string, string> = {})
     },
     stdio: ["ignore", "ignore", "inherit"],
   });
-  afterAll(async () => {
-    if (child.exitCode !== null) return;
-    await new Promise<void>((resolve) => {
-      child.once("exit", () => resolve());
-      child.kill("SIGTERM");
-    });
-  });
   return child;
+}
+
+/** SIGTERM and wait for the exit (call from afterAll: a hook registered inside beforeAll never runs). */
+export async function stopWorker(child: ChildProcess | undefined): Promise<void> {
+  if (!child || child.exitCode !== null || child.signalCode !== null) return;
+  await new Promise<void>((resolve) => {
+    child.once("exit", () => resolve());
+    child.kill("SIGTERM");
+  });
 }
 
 /** Polls `read` until `done` holds (or fails after `timeoutMs`), returning the last value. */
