@@ -25,6 +25,11 @@ const textPart = z.object({ type: z.literal("text"), text: z.string() });
 const textContent = z.union([z.string(), z.array(textPart).min(1)], {
   error: "only text content is supported (a string or an array of text parts)",
 });
+// Tool definitions in a request would be silently dropped; a sub-agent brings its own tools.
+const noTools = z
+  .never({ error: "tools in a batch request are not supported; use model flotilla:<sub-agent> to run with a sub-agent's tools" })
+  .optional();
+
 const joinText = (c: z.infer<typeof textContent>) => (typeof c === "string" ? c : c.map((p) => p.text).join("\n"));
 
 /** The chat-completions request body, as far as a batch line can use it (other keys are ignored). */
@@ -45,6 +50,8 @@ export const chatCompletionBodySchema = z.looseObject({
   stop: z.union([z.string(), z.array(z.string()).max(4)]).nullish(),
   n: z.literal(1, { error: "only n = 1 is supported" }).nullish(),
   stream: z.literal(false, { error: "a batch request cannot stream" }).nullish(),
+  tools: noTools,
+  functions: noTools,
 });
 
 export function normalizeChatBody(body: z.infer<typeof chatCompletionBodySchema>): CompatRequest {
@@ -76,6 +83,7 @@ export const messageParamsSchema = z.looseObject({
   top_p: z.number().min(0).max(1).optional(),
   stop_sequences: z.array(z.string()).optional(),
   stream: z.literal(false, { error: "a batch request cannot stream" }).optional(),
+  tools: noTools,
 });
 
 export function normalizeMessageParams(params: z.infer<typeof messageParamsSchema>): CompatRequest {

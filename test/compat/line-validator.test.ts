@@ -40,6 +40,7 @@ const breakage: fc.Arbitrary<[string, (l: Line) => Line]> = fc.constantFrom(
   ["invalid_body", (l: Line) => ({ ...l, body: { ...l.body, temperature: 3 } })],
   ["invalid_body", (l: Line) => ({ ...l, body: { ...l.body, stream: true } })],
   ["invalid_body", (l: Line) => ({ ...l, body: { ...l.body, messages: [{ role: "user", content: [{ type: "image_url" }] }] } })],
+  ["invalid_body", (l: Line) => ({ ...l, body: { ...l.body, tools: [{ type: "function" }] } })],
   ["model_not_found", (l: Line) => ({ ...l, body: { ...l.body, model: "gpt-unknown" } })],
 );
 
