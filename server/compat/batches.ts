@@ -288,7 +288,8 @@ export async function cancelCompatBatch(db: Db, args: { userId: string; api: Com
   return db.transaction(async (tx) => {
     const [marked] = await tx
       .update(compatBatches)
-      .set({ cancelRequestedAt: sql`now()` })
+      // A concurrent cancel may have got here first: keep its instant.
+      .set({ cancelRequestedAt: sql`coalesce(${compatBatches.cancelRequestedAt}, now())` })
       .where(eq(compatBatches.id, compat.id))
       .returning();
     try {

@@ -115,9 +115,15 @@ describe("Anthropic-compatible message batches through the official SDK", () => 
       () => client.messages.batches.retrieve(created.id),
       (b) => b.request_counts.succeeded >= 1,
     );
-    const canceling = await client.messages.batches.cancel(created.id);
+    // Two cancels racing: both are accepted, one instant is recorded.
+    const [canceling, again] = await Promise.all([
+      client.messages.batches.cancel(created.id),
+      client.messages.batches.cancel(created.id),
+    ]);
     expect(canceling.processing_status).toBe("canceling");
+    expect(again.processing_status).toBe("canceling");
     expect(canceling.cancel_initiated_at).not.toBeNull();
+    expect(again.cancel_initiated_at).toBe(canceling.cancel_initiated_at);
     const ended = await until(
       () => client.messages.batches.retrieve(created.id),
       (b) => b.processing_status === "ended",
