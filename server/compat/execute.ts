@@ -1,14 +1,15 @@
 import { generateText } from "ai";
-import { eq } from "drizzle-orm";
+import { eq, sql } from "drizzle-orm";
 import { runSubagent } from "@/server/agent/executor";
 import type { Db } from "@/server/db/client";
-import { compatRequests } from "@/server/db/schema";
+import { compatBatches, compatRequests } from "@/server/db/schema";
 import { classifyModelError } from "@/server/models/errors";
 import { resolveModelByName } from "@/server/models/index";
 import type { ResolvedModel } from "@/server/models/types";
 import { admit, type SubagentRuntime } from "@/server/runtime/admission";
 import { endpointBackoffMs } from "@/server/runtime/rate-limit";
 import type { ItemExecutor, ItemRunResult } from "@/server/worker/execute";
+import { getCompatBatch } from "./batches";
 import { type CompatRequest, SUBAGENT_MODEL_PREFIX } from "./requests";
 
 /**
@@ -17,6 +18,8 @@ import { type CompatRequest, SUBAGENT_MODEL_PREFIX } from "./requests";
  * stop sequences; `flotilla:<sub-agent>` runs it as that sub-agent (its tools included) through
  * the shared executor. Same contract as every item executor: capacity first, onStarted right
  * before the model call, the signal honoured; a capacity refusal throws (the item is released).
+ * The completion window is checked here too: a batch whose window has passed is expired
+ * before another of its requests starts (reads expire it as well: server/compat/batches.ts).
  */
 
 const NO_USAGE = { inputTokens: 0, outputTokens: 0 };
@@ -36,8 +39,24 @@ function subagentPrompt(request: CompatRequest): string {
 export function compatItemExecutor(args: { db: Db; model: ResolvedModel; runtime: SubagentRuntime }): ItemExecutor {
   const { db, runtime } = args;
   return async ({ item, spec, signal, onStarted }) => {
-    const [row] = await db.select({ body: compatRequests.body }).from(compatRequests).where(eq(compatRequests.itemId, item.id));
+    const [row] = await db
+      .select({
+        body: compatRequests.body,
+        compatId: compatBatches.id,
+        api: compatBatches.api,
+        userId: compatBatches.userId,
+        due: sql<boolean>`${compatBatches.expiresAt} <= now()`,
+      })
+      .from(compatRequests)
+      .innerJoin(compatBatches, eq(compatBatches.batchId, item.batchId))
+      .where(eq(compatRequests.itemId, item.id));
     if (!row) return failed(null, "the request of this item is missing");
+    if (row.due) {
+      // No request starts after the completion window: expire the batch (its unfinished items
+      // are cancelled, this one included, so whatever is returned here is fenced out).
+      await getCompatBatch(db, { userId: row.userId, api: row.api, id: row.compatId });
+      return { ...failed(null, "the batch's completion window has passed"), status: "cancelled" };
+    }
     const request = row.body as unknown as CompatRequest;
 
     if (request.model.startsWith(SUBAGENT_MODEL_PREFIX)) {

@@ -224,10 +224,40 @@ describe("OpenAI-compatible batches through the official SDK", () => {
     ]);
   });
 
+  it("starts no request after the window: the worker expires the batch before its next request", async () => {
+    // 4 worker slots: four requests run, four wait for a slot.
+    const file = await upload(client, jsonl([0, 1, 2, 3, 4, 5, 6, 7].map((i) => chatLine(`w${i}`, `[[sleep:2500]] ${i}`))));
+    const batch = await client.batches.create({ input_file_id: file.id, endpoint: "/v1/chat/completions", completion_window: "24h" });
+    const id = batch.id.slice("batch_".length);
+    await until(
+      () => tdb.sql<{ n: number }[]>`
+        select count(*)::int as n from subagent_batch_items i join compat_batches c on c.batch_id = i.batch_id
+         where replace(c.id::text, '-', '') = ${id} and i.status = 'running'`,
+      (rows) => rows[0]!.n === 4,
+    );
+    await tdb.sql`update compat_batches set expires_at = now() where replace(id::text, '-', '') = ${id}`;
+    // Nobody reads the batch: at its next claim the worker expires it instead of starting a request.
+    const rows = await until(
+      () => tdb.sql<{ expired: boolean; succeeded: number; cancelled: number }[]>`
+        select c.expired_at is not null as expired, b.succeeded_count as succeeded, b.cancelled_count as cancelled
+          from compat_batches c join subagent_batches b on b.id = c.batch_id where replace(c.id::text, '-', '') = ${id}`,
+      (r) => r[0]!.expired && r[0]!.succeeded + r[0]!.cancelled === 8,
+      20_000,
+    );
+    // The first finished request frees a slot; that claim expires the batch, cancelling the waiting
+    // four and whatever was still running.
+    const { succeeded, cancelled } = rows[0]!;
+    expect(succeeded).toBeGreaterThanOrEqual(1);
+    expect(cancelled).toBeGreaterThanOrEqual(4);
+    const read = await client.batches.retrieve(batch.id);
+    expect(read.status).toBe("expired");
+    expect(read.request_counts).toEqual({ total: 8, completed: succeeded, failed: 0 });
+  });
+
   it("lists batches newest first with cursor pagination", async () => {
     const all: string[] = [];
     for await (const b of client.batches.list({ limit: 2 })) all.push(b.id);
-    expect(all.length).toBe(4);
+    expect(all.length).toBe(5);
     const first = await client.batches.list({ limit: 2 });
     expect(first.has_more).toBe(true);
     expect(first.data.map((b) => b.id)).toEqual(all.slice(0, 2));
@@ -236,7 +266,7 @@ describe("OpenAI-compatible batches through the official SDK", () => {
 
     const files: string[] = [];
     for await (const f of client.files.list({ limit: 2 })) files.push(f.id);
-    expect(files.length).toBe(4);
+    expect(files.length).toBe(5);
   });
 
   it("scopes every object to its owner and refuses a missing or wrong key", async () => {
