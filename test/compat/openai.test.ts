@@ -278,6 +278,9 @@ describe("OpenAI-compatible batches through the official SDK", () => {
     await expect(other.files.retrieve(myFile!.id)).rejects.toBeInstanceOf(OpenAI.NotFoundError);
     await expect(other.files.content(myFile!.id)).rejects.toBeInstanceOf(OpenAI.NotFoundError);
     await expect(other.files.delete(myFile!.id)).rejects.toBeInstanceOf(OpenAI.NotFoundError);
+    expect(mine!.error_file_id).toBeTruthy();
+    await expect(other.files.retrieve(mine!.error_file_id!)).rejects.toBeInstanceOf(OpenAI.NotFoundError);
+    await expect(other.files.content(mine!.error_file_id!)).rejects.toBeInstanceOf(OpenAI.NotFoundError);
     await expect(
       other.batches.create({ input_file_id: myFile!.id, endpoint: "/v1/chat/completions", completion_window: "24h" }),
     ).rejects.toBeInstanceOf(OpenAI.BadRequestError);
