@@ -97,7 +97,8 @@ export async function createCompatBatch(
       userId: args.userId,
       threadId: thread.id,
       submissionKey: `compat:${thread.id}`,
-      subagent: SPEC_SUBAGENT,
+      // What the panel and the Workers page show; the items run their own requests, not a sub-agent.
+      subagent: `${args.api}-batch`,
       executionSpec: spec,
       total: args.total,
       maxLiveItems: maxLive,

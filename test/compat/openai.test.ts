@@ -136,6 +136,8 @@ describe("OpenAI-compatible batches through the official SDK", () => {
     // An ordinary durable batch in a thread of its own, titled from the file name.
     const [thread] = await tdb.sql<{ title: string }[]>`select title from threads where id = ${row!.thread_id}`;
     expect(thread!.title).toBe("greetings.jsonl");
+    const panel = await call("GET", `/api/threads/${row!.thread_id}/subagent-batches/${row!.batch_id}`, { token: alice.token });
+    expect(await panel.json()).toMatchObject({ subagent: "openai-batch", total: 4 });
     const done = await until(
       () => client.batches.retrieve(completedBatchId),
       (b) => b.status === "completed" && b.request_counts?.failed === 0,
