@@ -1,4 +1,4 @@
-import { and, asc, desc, eq, sql } from "drizzle-orm";
+import { and, asc, desc, eq, inArray, sql } from "drizzle-orm";
 import type { FlotillaConfig } from "@/lib/config";
 import { getSubagentDefinition } from "@/server/agent/registry";
 import { BATCH_CHANNEL, batchEventPayload } from "@/server/batches/notify";
@@ -268,9 +268,12 @@ export async function listCompatBatches(
     .limit(args.limit + 1);
   const page = rows.slice(0, args.limit);
   if (towardsNewer) page.reverse();
+  const ids = page.flatMap((r) => (r.batchId ? [r.batchId] : []));
+  const batches = ids.length ? await db.select().from(subagentBatches).where(inArray(subagentBatches.id, ids)) : [];
+  const byId = new Map(batches.map((b) => [b.id, b]));
   const out: CompatBatch[] = [];
   for (const row of page) {
-    const current = await load(db, row);
+    const current = { compat: row, batch: row.batchId ? (byId.get(row.batchId) ?? null) : null };
     out.push((await expireIfDue(db, current)) ?? current);
   }
   return { rows: out, hasMore: rows.length > args.limit };

@@ -46,6 +46,7 @@ export async function uploadFile(
   return db.transaction(async (tx) => {
     const fields: Record<string, string> = {};
     let stored: Promise<FileRow> | undefined;
+    let part: Readable | undefined;
     const source = Readable.fromWeb(body as NodeReadableStream<Uint8Array>);
     let parser: busboy.Busboy;
     try {
@@ -65,6 +66,7 @@ export async function uploadFile(
           stream.resume();
           return;
         }
+        part = stream;
         stored = storeFile(tx, { userId: args.userId, filename: info.filename || "upload.jsonl", stream, maxBytes, maxLines });
         // A refused file stops the upload: nothing more of it is read.
         stored.catch((err) => {
@@ -78,6 +80,9 @@ export async function uploadFile(
     try {
       await parsed;
     } catch (err) {
+      // A client that went away mid-file: end the part too, so the store stops waiting for bytes.
+      part?.destroy();
+      await stored?.catch(() => {});
       if (err instanceof AppError) throw err;
       throw new AppError("validation_failed", "file: the multipart body is malformed or incomplete");
     }

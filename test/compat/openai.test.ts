@@ -1,4 +1,5 @@
 import type { ChildProcess } from "node:child_process";
+import { connect } from "node:net";
 import OpenAI, { toFile } from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { openAiBatchSchema, openAiFileSchema } from "@/lib/api/compat";
@@ -307,6 +308,33 @@ describe("OpenAI-compatible batches through the official SDK", () => {
     const [after] = await tdb.sql<{ files: number; chunks: number }[]>`
       select (select count(*)::int from compat_files) as files, (select count(*)::int from compat_file_chunks) as chunks`;
     expect(after).toEqual(before);
+  });
+
+  it("rolls back an upload whose client goes away mid-file, leaving no open transaction", async () => {
+    const [before] = await tdb.sql<{ n: number }[]>`select count(*)::int as n from compat_files`;
+    const url = new URL(server.origin);
+    const socket = connect(Number(url.port), url.hostname);
+    await new Promise<void>((resolve) => socket.once("connect", () => resolve()));
+    const boundary = "----compat-abort";
+    const head =
+      `--${boundary}\r\nContent-Disposition: form-data; name="file"; filename="gone.jsonl"\r\n` +
+      "Content-Type: application/jsonl\r\n\r\n";
+    socket.write(
+      `POST /v1/files HTTP/1.1\r\nHost: ${url.host}\r\nAuthorization: Bearer ${alice.token}\r\n` +
+        `Content-Type: multipart/form-data; boundary=${boundary}\r\nContent-Length: 1000000\r\n\r\n${head}`,
+    );
+    socket.write(`${chatLine("partial", "the rest never comes")}\n`);
+    await new Promise((r) => setTimeout(r, 300));
+    socket.destroy();
+    await until(
+      () => tdb.sql<{ n: number }[]>`
+        select count(*)::int as n from pg_stat_activity where datname = current_database() and state like 'idle in transaction%'`,
+      (rows) => rows[0]!.n === 0,
+      10_000,
+    );
+    const [after] = await tdb.sql<{ n: number }[]>`select count(*)::int as n from compat_files`;
+    expect(after!.n).toBe(before!.n);
+    expect((await upload(client, jsonl([chatLine("next", "still works")]))).object).toBe("file");
   });
 
   it("refuses a bad upload and deletes files", async () => {
