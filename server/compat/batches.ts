@@ -1,4 +1,4 @@
-import { and, asc, desc, eq, inArray, sql } from "drizzle-orm";
+import { and, asc, desc, eq, sql } from "drizzle-orm";
 import type { FlotillaConfig } from "@/lib/config";
 import { getSubagentDefinition } from "@/server/agent/registry";
 import { BATCH_CHANNEL, batchEventPayload } from "@/server/batches/notify";
@@ -10,7 +10,7 @@ import type { Db, DbOrTx } from "@/server/db/client";
 import { compatBatches, subagentBatches } from "@/server/db/schema";
 import type { CompatApi } from "@/server/db/schema/compat";
 import { AppError, notFound } from "@/server/errors";
-import { catalogEntries, findCatalogEntry } from "@/server/models/catalog";
+import { catalogEntries, defaultModelName, findCatalogEntry } from "@/server/models/catalog";
 import { CompatParamError } from "./http";
 import { type CompatRequest, type LineError, type ModelCheck, promptOf, SUBAGENT_MODEL_PREFIX } from "./requests";
 
@@ -51,6 +51,12 @@ export function modelChecker(config: FlotillaConfig): ModelCheck {
   };
 }
 
+/** The catalog entry a batch's spec records (cost and rate limits are per entry); a sub-agent request records the default. */
+function specModel(config: FlotillaConfig, name: string): { name: string; simulator: boolean } {
+  const entry = findCatalogEntry(config, name.startsWith(SUBAGENT_MODEL_PREFIX) ? defaultModelName(config) : name);
+  return { name: entry?.name ?? name, simulator: entry?.simulator ?? false };
+}
+
 export interface NewRequest {
   customId: string;
   request: CompatRequest;
@@ -69,6 +75,8 @@ export async function createCompatBatch(
     config: FlotillaConfig;
     title: string;
     total: number;
+    /** The first request's model: recorded as the batch's model (requests usually share one). */
+    firstModel: string;
     requests: () => AsyncIterable<NewRequest>;
     inputFileId?: string;
     endpoint?: string;
@@ -84,7 +92,7 @@ export async function createCompatBatch(
     userId: args.userId,
     threadId: thread.id,
     subagent: SPEC_SUBAGENT,
-    model: { name: "per request", simulator: false },
+    model: specModel(args.config, args.firstModel),
     origin: { kind: "api" },
     kind,
   });
@@ -200,12 +208,14 @@ const ACTIVE = new Set(["queued", "running", "paused"]);
  * `expired`), in the same way whichever process reads it first.
  */
 export async function getCompatBatch(db: Db, args: { userId: string; api: CompatApi; id: string }): Promise<CompatBatch> {
-  const [compat] = await db
-    .select()
+  // One statement, so the two rows are of one snapshot (a concurrent expiry is seen whole or not at all).
+  const [row] = await db
+    .select({ compat: compatBatches, batch: subagentBatches })
     .from(compatBatches)
+    .leftJoin(subagentBatches, eq(subagentBatches.id, compatBatches.batchId))
     .where(and(eq(compatBatches.id, args.id), eq(compatBatches.userId, args.userId), eq(compatBatches.api, args.api)));
-  if (!compat) throw notFound("batch");
-  const current = await load(db, compat);
+  if (!row) throw notFound("batch");
+  const current = { compat: row.compat, batch: row.batch };
   return (await expireIfDue(db, current)) ?? current;
 }
 
@@ -261,21 +271,16 @@ export async function listCompatBatches(
   // before_id walks towards newer batches: read the nearest ones first, then present newest first.
   const towardsNewer = !args.afterId && !!args.beforeId;
   const rows = await db
-    .select()
+    .select({ compat: c, batch: subagentBatches })
     .from(c)
+    .leftJoin(subagentBatches, eq(subagentBatches.id, c.batchId))
     .where(and(eq(c.userId, args.userId), eq(c.api, args.api), cursor))
     .orderBy(...(towardsNewer ? [asc(c.createdAt), asc(c.id)] : [desc(c.createdAt), desc(c.id)]))
     .limit(args.limit + 1);
   const page = rows.slice(0, args.limit);
   if (towardsNewer) page.reverse();
-  const ids = page.flatMap((r) => (r.batchId ? [r.batchId] : []));
-  const batches = ids.length ? await db.select().from(subagentBatches).where(inArray(subagentBatches.id, ids)) : [];
-  const byId = new Map(batches.map((b) => [b.id, b]));
   const out: CompatBatch[] = [];
-  for (const row of page) {
-    const current = { compat: row, batch: row.batchId ? (byId.get(row.batchId) ?? null) : null };
-    out.push((await expireIfDue(db, current)) ?? current);
-  }
+  for (const current of page) out.push((await expireIfDue(db, current)) ?? current);
   return { rows: out, hasMore: rows.length > args.limit };
 }
 

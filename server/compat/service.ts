@@ -44,9 +44,11 @@ export async function createOpenAiBatch(
     };
     const errors: LineError[] = [];
     let total = 0;
+    let firstModel: string | undefined;
     for await (const r of lines(tx)) {
       total++;
-      if (!r.ok && errors.length < MAX_REPORTED_ERRORS) errors.push(r.error);
+      if (r.ok) firstModel ??= r.request.model;
+      else if (errors.length < MAX_REPORTED_ERRORS) errors.push(r.error);
     }
     if (total === 0) errors.push({ code: "empty_file", message: "The batch input file is empty.", param: null, line: null });
     if (total > config.compat.max_requests_per_file)
@@ -63,13 +65,14 @@ export async function createOpenAiBatch(
       completionWindow: input.completion_window,
       metadata: input.metadata ?? null,
     };
-    if (errors.length > 0) return createFailedBatch(tx, { ...common, errors, total });
+    if (errors.length > 0 || firstModel === undefined) return createFailedBatch(tx, { ...common, errors, total });
     return createCompatBatch(tx, {
       ...common,
       api: "openai",
       config,
       title: file.filename,
       total,
+      firstModel,
       requests: async function* () {
         for await (const r of lines(tx)) if (r.ok) yield { customId: r.customId, request: r.request } satisfies NewRequest;
       },
@@ -119,6 +122,7 @@ export async function createAnthropicBatch(
       config,
       title: requests[0]!.customId,
       total: requests.length,
+      firstModel: requests[0]!.request.model,
       completionWindow: "24h",
       requests: async function* () {
         yield* requests;
