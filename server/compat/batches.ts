@@ -32,7 +32,7 @@ export interface CompatBatch {
 const SPEC_SUBAGENT = "general";
 /** Items written per statement while a batch is created. */
 const INSERT_ROWS = 1_000;
-export const COMPLETION_WINDOW_SECONDS: Record<string, number> = { "24h": 24 * 3600 };
+const COMPLETION_WINDOW_SECONDS: Record<string, number> = { "24h": 24 * 3600 };
 
 /** Checks a request's model: a catalog name, or `flotilla:<sub-agent>` naming a definition. */
 export function modelChecker(config: FlotillaConfig): ModelCheck {
