@@ -3,8 +3,8 @@ import { getToken } from "next-auth/jwt";
 import { authSecret } from "@/server/auth/secret";
 
 /**
- * Signed-out page requests go to /signin (with the page to come back to). API routes are not
- * matched: they answer 401 JSON themselves. This is an optimistic check; pages and routes
+ * Signed-out page requests go to /signin (with the page to come back to). API routes (/api/ and
+ * the compatible batch APIs under /v1/) are not matched: they answer 401 JSON themselves. This is an optimistic check; pages and routes
  * still authenticate every request against the database.
  */
 const PUBLIC_PAGES = new Set(["/signin", "/register"]);
@@ -23,5 +23,5 @@ export async function proxy(req: NextRequest) {
 }
 
 export const config = {
-  matcher: ["/((?!api/|_next/static|_next/image|favicon\\.ico|robots\\.txt|.*\\.(?:png|svg|jpg|jpeg|gif|webp|ico|css|js|map|txt)$).*)"],
+  matcher: ["/((?!api/|v1/|_next/static|_next/image|favicon\\.ico|robots\\.txt|.*\\.(?:png|svg|jpg|jpeg|gif|webp|ico|css|js|map|txt)$).*)"],
 };

@@ -28,6 +28,7 @@ const MODULES: Array<() => Promise<BenchModule>> = [
   () => import("./ratelimit.bench"),
   () => import("./mcp.bench"),
   () => import("./workspace.bench"),
+  () => import("./compat.bench"),
 ];
 
 function fmt(n: number): string {

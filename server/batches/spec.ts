@@ -12,8 +12,16 @@ import type { SubagentRuntime } from "@/server/runtime/admission";
 
 export const EXECUTION_SPEC_VERSION = 1;
 
+/**
+ * What runs an item: the sub-agent executor, or the compatible batch APIs' request executor
+ * (server/compat/execute.ts: the item's stored request sent to the model it names).
+ */
+export const EXECUTION_KINDS = ["subagent", "compat_openai", "compat_anthropic"] as const;
+export type ExecutionKind = (typeof EXECUTION_KINDS)[number];
+
 const specSchema = z.object({
   version: z.literal(EXECUTION_SPEC_VERSION),
+  kind: z.enum(EXECUTION_KINDS).default("subagent"),
   subagent: z.object({
     name: z.string().regex(/^[a-z][a-z0-9_-]{0,39}$/),
     description: z.string(),
@@ -62,12 +70,14 @@ export function buildExecutionSpec(args: {
   origin: SubmissionOrigin;
   /** Groups this batch adds to the definition's (a batch over files adds `workspace`). */
   extraToolGroups?: readonly string[];
+  kind?: ExecutionKind;
 }): ExecutionSpec {
   const def: SubagentDefinition = getSubagentDefinition(args.subagent, args.config);
   const callerModel = args.model.catalogName ?? args.model.name;
   const modelName = def.model ?? callerModel;
   return {
     version: EXECUTION_SPEC_VERSION,
+    kind: args.kind ?? "subagent",
     subagent: {
       name: def.name,
       description: def.description,

@@ -1,5 +1,6 @@
 import type { ToolCallRecord } from "@/lib/api/runs";
 import { type RunErrorClass, runSubagent } from "@/server/agent/executor";
+import { compatItemExecutor } from "@/server/compat/execute";
 import { type ExecutionSpec, rebuildExecution } from "@/server/batches/spec";
 import type { ClaimedItem } from "@/server/batches/types";
 import type { Db } from "@/server/db/client";
@@ -49,10 +50,16 @@ function specModel(spec: ExecutionSpec, runtime: SubagentRuntime, fallback?: Res
   return resolveModelByName(runtime.config, spec.model.name);
 }
 
-/** The production executor: the snapshot boundary rebuilt from the spec, run by runSubagent. */
+/**
+ * The production executor: the snapshot boundary rebuilt from the spec, run by runSubagent.
+ * Items of the compatible batch APIs (spec kind compat_*) run their stored request instead.
+ */
 export function subagentItemExecutor(args: { db: Db; model?: ResolvedModel; runtime: SubagentRuntime }): ItemExecutor {
   const rebuilt = new Map<string, ReturnType<typeof rebuildExecution>>();
-  return async ({ item, spec, signal, onStarted }) => {
+  const compat = compatItemExecutor(args);
+  return async (ctx) => {
+    if (ctx.spec.kind !== "subagent") return compat(ctx);
+    const { item, spec, signal, onStarted } = ctx;
     let boundary = rebuilt.get(item.batchId);
     if (!boundary) {
       boundary = rebuildExecution(spec, args.runtime);

@@ -5,3 +5,4 @@ export * from "./runs";
 export * from "./workers";
 export * from "./rate-limits";
 export * from "./workspace";
+export * from "./compat";

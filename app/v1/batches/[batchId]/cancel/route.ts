@@ -1,0 +1,19 @@
+import { cancelCompatBatch } from "@/server/compat/batches";
+import { compatHandle, requireApiKey } from "@/server/compat/http";
+import { parseOpenAiBatchId } from "@/server/compat/ids";
+import { toOpenAiBatch } from "@/server/compat/projection";
+import { getDatabase } from "@/server/db/client";
+import { notFound } from "@/server/errors";
+
+export const dynamic = "force-dynamic";
+
+type Ctx = { params: Promise<{ batchId: string }> };
+
+/** OpenAI batches.cancel: answers `cancelling`; the batch reads `cancelled` once its items are stopped. */
+export const POST = compatHandle("openai", async (req: Request, ctx: Ctx) => {
+  const { userId } = await requireApiKey(req);
+  const id = parseOpenAiBatchId((await ctx.params).batchId);
+  if (!id) throw notFound("batch");
+  const cancelled = await cancelCompatBatch(getDatabase().db, { userId, api: "openai", id });
+  return Response.json(toOpenAiBatch(cancelled, { cancelling: cancelled.compat.expiredAt === null }));
+});

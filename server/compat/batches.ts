@@ -1,0 +1,324 @@
+import { and, asc, desc, eq, sql } from "drizzle-orm";
+import type { FlotillaConfig } from "@/lib/config";
+import { getSubagentDefinition } from "@/server/agent/registry";
+import { BATCH_CHANNEL, batchEventPayload } from "@/server/batches/notify";
+import { cancelBatch } from "@/server/batches/repository";
+import { buildExecutionSpec, type ExecutionKind } from "@/server/batches/spec";
+import type { BatchRow } from "@/server/batches/types";
+import { createThread } from "@/server/chat/threads";
+import type { Db, DbOrTx } from "@/server/db/client";
+import { compatBatches, subagentBatches } from "@/server/db/schema";
+import type { CompatApi } from "@/server/db/schema/compat";
+import { AppError, notFound } from "@/server/errors";
+import { catalogEntries, defaultModelName, findCatalogEntry } from "@/server/models/catalog";
+import { CompatParamError } from "./http";
+import { type CompatRequest, type LineError, type ModelCheck, promptOf, SUBAGENT_MODEL_PREFIX } from "./requests";
+
+/**
+ * Compatible batches over the durable batch engine. Each one is an ordinary batch in a thread of
+ * its own (so the panel, pause / resume / retry, budgets, limits and metrics apply), plus a
+ * compat_batches row with what the provider's object needs (input file, endpoint, window,
+ * metadata, validation errors, cancel and expiry instants). Every read is owner-scoped.
+ */
+
+export type CompatBatchRow = typeof compatBatches.$inferSelect;
+export interface CompatBatch {
+  compat: CompatBatchRow;
+  /** null for an OpenAI batch that failed validation (nothing ran). */
+  batch: BatchRow | null;
+}
+
+/** The sub-agent definition recorded in the execution spec (the items run their own requests). */
+const SPEC_SUBAGENT = "general";
+/** Items written per statement while a batch is created. */
+const INSERT_ROWS = 1_000;
+const COMPLETION_WINDOW_SECONDS: Record<string, number> = { "24h": 24 * 3600 };
+
+/** Checks a request's model: a catalog name, or `flotilla:<sub-agent>` naming a definition. */
+export function modelChecker(config: FlotillaConfig): ModelCheck {
+  return (name) => {
+    if (name.startsWith(SUBAGENT_MODEL_PREFIX)) {
+      try {
+        getSubagentDefinition(name.slice(SUBAGENT_MODEL_PREFIX.length), config);
+        return null;
+      } catch {
+        return `model ${JSON.stringify(name)} names no sub-agent of this deployment.`;
+      }
+    }
+    if (findCatalogEntry(config, name)) return null;
+    const known = catalogEntries(config).map((e) => e.name);
+    return `model ${JSON.stringify(name)} is not in this deployment's catalog (known: ${known.join(", ")}).`;
+  };
+}
+
+/** The catalog entry a batch's spec records (cost and rate limits are per entry); a sub-agent request records the default. */
+function specModel(config: FlotillaConfig, name: string): { name: string; simulator: boolean } {
+  const entry = findCatalogEntry(config, name.startsWith(SUBAGENT_MODEL_PREFIX) ? defaultModelName(config) : name);
+  return { name: entry?.name ?? name, simulator: entry?.simulator ?? false };
+}
+
+export interface NewRequest {
+  customId: string;
+  request: CompatRequest;
+}
+
+/**
+ * Creates the thread, the durable batch, every item with its stored request, and the compat row,
+ * in one transaction (nothing runs before it commits). `requests` is read twice: once to count,
+ * once to insert; it is a generator over the stored file for OpenAI, so memory stays bounded.
+ */
+export async function createCompatBatch(
+  tx: DbOrTx,
+  args: {
+    userId: string;
+    api: CompatApi;
+    config: FlotillaConfig;
+    title: string;
+    total: number;
+    /** The first request's model: recorded as the batch's model (requests usually share one). */
+    firstModel: string;
+    requests: () => AsyncIterable<NewRequest>;
+    inputFileId?: string;
+    endpoint?: string;
+    completionWindow: string;
+    metadata?: Record<string, string> | null;
+  },
+): Promise<CompatBatch> {
+  const b = args.config.subagent_batches;
+  const thread = await createThread(tx, { userId: args.userId, title: args.title });
+  const kind: ExecutionKind = args.api === "openai" ? "compat_openai" : "compat_anthropic";
+  const spec = buildExecutionSpec({
+    config: args.config,
+    userId: args.userId,
+    threadId: thread.id,
+    subagent: SPEC_SUBAGENT,
+    model: specModel(args.config, args.firstModel),
+    origin: { kind: "api" },
+    kind,
+  });
+  // A provider batch runs as fast as the deployment allows: the configured per-batch ceilings.
+  const maxLive = b.max_live_items_per_batch;
+  const live = Math.min(args.total, maxLive);
+  const [batch] = await tx
+    .insert(subagentBatches)
+    .values({
+      userId: args.userId,
+      threadId: thread.id,
+      submissionKey: `compat:${thread.id}`,
+      // What the panel and the Workers page show; the items run their own requests, not a sub-agent.
+      subagent: `${args.api}-batch`,
+      executionSpec: spec,
+      total: args.total,
+      maxLiveItems: maxLive,
+      maxRunningItems: b.max_running_items_per_batch,
+      maxAttempts: b.max_attempts,
+      pendingCount: args.total - live,
+      queuedCount: live,
+    })
+    .returning();
+  let position = 0;
+  let rows: [string, string, CompatRequest][] = [];
+  const flush = async () => {
+    if (rows.length === 0) return;
+    const json = JSON.stringify(rows);
+    const offset = position - rows.length;
+    rows = [];
+    await tx.execute(sql`
+      with input as (
+        select t.v->>0 as key, t.v->>1 as prompt, t.v->2 as body, (${offset}::int + t.ord)::int as position
+          from json_array_elements(${json}::json) with ordinality as t(v, ord)
+      ),
+      ins as (
+        insert into subagent_batch_items (batch_id, position, item_key, prompt, status)
+        select ${batch!.id}::uuid, position, key, prompt, case when position <= ${live}::int then 'queued' else 'pending' end
+          from input
+        returning id, position
+      )
+      insert into compat_requests (item_id, body)
+      select ins.id, input.body::jsonb from ins join input using (position)
+    `);
+  };
+  for await (const r of args.requests()) {
+    position++;
+    rows.push([r.customId, promptOf(r.request), r.request]);
+    if (rows.length >= INSERT_ROWS) await flush();
+  }
+  await flush();
+  if (position !== args.total) throw new AppError("conflict", "the input changed while the batch was being created; retry");
+  const windowSeconds = COMPLETION_WINDOW_SECONDS[args.completionWindow] ?? 24 * 3600;
+  const [compat] = await tx
+    .insert(compatBatches)
+    .values({
+      userId: args.userId,
+      api: args.api,
+      batchId: batch!.id,
+      inputFileId: args.inputFileId ?? null,
+      endpoint: args.endpoint ?? null,
+      completionWindow: args.completionWindow,
+      metadata: args.metadata ?? null,
+      total: args.total,
+      expiresAt: sql`now() + make_interval(secs => ${windowSeconds})`,
+    })
+    .returning();
+  await tx.execute(sql`select pg_notify(${BATCH_CHANNEL}, ${batchEventPayload("submit", batch!.id)})`);
+  return { compat: compat!, batch: batch! };
+}
+
+/** An OpenAI batch whose input failed validation: status `failed` with `errors.data`, nothing runs. */
+export async function createFailedBatch(
+  tx: DbOrTx,
+  args: {
+    userId: string;
+    inputFileId: string;
+    endpoint: string;
+    completionWindow: string;
+    metadata?: Record<string, string> | null;
+    errors: LineError[];
+    total: number;
+  },
+): Promise<CompatBatch> {
+  const [compat] = await tx
+    .insert(compatBatches)
+    .values({
+      userId: args.userId,
+      api: "openai",
+      inputFileId: args.inputFileId,
+      endpoint: args.endpoint,
+      completionWindow: args.completionWindow,
+      metadata: args.metadata ?? null,
+      errors: args.errors,
+      total: args.total,
+      expiresAt: sql`now() + interval '24 hours'`,
+    })
+    .returning();
+  return { compat: compat!, batch: null };
+}
+
+async function load(db: DbOrTx, compat: CompatBatchRow): Promise<CompatBatch> {
+  if (!compat.batchId) return { compat, batch: null };
+  const [batch] = await db.select().from(subagentBatches).where(eq(subagentBatches.id, compat.batchId));
+  return { compat, batch: batch ?? null };
+}
+
+const ACTIVE = new Set(["queued", "running", "paused"]);
+
+/**
+ * The caller's compatible batch. The completion window is enforced here, lazily: a batch read
+ * after its window with work left is cancelled with reason expired (its unfinished items become
+ * `expired`), in the same way whichever process reads it first.
+ */
+export async function getCompatBatch(db: Db, args: { userId: string; api: CompatApi; id: string }): Promise<CompatBatch> {
+  // One statement, so the two rows are of one snapshot (a concurrent expiry is seen whole or not at all).
+  const [row] = await db
+    .select({ compat: compatBatches, batch: subagentBatches })
+    .from(compatBatches)
+    .leftJoin(subagentBatches, eq(subagentBatches.id, compatBatches.batchId))
+    .where(and(eq(compatBatches.id, args.id), eq(compatBatches.userId, args.userId), eq(compatBatches.api, args.api)));
+  if (!row) throw notFound("batch");
+  const current = { compat: row.compat, batch: row.batch };
+  return (await expireIfDue(db, current)) ?? current;
+}
+
+async function expireIfDue(db: Db, current: CompatBatch): Promise<CompatBatch | null> {
+  const { compat, batch } = current;
+  if (!batch || !ACTIVE.has(batch.status) || compat.expiredAt || compat.expiresAt.getTime() > Date.now()) return null;
+  return db.transaction(async (tx) => {
+    const [marked] = await tx
+      .update(compatBatches)
+      .set({ expiredAt: sql`now()` })
+      .where(and(eq(compatBatches.id, compat.id), sql`${compatBatches.expiredAt} is null`))
+      .returning();
+    if (!marked) {
+      // Another reader expired it first (this update waited for its commit): read what it left.
+      const [fresh] = await tx.select().from(compatBatches).where(eq(compatBatches.id, compat.id));
+      return load(tx, fresh!);
+    }
+    try {
+      await cancelBatch(tx as unknown as Db, { userId: compat.userId, threadId: batch.threadId, batchId: batch.id });
+    } catch (err) {
+      // Finished in the meantime: nothing was left to expire.
+      if (err instanceof AppError && err.code === "conflict") {
+        await tx.update(compatBatches).set({ expiredAt: null }).where(eq(compatBatches.id, compat.id));
+        return null;
+      }
+      throw err;
+    }
+    return load(tx, marked);
+  });
+}
+
+/**
+ * Newest first. OpenAI pages with `after` (older than that batch); Anthropic also with
+ * `before_id` (newer than that batch, still returned newest first).
+ */
+export async function listCompatBatches(
+  db: Db,
+  args: { userId: string; api: CompatApi; limit: number; afterId?: string | null; beforeId?: string | null; param: string },
+): Promise<{ rows: CompatBatch[]; hasMore: boolean }> {
+  const c = compatBatches;
+  const anchorId = args.afterId ?? args.beforeId;
+  let cursor: ReturnType<typeof sql> | undefined;
+  if (anchorId) {
+    const [anchor] = await db
+      .select({ id: c.id })
+      .from(c)
+      .where(and(eq(c.id, anchorId), eq(c.userId, args.userId), eq(c.api, args.api)));
+    if (!anchor) throw new CompatParamError(args.param, `${args.param}: no such batch`);
+    // Compared in SQL: created_at has microseconds, a JavaScript Date only milliseconds.
+    const key = sql`(select created_at, id from compat_batches where id = ${anchor.id})`;
+    cursor = args.afterId ? sql`(${c.createdAt}, ${c.id}) < ${key}` : sql`(${c.createdAt}, ${c.id}) > ${key}`;
+  }
+  // before_id walks towards newer batches: read the nearest ones first, then present newest first.
+  const towardsNewer = !args.afterId && !!args.beforeId;
+  const rows = await db
+    .select({ compat: c, batch: subagentBatches })
+    .from(c)
+    .leftJoin(subagentBatches, eq(subagentBatches.id, c.batchId))
+    .where(and(eq(c.userId, args.userId), eq(c.api, args.api), cursor))
+    .orderBy(...(towardsNewer ? [asc(c.createdAt), asc(c.id)] : [desc(c.createdAt), desc(c.id)]))
+    .limit(args.limit + 1);
+  const page = rows.slice(0, args.limit);
+  if (towardsNewer) page.reverse();
+  const out: CompatBatch[] = [];
+  for (const current of page) out.push((await expireIfDue(db, current)) ?? current);
+  return { rows: out, hasMore: rows.length > args.limit };
+}
+
+/**
+ * Cancels the batch's unfinished items in one transaction (finished output is kept) and records
+ * the request. Idempotent; 409 once the batch has ended otherwise.
+ */
+export async function cancelCompatBatch(db: Db, args: { userId: string; api: CompatApi; id: string }): Promise<CompatBatch> {
+  const current = await getCompatBatch(db, args);
+  const { compat, batch } = current;
+  if (!batch) throw new AppError("conflict", "batch failed validation; there is nothing to cancel");
+  if (compat.cancelRequestedAt || compat.expiredAt) return current;
+  if (!ACTIVE.has(batch.status)) throw new AppError("conflict", `batch has already ended (${batch.status})`);
+  return db.transaction(async (tx) => {
+    const [marked] = await tx
+      .update(compatBatches)
+      // A concurrent cancel may have got here first: keep its instant.
+      .set({ cancelRequestedAt: sql`coalesce(${compatBatches.cancelRequestedAt}, now())` })
+      .where(eq(compatBatches.id, compat.id))
+      .returning();
+    try {
+      await cancelBatch(tx as unknown as Db, { userId: args.userId, threadId: batch.threadId, batchId: batch.id });
+    } catch (err) {
+      if (err instanceof AppError && err.code === "conflict")
+        throw new AppError("conflict", "batch has already ended; there is nothing to cancel");
+      throw err;
+    }
+    return load(tx, marked!);
+  });
+}
+
+/** Anthropic delete: only an ended batch; its thread (with the durable batch and items) goes with it. */
+export async function deleteCompatBatch(db: Db, args: { userId: string; api: CompatApi; id: string }): Promise<void> {
+  const { compat, batch } = await getCompatBatch(db, args);
+  if (batch && ACTIVE.has(batch.status))
+    throw new AppError("conflict", "batch is still in progress; cancel it and wait for it to end before deleting it");
+  await db.transaction(async (tx) => {
+    await tx.delete(compatBatches).where(eq(compatBatches.id, compat.id));
+    if (batch) await tx.execute(sql`delete from threads where id = ${batch.threadId} and user_id = ${args.userId}`);
+  });
+}
