@@ -7,8 +7,8 @@ import { BatchWorker } from "./loop";
 
 /**
  * Worker entrypoint: `npm run worker`. Never imports Next.js. Runs the batch worker against
- * DATABASE_URL until SIGTERM / SIGINT, then stops claiming, aborts its local runs and exits
- * without finalizing their rows (lease expiry hands them to another worker).
+ * DATABASE_URL until SIGTERM / SIGINT, then stops claiming, aborts its local runs, hands their
+ * rows back to `queued` (attempt restored), marks its heartbeat stopped and exits.
  */
 async function main() {
   let config: ReturnType<typeof getConfig>;
