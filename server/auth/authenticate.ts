@@ -1,6 +1,8 @@
+import { eq } from "drizzle-orm";
 import { getToken } from "next-auth/jwt";
 import type { Db } from "@/server/db/client";
 import { getDatabase } from "@/server/db/client";
+import { users } from "@/server/db/schema";
 import { AppError } from "@/server/errors";
 import { authSecret } from "./secret";
 import { userIdForToken } from "./tokens";
@@ -115,4 +117,13 @@ export async function requireUser(req: Request, options: AuthOptions = {}): Prom
   const user = await authenticate(req, options);
   if (!user) throw new AppError("unauthorized", "sign in or send Authorization: Bearer <token>");
   return user;
+}
+
+/** The caller when they are the deployment's admin; 401 signed out, 403 for anyone else. */
+export async function requireAdmin(req: Request, options: AuthOptions = {}): Promise<Caller> {
+  const caller = await requireUser(req, options);
+  const db = options.db ?? getDatabase().db;
+  const [row] = await db.select({ isAdmin: users.isAdmin }).from(users).where(eq(users.id, caller.userId)).limit(1);
+  if (!row?.isAdmin) throw new AppError("forbidden", "this is for the admin of this deployment");
+  return caller;
 }

@@ -57,3 +57,12 @@ export async function registerUser(
     return user;
   });
 }
+
+/** What the register page must ask for right now. */
+export type RegistrationMode = "first" | "open" | "invite" | "closed";
+
+export async function registrationMode(database: Database, policy: RegistrationPolicy): Promise<RegistrationMode> {
+  if (policy === "closed") return "closed";
+  if (!(await anyUserExists(database.db))) return "first";
+  return policy;
+}

@@ -147,7 +147,7 @@ export class BatchWorker {
         const req = await this.options.database.sql.listen(BATCH_CHANNEL, (payload) => this.onNotify(payload));
         this.unlisten = () => req.unlisten();
       } catch (err) {
-        this.log.warn({ err: String(err) }, "LISTEN failed; relying on polling");
+        this.log.warn({ err }, "LISTEN failed; relying on polling");
       }
     }
     this.timers.push(setInterval(() => void this.maintain(), Math.max(50, b.poll_interval_seconds * 1000)));
@@ -189,7 +189,7 @@ export class BatchWorker {
     }
     if (this.settlements.length) {
       await this.flushSettlements().catch((err) =>
-        this.log.warn({ err: String(err) }, "could not hand rows back at shutdown; their leases will expire"),
+        this.log.warn({ err }, "could not hand rows back at shutdown; their leases will expire"),
       );
     }
     if (this.options.heartbeat !== false) await markStopped(this.db, this.id).catch(() => {});
@@ -225,7 +225,7 @@ export class BatchWorker {
         await this.settleAndClaimPass();
       } while (this.pumpAgain && !this.stopping);
     } catch (err) {
-      this.log.error({ err: String(err) }, "claim/settle pass failed; retrying at the next poll");
+      this.log.error({ err }, "claim/settle pass failed; retrying at the next poll");
     } finally {
       this.pumping = false;
     }
@@ -337,7 +337,7 @@ export class BatchWorker {
     const onStarted = async () => {
       if (marked) return;
       marked = this.requestRunning(ref).catch((err) => {
-        this.log.warn({ err: String(err), item_id: item.id }, "could not mark the item running; abandoning it to lease expiry");
+        this.log.warn({ err, item_id: item.id }, "could not mark the item running; abandoning it to lease expiry");
         return false;
       });
       void marked.then((ok) => {
@@ -441,7 +441,7 @@ export class BatchWorker {
     try {
       await writeHeartbeat(this.db, { id: this.id, capacity: this.runtime.capacity.maxRunning, running: this.local.size });
     } catch (err) {
-      this.log.warn({ err: String(err) }, "heartbeat failed");
+      this.log.warn({ err }, "heartbeat failed");
     }
   }
 
@@ -463,7 +463,7 @@ export class BatchWorker {
       const { lost } = await renewLeases(this.db, { workerId: this.id, leaseSeconds: this.leaseSeconds, items: refs });
       this.abortLost(lost);
     } catch (err) {
-      this.log.warn({ err: String(err) }, "lease renewal failed");
+      this.log.warn({ err }, "lease renewal failed");
     } finally {
       this.renewing = false;
     }
@@ -481,7 +481,7 @@ export class BatchWorker {
       if (refs.length) this.abortLost(await findLostLeases(this.db, { workerId: this.id, items: refs }));
       this.outage.succeeded();
     } catch (err) {
-      this.log.warn({ err: String(err), retry_in_ms: Math.round(this.outage.failed()) }, "maintenance pass failed");
+      this.log.warn({ err, retry_in_ms: Math.round(this.outage.failed()) }, "maintenance pass failed");
     } finally {
       this.maintaining = false;
     }

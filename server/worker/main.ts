@@ -35,7 +35,7 @@ async function main() {
     try {
       await worker.stop();
     } catch (err) {
-      log.error({ err: String(err) }, "worker stop failed");
+      log.error({ err }, "worker stop failed");
     }
     await database.close().catch(() => {});
     process.exit(0);
