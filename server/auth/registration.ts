@@ -13,7 +13,8 @@ import { anyUserExists, emailSchema, insertUser, passwordSchema, type UserRecord
  * - `invite` (default): a valid, unused, unexpired invite code is needed;
  * - `closed`: only the CLI creates accounts.
  * The first account ever created becomes the admin and needs no code (except when closed), so a
- * fresh deployment can be set up from the browser.
+ * fresh deployment can be set up from the browser. A code that is sent must be valid and is
+ * spent, whatever the policy (an invite link works on an open deployment too).
  */
 
 export const registrationSchema = z
@@ -38,18 +39,19 @@ export async function registerUser(
   await limitRegistration(database.sql, { email, address: args.address });
   // Refuse cheaply before the (deliberately slow) hash; the transaction below decides for real.
   if (args.policy === "closed") throw new AppError("forbidden", CLOSED_MESSAGE);
-  if (args.policy === "invite" && (await anyUserExists(database.db))) {
-    if (!invite_code) throw new AppError("forbidden", INVITE_MESSAGE);
-    if (!(await inviteIsOpen(database.db, invite_code))) throw new AppError("forbidden", INVALID_INVITE_MESSAGE);
-  }
+  if (args.policy === "invite" && !invite_code && (await anyUserExists(database.db))) throw new AppError("forbidden", INVITE_MESSAGE);
+  if (invite_code && !(await inviteIsOpen(database.db, invite_code))) throw new AppError("forbidden", INVALID_INVITE_MESSAGE);
   // Hash before the transaction: the advisory lock in insertUser is held for milliseconds.
   const passwordHash = await hashPassword(password);
   return database.db.transaction(async (tx) => {
     let inviteId: string | null = null;
     const user = await insertUser(tx, { email, passwordHash }, async (first) => {
       if (args.policy === "closed") throw new AppError("forbidden", CLOSED_MESSAGE);
-      if (first || args.policy === "open") return;
-      if (!invite_code) throw new AppError("forbidden", INVITE_MESSAGE);
+      // A code that is sent is always spent (or refused), even where none is needed.
+      if (!invite_code) {
+        if (first || args.policy === "open") return;
+        throw new AppError("forbidden", INVITE_MESSAGE);
+      }
       inviteId = await redeemInvite(tx, invite_code);
       if (!inviteId) throw new AppError("forbidden", INVALID_INVITE_MESSAGE);
     });

@@ -48,7 +48,13 @@ export function InvitesSection({ invites, policy }: { invites: InviteView[]; pol
         <div role="status" className="mt-3 rounded-lg border border-emerald-200 bg-emerald-50 p-3 text-sm">
           <p className="font-medium text-emerald-900">Send this code to the person you invite (it will not be shown again):</p>
           <input aria-label="New invite code" readOnly value={code} onFocus={(e) => e.currentTarget.select()} className="mt-2 block w-full rounded border border-zinc-200 bg-white px-2 py-1 font-mono text-xs text-zinc-900" />
-          <p className="mt-2 text-xs text-emerald-900">They enter it on the Create account page.</p>
+          <p className="mt-2 text-xs text-emerald-900">
+            They enter it on the Create account page, or open{" "}
+            <a className="font-medium underline" href={`/register?invite=${encodeURIComponent(code)}`}>
+              this invite link
+            </a>
+            .
+          </p>
         </div>
       )}
       {invites.length > 0 && (

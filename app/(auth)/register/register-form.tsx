@@ -95,14 +95,14 @@ export function RegisterForm({ mode, initialInvite }: { mode: RegistrationMode; 
     <form onSubmit={onSubmit} className="space-y-4" noValidate>
       <h1 className="text-lg font-semibold">Create your account</h1>
       <p className="text-sm text-zinc-600">{INTRO[mode]}</p>
-      {mode === "invite" && (
+      {(mode === "invite" || initialInvite !== "") && (
         <Field
           label="Invite code"
           id="invite_code"
           name="invite_code"
           autoComplete="off"
           spellCheck={false}
-          required
+          required={mode === "invite"}
           defaultValue={initialInvite}
           placeholder="inv_…"
         />
