@@ -94,7 +94,9 @@ export function RegisterForm({ mode, initialInvite }: { mode: RegistrationMode; 
   return (
     <form onSubmit={onSubmit} className="space-y-4" noValidate>
       <h1 className="text-lg font-semibold">Create your account</h1>
-      <p className="text-sm text-zinc-600">{INTRO[mode]}</p>
+      <p className="text-sm text-zinc-600">
+        {initialInvite && mode !== "first" ? "You were invited: your invite code is filled in below." : INTRO[mode]}
+      </p>
       {(mode === "invite" || initialInvite !== "") && (
         <Field
           label="Invite code"
