@@ -21,7 +21,7 @@ export interface BenchModule {
   run(): Promise<BenchRow[]>;
 }
 
-const MODULES: Array<() => Promise<BenchModule>> = [() => import("./capacity.bench"), () => import("./batch.bench"), () => import("./export.bench"), () => import("./ratelimit.bench")];
+const MODULES: Array<() => Promise<BenchModule>> = [() => import("./capacity.bench"), () => import("./batch.bench"), () => import("./export.bench"), () => import("./ratelimit.bench"), () => import("./auth.bench")];
 
 function fmt(n: number): string {
   if (!Number.isFinite(n)) return String(n);
