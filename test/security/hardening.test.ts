@@ -3,6 +3,8 @@ import pino from "pino";
 import { sql } from "drizzle-orm";
 import { beforeAll, describe, expect, it } from "vitest";
 import { safeCallbackUrl } from "@/app/(auth)/safe-callback";
+import { NextRequest } from "next/server";
+import { POST as authPost } from "@/app/api/auth/[...nextauth]/route";
 import { GET as health } from "@/app/api/health/route";
 import { GET as metrics } from "@/app/api/metrics/route";
 import { createDatabase } from "@/server/db/client";
@@ -108,5 +110,18 @@ describe("/api/metrics is for the admin", () => {
     expect((await denied.json()).error.code).toBe("forbidden");
     expect((await metrics(request("/api/metrics", { cookie: await sessionCookie(other) }), undefined as never)).status).toBe(403);
     expect((await metrics(request("/api/metrics", { cookie: await sessionCookie(admin) }), undefined as never)).status).toBe(200);
+  });
+});
+
+describe("/api/auth/* body limit", () => {
+  it("answers 413 JSON to an oversized sign-in body before next-auth reads it", async () => {
+    const req = new NextRequest("http://localhost:3000/api/auth/callback/credentials", {
+      method: "POST",
+      headers: { "content-type": "application/x-www-form-urlencoded" },
+      body: `email=a%40b.c&password=${"x".repeat(20_000)}`,
+    });
+    const res = await authPost(req, { params: Promise.resolve({ nextauth: ["callback", "credentials"] }) });
+    expect(res.status).toBe(413);
+    expect(await res.json()).toEqual({ error: { code: "payload_too_large", message: expect.stringMatching(/exceeds 8192 bytes/) } });
   });
 });
