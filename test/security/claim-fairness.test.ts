@@ -1,7 +1,7 @@
 import { sql } from "drizzle-orm";
 import { beforeAll, beforeEach, describe, expect, it } from "vitest";
 import type { SubmitBatchInput } from "@/lib/api/batches";
-import { claimItems, markRunning, recoverExpiredLeases } from "@/server/batches/claim";
+import { claimItems, markRunning, recoverExpiredLeases, recoverLeasesOfPreviousRun } from "@/server/batches/claim";
 import { getBatch, submitBatch } from "@/server/batches/repository";
 import { counterDrift, itemsOf, makeOwner, SIM_MODEL, sleep, testConfig } from "../batches/support";
 import { createTestDatabase, type TestDatabase } from "../helpers/db";
@@ -96,6 +96,30 @@ describe("lease recovery counts only execution that started", () => {
     const [row] = await itemsOf(t.db, batch.id);
     expect(row).toMatchObject({ status: "failed", attempts: 1 });
     expect((await getBatch(t.db, { ...a, batchId: batch.id })).status).toBe("failed");
+    expect(await counterDrift(t.db, batch.id)).toEqual({});
+  });
+});
+
+describe("npm start on the embedded database", () => {
+  it("returns the previous run's leases to the queue at boot and marks its workers stopped", async () => {
+    const a = await makeOwner(t.db);
+    const batch = await submit(a, 4, { max_running_items: 4 });
+    const claimed = await claimItems(t.db, { workerId: "gone-worker", limit: 4, leaseSeconds: 120 });
+    await markRunning(t.db, { workerId: "gone-worker", leaseSeconds: 120, items: claimed.slice(0, 2) });
+    await t.db.execute(sql`insert into worker_heartbeats (id, host, pid, version, capacity) values ('gone-worker', 'h', 1, 'v', 4)`);
+    // Earlier tests' leftovers in this database are recovered too; this batch's four are among them.
+    expect((await recoverLeasesOfPreviousRun(t.db)).requeued).toBeGreaterThanOrEqual(4);
+    const rows = await itemsOf(t.db, batch.id);
+    // Nothing is left leased. The two that never started keep their attempt and are queued; the
+    // two that had started used theirs (max_attempts is 1 in this suite, so they fail).
+    expect(rows.map((r) => [r.status, r.attempts, r.lease_owner]).sort()).toEqual([
+      ["failed", 1, null],
+      ["failed", 1, null],
+      ["queued", 0, null],
+      ["queued", 0, null],
+    ]);
+    const [hb] = await t.db.execute<{ stopped: boolean }>(sql`select stopped_at is not null as stopped from worker_heartbeats where id = 'gone-worker'`);
+    expect(hb!.stopped).toBe(true);
     expect(await counterDrift(t.db, batch.id)).toEqual({});
   });
 });
