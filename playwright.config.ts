@@ -53,6 +53,9 @@ export default defineConfig({
       FLOTILLA__SIMULATOR__LATENCY_MS: process.env.FLOTILLA__SIMULATOR__LATENCY_MS ?? "150",
       FLOTILLA__SUBAGENT_BATCHES__POLL_INTERVAL_SECONDS: "0.2",
       FLOTILLA__SUBAGENT_BATCHES__LEASE_SECONDS: "5",
+      // Specs register their own accounts; the invite flow works on an open deployment too
+      // (a code that is sent is spent), and test/security covers the invite-only policy.
+      FLOTILLA__AUTH__REGISTRATION: "open",
       NEXTAUTH_URL: `http://localhost:${E2E_PORT}`,
       // Keep the server's JSON logs out of the test report unless something goes wrong.
       LOG_LEVEL: process.env.LOG_LEVEL ?? "warn",

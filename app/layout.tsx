@@ -5,6 +5,9 @@ import "./globals.css";
 export const metadata: Metadata = { title: "Flotilla", description: "Agent gateway for large fan-out work" };
 export const viewport: Viewport = { width: "device-width", initialScale: 1 };
 
+// Every page renders per request so Next can put proxy.ts's CSP nonce on its scripts.
+export const dynamic = "force-dynamic";
+
 export default function RootLayout({ children }: { children: React.ReactNode }) {
   return (
     <html lang="en" className="h-full">

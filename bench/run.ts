@@ -29,6 +29,7 @@ const MODULES: Array<() => Promise<BenchModule>> = [
   () => import("./mcp.bench"),
   () => import("./workspace.bench"),
   () => import("./compat.bench"),
+  () => import("./auth.bench"),
 ];
 
 function fmt(n: number): string {

@@ -1,7 +1,7 @@
 import { mkdirSync } from "node:fs";
 import path from "node:path";
 import { expect, test } from "@playwright/test";
-import { createThreadViaApi, signedInAccount } from "./support/auth";
+import { adminAccount, createThreadViaApi } from "./support/auth";
 import { SCREENSHOT_DIR } from "./support/env";
 import { startWorker, stopAllWorkers } from "./support/worker";
 
@@ -18,7 +18,8 @@ test.afterAll(async () => {
 
 test("workers view lists a live worker with the batch it works on, then shows it stopped", async ({ page }) => {
   const worker = await startWorker({ env: { FLOTILLA__SUBAGENT_RUNTIME__MAX_RUNNING: "5" } });
-  await signedInAccount(page, "workers");
+  // The Workers page is the admin's.
+  await adminAccount(page, "workers");
   const threadId = await createThreadViaApi(page, "workers view");
   const submitted = await page.request.post(`/api/threads/${threadId}/subagent-batches`, {
     data: {

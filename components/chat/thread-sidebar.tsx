@@ -83,6 +83,7 @@ export function ThreadSidebar({ initialThreads, email }: { initialThreads: Threa
         </nav>
         <div className="flex items-center gap-2 border-t border-zinc-200 px-3 py-3">
           <Link href="/workers" aria-current={pathname === "/workers" ? "page" : undefined} className="text-xs font-medium text-zinc-600 hover:text-zinc-900">Workers</Link>
+          <Link href="/settings" aria-current={pathname === "/settings" ? "page" : undefined} className="text-xs font-medium text-zinc-600 hover:text-zinc-900">Settings</Link>
           <span className="min-w-0 flex-1 truncate text-xs text-zinc-500" title={email}>
             {email}
           </span>

@@ -1,5 +1,7 @@
+import { spawnSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { type APIRequestContext, expect, type Page } from "@playwright/test";
+import { e2eDatabaseUrl } from "./env";
 
 /**
  * Account helpers for browser tests. The UI helpers go through the real pages; the API
@@ -70,4 +72,22 @@ export async function createThreadViaApi(page: Page, title?: string): Promise<st
   const res = await page.request.post("/api/threads", { data: title === undefined ? {} : { title } });
   expect(res.status(), await res.text()).toBe(201);
   return ((await res.json()) as { id: string }).id;
+}
+
+/** Runs the operator CLI against the e2e server's database; returns its stdout. */
+export function cliE2E(args: string[]): string {
+  const out = spawnSync(process.execPath, ["--import", "tsx", "scripts/cli.ts", ...args], {
+    env: { ...process.env, DATABASE_URL: e2eDatabaseUrl() },
+    encoding: "utf8",
+  });
+  expect(out.status, out.stderr).toBe(0);
+  return out.stdout.trim();
+}
+
+/** An admin account made by the operator CLI (`user create --admin`), signed in (API). */
+export async function adminAccount(page: Page, prefix = "admin"): Promise<Account> {
+  const account = newAccount(prefix);
+  cliE2E(["user", "create", "--email", account.email, "--password", account.password, "--admin"]);
+  await signInViaApi(page, account);
+  return account;
 }

@@ -1,5 +1,5 @@
 import { type ChildProcess, spawn } from "node:child_process";
-import { E2E_DATABASE_URL } from "./env";
+import { e2eDatabaseUrl } from "./env";
 
 /**
  * Real batch worker processes for browser tests (`node --import tsx server/worker/main.ts`) against the
@@ -28,7 +28,7 @@ function exited(child: ChildProcess): Promise<void> {
 }
 
 export async function startWorker(opts: { env?: Record<string, string>; readyTimeoutMs?: number } = {}) {
-  const env: NodeJS.ProcessEnv = { ...process.env, ...WORKER_ENV, ...opts.env, DATABASE_URL: E2E_DATABASE_URL };
+  const env: NodeJS.ProcessEnv = { ...process.env, ...WORKER_ENV, ...opts.env, DATABASE_URL: e2eDatabaseUrl() };
   // The worker must use the simulator whatever the developer's shell says.
   delete env.MODEL_BASE_URL;
   delete env.MODEL_API_KEY;

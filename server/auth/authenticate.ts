@@ -1,10 +1,12 @@
+import { eq } from "drizzle-orm";
 import { getToken } from "next-auth/jwt";
 import type { Db } from "@/server/db/client";
 import { getDatabase } from "@/server/db/client";
+import { users } from "@/server/db/schema";
 import { AppError } from "@/server/errors";
 import { authSecret } from "./secret";
 import { userIdForToken } from "./tokens";
-import { userExists } from "./users";
+import { sessionIsLive } from "./sessions";
 
 /**
  * Who is calling: the next-auth session cookie (browsers) or `Authorization: Bearer flt_...`
@@ -73,7 +75,13 @@ function assertSameOrigin(req: Request): void {
 }
 
 /** The caller, or null when unauthenticated. Throws AppError forbidden for a cross-site cookie mutation. */
-export async function authenticate(req: Request, options: AuthOptions = {}): Promise<{ userId: string } | null> {
+export interface Caller {
+  userId: string;
+  /** The browser session, when authenticated by cookie. */
+  sessionId?: string;
+}
+
+export async function authenticate(req: Request, options: AuthOptions = {}): Promise<Caller | null> {
   const authorization = req.headers.get("authorization");
   if (authorization !== null) {
     const match = /^Bearer\s+(\S+)\s*$/i.exec(authorization);
@@ -97,15 +105,25 @@ export async function authenticate(req: Request, options: AuthOptions = {}): Pro
   const userId = typeof token?.sub === "string" ? token.sub : null;
   if (!userId) return null;
   assertSameOrigin(req);
-  // A session outliving its account (deleted user) must not act.
+  // The JWT alone is not enough: its session must still exist (not signed out), at the user's
+  // current session version (not signed out everywhere), for an account that still exists.
   const db = options.db ?? getDatabase().db;
-  if (!(await userExists(db, userId))) return null;
-  return { userId };
+  if (!(await sessionIsLive(db, { userId, sessionId: token?.sid, version: token?.sv }))) return null;
+  return { userId, sessionId: token?.sid as string };
 }
 
 /** The caller or AppError unauthorized (401). */
-export async function requireUser(req: Request, options: AuthOptions = {}): Promise<{ userId: string }> {
+export async function requireUser(req: Request, options: AuthOptions = {}): Promise<Caller> {
   const user = await authenticate(req, options);
   if (!user) throw new AppError("unauthorized", "sign in or send Authorization: Bearer <token>");
   return user;
+}
+
+/** The caller when they are the deployment's admin; 401 signed out, 403 for anyone else. */
+export async function requireAdmin(req: Request, options: AuthOptions = {}): Promise<Caller> {
+  const caller = await requireUser(req, options);
+  const db = options.db ?? getDatabase().db;
+  const [row] = await db.select({ isAdmin: users.isAdmin }).from(users).where(eq(users.id, caller.userId)).limit(1);
+  if (!row?.isAdmin) throw new AppError("forbidden", "this is for the admin of this deployment");
+  return caller;
 }

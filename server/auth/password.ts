@@ -17,12 +17,42 @@ const MAX_N = 1 << 20;
 const MAX_R = 32;
 const MAX_P = 16;
 
+/**
+ * scrypt runs on libuv's thread pool (4 threads by default), which DNS lookups and file reads
+ * share. A burst of sign-ins must not occupy all of it, so at most HASH_CONCURRENCY hashes run at
+ * once; the rest wait here in FIFO order (they hold no thread while waiting).
+ */
+export const HASH_CONCURRENCY = 2;
+let hashing = 0;
+const waiting: Array<() => void> = [];
+
+async function withHashSlot<T>(fn: () => Promise<T>): Promise<T> {
+  if (hashing >= HASH_CONCURRENCY) await new Promise<void>((resolve) => waiting.push(resolve));
+  else hashing++;
+  try {
+    return await fn();
+  } finally {
+    // Hand the slot straight to the next waiter (the count stays), or give it back.
+    const next = waiting.shift();
+    if (next) next();
+    else hashing--;
+  }
+}
+
+/** Hashes running or waiting right now (for tests and metrics). */
+export function hashLoad(): { running: number; waiting: number } {
+  return { running: hashing, waiting: waiting.length };
+}
+
 function derive(password: string, salt: Buffer, n: number, r: number, p: number, keyLength: number): Promise<Buffer> {
-  return new Promise((resolve, reject) => {
-    scrypt(password.normalize("NFKC"), salt, keyLength, { N: n, r, p, maxmem: 256 * n * r + 1024 * 1024 }, (err, key) =>
-      err ? reject(err) : resolve(key),
-    );
-  });
+  return withHashSlot(
+    () =>
+      new Promise<Buffer>((resolve, reject) => {
+        scrypt(password.normalize("NFKC"), salt, keyLength, { N: n, r, p, maxmem: 256 * n * r + 1024 * 1024 }, (err, key) =>
+          err ? reject(err) : resolve(key),
+        );
+      }),
+  );
 }
 
 export async function hashPassword(password: string): Promise<string> {

@@ -1,9 +1,10 @@
 import { createHash, randomBytes } from "node:crypto";
-import { and, eq, isNull, lt, or, sql } from "drizzle-orm";
+import { and, desc, eq, gt, isNull, lt, or, sql } from "drizzle-orm";
 import { z } from "zod";
 import type { DbOrTx } from "@/server/db/client";
 import { apiTokens, users } from "@/server/db/schema";
 import { AppError } from "@/server/errors";
+import { createTokenBodySchema, TOKEN_MAX_DAYS, type TokenProjection } from "@/lib/api/auth";
 
 /** Personal API tokens: `flt_` + 32 random bytes; only the SHA-256 of the token is stored. */
 export const TOKEN_PREFIX = "flt_";
@@ -13,28 +14,83 @@ export function hashToken(token: string): string {
   return createHash("sha256").update(token, "utf8").digest("hex");
 }
 
-const tokenNameSchema = z.string().trim().min(1).max(100);
+export type TokenView = TokenProjection;
 
 /** Creates a token for the user and returns it; the plain token is never stored and cannot be shown again. */
-export async function createApiToken(db: DbOrTx, input: { userId: string; name?: string }): Promise<string> {
-  const name = input.name === undefined ? "cli" : tokenNameSchema.safeParse(input.name).data;
-  if (name === undefined) throw new AppError("validation_failed", "name: must be 1 to 100 characters");
+export async function createApiToken(
+  db: DbOrTx,
+  input: { userId: string; name?: string; expiresInDays?: number },
+): Promise<string> {
+  return (await createApiTokenRecord(db, input)).token;
+}
+
+export async function createApiTokenRecord(
+  db: DbOrTx,
+  input: { userId: string; name?: string; expiresInDays?: number },
+): Promise<{ token: string; view: TokenView }> {
+  const checked = createTokenBodySchema.safeParse({ name: input.name ?? "cli", expires_in_days: input.expiresInDays });
+  if (!checked.success)
+    throw new AppError(
+      "validation_failed",
+      checked.error.issues[0]?.path[0] === "name" ? "name: must be 1 to 100 characters" : `expires_in_days: must be a whole number from 1 to ${TOKEN_MAX_DAYS}`,
+    );
+  const { name } = checked.data;
   if (!z.uuid().safeParse(input.userId).success) throw new AppError("not_found", "user not found");
   const [user] = await db.select({ id: users.id }).from(users).where(eq(users.id, input.userId)).limit(1);
   if (!user) throw new AppError("not_found", "user not found");
   const token = `${TOKEN_PREFIX}${randomBytes(32).toString("base64url")}`;
-  await db.insert(apiTokens).values({ userId: user.id, tokenHash: hashToken(token), name });
-  return token;
+  const [row] = await db
+    .insert(apiTokens)
+    .values({
+      userId: user.id,
+      tokenHash: hashToken(token),
+      name,
+      expiresAt: input.expiresInDays === undefined ? null : sql`now() + make_interval(days => ${input.expiresInDays})`,
+    })
+    .returning();
+  return { token, view: toView(row!) };
 }
 
-/** The owner of a valid token, otherwise null. Records last use at most once a minute. */
+function toView(r: typeof apiTokens.$inferSelect): TokenView {
+  return {
+    id: r.id,
+    name: r.name,
+    created_at: r.createdAt.toISOString(),
+    last_used_at: r.lastUsedAt?.toISOString() ?? null,
+    expires_at: r.expiresAt?.toISOString() ?? null,
+    expired: r.expiresAt !== null && r.expiresAt.getTime() <= Date.now(),
+  };
+}
+
+/** The user's tokens, newest first (never the token itself). */
+export async function listApiTokens(db: DbOrTx, args: { userId: string }): Promise<TokenView[]> {
+  const rows = await db
+    .select()
+    .from(apiTokens)
+    .where(eq(apiTokens.userId, args.userId))
+    .orderBy(desc(apiTokens.createdAt))
+    .limit(200);
+  return rows.map(toView);
+}
+
+/** Deletes one of the user's tokens; another user's id or an unknown one is 404. */
+export async function revokeApiToken(db: DbOrTx, args: { userId: string; tokenId: string }): Promise<void> {
+  if (!z.uuid().safeParse(args.tokenId).success) throw new AppError("not_found", "token not found");
+  const deleted = await db
+    .delete(apiTokens)
+    .where(and(eq(apiTokens.id, args.tokenId), eq(apiTokens.userId, args.userId)))
+    .returning({ id: apiTokens.id });
+  if (deleted.length === 0) throw new AppError("not_found", "token not found");
+}
+
+/** The owner of a valid, unexpired token, otherwise null. Records last use at most once a minute. */
 export async function userIdForToken(db: DbOrTx, token: string): Promise<string | null> {
   if (!TOKEN_PATTERN.test(token)) return null;
   const tokenHash = hashToken(token);
   const [row] = await db
     .select({ id: apiTokens.id, userId: apiTokens.userId })
     .from(apiTokens)
-    .where(eq(apiTokens.tokenHash, tokenHash))
+    .where(and(eq(apiTokens.tokenHash, tokenHash), or(isNull(apiTokens.expiresAt), gt(apiTokens.expiresAt, sql`now()`))))
     .limit(1);
   if (!row) return null;
   await db

@@ -1,6 +1,6 @@
-import { eq } from "drizzle-orm";
+import { eq, sql } from "drizzle-orm";
 import { z } from "zod";
-import type { DbOrTx } from "@/server/db/client";
+import type { Db, DbOrTx } from "@/server/db/client";
 import { users } from "@/server/db/schema";
 import { AppError } from "@/server/errors";
 import { zodMessage } from "@/server/http/route";
@@ -27,30 +27,55 @@ export const newUserSchema = z.object({ email: emailSchema, password: passwordSc
 export interface UserRecord {
   id: string;
   email: string;
+  isAdmin: boolean;
   createdAt: Date;
 }
 
-/** Creates an account; AppError validation_failed for a bad email/password, conflict when the email is taken. */
-export async function createUser(db: DbOrTx, input: { email: string; password: string }): Promise<UserRecord> {
+const userColumns = { id: users.id, email: users.email, isAdmin: users.isAdmin, createdAt: users.createdAt };
+
+/**
+ * Inserts an account inside the caller's transaction; the first account ever created becomes the
+ * admin. An advisory lock serializes sign-ups so two first accounts at once cannot both be admin.
+ * AppError conflict when the email is taken.
+ */
+export async function insertUser(
+  tx: DbOrTx,
+  input: { email: string; passwordHash: string },
+  gate: (first: boolean) => Promise<void> = async () => {},
+): Promise<UserRecord> {
+  await tx.execute(sql`select pg_advisory_xact_lock(hashtext('flotilla:users:insert'))`);
+  const [any] = await tx.select({ id: users.id }).from(users).limit(1);
+  const first = !any;
+  await gate(first);
+  // The unique index decides races between two sign-ups with one email.
+  const [row] = await tx
+    .insert(users)
+    .values({ email: input.email, passwordHash: input.passwordHash, isAdmin: first })
+    .onConflictDoNothing({ target: users.email })
+    .returning(userColumns);
+  if (!row) throw new AppError("conflict", "an account with this email already exists");
+  return row;
+}
+
+export async function anyUserExists(db: DbOrTx): Promise<boolean> {
+  const [row] = await db.select({ id: users.id }).from(users).limit(1);
+  return Boolean(row);
+}
+
+/** Creates an account (the CLI path: no registration policy); AppError validation_failed or conflict. */
+export async function createUser(db: Db, input: { email: string; password: string }): Promise<UserRecord> {
   const parsed = newUserSchema.safeParse(input);
   if (!parsed.success) throw new AppError("validation_failed", zodMessage(parsed.error));
   const { email, password } = parsed.data;
   const passwordHash = await hashPassword(password);
-  // The unique index decides races between two sign-ups with one email.
-  const [row] = await db
-    .insert(users)
-    .values({ email, passwordHash })
-    .onConflictDoNothing({ target: users.email })
-    .returning({ id: users.id, email: users.email, createdAt: users.createdAt });
-  if (!row) throw new AppError("conflict", "an account with this email already exists");
-  return row;
+  return db.transaction((tx) => insertUser(tx, { email, passwordHash }));
 }
 
 export async function findUserByEmail(db: DbOrTx, email: string): Promise<UserRecord | null> {
   const parsed = emailSchema.safeParse(email);
   if (!parsed.success) return null;
   const [row] = await db
-    .select({ id: users.id, email: users.email, createdAt: users.createdAt })
+    .select(userColumns)
     .from(users)
     .where(eq(users.email, parsed.data))
     .limit(1);
@@ -60,17 +85,11 @@ export async function findUserByEmail(db: DbOrTx, email: string): Promise<UserRe
 export async function getUserById(db: DbOrTx, userId: string): Promise<UserRecord | null> {
   if (!z.uuid().safeParse(userId).success) return null;
   const [row] = await db
-    .select({ id: users.id, email: users.email, createdAt: users.createdAt })
+    .select(userColumns)
     .from(users)
     .where(eq(users.id, userId))
     .limit(1);
   return row ?? null;
-}
-
-export async function userExists(db: DbOrTx, userId: string): Promise<boolean> {
-  if (!z.uuid().safeParse(userId).success) return false;
-  const [row] = await db.select({ id: users.id }).from(users).where(eq(users.id, userId)).limit(1);
-  return Boolean(row);
 }
 
 // Hash of a random password, verified against when the email is unknown so that a miss costs

@@ -280,3 +280,23 @@ export async function getExecutionSpecs(
   }
   return out;
 }
+
+/**
+ * For `npm start` with the embedded database, which listens on 127.0.0.1 only: when it boots,
+ * no worker of the previous run can still be alive, so every lease it left (a terminal's Ctrl-C
+ * also reaches PostgreSQL, which may shut down before a worker hands its rows back) is expired
+ * now and recovered at once instead of after a full lease, and their heartbeats say stopped.
+ */
+export async function recoverLeasesOfPreviousRun(db: DbOrTx): Promise<{ requeued: number; failed: number }> {
+  await db.execute(sql`
+    update subagent_batch_items set lease_expires_at = now() - interval '1 millisecond'
+     where status in ('leased', 'running') and lease_expires_at > now()`);
+  await db.execute(sql`update worker_heartbeats set stopped_at = last_heartbeat_at, running = 0 where stopped_at is null`);
+  const total = { requeued: 0, failed: 0 };
+  for (;;) {
+    const r = await recoverExpiredLeases(db);
+    total.requeued += r.requeued;
+    total.failed += r.failed;
+    if (r.requeued + r.failed === 0) return total;
+  }
+}

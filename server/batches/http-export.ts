@@ -1,4 +1,5 @@
 import type postgres from "postgres";
+import { createDatabase, type Database, databaseUrlFromEnv } from "@/server/db/client";
 import { log } from "@/server/log";
 import { exportChunk } from "@/server/metrics";
 import { encodeResultLines, type RawExportRow } from "./http-jsonl";
@@ -14,7 +15,24 @@ import { encodeResultLines, type RawExportRow } from "./http-jsonl";
 /** Rows per cursor fetch: with results ≤ max_result_chars (100k by default) that is ≤ ~1 MB per fetch (see bench/RESULTS.md). */
 export const EXPORT_FETCH_ROWS = 8;
 /** A client that stops reading for this long releases the snapshot and its connection. */
-export const EXPORT_STALL_MS = 5 * 60_000;
+export const EXPORT_STALL_MS = 30_000;
+/** Exports at once per web process; more wait for a connection of this pool, never one of the main pool. */
+export const EXPORT_POOL_SIZE = 3;
+
+const globalForExport = globalThis as unknown as { __flotillaExportDb?: Database };
+
+/**
+ * The exports' own small pool: a download holds its connection for as long as the client reads,
+ * so slow readers can at most occupy these EXPORT_POOL_SIZE connections, never the pool every
+ * other request of every user needs.
+ */
+export function exportPool(): postgres.Sql {
+  globalForExport.__flotillaExportDb ??= createDatabase(databaseUrlFromEnv(), {
+    max: EXPORT_POOL_SIZE,
+    applicationName: "flotilla-export",
+  });
+  return globalForExport.__flotillaExportDb.sql;
+}
 
 /**
  * The export projection, column by column (the one place a full result leaves the server).

@@ -93,9 +93,63 @@ export async function submitBatch(db: Db, args: SubmitBatchArgs): Promise<{ batc
   const live = Math.min(total, sub.maxLiveItems);
   const itemsJson = JSON.stringify(sub.items.map((i) => [i.key, i.prompt]));
 
-  // One statement (atomic on its own): ownership, the idempotent batch insert, every item
-  // and the wake-up notification. Only a replay or a refusal needs a second look.
-  const rows = await db.execute<{ id: string }>(sql`
+  // Per-user quotas, race-safe: one submission per user at a time takes the count and inserts
+  // under a transaction-scoped advisory lock. A replay of an existing key is never refused.
+  const rows = await db.transaction(async (tx) => {
+    await tx.execute(sql`select pg_advisory_xact_lock(hashtext('flotilla:submit'), hashtext(${args.userId}))`);
+    const [replay] = await tx
+      .select({ id: subagentBatches.id })
+      .from(subagentBatches)
+      .where(and(eq(subagentBatches.userId, args.userId), eq(subagentBatches.submissionKey, sub.submissionKey)));
+    if (!replay) await checkQuotas(tx, { userId: args.userId, total, quotas: args.config.quotas });
+    return insertSubmission(tx, { ...args, sub, spec, total, live, itemsJson });
+  });
+  if (rows.length === 1) {
+    const [batch] = await db.select().from(subagentBatches).where(eq(subagentBatches.id, rows[0]!.id));
+    return { batch: batch!, created: true };
+  }
+  const existing = await replayOf(db, args, sub.submissionKey);
+  if (!existing) throw new AppError("conflict", "submission_key: a concurrent submission with this key did not complete; retry");
+  return { batch: existing, created: false };
+}
+
+/** quotas.max_active_batches and quotas.max_queued_items, from the batch counters (no item scan). */
+async function checkQuotas(
+  tx: DbOrTx,
+  args: { userId: string; total: number; quotas: SubmitBatchArgs["config"]["quotas"] },
+): Promise<void> {
+  const [usage] = await tx.execute<{ active: number; unfinished: number }>(sql`
+    select count(*)::int as active,
+           coalesce(sum(pending_count + queued_count + leased_count + running_count), 0)::int as unfinished
+      from subagent_batches
+     where user_id = ${args.userId} and status in ('queued', 'running', 'paused')`);
+  const { active, unfinished } = usage ?? { active: 0, unfinished: 0 };
+  if (active >= args.quotas.max_active_batches)
+    throw new AppError(
+      "quota_exceeded",
+      `quotas.max_active_batches: you have ${active} active batches, the most allowed; wait for one to finish or cancel one`,
+    );
+  if (unfinished + args.total > args.quotas.max_queued_items)
+    throw new AppError(
+      "quota_exceeded",
+      `quotas.max_queued_items: ${unfinished} of your items are unfinished and this batch adds ${args.total}; at most ${args.quotas.max_queued_items} at once`,
+    );
+}
+
+async function insertSubmission(
+  db: DbOrTx,
+  args: SubmitBatchArgs & {
+    sub: ReturnType<typeof normalizeSubmission>;
+    spec: ReturnType<typeof buildExecutionSpec>;
+    total: number;
+    live: number;
+    itemsJson: string;
+  },
+): Promise<{ id: string }[]> {
+  const { sub, spec, total, live, itemsJson } = args;
+  // One statement: ownership, the idempotent batch insert, every item and the wake-up
+  // notification. Only a replay or a refusal needs a second look.
+  return db.execute<{ id: string }>(sql`
     with owner as (
       select 1 from threads where id = ${args.threadId} and user_id = ${args.userId}
     ),
@@ -119,14 +173,6 @@ export async function submitBatch(db: Db, args: SubmitBatchArgs): Promise<{ batc
     )
     select ins.id, (select count(*) from note) as notified from ins
   `);
-  if (rows.length === 1) {
-    const [batch] = await db.select().from(subagentBatches).where(eq(subagentBatches.id, rows[0]!.id));
-    return { batch: batch!, created: true };
-  }
-
-  const existing = await replayOf(db, args, sub.submissionKey);
-  if (!existing) throw new AppError("conflict", "submission_key: a concurrent submission with this key did not complete; retry");
-  return { batch: existing, created: false };
 }
 
 /** The batch an earlier submission with this key made (404 / 409 when it cannot be this caller's replay), or null. */

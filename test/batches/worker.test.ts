@@ -239,24 +239,28 @@ describe("batch worker (in process, real executor and simulator)", () => {
     expect((await finished(owner, batch.id)).succeededCount).toBe(6);
   });
 
-  it("shutdown leaves its rows to lease expiry; another worker finishes them", async () => {
-    const config = baseConfig({ batches: { lease_seconds: 1 } });
+  it("shutdown hands its rows back to queued at once with the attempt restored; another worker finishes them", async () => {
+    const config = baseConfig({ batches: { lease_seconds: 60 } });
     const owner = await makeOwner(t.db);
     const batch = await submit(owner, Array.from({ length: 3 }, (_, i) => `s${i} [[sleep:1500]]`), config, { max_running_items: 3 });
     const first = startWorker(config, { id: "first-worker" });
     await waitFor("three running", async () => (await getBatch(t.db, { ...owner, batchId: batch.id })).runningCount === 3);
     await first.worker.stop();
-    const held = await itemsOf(t.db, batch.id);
-    expect(held.every((i) => i.status === "running" && i.lease_owner === "first-worker")).toBe(true);
+    const handedBack = await itemsOf(t.db, batch.id);
+    expect(handedBack.every((i) => i.status === "queued" && i.lease_owner === null && i.attempts === 0)).toBe(true);
+    expect(await getBatch(t.db, { ...owner, batchId: batch.id })).toMatchObject({ queuedCount: 3, runningCount: 0, leasedCount: 0 });
+    const startedAt = Date.now();
     startWorker(config, { id: "second-worker" });
     const done = await finished(owner, batch.id);
     expect(done).toMatchObject({ status: "completed", succeededCount: 3 });
+    // Far below the 60 s lease: nobody waited for it to expire.
+    expect(Date.now() - startedAt).toBeLessThan(15_000);
     const items = await itemsOf(t.db, batch.id);
-    expect(items.every((i) => i.attempts === 2)).toBe(true);
+    expect(items.every((i) => i.attempts === 1)).toBe(true);
     const history = await t.db.execute<{ outcome: string; worker_id: string }>(
       sql`select outcome, worker_id from subagent_batch_item_attempts where batch_id = ${batch.id} order by id`,
     );
-    expect(history.filter((h) => h.outcome === "lease_expired" && h.worker_id === "first-worker")).toHaveLength(3);
+    expect(history.filter((h) => h.outcome === "released" && h.worker_id === "first-worker")).toHaveLength(3);
     expect(history.filter((h) => h.outcome === "succeeded" && h.worker_id === "second-worker")).toHaveLength(3);
   });
 });

@@ -1,6 +1,7 @@
 import { encode } from "next-auth/jwt";
+import { createSession } from "@/server/auth/sessions";
 import { createUser } from "@/server/auth/users";
-import type { Db } from "@/server/db/client";
+import { type Db, getDatabase } from "@/server/db/client";
 
 /** Shared by the auth and chat suites: environment, users and session cookies for direct route calls. */
 export const TEST_SECRET = "test-secret-for-flotilla-suites-0123456789";
@@ -29,7 +30,8 @@ export async function makeUser(db: Db, prefix = "user"): Promise<{ id: string; e
 
 /** A next-auth v4 session cookie exactly as the credentials sign-in issues it. */
 export async function sessionCookie(user: { id: string; email: string }, secret = TEST_SECRET): Promise<string> {
-  const jwt = await encode({ token: { sub: user.id, email: user.email }, secret });
+  const session = await createSession(getDatabase().db, { userId: user.id, maxAgeSeconds: 3600 });
+  const jwt = await encode({ token: { sub: user.id, email: user.email, sid: session.id, sv: session.version }, secret });
   return `next-auth.session-token=${jwt}`;
 }
 

@@ -34,10 +34,23 @@ function Time({ iso, now }: { iso: string; now: number }) {
   );
 }
 
+function AdminOnly() {
+  return (
+    <div className="min-h-0 flex-1 overflow-y-auto p-6">
+      <div className="mx-auto max-w-xl rounded-lg border border-zinc-200 bg-white p-6">
+        <h1 className="text-xl font-semibold tracking-tight">Workers</h1>
+        <p className="mt-2 text-sm text-zinc-600">This page shows every worker of the deployment and is for its admin only.</p>
+      </div>
+    </div>
+  );
+}
+
 /** Live and recently dead worker processes, and what each one is working on. */
 export default async function WorkersPage() {
   const user = await currentUser();
   if (!user) redirect("/signin");
+  // Operational view of the whole deployment: the admin's.
+  if (!user.isAdmin) return <AdminOnly />;
   const config = getConfig();
   const db = getDatabase().db;
   const [workers, endpoints] = await Promise.all([

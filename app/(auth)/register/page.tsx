@@ -1,12 +1,17 @@
 import type { Metadata } from "next";
 import { redirect } from "next/navigation";
 import { currentUser } from "@/app/current-user";
+import { registrationMode } from "@/server/auth/registration";
+import { getConfig } from "@/server/config/load";
+import { getDatabase } from "@/server/db/client";
 import { RegisterForm } from "./register-form";
 
 export const metadata: Metadata = { title: "Create account · Flotilla" };
 export const dynamic = "force-dynamic";
 
-export default async function RegisterPage() {
+export default async function RegisterPage({ searchParams }: { searchParams: Promise<Record<string, string | string[] | undefined>> }) {
   if (await currentUser()) redirect("/");
-  return <RegisterForm />;
+  const mode = await registrationMode(getDatabase(), getConfig().auth.registration);
+  const invite = (await searchParams).invite;
+  return <RegisterForm mode={mode} initialInvite={typeof invite === "string" ? invite.slice(0, 200) : ""} />;
 }

@@ -10,7 +10,28 @@ import { Spinner } from "@/components/ui/spinner";
 
 const MIN_PASSWORD = 8;
 
-export function RegisterForm() {
+import type { RegistrationMode } from "@/server/auth/registration";
+
+const INTRO: Record<RegistrationMode, string> = {
+  first: "You are the first person here: this account becomes the admin, who invites everyone else.",
+  open: "Anyone may create an account on this deployment.",
+  invite: "This deployment is invite-only: paste the invite code the admin gave you.",
+  closed: "",
+};
+
+/** A link to sign-in, shared by the form and the closed notice. */
+function SignInLink() {
+  return (
+    <p className="text-center text-sm text-zinc-500">
+      Already have an account?{" "}
+      <Link href="/signin" className="font-medium text-zinc-900 underline-offset-4 hover:underline">
+        Sign in
+      </Link>
+    </p>
+  );
+}
+
+export function RegisterForm({ mode, initialInvite }: { mode: RegistrationMode; initialInvite: string }) {
   const router = useRouter();
   const [error, setError] = useState<string | null>(null);
   const [pending, setPending] = useState(false);
@@ -20,7 +41,12 @@ export function RegisterForm() {
     const form = new FormData(e.currentTarget);
     const email = String(form.get("email") ?? "");
     const password = String(form.get("password") ?? "");
+    const inviteCode = String(form.get("invite_code") ?? "").trim();
     setError(null);
+    if (mode === "invite" && !inviteCode) {
+      setError("Enter your invite code.");
+      return;
+    }
     if (password.length < MIN_PASSWORD) {
       setError(`Use at least ${MIN_PASSWORD} characters for the password.`);
       return;
@@ -29,7 +55,7 @@ export function RegisterForm() {
     const res = await fetch("/api/register", {
       method: "POST",
       headers: { "content-type": "application/json" },
-      body: JSON.stringify({ email, password }),
+      body: JSON.stringify(inviteCode ? { email, password, invite_code: inviteCode } : { email, password }),
     });
     if (!res.ok) {
       const body = await res.json().catch(() => null);
@@ -37,7 +63,9 @@ export function RegisterForm() {
       setError(
         res.status === 409
           ? "An account with this email already exists."
-          : (body?.error?.message ?? `Could not create the account (HTTP ${res.status}).`),
+          : res.status === 403 && mode === "invite"
+            ? "That invite code is not valid: it may be mistyped, used already or expired. Ask the admin for a new one."
+            : (body?.error?.message ?? `Could not create the account (HTTP ${res.status}).`),
       );
       return;
     }
@@ -51,9 +79,36 @@ export function RegisterForm() {
     router.refresh();
   }
 
+  if (mode === "closed") {
+    return (
+      <div className="space-y-4">
+        <h1 className="text-lg font-semibold">Registration is closed</h1>
+        <p className="text-sm text-zinc-600">
+          New accounts on this deployment are created by its operator. Ask them for one, then sign in.
+        </p>
+        <SignInLink />
+      </div>
+    );
+  }
+
   return (
     <form onSubmit={onSubmit} className="space-y-4" noValidate>
       <h1 className="text-lg font-semibold">Create your account</h1>
+      <p className="text-sm text-zinc-600">
+        {initialInvite && mode !== "first" ? "You were invited: your invite code is filled in below." : INTRO[mode]}
+      </p>
+      {(mode === "invite" || initialInvite !== "") && (
+        <Field
+          label="Invite code"
+          id="invite_code"
+          name="invite_code"
+          autoComplete="off"
+          spellCheck={false}
+          required={mode === "invite"}
+          defaultValue={initialInvite}
+          placeholder="inv_…"
+        />
+      )}
       <Field label="Email" id="email" name="email" type="email" autoComplete="email" required autoFocus />
       <Field
         label="Password"
@@ -74,12 +129,7 @@ export function RegisterForm() {
         {pending && <Spinner />}
         Create account
       </Button>
-      <p className="text-center text-sm text-zinc-500">
-        Already have an account?{" "}
-        <Link href="/signin" className="font-medium text-zinc-900 underline-offset-4 hover:underline">
-          Sign in
-        </Link>
-      </p>
+      <SignInLink />
     </form>
   );
 }

@@ -8,6 +8,18 @@ import { Button } from "@/components/ui/button";
 import { Field } from "@/components/ui/field";
 import { Spinner } from "@/components/ui/spinner";
 
+/** Mirrors server/auth/options.ts RATE_LIMITED_PREFIX (that module is server-only). */
+const RATE_LIMITED_PREFIX = "rate_limited:";
+
+function lockedMessage(error: string): string | null {
+  if (!error.startsWith(RATE_LIMITED_PREFIX)) return null;
+  const at = new Date(error.slice(RATE_LIMITED_PREFIX.length));
+  if (Number.isNaN(at.getTime())) return "Too many failed sign-ins. Try again later.";
+  const minutes = Math.max(1, Math.ceil((at.getTime() - Date.now()) / 60_000));
+  const time = at.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" });
+  return `Too many failed sign-ins for this account. Try again at ${time} (in ${minutes} minute${minutes === 1 ? "" : "s"}).`;
+}
+
 export function SignInForm({ callbackUrl }: { callbackUrl: string }) {
   const router = useRouter();
   const [error, setError] = useState<string | null>(null);
@@ -25,7 +37,7 @@ export function SignInForm({ callbackUrl }: { callbackUrl: string }) {
     });
     if (!res || res.error) {
       setPending(false);
-      setError("Wrong email or password.");
+      setError((res?.error && lockedMessage(res.error)) || "Wrong email or password.");
       return;
     }
     router.replace(callbackUrl);

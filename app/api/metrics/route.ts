@@ -1,21 +1,24 @@
-import { requireUser } from "@/server/auth/authenticate";
+import { requireAdmin } from "@/server/auth/authenticate";
+import { getConfig } from "@/server/config/load";
 import { getDatabase } from "@/server/db/client";
 import { AppError } from "@/server/errors";
 import { handle } from "@/server/http/route";
-import { checkMetricsToken, configureMetrics, metricsTokenConfigured, renderMetrics } from "@/server/metrics";
+import { checkMetricsToken, configureMetrics, renderMetrics } from "@/server/metrics";
 
 export const dynamic = "force-dynamic";
 
 /**
- * Prometheus text exposition of this web process. Scrapers authenticate with
- * `Authorization: Bearer $FLOTILLA_METRICS_TOKEN` when that variable is set (then only that token
- * is accepted); otherwise any signed-in user or personal API token may read it.
+ * Prometheus text exposition of this web process, for the admin. With `metrics.token` (or
+ * FLOTILLA_METRICS_TOKEN) configured, scrapers send `Authorization: Bearer <that token>` and
+ * only it is accepted; otherwise the caller must be the admin (session or personal API token).
  */
 export const GET = handle(async (req: Request) => {
-  if (metricsTokenConfigured()) {
-    if (!checkMetricsToken(req.headers.get("authorization"))) throw new AppError("unauthorized", "metrics token required");
+  const token = getConfig().metrics.token ?? process.env.FLOTILLA_METRICS_TOKEN;
+  if (token) {
+    if (!checkMetricsToken(req.headers.get("authorization"), { FLOTILLA_METRICS_TOKEN: token }))
+      throw new AppError("unauthorized", "metrics token required");
   } else {
-    await requireUser(req);
+    await requireAdmin(req);
   }
   configureMetrics({ role: "web", db: getDatabase().db });
   const { contentType, body } = await renderMetrics();

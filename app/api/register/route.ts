@@ -1,12 +1,18 @@
-import { createUser, newUserSchema } from "@/server/auth/users";
+import { clientAddress } from "@/server/auth/limits";
+import { registerUser, registrationSchema } from "@/server/auth/registration";
+import { getConfig } from "@/server/config/load";
 import { getDatabase } from "@/server/db/client";
 import { handle, json, readJson } from "@/server/http/route";
 
 export const dynamic = "force-dynamic";
 
-/** Self-service sign-up; the page signs the new user in right after. */
+/** Sign-up under auth.registration (open | invite | closed); the page signs the new user in right after. */
 export const POST = handle(async (req: Request) => {
-  const body = await readJson(req, newUserSchema, 8 * 1024);
-  const user = await createUser(getDatabase().db, body);
+  const input = await readJson(req, registrationSchema, 8 * 1024);
+  const user = await registerUser(getDatabase(), {
+    input,
+    policy: getConfig().auth.registration,
+    address: clientAddress(req.headers),
+  });
   return json({ id: user.id, email: user.email, created_at: user.createdAt.toISOString() }, 201);
 });

@@ -1,10 +1,14 @@
-import { index, pgTable, text, timestamp, uuid } from "drizzle-orm/pg-core";
+import { boolean, index, integer, pgTable, text, timestamp, uuid } from "drizzle-orm/pg-core";
 
 export const users = pgTable("users", {
   id: uuid("id").primaryKey().defaultRandom(),
   email: text("email").notNull().unique(),
   /** scrypt$N$r$p$salt$hash, see server/auth/password.ts */
   passwordHash: text("password_hash").notNull(),
+  /** The first account ever created; may invite people and sees the Workers page and metrics. */
+  isAdmin: boolean("is_admin").notNull().default(false),
+  /** Raised by "sign out everywhere": a session signed in under an older version is refused. */
+  sessionVersion: integer("session_version").notNull().default(0),
   createdAt: timestamp("created_at", { withTimezone: true }).notNull().defaultNow(),
 });
 
@@ -20,6 +24,8 @@ export const apiTokens = pgTable(
     name: text("name").notNull().default("cli"),
     createdAt: timestamp("created_at", { withTimezone: true }).notNull().defaultNow(),
     lastUsedAt: timestamp("last_used_at", { withTimezone: true }),
+    /** Null = never expires. An expired token answers 401. */
+    expiresAt: timestamp("expires_at", { withTimezone: true }),
   },
   (t) => [index("api_tokens_user_idx").on(t.userId)],
 );

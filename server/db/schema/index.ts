@@ -6,3 +6,4 @@ export * from "./workers";
 export * from "./rate-limits";
 export * from "./workspace";
 export * from "./compat";
+export * from "./security";

@@ -1,5 +1,5 @@
 import { batchScope } from "@/server/batches/http-scope";
-import { exportResultsStream } from "@/server/batches/http-export";
+import { exportPool, exportResultsStream } from "@/server/batches/http-export";
 import { getBatch } from "@/server/batches/repository";
 import { handle } from "@/server/http/route";
 
@@ -9,9 +9,9 @@ type Ctx = { params: Promise<{ threadId: string; batchId: string }> };
 
 /** Every item with its full stored result, one JSON line each in position order, streamed from a snapshot. */
 export const GET = handle(async (req: Request, ctx: Ctx) => {
-  const { db, sql, userId, threadId, batchId } = await batchScope(req, await ctx.params);
+  const { db, userId, threadId, batchId } = await batchScope(req, await ctx.params);
   await getBatch(db, { userId, threadId, batchId });
-  return new Response(exportResultsStream(sql, { batchId, signal: req.signal }), {
+  return new Response(exportResultsStream(exportPool(), { batchId, signal: req.signal }), {
     status: 200,
     headers: {
       "content-type": "application/x-ndjson; charset=utf-8",
