@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import * as metricsRoute from "@/app/api/metrics/route";
+import { catalogEndpointKey } from "@/server/runtime/rate-limit";
 import { buildRequest, call, makeUser, setupApiDatabase, type TestUser } from "../api/helpers";
 import type { TestDatabase } from "../helpers/db";
 import { freePort, startWorkerProcess, stopAllWorkerProcesses, submit, waitForBatch } from "./support";
@@ -67,11 +68,13 @@ describe("worker metrics port", () => {
     expect(sample(m, "flotilla_batch_attempts_total", { outcome: "succeeded" })).toBe(ITEMS);
     expect(sample(m, "flotilla_batch_lease_recoveries_total")).toBe(0);
     expect(sample(m, "flotilla_rate_limit_deferrals_total")).toBeUndefined(); // no sample until one happens
-    const calls = { endpoint: "flotilla:simulator", outcome: "ok" };
+    // Endpoints are keyed by catalog entry (base URL + model id); the simulator has no base URL.
+    const endpoint = catalogEndpointKey({ model: "simulator" });
+    const calls = { endpoint, outcome: "ok" };
     expect(sample(m, "flotilla_model_call_duration_seconds_count", calls)).toBe(ITEMS);
     expect(sample(m, "flotilla_model_call_duration_seconds_sum", calls)).toBeGreaterThan(0);
-    expect(sample(m, "flotilla_model_tokens_total", { endpoint: "flotilla:simulator", direction: "input" })).toBeGreaterThan(0);
-    expect(sample(m, "flotilla_model_tokens_total", { endpoint: "flotilla:simulator", direction: "output" })).toBeGreaterThan(0);
+    expect(sample(m, "flotilla_model_tokens_total", { endpoint, direction: "input" })).toBeGreaterThan(0);
+    expect(sample(m, "flotilla_model_tokens_total", { endpoint, direction: "output" })).toBeGreaterThan(0);
     expect(sample(m, "flotilla_capacity_max_running")).toBe(8);
     expect(sample(m, "flotilla_capacity_running")).toBe(0);
     expect(sample(m, "flotilla_capacity_queued")).toBe(0);
