@@ -8,4 +8,7 @@ export async function register(): Promise<void> {
   const { recoverOnStartup, startWebHeartbeat } = await import("./server/runtime/startup");
   startWebHeartbeat();
   await recoverOnStartup(startedAt);
+  // Lead wake-ups and webhook deliveries of settled batches run in web processes only.
+  const { startWebSettlementRunner } = await import("./server/batches/wakeup");
+  startWebSettlementRunner();
 }
