@@ -73,13 +73,19 @@ export async function loadClusterState(db: DbOrTx, leaseSeconds: number): Promis
   };
 }
 
-function specModel(b: BatchRow): string | undefined {
+/** The columns the waiting reason reads. */
+export type WaitingInput = Pick<
+  BatchRow,
+  "status" | "pauseReason" | "queuedCount" | "pendingCount" | "leasedCount" | "runningCount" | "executionSpec"
+>;
+
+function specModel(b: WaitingInput): string | undefined {
   const model = (b.executionSpec as { model?: { name?: unknown } }).model;
   return typeof model?.name === "string" ? model.name : undefined;
 }
 
 /** Pure: the waiting reason of one batch given the cluster state. */
-export function waitingFor(b: BatchRow, c: ClusterState): Pick<LiveState, "waitingReason" | "waitingUntil" | "waitingSince"> {
+export function waitingFor(b: WaitingInput, c: ClusterState): Pick<LiveState, "waitingReason" | "waitingUntil" | "waitingSince"> {
   const none = { waitingReason: null, waitingUntil: null, waitingSince: null };
   if (!ACTIVE.has(b.status)) return none;
   if (b.status === "paused")

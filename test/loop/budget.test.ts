@@ -19,13 +19,13 @@ const QUOTA = 20_000;
 process.env.FLOTILLA__QUOTAS__MAX_TOKENS_PER_DAY = String(QUOTA);
 
 let t: TestDatabase;
-let workers: Workers;
+const workers = new Workers();
 let user: TestUser;
 let threadId: string;
 
 beforeAll(async () => {
   t = await setupApiDatabase();
-  workers = new Workers(t);
+  workers.use(t);
   user = await makeUser(t, "budget");
   threadId = await makeThread(t, user);
   workers.spawn({ FLOTILLA__SUBAGENT_RUNTIME__MAX_RUNNING: "4" });

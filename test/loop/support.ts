@@ -63,13 +63,28 @@ export async function waitUntil<T>(label: string, probe: () => Promise<T | undef
   }
 }
 
+/** Construct at the top of a suite file (not inside a hook) so the cleanup registers for the file. */
 export class Workers {
   private readonly children = new Set<ChildProcess>();
+  private db?: TestDatabase;
 
-  constructor(private readonly t: TestDatabase) {
-    afterAll(() => {
+  constructor() {
+    const killAll = () => {
       for (const child of this.children) child.kill("SIGKILL");
-    });
+    };
+    afterAll(killAll);
+    process.once("exit", killAll);
+  }
+
+  /** The suite's database, once created. */
+  use(t: TestDatabase): this {
+    this.db = t;
+    return this;
+  }
+
+  private get t(): TestDatabase {
+    if (!this.db) throw new Error("Workers.use(database) first");
+    return this.db;
   }
 
   spawn(env: Record<string, string> = {}): ChildProcess {
