@@ -8,6 +8,7 @@ import { type Db, getDatabase } from "@/server/db/client";
 import { messages, subagentBatches, subagentBatchItems } from "@/server/db/schema";
 import { log } from "@/server/log";
 import { resolveModel } from "@/server/models";
+import { stripDirectives } from "@/server/models/simulator";
 import type { ResolvedModel } from "@/server/models/types";
 import { INSTANCE_ID } from "@/server/runtime/instance";
 import { usedCostUsd } from "./budget";
@@ -115,7 +116,9 @@ async function runLead(args: {
 }): Promise<ChatMessage> {
   const { db, config, model, batch } = args;
   const history = await loadMessages(db, { threadId: batch.threadId });
-  const notice: ChatMessage = { id: `${args.messageId}_notice`, role: "user", parts: [{ type: "text", text: args.summary }] };
+  // Item errors quote their prompts; the simulator must not take their test directives as its own.
+  const text = model.simulator ? stripDirectives(args.summary) : args.summary;
+  const notice: ChatMessage = { id: `${args.messageId}_notice`, role: "user", parts: [{ type: "text", text }] };
   const lead = await startLeadResponse({
     db,
     config,
@@ -126,12 +129,16 @@ async function runLead(args: {
     signal: AbortSignal.timeout(5 * 60_000),
   });
   let settle!: { resolve: (m: ChatMessage) => void; reject: (e: unknown) => void };
+  let streamError: string | undefined;
   const done = new Promise<ChatMessage>((resolve, reject) => {
     settle = { resolve, reject };
   });
   const stream = createUIMessageStream<ChatMessage>({
     originalMessages: [...history, notice],
-    onError: lead.errorText,
+    onError: (error) => {
+      streamError ??= lead.errorText(error);
+      return streamError;
+    },
     async execute({ writer }) {
       writer.write({ type: "start", messageId: args.messageId });
       await lead.execute(writer);
@@ -140,7 +147,9 @@ async function runLead(args: {
       try {
         const metadata = await lead.finish({ aborted: isAborted, responseText: textOf(responseMessage), finishReason });
         if (metadata.status !== "completed" || textOf(responseMessage) === "")
-          settle.reject(new Error(metadata.status === "completed" ? "the lead answered nothing" : `lead run ${metadata.status}`));
+          settle.reject(
+            new Error(streamError ?? (metadata.status === "completed" ? "the lead answered nothing" : `lead run ${metadata.status}`)),
+          );
         else settle.resolve({ ...responseMessage, metadata: { ...responseMessage.metadata, ...metadata } });
       } catch (err) {
         settle.reject(err);

@@ -87,11 +87,21 @@ export class Workers {
     return this.db;
   }
 
+  /** A worker process (`npm run worker`). */
   spawn(env: Record<string, string> = {}): ChildProcess {
+    return this.spawnScript("server/worker/main.ts", [], env);
+  }
+
+  /** A web process's settlement runner (wake-ups and webhooks) as its own process. */
+  spawnWebRunner(owner: string, env: Record<string, string> = {}): ChildProcess {
+    return this.spawnScript("test/loop/fixtures/web-runner.ts", [owner], env);
+  }
+
+  spawnScript(script: string, args: string[], env: Record<string, string> = {}): ChildProcess {
     const inherited = Object.fromEntries(
       Object.entries(process.env).filter(([k]) => !k.startsWith("FLOTILLA__") && !k.startsWith("MODEL_")),
     );
-    const child = spawn(process.execPath, ["--import", "tsx", "server/worker/main.ts"], {
+    const child = spawn(process.execPath, ["--import", "tsx", script, ...args], {
       cwd: process.cwd(),
       env: {
         ...inherited,
@@ -110,7 +120,7 @@ export class Workers {
     });
     child.on("exit", (code, signal) => {
       this.children.delete(child);
-      if (code !== 0 && signal === null) console.error(`worker exited with ${code}: ${stderr}`);
+      if (code !== 0 && signal === null) console.error(`${script} exited with ${code}: ${stderr}`);
     });
     this.children.add(child);
     return child;
@@ -125,10 +135,10 @@ export class Workers {
     });
   }
 
-  /** SIGKILL every worker: no clean stop, so the heartbeat rows stay as they were. */
-  async killAll(): Promise<void> {
+  /** SIGKILL every child (or the given ones): no clean stop, so heartbeat rows and leases stay as they were. */
+  async killAll(only?: ChildProcess[]): Promise<void> {
     await Promise.all(
-      [...this.children].map(
+      (only ?? [...this.children]).map(
         (child) =>
           new Promise<void>((resolve) => {
             child.once("exit", () => resolve());
