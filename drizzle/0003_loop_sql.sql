@@ -73,8 +73,12 @@ BEGIN
       'status', NEW.status,
       'settlement_seq', NEW.settlement_seq,
       'total', NEW.total,
+      -- A cancel marks the batch first and its unfinished items right after, in the same
+      -- transaction: every item not succeeded or failed ends cancelled.
       'counts', jsonb_build_object('succeeded', NEW.succeeded_count, 'failed', NEW.failed_count,
-                                   'cancelled', NEW.cancelled_count),
+                                   'cancelled', CASE WHEN NEW.status = 'cancelled'
+                                     THEN NEW.total - NEW.succeeded_count - NEW.failed_count
+                                     ELSE NEW.cancelled_count END),
       'usage', jsonb_build_object('input_tokens', NEW.input_tokens, 'output_tokens', NEW.output_tokens),
       'cost_usd', (NEW.input_tokens * NEW.price_input_per_million + NEW.output_tokens * NEW.price_output_per_million) / 1e6,
       'finished_at', NEW.finished_at)
