@@ -14,6 +14,7 @@ import {
   parseItemsInput,
 } from "@/lib/batches-ui";
 import { fetchFeatures, submitBatch } from "./api";
+import { BudgetFields, budgetBody } from "./loop";
 import { errorMessage } from "./shared";
 import { buttonClass, Spinner } from "./ui";
 
@@ -55,6 +56,9 @@ export function NewBatchDialog({
   const [format, setFormat] = useState<ItemsFormat | "auto">("auto");
   const [maxLive, setMaxLive] = useState("");
   const [maxRunning, setMaxRunning] = useState("");
+  const [maxTokens, setMaxTokens] = useState("");
+  const [maxCost, setMaxCost] = useState("");
+  const budget = budgetBody(maxTokens, maxCost);
   const [fileError, setFileError] = useState<string | null>(null);
   const [submitError, setSubmitError] = useState<string | null>(null);
   // One idempotency key per draft: a repeated click or a retry after a lost answer replays, an edit starts afresh.
@@ -79,13 +83,13 @@ export function NewBatchDialog({
         maxRunningItems: limits.max_running_items_per_batch,
       })
     : null;
-  const problem = parsed.error ?? (parsed.items.length > 0 ? built?.error : null) ?? null;
+  const problem = parsed.error ?? (parsed.items.length > 0 ? (built?.error ?? budget.error) : null) ?? null;
 
   // biome-ignore lint/correctness/useExhaustiveDependencies: any edit of the draft invalidates its key
   useEffect(() => {
     keyRef.current = null;
     setSubmitError(null);
-  }, [chosenSubagent, template, source, effective, maxLive, maxRunning]);
+  }, [chosenSubagent, template, source, effective, maxLive, maxRunning, maxTokens, maxCost]);
 
   useEffect(() => {
     const d = ref.current;
@@ -135,7 +139,7 @@ export function NewBatchDialog({
           e.preventDefault();
           if (!built?.body || problem) return;
           keyRef.current ??= newSubmissionKey();
-          submit.mutate({ ...built.body, submission_key: keyRef.current });
+          submit.mutate({ ...built.body, ...budget.body, submission_key: keyRef.current });
         }}
       >
         <div className="flex items-center gap-2">
@@ -255,7 +259,7 @@ export function NewBatchDialog({
         </div>
 
         <details className="rounded-md border border-zinc-200 px-2 py-1">
-          <summary className="cursor-pointer text-xs font-medium text-zinc-700">Limits</summary>
+          <summary className="cursor-pointer text-xs font-medium text-zinc-700">Limits and budget</summary>
           <div className="grid grid-cols-1 gap-2 py-2 sm:grid-cols-2">
             <div className="flex flex-col gap-1">
               <label htmlFor={ids2.live} className={labelClass}>
@@ -290,6 +294,14 @@ export function NewBatchDialog({
               />
             </div>
           </div>
+          <BudgetFields
+            tokens={maxTokens}
+            cost={maxCost}
+            onTokens={setMaxTokens}
+            onCost={setMaxCost}
+            inputClass={inputClass}
+            labelClass={labelClass}
+          />
         </details>
 
         <section aria-labelledby={ids2.count} className="flex flex-col gap-1 rounded-md bg-zinc-50 p-2">

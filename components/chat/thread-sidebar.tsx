@@ -5,6 +5,7 @@ import { usePathname } from "next/navigation";
 import { signOut } from "next-auth/react";
 import { useEffect, useState } from "react";
 import { Button } from "@/components/ui/button";
+import { SettledBadge } from "@/components/batches/notifications";
 import { NewThreadButton } from "./new-thread-button";
 import { type ThreadSummary, useThreads } from "./threads-api";
 
@@ -70,7 +71,10 @@ export function ThreadSidebar({ initialThreads, email }: { initialThreads: Threa
                       aria-current={current ? "page" : undefined}
                       className={`block rounded-lg px-3 py-2 ${current ? "bg-zinc-100 text-zinc-900" : "text-zinc-700 hover:bg-zinc-50"}`}
                     >
-                      <span className="block truncate text-sm font-medium">{t.title}</span>
+                      <span className="flex items-center gap-2">
+                        <span className="block min-w-0 truncate text-sm font-medium">{t.title}</span>
+                        <SettledBadge threadId={t.id} current={current} />
+                      </span>
                       <span className="block text-xs text-zinc-500" suppressHydrationWarning>
                         {relativeTime(t.updated_at)}
                       </span>
@@ -83,6 +87,7 @@ export function ThreadSidebar({ initialThreads, email }: { initialThreads: Threa
         </nav>
         <div className="flex items-center gap-2 border-t border-zinc-200 px-3 py-3">
           <Link href="/workers" aria-current={pathname === "/workers" ? "page" : undefined} className="text-xs font-medium text-zinc-600 hover:text-zinc-900">Workers</Link>
+          <Link href="/settings" aria-current={pathname === "/settings" ? "page" : undefined} className="text-xs font-medium text-zinc-600 hover:text-zinc-900">Settings</Link>
           <span className="min-w-0 flex-1 truncate text-xs text-zinc-500" title={email}>
             {email}
           </span>
