@@ -3,6 +3,7 @@
 import { useQuery, useQueryClient } from "@tanstack/react-query";
 import { useEffect } from "react";
 import type { ChatMessage } from "@/server/chat/messages";
+import { useLiveBatches } from "./store";
 
 /**
  * Settlement notifications in the open app: the sidebar badge of threads whose batches settled
@@ -72,9 +73,10 @@ export function useWakeupMessages(args: {
   append: (messages: ChatMessage[]) => void;
 }) {
   const { threadId, messages, idle, append } = args;
-  const batches = useQuery<{ status: string; finished_at: string | null }[]>({ queryKey: ["batches", threadId], enabled: false });
+  // The panel publishes its polls of this thread's batches (it has its own query client).
+  const batches = useLiveBatches();
   const now = Date.now();
-  const watching = (batches.data ?? []).some(
+  const watching = [...batches.values()].filter((b) => b.thread_id === threadId).some(
     (b) =>
       ["queued", "running", "paused"].includes(b.status) ||
       (b.finished_at !== null && now - new Date(b.finished_at).getTime() < WAKE_WINDOW_MS),
