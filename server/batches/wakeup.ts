@@ -1,11 +1,11 @@
 import { createUIMessageStream } from "ai";
-import { and, asc, eq, sql } from "drizzle-orm";
+import { eq, sql } from "drizzle-orm";
 import type { FlotillaConfig } from "@/lib/config";
 import { startLeadResponse } from "@/server/agent/lead";
 import { type ChatMessage, loadMessages } from "@/server/chat/messages";
 import { getConfig } from "@/server/config/load";
 import { type Db, getDatabase } from "@/server/db/client";
-import { messages, subagentBatches, subagentBatchItems } from "@/server/db/schema";
+import { messages, subagentBatches } from "@/server/db/schema";
 import { log } from "@/server/log";
 import { resolveModel } from "@/server/models";
 import { stripDirectives } from "@/server/models/simulator";
@@ -70,12 +70,17 @@ export async function claimWakeup(db: Db, owner: string, leaseSeconds = WAKEUP_L
 
 /** The bounded prompt: counts, usage, cost and the first failures grouped by error. */
 export async function buildWakeupSummary(db: Db, batch: BatchRow, settledStatus: string): Promise<string> {
-  const failed = await db
-    .select({ error: subagentBatchItems.error, itemKey: subagentBatchItems.itemKey })
-    .from(subagentBatchItems)
-    .where(and(eq(subagentBatchItems.batchId, batch.id), eq(subagentBatchItems.status, "failed")))
-    .orderBy(asc(subagentBatchItems.position))
-    .limit(FAILURE_SAMPLE);
+  // Items that ended failed, found through their failed / lease-expired attempts (a small
+  // partial index) instead of a walk over every item; a retried item that later succeeded
+  // no longer counts. The error is the item's final one.
+  const failed = await db.execute<{ error: string | null; itemKey: string }>(sql`
+    select i.error, i.item_key as "itemKey" from subagent_batch_items i
+     where i.id in (
+       select a.item_id from subagent_batch_item_attempts a
+        where a.batch_id = ${batch.id} and a.outcome in ('failed', 'lease_expired')
+        order by a.id limit ${FAILURE_SAMPLE * 5})
+       and i.status = 'failed'
+     order by i.position limit ${FAILURE_SAMPLE}`);
   const groups = new Map<string, string[]>();
   for (const f of failed) {
     const key = (f.error ?? "unknown error").replace(/\s+/g, " ").slice(0, 200);

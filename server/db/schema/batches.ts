@@ -167,5 +167,9 @@ export const subagentBatchItemAttempts = pgTable(
     index("subagent_batch_item_attempts_recent_idx")
       .on(t.batchId, t.finishedAt)
       .where(sql`outcome in ('succeeded', 'failed')`),
+    // The wake-up summary's "first failures by error" reads only failed attempts.
+    index("subagent_batch_item_attempts_failed_idx")
+      .on(t.batchId, t.id)
+      .where(sql`outcome in ('failed', 'lease_expired')`),
   ],
 );

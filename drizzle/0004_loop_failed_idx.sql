@@ -1,0 +1,1 @@
+CREATE INDEX "subagent_batch_item_attempts_failed_idx" ON "subagent_batch_item_attempts" USING btree ("batch_id","id") WHERE outcome in ('failed', 'lease_expired');
