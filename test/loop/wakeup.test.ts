@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import type { LanguageModelV3 } from "@ai-sdk/provider";
 import { sql } from "drizzle-orm";
-import { beforeAll, describe, expect, it } from "vitest";
+import { afterEach, beforeAll, describe, expect, it } from "vitest";
 import type { FlotillaConfig } from "@/lib/config";
 import { createBatchResultsTool } from "@/server/agent/tools/batch";
 import { cancelBatch, retryItem, submitBatch } from "@/server/batches/repository";
@@ -30,6 +30,11 @@ beforeAll(async () => {
   t = await setupApiDatabase();
   workers.use(t);
   user = await makeUser(t, "wake");
+});
+
+// Every test starts the processes it needs; none outlives its test (a failure included).
+afterEach(async () => {
+  await workers.stopAll();
 });
 
 async function leadBatch(threadId: string, items: string[], cfg: FlotillaConfig = config, extra: Record<string, unknown> = {}) {
@@ -122,7 +127,7 @@ describe("wake-up on settlement", () => {
     expect(again.map((r) => r.settlement_seq)).toEqual([1, 2]);
     expect(await wakeMessages(threads[0]!)).toHaveLength(2);
     await workers.stopAll();
-    expect(runners.every((r) => r.exitCode === 0 || r.signalCode !== null)).toBe(true);
+    expect(runners.map((r) => r.exitCode)).toEqual([0, 0]);
   }, 180_000);
 
   it("hands each due wake-up to exactly one of many concurrent claimers", async () => {
@@ -165,6 +170,9 @@ describe("wake-up on settlement", () => {
   }, 120_000);
 
   it("never wakes for API batches or with subagent_batches.wake_lead off; cancellation wakes with what finished", async () => {
+    workers.spawnWebRunner("web-c");
+    workers.spawn(WORKER_ENV);
+    await workers.waitAlive(1);
     const threadId = await makeThread(t, user);
     const api = await call("POST", `/api/threads/${threadId}/subagent-batches`, {
       token: user.token,
@@ -195,7 +203,6 @@ describe("wake-up on settlement", () => {
     expect(await wakeRows(off.id)).toHaveLength(0);
     const msgs = await wakeMessages(threadId);
     expect(msgs.map((m) => m.metadata.batch_id)).toEqual([cancelled.id]);
-    await workers.stopAll();
   }, 120_000);
 
   it("retries a failing model with backoff, then stores a could-not-summarize message once", async () => {
