@@ -8,8 +8,8 @@ import { useLiveBatches } from "./store";
 /**
  * Settlement notifications in the open app: the sidebar badge of threads whose batches settled
  * since they were last opened (cleared by opening the thread), and the lead's wake-up replies
- * appearing in an open chat without reload (polled while the thread's batches may still
- * produce one; the chat's resumable stream replaces this at merge).
+ * appearing in an open chat without reload (its messages are polled while a wake-up of the
+ * thread is pending; the chat's resumable stream replaces this at merge).
  */
 
 interface Unseen {
@@ -20,13 +20,19 @@ interface Unseen {
 
 const UNSEEN_KEY = ["batch-notifications"] as const;
 
-function useUnseen() {
+interface Notifications {
+  unseen: Unseen[];
+  pending_wakeups: string[];
+}
+
+/** One poll every 5 s serves both the badges and the chats' wake-up watch. */
+function useNotifications() {
   return useQuery({
     queryKey: UNSEEN_KEY,
-    queryFn: async ({ signal }): Promise<Unseen[]> => {
+    queryFn: async ({ signal }): Promise<Notifications> => {
       const res = await fetch("/api/batch-notifications", { cache: "no-store", signal });
-      if (!res.ok) return [];
-      return ((await res.json()) as { unseen: Unseen[] }).unseen;
+      if (!res.ok) return { unseen: [], pending_wakeups: [] };
+      return (await res.json()) as Notifications;
     },
     refetchInterval: 5_000,
   });
@@ -35,8 +41,8 @@ function useUnseen() {
 /** A dot on a thread with an unseen settled batch; on the open thread it clears the badge instead. */
 export function SettledBadge({ threadId, current }: { threadId: string; current: boolean }) {
   const qc = useQueryClient();
-  const { data } = useUnseen();
-  const mine = (data ?? []).filter((u) => u.thread_id === threadId);
+  const { data } = useNotifications();
+  const mine = (data?.unseen ?? []).filter((u) => u.thread_id === threadId);
   const has = mine.length > 0;
   useEffect(() => {
     if (!current || !has) return;
@@ -59,12 +65,15 @@ export function SettledBadge({ threadId, current }: { threadId: string; current:
   );
 }
 
-/** Recently settled batches can still produce a wake-up reply for this long. */
-const WAKE_WINDOW_MS = 3 * 60_000;
+/** A settled batch of the open thread may still produce a wake-up reply within this long. */
+const SETTLED_WATCH_MS = 60_000;
 
 /**
- * Polls the thread's messages while a batch is active or settled recently, and appends the
- * lead's batch_settled replies the open tab does not have yet (only while the chat is idle).
+ * Polls the thread's messages while a lead wake-up of this thread is pending (the shared
+ * notifications poll says so) or one of its batches settled in the last minute without a reply
+ * in this tab yet (a quick wake-up can start and finish between two notification polls), and
+ * appends the lead's batch_settled replies the tab does not have (only while the chat is idle).
+ * A running batch costs no message polls.
  */
 export function useWakeupMessages(args: {
   threadId: string;
@@ -73,13 +82,17 @@ export function useWakeupMessages(args: {
   append: (messages: ChatMessage[]) => void;
 }) {
   const { threadId, messages, idle, append } = args;
-  // The panel publishes its polls of this thread's batches (it has its own query client).
+  const { data } = useNotifications();
+  const pending = (data?.pending_wakeups ?? []).includes(threadId);
   const batches = useLiveBatches();
+  const replied = new Set(messages.map((m) => m.metadata?.batch_id).filter(Boolean));
   const now = Date.now();
-  const watching = [...batches.values()].filter((b) => b.thread_id === threadId).some(
+  const recentlySettled = [...batches.values()].some(
     (b) =>
-      ["queued", "running", "paused"].includes(b.status) ||
-      (b.finished_at !== null && now - new Date(b.finished_at).getTime() < WAKE_WINDOW_MS),
+      b.thread_id === threadId &&
+      b.finished_at !== null &&
+      now - new Date(b.finished_at).getTime() < SETTLED_WATCH_MS &&
+      !replied.has(b.id),
   );
   const known = new Set(messages.map((m) => m.id));
   const poll = useQuery({
@@ -89,7 +102,7 @@ export function useWakeupMessages(args: {
       if (!res.ok) return [];
       return ((await res.json()) as { messages: ChatMessage[] }).messages;
     },
-    enabled: watching && idle,
+    enabled: idle && (pending || recentlySettled),
     refetchInterval: 2_000,
   });
   const fresh = (poll.data ?? []).filter((m) => !known.has(m.id) && m.metadata?.trigger === "batch_settled");
