@@ -12,4 +12,7 @@ export async function register(): Promise<void> {
   process.once("exit", () => void closeMcpClients());
   startWebHeartbeat();
   await recoverOnStartup(startedAt);
+  // Lead wake-ups and webhook deliveries of settled batches run in web processes only.
+  const { startWebSettlementRunner } = await import("./server/batches/wakeup");
+  startWebSettlementRunner();
 }

@@ -5,6 +5,9 @@ import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from "prom
 import type { Db } from "@/server/db/client";
 import { ITEM_STATUSES } from "@/server/db/schema";
 import type { Settlement } from "@/server/batches/types";
+import { loadClusterState, waitingFor } from "@/server/batches/waiting";
+import { getConfig } from "@/server/config/load";
+import { subagentBatches } from "@/server/db/schema";
 import { type Logger, log } from "@/server/log";
 import { getProcessCapacity } from "@/server/runtime/capacity";
 import { INSTANCE_ID, VERSION } from "@/server/runtime/instance";
@@ -194,6 +197,18 @@ function build(): MetricsState {
     },
   });
   new Gauge({
+    name: "flotilla_batches_waiting",
+    help: "Unfinished batches by why they wait (paused, budget, no_worker, rate_limited, capacity; moving = not waiting).",
+    labelNames: ["reason"],
+    registers,
+    async collect() {
+      const snap = await dbSnapshot();
+      if (!snap) return;
+      this.reset();
+      for (const [reason, n] of Object.entries(snap.waiting)) this.set({ reason }, n);
+    },
+  });
+  new Gauge({
     name: "flotilla_workers_alive",
     help: "Worker processes with a heartbeat in the last 30 s (cluster-wide).",
     registers,
@@ -208,9 +223,14 @@ function build(): MetricsState {
 interface DatabaseSnapshot {
   items: Record<string, number>;
   batches: Record<string, number>;
+  /** Unfinished batches by waiting reason ("moving" when none). */
+  waiting: Record<string, number>;
   workers: number;
   seconds: number;
 }
+
+/** Bound on the unfinished batches one scrape classifies (quotas keep far fewer active). */
+const WAITING_SCAN_LIMIT = 10_000;
 
 async function readDatabaseSnapshot(db: Db): Promise<DatabaseSnapshot> {
   const started = performance.now();
@@ -230,7 +250,29 @@ async function readDatabaseSnapshot(db: Db): Promise<DatabaseSnapshot> {
     sql`select count(*)::int as n from worker_heartbeats
         where kind = 'worker' and stopped_at is null and last_heartbeat_at > now() - interval '30 seconds'`,
   )) as unknown as { n: number }[];
-  return { items, batches, workers: Number(w?.n ?? 0), seconds: (performance.now() - started) / 1000 };
+  const t = subagentBatches;
+  const active = await db
+    .select({
+      status: t.status,
+      pauseReason: t.pauseReason,
+      queuedCount: t.queuedCount,
+      pendingCount: t.pendingCount,
+      leasedCount: t.leasedCount,
+      runningCount: t.runningCount,
+      executionSpec: sql<Record<string, unknown>>`jsonb_build_object('model', ${t.executionSpec}->'model')`,
+    })
+    .from(t)
+    .where(sql`${t.status} in ('queued', 'running', 'paused')`)
+    .limit(WAITING_SCAN_LIMIT);
+  const waiting: Record<string, number> = {};
+  if (active.length > 0) {
+    const cluster = await loadClusterState(db, getConfig().subagent_batches.lease_seconds);
+    for (const b of active) {
+      const reason = waitingFor(b, cluster).waitingReason ?? "moving";
+      waiting[reason] = (waiting[reason] ?? 0) + 1;
+    }
+  }
+  return { items, batches, waiting, workers: Number(w?.n ?? 0), seconds: (performance.now() - started) / 1000 };
 }
 
 function state(): MetricsState {

@@ -130,3 +130,11 @@ export async function submitBatch(threadId: string, input: BatchSubmission): Pro
 export function resultsUrl(threadId: string, batchId: string): string {
   return `${batchPath(threadId, batchId)}/results.jsonl`;
 }
+
+export async function updateBudget(
+  threadId: string,
+  batchId: string,
+  budget: { max_total_tokens?: number | null; max_cost_usd?: number | null },
+): Promise<BatchProjection> {
+  return parse(batchProjectionSchema, unwrap(await post(`${batchPath(threadId, batchId)}/budget`, budget), "batch"), "batch");
+}

@@ -8,7 +8,6 @@ import {
   batchTiming,
   formatCount,
   formatDuration,
-  formatRate,
   formatTokens,
   isActiveBatch,
   optimisticStatus,
@@ -16,6 +15,7 @@ import {
 } from "@/lib/batches-ui";
 import { ApiError, type BatchAction, controlBatch, resultsUrl } from "./api";
 import { ItemsSection } from "./items";
+import { BudgetSection, etaText, WaitingNotice } from "./loop";
 import { errorMessage, NO_WORKER_TITLE } from "./shared";
 import { buttonClass, ProgressBar, StatusBadge, Spinner, shortId } from "./ui";
 
@@ -89,7 +89,6 @@ export function BatchDetail({
   const busy = control.isPending;
   const pct = clampProgress(batch.terminal, batch.total);
   const timing = batchTiming(batch, now, samples);
-  const running = batch.status === "running";
   const c = batch.counts;
   const countValue = { ...c, total: batch.total, live: batch.live, terminal: batch.terminal };
   const remaining = Math.max(0, batch.total - batch.terminal);
@@ -152,12 +151,15 @@ export function BatchDetail({
           {formatDuration(timing.elapsedMs)}
         </Stat>
         <Stat label="Throughput" testId="stat-throughput">
-          {formatRate(timing.rate)}
+          {etaText(batch).throughput}
         </Stat>
         <Stat label="ETA" testId="stat-eta">
-          {running && timing.etaMs !== null ? formatDuration(timing.etaMs) : "—"}
+          {etaText(batch).eta}
         </Stat>
       </dl>
+
+      <WaitingNotice batch={batch} />
+      <BudgetSection threadId={threadId} batch={batch} />
 
       <p data-testid="batch-limits" className="-mt-1 text-xs text-zinc-500 tabular-nums">
         Up to {formatCount(batch.max_live_items)} live · {formatCount(batch.max_running_items)} running ·{" "}

@@ -16,6 +16,7 @@ import {
   parseItemsInput,
 } from "@/lib/batches-ui";
 import { fetchFeatures, submitBatch } from "./api";
+import { BudgetFields, budgetBody } from "./loop";
 import { errorMessage } from "./shared";
 import { buttonClass, Spinner } from "./ui";
 
@@ -57,6 +58,9 @@ export function NewBatchDialog({
   const [format, setFormat] = useState<ItemsFormat | "auto">("auto");
   const [maxLive, setMaxLive] = useState("");
   const [maxRunning, setMaxRunning] = useState("");
+  const [maxTokens, setMaxTokens] = useState("");
+  const [maxCost, setMaxCost] = useState("");
+  const budget = budgetBody(maxTokens, maxCost);
   const [fileError, setFileError] = useState<string | null>(null);
   // "From files": a glob over the thread's workspace instead of typed items.
   const [fromFiles, setFromFiles] = useState(false);
@@ -86,14 +90,14 @@ export function NewBatchDialog({
       })
     : null;
   const problem = fromFiles
-    ? (selection?.problem ?? null)
-    : (parsed.error ?? (parsed.items.length > 0 ? built?.error : null) ?? null);
+    ? (selection?.problem ?? budget.error ?? null)
+    : (parsed.error ?? (parsed.items.length > 0 ? (built?.error ?? budget.error) : null) ?? null);
 
   // biome-ignore lint/correctness/useExhaustiveDependencies: any edit of the draft invalidates its key
   useEffect(() => {
     keyRef.current = null;
     setSubmitError(null);
-  }, [chosenSubagent, template, source, effective, maxLive, maxRunning, fromFiles, glob]);
+  }, [chosenSubagent, template, source, effective, maxLive, maxRunning, maxTokens, maxCost, fromFiles, glob]);
 
   useEffect(() => {
     const d = ref.current;
@@ -151,8 +155,9 @@ export function NewBatchDialog({
               prompt_template: template,
               max_live_items: optionalInt(maxLive),
               max_running_items: optionalInt(maxRunning),
+              ...budget.body,
             });
-          else if (built?.body) submit.mutate({ ...built.body, submission_key: keyRef.current });
+          else if (built?.body) submit.mutate({ ...built.body, ...budget.body, submission_key: keyRef.current });
         }}
       >
         <div className="flex items-center gap-2">
@@ -290,7 +295,7 @@ export function NewBatchDialog({
         </div>
 
         <details className="rounded-md border border-zinc-200 px-2 py-1">
-          <summary className="cursor-pointer text-xs font-medium text-zinc-700">Limits</summary>
+          <summary className="cursor-pointer text-xs font-medium text-zinc-700">Limits and budget</summary>
           <div className="grid grid-cols-1 gap-2 py-2 sm:grid-cols-2">
             <div className="flex flex-col gap-1">
               <label htmlFor={ids2.live} className={labelClass}>
@@ -325,6 +330,14 @@ export function NewBatchDialog({
               />
             </div>
           </div>
+          <BudgetFields
+            tokens={maxTokens}
+            cost={maxCost}
+            onTokens={setMaxTokens}
+            onCost={setMaxCost}
+            inputClass={inputClass}
+            labelClass={labelClass}
+          />
         </details>
 
         <section aria-labelledby={ids2.count} className="flex flex-col gap-1 rounded-md bg-zinc-50 p-2" hidden={fromFiles}>

@@ -3,6 +3,7 @@
 import { useEffect } from "react";
 import { type BatchStatus, batchStatusSchema, clampProgress } from "@/lib/api/batches";
 import { formatCount } from "@/lib/batches-ui";
+import { usageShort, waitingText } from "./loop";
 import { announceBatch, batchHash, requestBatchFocus, useLiveBatch } from "./store";
 import { ProgressBar, StatusBadge, Spinner, shortId } from "./ui";
 
@@ -105,6 +106,14 @@ export function BatchReceiptCard({ part }: { part: BatchToolPart }) {
         </div>
       )}
       {live ? <ProgressBar value={clampProgress(live.terminal, live.total)} status={live.status} size="sm" /> : null}
+      {live && waitingText(live) ? (
+        <p data-testid="receipt-waiting" className="text-xs text-amber-900">
+          {waitingText(live)}
+        </p>
+      ) : null}
+      {live && live.usage.input_tokens + live.usage.output_tokens > 0 ? (
+        <p className="text-xs text-zinc-500 tabular-nums">{usageShort(live)}</p>
+      ) : null}
     </div>
   );
 }

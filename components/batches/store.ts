@@ -49,7 +49,14 @@ export function publishBatches(batches: readonly BatchProjection[]): void {
   let changed = batches.length !== snapshot.size;
   for (const b of batches) {
     const old = snapshot.get(b.id);
-    if (!old || old.status !== b.status || old.terminal !== b.terminal || old.total !== b.total) changed = true;
+    if (
+      !old ||
+      old.status !== b.status ||
+      old.terminal !== b.terminal ||
+      old.total !== b.total ||
+      old.waiting_reason !== b.waiting_reason
+    )
+      changed = true;
   }
   if (!changed) return;
   snapshot = new Map(batches.map((b) => [b.id, b]));
@@ -69,3 +76,13 @@ export function useLiveBatch(batchId: string | null): BatchProjection | undefine
     () => undefined,
   );
 }
+
+/** Every batch of the panel's latest poll (the chat watches them for wake-up replies). */
+export function useLiveBatches(): ReadonlyMap<string, BatchProjection> {
+  return useSyncExternalStore(
+    subscribe,
+    () => snapshot,
+    () => EMPTY,
+  );
+}
+const EMPTY: ReadonlyMap<string, BatchProjection> = new Map();

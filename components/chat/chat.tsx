@@ -12,6 +12,7 @@ import type { ChatMessage } from "@/server/chat/messages";
 import { MessageParts } from "./message-parts";
 import { StopReport, stopLeadRun } from "./subagent-card";
 import { THREADS_KEY } from "./threads-api";
+import { useWakeupMessages } from "@/components/batches/notifications";
 
 /** useChat throws the response body as the message; show the API's `error.message` when it is one. */
 function errorMessage(error: Error): string {
@@ -62,7 +63,7 @@ export function Chat({ threadId, initialMessages }: { threadId: string; initialM
       }),
     [threadId],
   );
-  const { messages, sendMessage, status, stop, error, clearError } = useChat<ChatMessage>({
+  const { messages, setMessages, sendMessage, status, stop, error, clearError } = useChat<ChatMessage>({
     id: threadId,
     messages: initialMessages,
     transport,
@@ -72,6 +73,8 @@ export function Chat({ threadId, initialMessages }: { threadId: string; initialM
   const [input, setInput] = useState("");
   const attach = useAttachFiles(threadId);
   const busy = status === "submitted" || status === "streaming";
+  // The lead's replies to settled batches arrive without a request of this tab.
+  useWakeupMessages({ threadId, messages, idle: !busy, append: (fresh) => setMessages((prev) => [...prev, ...fresh]) });
 
   // Follow the stream while the reader is at the bottom; leave them alone when they scrolled up.
   const scroller = useRef<HTMLDivElement>(null);

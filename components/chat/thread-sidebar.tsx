@@ -5,6 +5,7 @@ import { usePathname } from "next/navigation";
 import { signOut } from "next-auth/react";
 import { useEffect, useState } from "react";
 import { Button } from "@/components/ui/button";
+import { SettledBadge } from "@/components/batches/notifications";
 import { NewThreadButton } from "./new-thread-button";
 import { type ThreadSummary, useThreads } from "./threads-api";
 
@@ -70,7 +71,10 @@ export function ThreadSidebar({ initialThreads, email }: { initialThreads: Threa
                       aria-current={current ? "page" : undefined}
                       className={`block rounded-lg px-3 py-2 ${current ? "bg-zinc-100 text-zinc-900" : "text-zinc-700 hover:bg-zinc-50"}`}
                     >
-                      <span className="block truncate text-sm font-medium">{t.title}</span>
+                      <span className="flex items-center gap-2">
+                        <span className="block min-w-0 truncate text-sm font-medium">{t.title}</span>
+                        <SettledBadge threadId={t.id} current={current} />
+                      </span>
                       <span className="block text-xs text-zinc-500" suppressHydrationWarning>
                         {relativeTime(t.updated_at)}
                       </span>

@@ -25,6 +25,34 @@ export const batchCountsSchema = z
   })
   .strict();
 
+/** Budget of one batch: limits (null = none) and what its items used so far. */
+export const batchBudgetSchema = z
+  .object({
+    max_total_tokens: z.number().nullable(),
+    max_cost_usd: z.number().nullable(),
+    used_tokens: z.number(),
+    used_cost_usd: z.number(),
+  })
+  .strict();
+
+/** Why a batch that is not finished is not moving (null while items move). */
+export const waitingReasonSchema = z.enum(["paused", "budget", "no_worker", "rate_limited", "capacity"]);
+export type WaitingReason = z.infer<typeof waitingReasonSchema>;
+
+export const pauseReasonSchema = z.enum(["user", "budget", "quota"]);
+
+/** Throughput over the recent window and the ETA it implies; null when too few items finished to say. */
+export const batchEtaSchema = z
+  .object({
+    window_seconds: z.number(),
+    finished_in_window: z.number(),
+    items_per_minute: z.number(),
+    remaining: z.number(),
+    eta_seconds: z.number(),
+  })
+  .strict();
+export type BatchEta = z.infer<typeof batchEtaSchema>;
+
 export const batchProjectionSchema = z
   .object({
     id: z.string(),
@@ -45,8 +73,17 @@ export const batchProjectionSchema = z
     usage: usageSchema,
     /** The catalog model the items run on. */
     model: z.string(),
-    /** US dollars: usage at the model's catalog prices (0 for the simulator or an unpriced model). */
+    /** US dollars: usage at the model's catalog prices, taken when the batch was submitted (0 for the simulator or an unpriced model). */
     cost_usd: z.number(),
+    budget: batchBudgetSchema,
+    /** Set while paused: by the owner ("user"), at the budget, or at the daily token quota. */
+    pause_reason: pauseReasonSchema.nullable(),
+    waiting_reason: waitingReasonSchema.nullable(),
+    /** rate_limited: the instant the shared limit lifts. */
+    waiting_until: z.string().nullable(),
+    /** no_worker: the last heartbeat of any worker (null when none ever ran). */
+    waiting_since: z.string().nullable(),
+    eta: batchEtaSchema.nullable(),
     created_at: z.string(),
     updated_at: z.string(),
     started_at: z.string().nullable(),
@@ -108,6 +145,10 @@ export const submitBatchSchema = z
     prompt_template: z.string().min(1).max(20_000).optional(),
     max_live_items: z.number().int().positive().optional(),
     max_running_items: z.number().int().positive().optional(),
+    /** Budget: the batch pauses (pause_reason "budget") once its items used this many tokens. */
+    max_total_tokens: z.number().int("must be a whole number").positive("must be a positive number").max(Number.MAX_SAFE_INTEGER).optional(),
+    /** Budget in US dollars, priced from the model catalog. */
+    max_cost_usd: z.number().positive("must be a positive number").max(1_000_000_000).optional(),
   })
   .strict();
 export type SubmitBatchInput = z.infer<typeof submitBatchSchema>;
@@ -141,3 +182,32 @@ export const featuresSchema = z
   })
   .strict();
 export type Features = z.infer<typeof featuresSchema>;
+
+/** POST .../budget: raise (or remove, with null) either limit; at least one field. */
+export const budgetUpdateSchema = z
+  .object({
+    max_total_tokens: z
+      .number({ error: "must be a number or null" })
+      .int("must be a whole number")
+      .positive("must be a positive number")
+      .max(Number.MAX_SAFE_INTEGER)
+      .nullable()
+      .optional(),
+    max_cost_usd: z
+      .number({ error: "must be a number or null" })
+      .positive("must be a positive number")
+      .max(1_000_000_000)
+      .nullable()
+      .optional(),
+  })
+  .strict()
+  .refine((v) => v.max_total_tokens !== undefined || v.max_cost_usd !== undefined, {
+    error: "max_total_tokens or max_cost_usd: give at least one",
+  });
+export type BudgetUpdate = z.infer<typeof budgetUpdateSchema>;
+
+/** GET/PUT /api/webhook. The secret appears only in the PUT answer. */
+export const webhookSchema = z.object({ url: z.string(), created_at: z.string(), updated_at: z.string() }).strict();
+export const webhookWithSecretSchema = webhookSchema.extend({ secret: z.string() }).strict();
+export type Webhook = z.infer<typeof webhookSchema>;
+export type WebhookWithSecret = z.infer<typeof webhookWithSecretSchema>;

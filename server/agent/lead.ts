@@ -43,6 +43,8 @@ export function buildLeadSystemPrompt(config: FlotillaConfig, toolNames: readonl
       `- \`batch_task\`: a durable background batch of up to ${config.subagent_batches.max_items_per_batch} independent items, executed by workers; it returns a receipt at once. Do not wait for it in this response.`,
     );
   if (has("batch_status")) modes.push("- `batch_status`: progress and counts of the thread's batches.");
+  if (has("batch_results"))
+    modes.push("- `batch_results`: bounded pages of a batch's item results, for a synthesis once it has settled.");
   if (modes.length) lines.push("", "Delegation tools:", ...modes);
   if (has("task")) lines.push("", delegationPromptSection(config));
   lines.push("", "Be concise. Never invent results of work that has not run.");

@@ -6,11 +6,11 @@ import {
   itemProjectionSchema,
   type ItemPage,
 } from "@/lib/api/batches";
-import type { FlotillaConfig } from "@/lib/config";
-import { getConfig } from "@/server/config/load";
-import { costUsd, findCatalogEntry } from "@/server/models/catalog";
+import type { DbOrTx } from "@/server/db/client";
+import { usedCostUsd, usedTokens } from "./budget";
 import { ITEM_PREVIEW_MAX_CHARS } from "./repository";
 import type { BatchRow, ItemPageResult, ItemSummary } from "./types";
+import { type LiveState, loadLiveStates } from "./waiting";
 
 /**
  * Rows → the public API shapes of lib/api/batches.ts. Explicit field by field: the execution
@@ -26,16 +26,11 @@ function batchModel(b: Pick<BatchRow, "executionSpec">): string {
   return typeof model === "string" ? model : "simulator";
 }
 
-/** The batch's usage at its model's catalog prices; a model this process does not know costs nothing here. */
-export function batchCostUsd(
-  b: Pick<BatchRow, "executionSpec" | "inputTokens" | "outputTokens">,
-  config: FlotillaConfig = getConfig(),
-): number {
-  const entry = findCatalogEntry(config, batchModel(b));
-  return entry ? costUsd(entry, { inputTokens: count(Number(b.inputTokens)), outputTokens: count(Number(b.outputTokens)) }) : 0;
-}
-
-export function toBatchProjection(b: BatchRow): BatchProjection {
+/**
+ * Without `live` (the tool's compact view, tests), waiting_reason comes from the row alone
+ * (paused or at its budget) and there is no ETA; projectBatches supplies the live state.
+ */
+export function toBatchProjection(b: BatchRow, live?: LiveState): BatchProjection {
   const counts = {
     pending: count(b.pendingCount),
     queued: count(b.queuedCount),
@@ -62,12 +57,36 @@ export function toBatchProjection(b: BatchRow): BatchProjection {
     max_attempts: b.maxAttempts,
     usage: { input_tokens: count(Number(b.inputTokens)), output_tokens: count(Number(b.outputTokens)) },
     model,
-    cost_usd: batchCostUsd(b),
+    cost_usd: usedCostUsd(b),
+    budget: {
+      max_total_tokens: b.maxTotalTokens === null ? null : Number(b.maxTotalTokens),
+      max_cost_usd: b.maxCostUsd,
+      used_tokens: usedTokens(b),
+      used_cost_usd: usedCostUsd(b),
+    },
+    pause_reason: b.status === "paused" ? (b.pauseReason ?? "user") : null,
+    waiting_reason:
+      live?.waitingReason ??
+      (b.status === "paused" ? (b.pauseReason === "budget" || b.pauseReason === "quota" ? "budget" : "paused") : null),
+    waiting_until: iso(live?.waitingUntil),
+    waiting_since: iso(live?.waitingSince),
+    eta: live?.eta ?? null,
     created_at: b.createdAt.toISOString(),
     updated_at: b.updatedAt.toISOString(),
     started_at: iso(b.startedAt),
     finished_at: iso(b.finishedAt),
   };
+}
+
+/** Projections with their live state (waiting reason, ETA), read in a few small queries for the whole list. */
+export async function projectBatches(db: DbOrTx, args: { batches: BatchRow[]; leaseSeconds: number }): Promise<BatchProjection[]> {
+  const live = await loadLiveStates(db, args);
+  return args.batches.map((b) => toBatchProjection(b, live.get(b.id)));
+}
+
+export async function projectBatch(db: DbOrTx, args: { batch: BatchRow; leaseSeconds: number }): Promise<BatchProjection> {
+  const [p] = await projectBatches(db, { batches: [args.batch], leaseSeconds: args.leaseSeconds });
+  return p!;
 }
 
 function bound(text: string | null, max: number): string | null {

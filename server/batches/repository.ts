@@ -7,6 +7,7 @@ import { ITEM_STATUSES, type ItemStatus } from "@/server/db/schema/batches";
 import { AppError, notFound } from "@/server/errors";
 import { resolveModel } from "@/server/models/index";
 import { expandFileSubmission } from "@/server/workspace/batches";
+import { assertResumable, modelPrices } from "./budget";
 import { decodeCursor, encodeCursor } from "./cursor";
 import { BATCH_CHANNEL, type BatchEvent, batchEventPayload } from "./notify";
 import { buildExecutionSpec, type SubmissionOrigin } from "./spec";
@@ -91,6 +92,9 @@ export async function submitBatch(db: Db, args: SubmitBatchArgs): Promise<{ batc
   });
   const total = sub.items.length;
   const live = Math.min(total, sub.maxLiveItems);
+  const prices = modelPrices(args.config, spec.model.name);
+  // Only the lead's own submissions wake it when they settle (API and dialog batches never do).
+  const wakeLead = spec.caller.origin === "tool" && args.config.subagent_batches.wake_lead;
   const itemsJson = JSON.stringify(sub.items.map((i) => [i.key, i.prompt]));
 
   // Per-user quotas, race-safe: one submission per user at a time takes the count and inserts
@@ -102,7 +106,7 @@ export async function submitBatch(db: Db, args: SubmitBatchArgs): Promise<{ batc
       .from(subagentBatches)
       .where(and(eq(subagentBatches.userId, args.userId), eq(subagentBatches.submissionKey, sub.submissionKey)));
     if (!replay) await checkQuotas(tx, { userId: args.userId, total, quotas: args.config.quotas });
-    return insertSubmission(tx, { ...args, sub, spec, total, live, itemsJson });
+    return insertSubmission(tx, { ...args, sub, spec, total, live, itemsJson, prices, wakeLead });
   });
   if (rows.length === 1) {
     const [batch] = await db.select().from(subagentBatches).where(eq(subagentBatches.id, rows[0]!.id));
@@ -144,9 +148,11 @@ async function insertSubmission(
     total: number;
     live: number;
     itemsJson: string;
+    prices: { input: number; output: number };
+    wakeLead: boolean;
   },
 ): Promise<{ id: string }[]> {
-  const { sub, spec, total, live, itemsJson } = args;
+  const { sub, spec, total, live, itemsJson, prices, wakeLead } = args;
   // One statement: ownership, the idempotent batch insert, every item and the wake-up
   // notification. Only a replay or a refusal needs a second look.
   return db.execute<{ id: string }>(sql`
@@ -155,10 +161,14 @@ async function insertSubmission(
     ),
     ins as (
       insert into subagent_batches (user_id, thread_id, submission_key, subagent, execution_spec, total,
-                                    max_live_items, max_running_items, max_attempts, pending_count, queued_count)
+                                    max_live_items, max_running_items, max_attempts, pending_count, queued_count,
+                                    max_total_tokens, max_cost_usd, price_input_per_million, price_output_per_million,
+                                    daily_token_quota, wake_lead)
       select ${args.userId}::uuid, ${args.threadId}::uuid, ${sub.submissionKey}, ${spec.subagent.name},
              ${JSON.stringify(spec)}::jsonb, ${total}::int, ${sub.maxLiveItems}::int, ${sub.maxRunningItems}::int,
-             ${args.config.subagent_batches.max_attempts}::int, ${total - live}::int, ${live}::int
+             ${args.config.subagent_batches.max_attempts}::int, ${total - live}::int, ${live}::int,
+             ${sub.maxTotalTokens}::bigint, ${sub.maxCostUsd}::float8, ${prices.input}::float8, ${prices.output}::float8,
+             ${args.config.quotas.max_tokens_per_day}::bigint, ${wakeLead}::boolean
         from owner
       on conflict (user_id, submission_key) do nothing
       returning id
@@ -393,6 +403,7 @@ export async function resumeBatch(db: Db, args: BatchScopeArgs): Promise<BatchRo
     if (batch.status === "queued" || batch.status === "running") return batch;
     if (batch.status !== "paused")
       throw new AppError("conflict", `batch is ${batch.status}; only a paused batch can be resumed`);
+    await assertResumable(tx, batch);
     await tx
       .update(subagentBatches)
       .set({ status: batch.startedAt ? "running" : "queued", updatedAt: sql`now()` })

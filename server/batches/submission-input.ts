@@ -138,6 +138,11 @@ const positiveIntParam = z
   .regex(/^\d+$/, "must be a positive whole number")
   .transform(Number)
   .pipe(z.number().int().positive("must be a positive whole number").max(Number.MAX_SAFE_INTEGER));
+const positiveNumberParam = z
+  .string()
+  .regex(/^\d+(\.\d+)?$/, "must be a positive number")
+  .transform(Number)
+  .pipe(z.number().positive("must be a positive number").max(1_000_000_000));
 const ndjsonParamsSchema = z
   .object({
     submission_key: z.string().min(1, "must not be empty").max(200, "must be at most 200 characters"),
@@ -145,6 +150,8 @@ const ndjsonParamsSchema = z
     prompt_template: z.string().min(1, "must not be empty").max(20_000, "must be at most 20000 characters").optional(),
     max_live_items: positiveIntParam.optional(),
     max_running_items: positiveIntParam.optional(),
+    max_total_tokens: positiveIntParam.optional(),
+    max_cost_usd: positiveNumberParam.optional(),
   })
   .strict();
 

@@ -12,6 +12,8 @@ export interface NormalizedSubmission {
   subagent: string;
   maxLiveItems: number;
   maxRunningItems: number;
+  maxTotalTokens: number | null;
+  maxCostUsd: number | null;
   /** In position order (position = index + 1). */
   items: { key: string; prompt: string }[];
 }
@@ -82,6 +84,8 @@ export function normalizeSubmission(input: SubmitBatchInput, config: FlotillaCon
     subagent: data.subagent ?? "general",
     maxLiveItems: maxLive,
     maxRunningItems: maxRunning,
+    maxTotalTokens: data.max_total_tokens ?? null,
+    maxCostUsd: data.max_cost_usd ?? null,
     items,
   };
 }

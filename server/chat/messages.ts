@@ -13,6 +13,9 @@ export interface ChatMessageMetadata {
   usage?: { inputTokens: number; outputTokens: number };
   /** How the response ended when it did not complete normally. */
   status?: "completed" | "cancelled" | "failed";
+  /** Set on the lead's reply to a settled batch (server/batches/wakeup.ts), not to a user turn. */
+  trigger?: "batch_settled";
+  batch_id?: string;
 }
 
 export type ChatMessage = UIMessage<ChatMessageMetadata>;

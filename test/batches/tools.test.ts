@@ -46,7 +46,7 @@ describe("batch_task and batch_status", () => {
     const tools = await createBatchTools(ctx);
     await exec(tools, "batch_task", { items: ["a"] });
     await markStopped(t.db, WORKER);
-    expect(Object.keys(await createBatchTools(ctx))).toEqual(["batch_status"]);
+    expect(Object.keys(await createBatchTools(ctx))).toEqual(["batch_status", "batch_results"]);
   });
 
   it("batch_task returns a receipt at once, keyed by run and tool call, and tells the model not to re-submit", async () => {

@@ -50,9 +50,13 @@ describe("cost per model", () => {
 
 describe("batch cost", () => {
   it("prices the batch's usage at the model its spec names", async () => {
-    const { batchCostUsd } = await import("@/server/batches/projection");
-    const priced = { executionSpec: { model: { name: "other-host" } }, inputTokens: 0, outputTokens: 250_000 };
-    expect(batchCostUsd(priced, config)).toBeCloseTo(0.5);
-    expect(batchCostUsd({ ...priced, executionSpec: { model: { name: "simulator" } } }, config)).toBe(0);
+    // Prices are taken from the catalog entry the spec names when the batch is submitted.
+    const { modelPrices, usedCostUsd } = await import("@/server/batches/budget");
+    const row = (name: string) => {
+      const p = modelPrices(config, name);
+      return { inputTokens: 0, outputTokens: 250_000, priceInputPerMillion: p.input, priceOutputPerMillion: p.output };
+    };
+    expect(usedCostUsd(row("other-host"))).toBeCloseTo(0.5);
+    expect(usedCostUsd(row("simulator"))).toBe(0);
   });
 });

@@ -9,13 +9,14 @@ import { getDatabase } from "@/server/db/client";
 import { InvitesSection } from "./invites-section";
 import { SessionsSection } from "./sessions-section";
 import { TokensSection } from "./tokens-section";
+import { WebhookForm } from "@/components/settings/webhook-form";
 
 export const dynamic = "force-dynamic";
 export const metadata: Metadata = { title: "Settings · Flotilla" };
 
 /**
  * Account settings as independent sections (each a component built on SettingsSection):
- * sessions, API tokens, and for the admin, invites. Further sections slot in below.
+ * sessions, API tokens, the batch webhook, and for the admin, invites.
  */
 export default async function SettingsPage() {
   const user = await currentUser();
@@ -40,7 +41,7 @@ export default async function SettingsPage() {
         <SessionsSection sessions={sessions} />
         <TokensSection initialTokens={tokens} />
         {user.isAdmin && <InvitesSection invites={invites} policy={getConfig().auth.registration} />}
-        {/* Further sections (e.g. webhooks) go here, each its own component built on SettingsSection. */}
+        <WebhookForm />
       </div>
     </div>
   );

@@ -3,7 +3,7 @@ import { and, eq, sql } from "drizzle-orm";
 import { z } from "zod";
 import { type BatchSubmission, FILE_PLACEHOLDER } from "@/lib/api/files";
 import { toBatchProjection } from "@/server/batches/projection";
-import { getBatch, listBatches, submitBatch } from "@/server/batches/repository";
+import { getBatch, listBatches, listItems, submitBatch } from "@/server/batches/repository";
 import type { BatchRow } from "@/server/batches/types";
 import { subagentBatches } from "@/server/db/schema";
 import { AppError } from "@/server/errors";
@@ -17,7 +17,7 @@ import type { LeadToolContext } from "./index";
  * at once (the work runs in worker processes, results stay out of the transcript);
  * `batch_status` reports compact counts, never results. Offered only when batches are enabled,
  * the database answers and a worker is alive (batch_status also for threads that already have
- * batches); submission re-checks the worker.
+ * batches, batch_results only for those); submission re-checks the worker.
  */
 
 const itemObject = z.object({
@@ -51,11 +51,37 @@ export const batchTaskInputSchema = z.object({
     ),
   max_live_items: z.number().int().positive().optional().describe("Items admitted to the live window at once."),
   max_running_items: z.number().int().positive().optional().describe("Items of this batch executing at once across all workers."),
+  max_total_tokens: z
+    .number()
+    .int()
+    .positive()
+    .optional()
+    .describe("Budget: the batch pauses once its items used this many tokens (in-flight items finish)."),
+  max_cost_usd: z.number().positive().optional().describe("Budget in US dollars, priced from the model catalog."),
 });
 export type BatchTaskInput = z.infer<typeof batchTaskInputSchema>;
 
 export const batchStatusInputSchema = z.object({
   batch_id: z.string().optional().describe("A batch id from a batch_task receipt; omit for this thread's recent batches."),
+});
+
+export const BATCH_RESULTS_MAX_LIMIT = 50;
+export const BATCH_RESULTS_DEFAULT_LIMIT = 20;
+
+export const batchResultsInputSchema = z.object({
+  batch_id: z.string().describe("A batch of this thread."),
+  status: z
+    .enum(["succeeded", "failed", "cancelled", "pending", "queued", "leased", "running"])
+    .optional()
+    .describe("Only items of this status (e.g. failed)."),
+  cursor: z.string().optional().describe("next_cursor of the previous page."),
+  limit: z
+    .number()
+    .int()
+    .min(1)
+    .max(BATCH_RESULTS_MAX_LIMIT)
+    .optional()
+    .describe(`Items per page (default ${BATCH_RESULTS_DEFAULT_LIMIT}, at most ${BATCH_RESULTS_MAX_LIMIT}).`),
 });
 
 /** Compact, model-facing view of a batch: counts only, never results. */
@@ -72,6 +98,9 @@ export function compactBatch(b: BatchRow) {
     running: p.counts.running + p.counts.leased,
     waiting: p.counts.queued + p.counts.pending,
     progress: p.progress,
+    usage: p.usage,
+    cost_usd: p.cost_usd,
+    ...(p.pause_reason ? { pause_reason: p.pause_reason } : {}),
   };
 }
 
@@ -176,6 +205,51 @@ export function createBatchStatusTool(ctx: LeadToolContext) {
 }
 
 /**
+ * One bounded page of a batch's item results (result previews, errors) for synthesis. Only
+ * batches of this thread and owner: any other id is "batch not found". The page's text is cut
+ * so that it stays within tools.max_output_chars however long the results are.
+ */
+export function createBatchResultsTool(ctx: LeadToolContext) {
+  return tool({
+    description:
+      "Read the results of a batch of this thread, one bounded page at a time (item_key, status, result preview, " +
+      "error). Use status to read only failed items; pass next_cursor to read further. Read only what you need.",
+    inputSchema: batchResultsInputSchema,
+    execute: async ({ batch_id, status, cursor, limit }) => {
+      try {
+        const pageLimit = limit ?? BATCH_RESULTS_DEFAULT_LIMIT;
+        const page = await listItems(ctx.db, {
+          userId: ctx.userId,
+          threadId: ctx.threadId,
+          batchId: batch_id,
+          status,
+          cursor: cursor ?? null,
+          limit: pageLimit,
+        });
+        const perItem = Math.max(200, Math.floor(ctx.config.tools.max_output_chars / pageLimit) - 200);
+        const cut = (text: string | null) => (text && text.length > perItem ? `${text.slice(0, perItem)}…` : text);
+        return {
+          batch_id,
+          items: page.items.map((i) => ({
+            item_key: i.itemKey,
+            position: i.position,
+            status: i.status,
+            attempts: i.attempts,
+            result: cut(i.preview),
+            error: cut(i.error),
+          })),
+          next_cursor: page.nextCursor,
+        };
+      } catch (err) {
+        if (err instanceof AppError) return { error: err.message };
+        log.error({ err: String(err), run_id: ctx.runId }, "batch_results failed");
+        return { error: "Batch results are unavailable right now." };
+      }
+    },
+  });
+}
+
+/**
  * The batch tools this response may offer: none when batches are disabled or the database
  * does not answer; batch_task only while a worker is alive; batch_status as well when the
  * thread already has batches.
@@ -187,6 +261,7 @@ export async function createBatchTools(ctx: LeadToolContext): Promise<ToolSet> {
     return {
       ...(alive ? { batch_task: createBatchTaskTool(ctx) } : {}),
       ...(alive || history ? { batch_status: createBatchStatusTool(ctx) } : {}),
+      ...(history ? { batch_results: createBatchResultsTool(ctx) } : {}),
     };
   } catch (err) {
     log.warn({ err: String(err) }, "batch tools unavailable: the database did not answer");

@@ -2,6 +2,8 @@ import { sql } from "drizzle-orm";
 import {
   bigint,
   bigserial,
+  boolean,
+  doublePrecision,
   index,
   integer,
   jsonb,
@@ -18,6 +20,9 @@ export const BATCH_STATUSES = ["queued", "running", "paused", "completed", "fail
 export type BatchStatus = (typeof BATCH_STATUSES)[number];
 export const ITEM_STATUSES = ["pending", "queued", "leased", "running", "succeeded", "failed", "cancelled"] as const;
 export type ItemStatus = (typeof ITEM_STATUSES)[number];
+
+export const PAUSE_REASONS = ["user", "budget", "quota"] as const;
+export type PauseReason = (typeof PAUSE_REASONS)[number];
 
 export const subagentBatches = pgTable(
   "subagent_batches",
@@ -48,6 +53,22 @@ export const subagentBatches = pgTable(
     cancelledCount: integer("cancelled_count").notNull().default(0),
     inputTokens: bigint("input_tokens", { mode: "number" }).notNull().default(0),
     outputTokens: bigint("output_tokens", { mode: "number" }).notNull().default(0),
+    // Budgets (server/batches/budget.ts). The BEFORE UPDATE trigger of the loop migration pauses
+    // the batch (pause_reason "budget" / "quota") in the transaction whose settle reaches them.
+    maxTotalTokens: bigint("max_total_tokens", { mode: "number" }),
+    maxCostUsd: doublePrecision("max_cost_usd"),
+    /** Catalog prices of the spec's model, snapshotted at submission (cost is priced in SQL). */
+    priceInputPerMillion: doublePrecision("price_input_per_million").notNull().default(0),
+    priceOutputPerMillion: doublePrecision("price_output_per_million").notNull().default(0),
+    /** quotas.max_tokens_per_day at submission (0 = off). */
+    dailyTokenQuota: bigint("daily_token_quota", { mode: "number" }).notNull().default(0),
+    pauseReason: text("pause_reason", { enum: PAUSE_REASONS }),
+    /** Lead-submitted with subagent_batches.wake_lead on: each settlement queues a wake-up. */
+    wakeLead: boolean("wake_lead").notNull().default(false),
+    /** Bumped by the trigger each time the batch settles (a retry re-opens and re-settles it). */
+    settlementSeq: integer("settlement_seq").notNull().default(0),
+    /** Settled since the owner last opened the thread (sidebar badge). */
+    unseenSettlement: boolean("unseen_settlement").notNull().default(false),
     /** Round-robin fairness across active batches. */
     lastClaimedAt: timestamp("last_claimed_at", { withTimezone: true }),
     createdAt: timestamp("created_at", { withTimezone: true }).notNull().defaultNow(),
@@ -58,6 +79,7 @@ export const subagentBatches = pgTable(
   (t) => [
     uniqueIndex("subagent_batches_submission_uq").on(t.userId, t.submissionKey),
     index("subagent_batches_thread_idx").on(t.threadId, t.createdAt),
+    index("subagent_batches_unseen_idx").on(t.threadId).where(sql`unseen_settlement`),
     index("subagent_batches_active_idx")
       .on(t.lastClaimedAt)
       .where(sql`status in ('queued', 'running')`),
@@ -139,5 +161,15 @@ export const subagentBatchItemAttempts = pgTable(
     startedAt: timestamp("started_at", { withTimezone: true }),
     finishedAt: timestamp("finished_at", { withTimezone: true }),
   },
-  (t) => [index("subagent_batch_item_attempts_item_idx").on(t.itemId, t.attempt)],
+  (t) => [
+    index("subagent_batch_item_attempts_item_idx").on(t.itemId, t.attempt),
+    // Recent throughput (ETA) reads only the last minutes of one batch's finished attempts.
+    index("subagent_batch_item_attempts_recent_idx")
+      .on(t.batchId, t.finishedAt)
+      .where(sql`outcome in ('succeeded', 'failed')`),
+    // The wake-up summary's "first failures by error" reads only failed attempts.
+    index("subagent_batch_item_attempts_failed_idx")
+      .on(t.batchId, t.id)
+      .where(sql`outcome in ('failed', 'lease_expired')`),
+  ],
 );

@@ -7,3 +7,4 @@ export * from "./rate-limits";
 export * from "./workspace";
 export * from "./compat";
 export * from "./security";
+export * from "./loop";

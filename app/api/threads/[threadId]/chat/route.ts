@@ -1,5 +1,6 @@
 import { consumeStream, createUIMessageStreamResponse } from "ai";
 import { requireUser } from "@/server/auth/authenticate";
+import { assertDailyTokenQuota } from "@/server/batches/budget";
 import { CHAT_MAX_BODY_BYTES, chatRequestSchema, respondToChat } from "@/server/chat/respond";
 import { getConfig } from "@/server/config/load";
 import { getDatabase } from "@/server/db/client";
@@ -18,6 +19,7 @@ export const POST = handle(async (req: Request, ctx: Ctx) => {
   const { threadId } = await ctx.params;
   const request = await readJson(req, chatRequestSchema, CHAT_MAX_BODY_BYTES);
   const config = getConfig();
+  await assertDailyTokenQuota(getDatabase().db, config, userId); // 429 quota_exceeded
   const stream = await respondToChat(getDatabase().db, {
     config,
     model: resolveModel(config),

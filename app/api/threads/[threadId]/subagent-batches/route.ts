@@ -1,6 +1,6 @@
 import { batchListSchema, batchProjectionSchema } from "@/lib/api/batches";
 import { project, threadScope } from "@/server/batches/http-scope";
-import { toBatchProjection } from "@/server/batches/projection";
+import { projectBatch, projectBatches } from "@/server/batches/projection";
 import { listBatches, submitBatch } from "@/server/batches/repository";
 import { readSubmission } from "@/server/batches/submission-input";
 import { handle, json } from "@/server/http/route";
@@ -11,9 +11,10 @@ type Ctx = { params: Promise<{ threadId: string }> };
 
 /** The thread's batches, newest first. */
 export const GET = handle(async (req: Request, ctx: Ctx) => {
-  const { db, userId, threadId } = await threadScope(req, await ctx.params);
+  const { db, config, userId, threadId } = await threadScope(req, await ctx.params);
   const batches = await listBatches(db, { userId, threadId });
-  return json(project(batchListSchema, { batches: batches.map(toBatchProjection) }));
+  const leaseSeconds = config.subagent_batches.lease_seconds;
+  return json(project(batchListSchema, { batches: await projectBatches(db, { batches, leaseSeconds }) }));
 });
 
 /** Submit a batch (JSON or NDJSON upload): 201 on create, 200 with the same batch on an idempotent replay. */
@@ -21,5 +22,6 @@ export const POST = handle(async (req: Request, ctx: Ctx) => {
   const { db, config, userId, threadId } = await threadScope(req, await ctx.params);
   const input = await readSubmission(req, config);
   const { batch, created } = await submitBatch(db, { userId, threadId, input, config });
-  return json(project(batchProjectionSchema, toBatchProjection(batch)), created ? 201 : 200);
+  const leaseSeconds = config.subagent_batches.lease_seconds;
+  return json(project(batchProjectionSchema, await projectBatch(db, { batch, leaseSeconds })), created ? 201 : 200);
 });

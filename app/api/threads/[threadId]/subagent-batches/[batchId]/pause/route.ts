@@ -1,6 +1,6 @@
 import { batchProjectionSchema } from "@/lib/api/batches";
 import { batchScope, project, requireLiveWorker } from "@/server/batches/http-scope";
-import { toBatchProjection } from "@/server/batches/projection";
+import { projectBatch } from "@/server/batches/projection";
 import { getBatch, pauseBatch } from "@/server/batches/repository";
 import { handle, json } from "@/server/http/route";
 
@@ -14,5 +14,5 @@ export const POST = handle(async (req: Request, ctx: Ctx) => {
   await getBatch(db, { userId, threadId, batchId });
   await requireLiveWorker(db, config);
   const batch = await pauseBatch(db, { userId, threadId, batchId });
-  return json(project(batchProjectionSchema, toBatchProjection(batch)));
+  return json(project(batchProjectionSchema, await projectBatch(db, { batch, leaseSeconds: config.subagent_batches.lease_seconds })));
 });

@@ -1,6 +1,6 @@
 import { batchProjectionSchema, itemProjectionSchema } from "@/lib/api/batches";
 import { assertItemInBatch, batchScope, parseItemId, project, requireLiveWorker } from "@/server/batches/http-scope";
-import { toBatchProjection, toItemProjection } from "@/server/batches/projection";
+import { projectBatch, toItemProjection } from "@/server/batches/projection";
 import { retryItem } from "@/server/batches/repository";
 import { handle, json } from "@/server/http/route";
 
@@ -21,6 +21,6 @@ export const POST = handle(async (req: Request, ctx: Ctx) => {
   const { item, batch } = await retryItem(scope.db, { ...scope, itemId });
   return json({
     item: project(itemProjectionSchema, toItemProjection(item)),
-    batch: project(batchProjectionSchema, toBatchProjection(batch)),
+    batch: project(batchProjectionSchema, await projectBatch(scope.db, { batch, leaseSeconds: scope.config.subagent_batches.lease_seconds })),
   });
 });

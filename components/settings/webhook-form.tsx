@@ -1,0 +1,117 @@
+"use client";
+
+import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
+import { useId, useState } from "react";
+import { buttonClass, Spinner } from "@/components/batches/ui";
+import type { Webhook, WebhookWithSecret } from "@/lib/api/batches";
+
+/**
+ * The user's batch webhook: Flotilla POSTs JSON to this URL when one of their batches settles,
+ * signed `X-Flotilla-Signature: sha256=<hex>` (HMAC-SHA256 of the raw body with the secret,
+ * which is shown once, right after saving).
+ */
+
+const KEY = ["webhook"] as const;
+
+async function call<T>(init?: RequestInit): Promise<T> {
+  const res = await fetch("/api/webhook", { cache: "no-store", ...init });
+  const body = await res.json().catch(() => null);
+  if (!res.ok) throw new Error(body?.error?.message ?? `request failed (HTTP ${res.status})`);
+  return body as T;
+}
+
+export function WebhookForm() {
+  const qc = useQueryClient();
+  const id = useId();
+  const current = useQuery({ queryKey: KEY, queryFn: () => call<{ webhook: Webhook | null }>() });
+  const [url, setUrl] = useState("");
+  const [secret, setSecret] = useState<string | null>(null);
+  const save = useMutation({
+    mutationFn: () =>
+      call<{ webhook: WebhookWithSecret }>({
+        method: "PUT",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ url }),
+      }),
+    onSuccess: ({ webhook }) => {
+      setSecret(webhook.secret);
+      setUrl("");
+      qc.setQueryData(KEY, { webhook: { url: webhook.url, created_at: webhook.created_at, updated_at: webhook.updated_at } });
+    },
+  });
+  const remove = useMutation({
+    mutationFn: () => call<{ webhook: null }>({ method: "DELETE" }),
+    onSuccess: () => {
+      setSecret(null);
+      qc.setQueryData(KEY, { webhook: null });
+    },
+  });
+  const hook = current.data?.webhook ?? null;
+  const error = save.error ?? remove.error;
+
+  return (
+    <section aria-labelledby={`${id}-title`} data-testid="webhook-form" className="flex flex-col gap-3 rounded-lg border border-zinc-200 bg-white p-4 text-sm">
+      <div>
+        <h2 id={`${id}-title`} className="text-base font-semibold">
+          Batch webhook
+        </h2>
+        <p className="mt-1 text-zinc-600">
+          When one of your batches finishes, fails or is cancelled, Flotilla POSTs a JSON summary to this URL, signed
+          with <code className="rounded bg-zinc-100 px-1">X-Flotilla-Signature: sha256=…</code> (HMAC-SHA256 of the raw
+          body). Failed deliveries are retried with backoff.
+        </p>
+      </div>
+      <p data-testid="webhook-current" className="text-zinc-700">
+        {current.isPending ? "Loading…" : hook ? (
+          <>
+            Sending to <span className="break-all font-mono text-zinc-900">{hook.url}</span>
+          </>
+        ) : (
+          "No webhook set."
+        )}
+      </p>
+      {secret ? (
+        <div role="status" className="rounded-md bg-amber-50 p-2 text-amber-900 ring-1 ring-amber-200 ring-inset">
+          <p className="font-medium">Signing secret — copy it now, it is not shown again:</p>
+          <code data-testid="webhook-secret" className="mt-1 block break-all font-mono text-xs">
+            {secret}
+          </code>
+        </div>
+      ) : null}
+      <form
+        className="flex flex-wrap items-end gap-2"
+        onSubmit={(e) => {
+          e.preventDefault();
+          save.mutate();
+        }}
+      >
+        <label htmlFor={`${id}-url`} className="flex min-w-0 flex-1 flex-col gap-1">
+          <span className="text-xs font-medium text-zinc-700">{hook ? "New URL" : "URL"} (https)</span>
+          <input
+            id={`${id}-url`}
+            type="url"
+            required
+            value={url}
+            onChange={(e) => setUrl(e.target.value)}
+            placeholder="https://example.com/flotilla-hook"
+            className="w-full rounded-md border border-zinc-300 px-2 py-1.5 text-sm focus-visible:outline-2 focus-visible:outline-sky-600"
+          />
+        </label>
+        <button type="submit" disabled={save.isPending || url.trim() === ""} className={`${buttonClass.base} ${buttonClass.neutral}`}>
+          {save.isPending ? <Spinner /> : null}
+          {hook ? "Replace" : "Save"}
+        </button>
+        {hook ? (
+          <button type="button" disabled={remove.isPending} onClick={() => remove.mutate()} className={`${buttonClass.base} ${buttonClass.danger}`}>
+            Remove
+          </button>
+        ) : null}
+      </form>
+      {error ? (
+        <p role="alert" className="text-red-700">
+          {error.message}
+        </p>
+      ) : null}
+    </section>
+  );
+}

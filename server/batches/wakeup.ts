@@ -1,0 +1,288 @@
+import { createUIMessageStream } from "ai";
+import { eq, sql } from "drizzle-orm";
+import type { FlotillaConfig } from "@/lib/config";
+import { startLeadResponse } from "@/server/agent/lead";
+import { type ChatMessage, loadMessages } from "@/server/chat/messages";
+import { getConfig } from "@/server/config/load";
+import { type Db, getDatabase } from "@/server/db/client";
+import { messages, subagentBatches } from "@/server/db/schema";
+import { log } from "@/server/log";
+import { resolveModel } from "@/server/models";
+import { stripDirectives } from "@/server/models/simulator";
+import type { ResolvedModel } from "@/server/models/types";
+import { INSTANCE_ID } from "@/server/runtime/instance";
+import { usedCostUsd } from "./budget";
+import type { BatchRow } from "./types";
+import { deliverDueWebhooks } from "./webhooks";
+
+/**
+ * Waking the lead when a batch it submitted settles — exactly once per settlement.
+ *
+ * The settling transaction (whichever process: a worker's settle, lease recovery, a web cancel)
+ * inserts a pending row into batch_wakeups, unique per (batch_id, settlement_seq). Only web
+ * processes run wake-ups (they have the lead agent and the chat); workers only ever write the
+ * row. A web process claims a due row with FOR UPDATE SKIP LOCKED and a lease, runs the lead
+ * headlessly in the batch's thread with a bounded summary, and stores the reply together with
+ * done_at in one transaction fenced by its claim: a process that lost its lease writes nothing.
+ * The reply's message id is derived from (batch, settlement), so even a run repeated after a
+ * crash between model and commit cannot store a second message.
+ *
+ * No web process up: the row waits, and the first web process to start runs it. The model
+ * fails: retried with backoff (WAKEUP_MAX_ATTEMPTS in all), then an assistant message saying
+ * the summary could not be produced (with the counts) is stored instead, so the thread still
+ * learns that the batch settled.
+ */
+
+export const WAKEUP_MAX_ATTEMPTS = 3;
+export const WAKEUP_LEASE_SECONDS = 600;
+/** At most this many failed items are grouped into the summary, and this many groups shown. */
+const FAILURE_SAMPLE = 200;
+const FAILURE_GROUPS = 5;
+
+interface WakeupRow extends Record<string, unknown> {
+  id: number;
+  batch_id: string;
+  thread_id: string;
+  user_id: string;
+  settlement_seq: number;
+  settled_status: string;
+  attempts: number;
+}
+
+export function wakeupMessageId(batchId: string, seq: number): string {
+  return `wake_${batchId.replace(/-/g, "")}_${seq}`;
+}
+
+/** Claims one due wake-up for `owner` (one process per row; an expired lease is claimable again). */
+export async function claimWakeup(db: Db, owner: string, leaseSeconds = WAKEUP_LEASE_SECONDS): Promise<WakeupRow | undefined> {
+  const [row] = await db.execute<WakeupRow>(sql`
+    update batch_wakeups w
+       set claimed_by = ${owner}, claimed_at = now(), attempts = w.attempts + 1,
+           lease_expires_at = now() + make_interval(secs => ${leaseSeconds})
+     where w.id = (
+       select id from batch_wakeups
+        where done_at is null and next_attempt_at <= now() and (lease_expires_at is null or lease_expires_at < now())
+        order by next_attempt_at, id limit 1
+        for update skip locked)
+    returning w.id, w.batch_id, w.thread_id, w.user_id, w.settlement_seq, w.settled_status, w.attempts`);
+  return row;
+}
+
+/** The bounded prompt: counts, usage, cost and the first failures grouped by error. */
+export async function buildWakeupSummary(db: Db, batch: BatchRow, settledStatus: string): Promise<string> {
+  // Items that ended failed, found through their failed / lease-expired attempts (a small
+  // partial index) instead of a walk over every item; a retried item that later succeeded
+  // no longer counts. The error is the item's final one.
+  const failed = await db.execute<{ error: string | null; itemKey: string }>(sql`
+    select i.error, i.item_key as "itemKey" from subagent_batch_items i
+     where i.id in (
+       select a.item_id from subagent_batch_item_attempts a
+        where a.batch_id = ${batch.id} and a.outcome in ('failed', 'lease_expired')
+        order by a.id limit ${FAILURE_SAMPLE * 5})
+       and i.status = 'failed'
+     order by i.position limit ${FAILURE_SAMPLE}`);
+  const groups = new Map<string, string[]>();
+  for (const f of failed) {
+    const key = (f.error ?? "unknown error").replace(/\s+/g, " ").slice(0, 200);
+    groups.set(key, [...(groups.get(key) ?? []), f.itemKey]);
+  }
+  const lines = [
+    `[Automatic notice, not a user message] Durable batch ${batch.id} (sub-agent ${batch.subagent}) ${settledStatus}.`,
+    `Items: ${batch.total} total, ${batch.succeededCount} succeeded, ${batch.failedCount} failed, ${batch.cancelledCount} cancelled.`,
+    `Usage: ${Number(batch.inputTokens)} input + ${Number(batch.outputTokens)} output tokens, cost $${usedCostUsd(batch).toFixed(4)}.`,
+  ];
+  if (groups.size > 0) {
+    lines.push(`First failures by error${failed.length === FAILURE_SAMPLE ? ` (of the first ${FAILURE_SAMPLE} failed items)` : ""}:`);
+    for (const [error, keys] of [...groups].sort((a, b) => b[1].length - a[1].length).slice(0, FAILURE_GROUPS))
+      lines.push(`- ${keys.length} × ${error} (e.g. ${keys.slice(0, 3).join(", ")})`);
+  }
+  lines.push(
+    "Read results with batch_results(batch_id, status?, cursor?, limit?) as needed, then tell the user in a short " +
+      "message what the batch produced and what (if anything) needs their attention. Do not resubmit the batch.",
+  );
+  return lines.join("\n");
+}
+
+function textOf(message: ChatMessage): string {
+  return message.parts
+    .map((p) => (p.type === "text" ? p.text : ""))
+    .join("")
+    .trim();
+}
+
+/** Runs the lead once, headlessly; resolves with its reply, or throws when the model failed. */
+async function runLead(args: {
+  db: Db;
+  config: FlotillaConfig;
+  model: ResolvedModel;
+  batch: BatchRow;
+  summary: string;
+  messageId: string;
+}): Promise<ChatMessage> {
+  const { db, config, model, batch } = args;
+  const history = await loadMessages(db, { threadId: batch.threadId });
+  // Item errors quote their prompts; the simulator must not take their test directives as its own.
+  const text = model.simulator ? stripDirectives(args.summary) : args.summary;
+  const notice: ChatMessage = { id: `${args.messageId}_notice`, role: "user", parts: [{ type: "text", text }] };
+  const lead = await startLeadResponse({
+    db,
+    config,
+    model,
+    userId: batch.userId,
+    threadId: batch.threadId,
+    messages: [...history, notice],
+    signal: AbortSignal.timeout(5 * 60_000),
+  });
+  let settle!: { resolve: (m: ChatMessage) => void; reject: (e: unknown) => void };
+  let streamError: string | undefined;
+  const done = new Promise<ChatMessage>((resolve, reject) => {
+    settle = { resolve, reject };
+  });
+  const stream = createUIMessageStream<ChatMessage>({
+    originalMessages: [...history, notice],
+    onError: (error) => {
+      streamError ??= lead.errorText(error);
+      return streamError;
+    },
+    async execute({ writer }) {
+      writer.write({ type: "start", messageId: args.messageId });
+      await lead.execute(writer);
+    },
+    async onFinish({ responseMessage, isAborted, finishReason }) {
+      try {
+        const metadata = await lead.finish({ aborted: isAborted, responseText: textOf(responseMessage), finishReason });
+        if (metadata.status !== "completed" || textOf(responseMessage) === "")
+          settle.reject(
+            new Error(streamError ?? (metadata.status === "completed" ? "the lead answered nothing" : `lead run ${metadata.status}`)),
+          );
+        else settle.resolve({ ...responseMessage, metadata: { ...responseMessage.metadata, ...metadata } });
+      } catch (err) {
+        settle.reject(err);
+      }
+    },
+  });
+  const reader = stream.getReader();
+  while (!(await reader.read()).done) {
+    // Drained: the reply is collected by onFinish.
+  }
+  return done;
+}
+
+/** Stores the message and marks the wake-up done in one transaction, only while `owner` still holds it. */
+async function complete(db: Db, row: WakeupRow, owner: string, message: ChatMessage): Promise<boolean> {
+  return db.transaction(async (tx) => {
+    const [marked] = await tx.execute<{ id: number }>(sql`
+      update batch_wakeups set done_at = now(), message_id = ${message.id}, lease_expires_at = null
+       where id = ${row.id} and claimed_by = ${owner} and done_at is null
+      returning id`);
+    if (!marked) return false;
+    await tx
+      .insert(messages)
+      .values({
+        id: message.id,
+        threadId: row.thread_id,
+        role: "assistant",
+        parts: message.parts,
+        metadata: (message.metadata ?? null) as Record<string, unknown> | null,
+      })
+      .onConflictDoNothing({ target: messages.id });
+    await tx.execute(sql`update threads set updated_at = now() where id = ${row.thread_id}`);
+    return true;
+  });
+}
+
+export interface WakeupOptions {
+  db: Db;
+  config: FlotillaConfig;
+  owner: string;
+  /** The lead's model; default this process's resolved model. */
+  model?: ResolvedModel;
+  /** First retry delay after a failed run (doubles each attempt). */
+  backoffBaseMs?: number;
+}
+
+/** Claims and runs one due wake-up. Returns false when none was due. */
+export async function runOneWakeup(options: WakeupOptions): Promise<boolean> {
+  const { db, config, owner } = options;
+  const row = await claimWakeup(db, owner);
+  if (!row) return false;
+  const wlog = log.child({ batch_id: row.batch_id, settlement_seq: row.settlement_seq, wakeup_id: row.id });
+  const messageId = wakeupMessageId(row.batch_id, row.settlement_seq);
+  const meta = { trigger: "batch_settled" as const, batch_id: row.batch_id };
+  const [batch] = await db.select().from(subagentBatches).where(eq(subagentBatches.id, row.batch_id));
+  if (!batch) return true; // cascade-deleted with its thread
+  const summary = await buildWakeupSummary(db, batch, row.settled_status);
+  try {
+    const model = options.model ?? resolveModel(config);
+    const reply = await runLead({ db, config, model, batch, summary, messageId });
+    const stored = await complete(db, row, owner, { ...reply, id: messageId, metadata: { ...reply.metadata, ...meta } });
+    wlog.info({ stored }, "lead woken for a settled batch");
+  } catch (err) {
+    const error = err instanceof Error ? err.message : String(err);
+    if (row.attempts >= WAKEUP_MAX_ATTEMPTS) {
+      const text =
+        `Batch ${row.batch_id} ${row.settled_status} (${batch.succeededCount} succeeded, ${batch.failedCount} failed, ` +
+        `${batch.cancelledCount} cancelled of ${batch.total}), but I could not produce a summary of it: ${error}. ` +
+        "Its results are in the batch panel and in results.jsonl.";
+      await complete(db, row, owner, { id: messageId, role: "assistant", parts: [{ type: "text", text }], metadata: meta });
+      wlog.error({ err: error, attempts: row.attempts }, "wake-up gave up; stored a could-not-summarize message");
+    } else {
+      const delayMs = (options.backoffBaseMs ?? 5_000) * 2 ** (row.attempts - 1);
+      await db.execute(sql`
+        update batch_wakeups set last_error = ${error}, claimed_by = null, lease_expires_at = null,
+               next_attempt_at = now() + make_interval(secs => ${delayMs / 1000})
+         where id = ${row.id} and claimed_by = ${owner} and done_at is null`);
+      wlog.warn({ err: error, attempts: row.attempts, retry_in_ms: delayMs }, "wake-up failed; will retry");
+    }
+  }
+  return true;
+}
+
+/** True while the thread has a wake-up not yet done (the chat polls its messages meanwhile). */
+export async function hasPendingWakeup(db: Db, threadId: string): Promise<boolean> {
+  const [row] = await db.execute<{ one: number }>(
+    sql`select 1 as one from batch_wakeups where thread_id = ${threadId} and done_at is null limit 1`,
+  );
+  return row !== undefined;
+}
+
+/**
+ * The web process's loop for settlement side effects: every `intervalMs` it runs due wake-ups
+ * one after another, then due webhook deliveries. Ticks never overlap. Returns a stop function.
+ */
+export function startSettlementRunner(
+  options: WakeupOptions & { intervalMs?: number; webhookBackoffBaseMs?: number },
+): () => Promise<void> {
+  let stopped = false;
+  let current: Promise<void> | undefined;
+  const tick = async () => {
+    try {
+      while (!stopped && (await runOneWakeup(options))) {
+        // Drain every due wake-up before the next sleep.
+      }
+      if (!stopped)
+        await deliverDueWebhooks(options.db, { owner: options.owner, backoffBaseMs: options.webhookBackoffBaseMs });
+    } catch (err) {
+      log.warn({ err: err instanceof Error ? err.message : String(err) }, "settlement runner tick failed");
+    }
+  };
+  const start = () => {
+    if (current || stopped) return;
+    current = tick().finally(() => {
+      current = undefined;
+    });
+  };
+  const timer = setInterval(start, options.intervalMs ?? 1_000);
+  timer.unref();
+  start();
+  return async () => {
+    stopped = true;
+    clearInterval(timer);
+    await current;
+  };
+}
+
+/** The web process's runner, started from instrumentation.ts. */
+export function startWebSettlementRunner(): () => Promise<void> {
+  return startSettlementRunner({ db: getDatabase().db, config: getConfig(), owner: INSTANCE_ID });
+}

@@ -1,0 +1,101 @@
+import { sql } from "drizzle-orm";
+import { bigint, bigserial, date, index, integer, jsonb, pgTable, primaryKey, text, timestamp, uniqueIndex, uuid } from "drizzle-orm/pg-core";
+import { users } from "./auth";
+import { subagentBatches } from "./batches";
+import { threads } from "./chat";
+
+/**
+ * Closing the loop on durable batches: lead wake-ups, per-user webhooks and their deliveries,
+ * and the per-user daily token counter. Wake-up and delivery rows are inserted by the trigger
+ * in the transaction that settles the batch, so nothing is lost when no web process is up.
+ */
+
+/** One row per (batch, settlement): claimed by one web process with a lease, done once. */
+export const batchWakeups = pgTable(
+  "batch_wakeups",
+  {
+    id: bigserial("id", { mode: "number" }).primaryKey(),
+    batchId: uuid("batch_id")
+      .notNull()
+      .references(() => subagentBatches.id, { onDelete: "cascade" }),
+    threadId: uuid("thread_id")
+      .notNull()
+      .references(() => threads.id, { onDelete: "cascade" }),
+    userId: uuid("user_id")
+      .notNull()
+      .references(() => users.id, { onDelete: "cascade" }),
+    settlementSeq: integer("settlement_seq").notNull(),
+    /** Batch status at settlement (completed | failed | cancelled). */
+    settledStatus: text("settled_status").notNull(),
+    attempts: integer("attempts").notNull().default(0),
+    nextAttemptAt: timestamp("next_attempt_at", { withTimezone: true }).notNull().defaultNow(),
+    claimedBy: text("claimed_by"),
+    claimedAt: timestamp("claimed_at", { withTimezone: true }),
+    leaseExpiresAt: timestamp("lease_expires_at", { withTimezone: true }),
+    doneAt: timestamp("done_at", { withTimezone: true }),
+    /** The stored assistant message (the lead's reply, or the could-not-summarize note). */
+    messageId: text("message_id"),
+    lastError: text("last_error"),
+    createdAt: timestamp("created_at", { withTimezone: true }).notNull().defaultNow(),
+  },
+  (t) => [
+    uniqueIndex("batch_wakeups_settlement_uq").on(t.batchId, t.settlementSeq),
+    index("batch_wakeups_pending_idx").on(t.nextAttemptAt).where(sql`done_at is null`),
+    index("batch_wakeups_thread_idx").on(t.threadId).where(sql`done_at is null`),
+  ],
+);
+
+/** At most one webhook per user. The secret signs deliveries (HMAC-SHA256); shown once at creation. */
+export const userWebhooks = pgTable("user_webhooks", {
+  userId: uuid("user_id")
+    .primaryKey()
+    .references(() => users.id, { onDelete: "cascade" }),
+  url: text("url").notNull(),
+  secret: text("secret").notNull(),
+  createdAt: timestamp("created_at", { withTimezone: true }).notNull().defaultNow(),
+  updatedAt: timestamp("updated_at", { withTimezone: true }).notNull().defaultNow(),
+});
+
+/** One POST per (batch settlement, user), retried with backoff; the body is fixed at insert so the signature is too. */
+export const webhookDeliveries = pgTable(
+  "webhook_deliveries",
+  {
+    id: bigserial("id", { mode: "number" }).primaryKey(),
+    userId: uuid("user_id")
+      .notNull()
+      .references(() => users.id, { onDelete: "cascade" }),
+    batchId: uuid("batch_id")
+      .notNull()
+      .references(() => subagentBatches.id, { onDelete: "cascade" }),
+    settlementSeq: integer("settlement_seq").notNull(),
+    url: text("url").notNull(),
+    body: jsonb("body").$type<Record<string, unknown>>().notNull(),
+    /** pending | delivered | failed */
+    status: text("status", { enum: ["pending", "delivered", "failed"] }).notNull().default("pending"),
+    attempts: integer("attempts").notNull().default(0),
+    nextAttemptAt: timestamp("next_attempt_at", { withTimezone: true }).notNull().defaultNow(),
+    claimedBy: text("claimed_by"),
+    leaseExpiresAt: timestamp("lease_expires_at", { withTimezone: true }),
+    lastStatusCode: integer("last_status_code"),
+    lastError: text("last_error"),
+    deliveredAt: timestamp("delivered_at", { withTimezone: true }),
+    createdAt: timestamp("created_at", { withTimezone: true }).notNull().defaultNow(),
+  },
+  (t) => [
+    uniqueIndex("webhook_deliveries_settlement_uq").on(t.batchId, t.settlementSeq, t.userId),
+    index("webhook_deliveries_pending_idx").on(t.nextAttemptAt).where(sql`status = 'pending'`),
+  ],
+);
+
+/** Tokens a user spent per UTC day (batch items through the batch trigger, lead and task runs through the run trigger). */
+export const userDailyTokens = pgTable(
+  "user_daily_tokens",
+  {
+    userId: uuid("user_id")
+      .notNull()
+      .references(() => users.id, { onDelete: "cascade" }),
+    day: date("day").notNull(),
+    tokens: bigint("tokens", { mode: "number" }).notNull().default(0),
+  },
+  (t) => [primaryKey({ columns: [t.userId, t.day] })],
+);

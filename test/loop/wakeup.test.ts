@@ -1,0 +1,273 @@
+import { randomUUID } from "node:crypto";
+import type { LanguageModelV3 } from "@ai-sdk/provider";
+import { sql } from "drizzle-orm";
+import { afterEach, beforeAll, describe, expect, it } from "vitest";
+import type { FlotillaConfig } from "@/lib/config";
+import { createBatchResultsTool } from "@/server/agent/tools/batch";
+import { cancelBatch, retryItem, submitBatch } from "@/server/batches/repository";
+import { claimWakeup, runOneWakeup, WAKEUP_MAX_ATTEMPTS } from "@/server/batches/wakeup";
+import { resolveModel } from "@/server/models/index";
+import { makeThread, makeUser, setupApiDatabase, type TestUser } from "../api/helpers";
+import { SIM_MODEL, sleep, testConfig } from "../batches/support";
+import type { TestDatabase } from "../helpers/db";
+import { call, getProjection, waitUntil, Workers } from "./support";
+
+/**
+ * Lead wake-up on settlement, with real worker processes and real web-runner processes racing:
+ * one wake-up and one stored assistant message per settlement, a pending row that outlives a
+ * killed web process, no wake-up for API batches or with wake_lead off, retries that re-settle
+ * wake again, cancellation wakes with what finished, a failing model ends in a stored
+ * could-not-summarize message, and batch_results reads only this thread's batches.
+ */
+
+const WORKER_ENV = { FLOTILLA__SUBAGENT_RUNTIME__MAX_RUNNING: "4" };
+const workers = new Workers();
+let t: TestDatabase;
+let user: TestUser;
+const config = testConfig();
+
+beforeAll(async () => {
+  t = await setupApiDatabase();
+  workers.use(t);
+  user = await makeUser(t, "wake");
+});
+
+// Every test starts the processes it needs; none outlives its test (a failure included).
+afterEach(async () => {
+  await workers.stopAll();
+});
+
+async function leadBatch(threadId: string, items: string[], cfg: FlotillaConfig = config, extra: Record<string, unknown> = {}) {
+  const runId = randomUUID();
+  const { batch } = await submitBatch(t.db, {
+    userId: user.userId,
+    threadId,
+    input: { submission_key: `${runId}:call-1`, items, max_running_items: 4, ...extra },
+    config: cfg,
+    model: SIM_MODEL,
+    origin: { kind: "tool", runId, toolCallId: "call-1" },
+  });
+  return batch;
+}
+
+async function wakeMessages(threadId: string) {
+  return t.db.execute<{ id: string; metadata: { trigger?: string; batch_id?: string }; text: string }>(sql`
+    select id, metadata, (select string_agg(p->>'text', '') from jsonb_array_elements(parts) p) as text from messages
+     where thread_id = ${threadId} and role = 'assistant' and metadata->>'trigger' = 'batch_settled'
+     order by created_at`);
+}
+
+async function wakeRows(batchId: string) {
+  return t.db.execute<{
+    settlement_seq: number;
+    settled_status: string;
+    attempts: number;
+    done_at: Date | null;
+    claimed_by: string | null;
+    message_id: string | null;
+    last_error: string | null;
+  }>(sql`
+    select settlement_seq, settled_status, attempts, done_at, claimed_by, message_id, last_error from batch_wakeups
+     where batch_id = ${batchId} order by settlement_seq`);
+}
+
+const settledStatus = async (threadId: string, batchId: string) =>
+  waitUntil(
+    "batch settled",
+    async () => {
+      const p = await getProjection(user.token, threadId, batchId);
+      return ["completed", "failed", "cancelled"].includes(p.status) ? p : undefined;
+    },
+    60_000,
+  );
+
+describe("wake-up on settlement", () => {
+  it("wakes the lead exactly once per settlement with two web runners and two workers racing, and again after a retry re-settles", async () => {
+    const runners = [workers.spawnWebRunner("web-a"), workers.spawnWebRunner("web-b")];
+    workers.spawn(WORKER_ENV);
+    workers.spawn(WORKER_ENV);
+    await workers.waitAlive(2);
+    const threads = await Promise.all(Array.from({ length: 4 }, () => makeThread(t, user)));
+    const batches = await Promise.all(
+      threads.map((threadId, i) =>
+        leadBatch(threadId, [...Array.from({ length: 12 }, (_, j) => `b${i} item ${j} [[sleep:${20 + j * 5}]]`), `b${i} broken [[fail]]`]),
+      ),
+    );
+    for (const [i, b] of batches.entries()) {
+      const p = await settledStatus(threads[i]!, b.id);
+      expect(p.status).toBe("completed");
+      expect(p.counts).toMatchObject({ succeeded: 12, failed: 1 });
+    }
+    for (const [i, b] of batches.entries()) {
+      await waitUntil("wake-up done", async () => ((await wakeRows(b.id))[0]?.done_at ? true : undefined), 60_000);
+      const rows = await wakeRows(b.id);
+      expect(rows).toHaveLength(1);
+      expect(rows[0]).toMatchObject({ settlement_seq: 1, settled_status: "completed", attempts: 1, last_error: null });
+      expect(["web-a", "web-b"]).toContain(rows[0]!.claimed_by);
+      const msgs = await wakeMessages(threads[i]!);
+      expect(msgs).toHaveLength(1);
+      expect(msgs[0]!.metadata).toMatchObject({ trigger: "batch_settled", batch_id: b.id });
+      expect(msgs[0]!.id).toBe(rows[0]!.message_id);
+    }
+    // The lead's run saw the bounded summary, failures grouped by error.
+    const [run] = await t.db.execute<{ prompt: string }>(
+      sql`select prompt from agent_runs where thread_id = ${threads[0]!} and kind = 'lead' order by created_at limit 1`,
+    );
+    expect(run!.prompt).toContain(`Durable batch ${batches[0]!.id}`);
+    expect(run!.prompt).toContain("12 succeeded, 1 failed, 0 cancelled");
+    expect(run!.prompt).toMatch(/First failures by error:\n- 1 × .+ \(e\.g\. item-13\)/);
+
+    // A retried item re-opens the batch; its settlement wakes the lead a second time.
+    const [failed] = await t.db.execute<{ id: string }>(
+      sql`select id from subagent_batch_items where batch_id = ${batches[0]!.id} and status = 'failed'`,
+    );
+    await retryItem(t.db, { userId: user.userId, threadId: threads[0]!, batchId: batches[0]!.id, itemId: failed!.id });
+    await waitUntil("second wake-up done", async () => ((await wakeRows(batches[0]!.id))[1]?.done_at ? true : undefined), 60_000);
+    const again = await wakeRows(batches[0]!.id);
+    expect(again.map((r) => r.settlement_seq)).toEqual([1, 2]);
+    expect(await wakeMessages(threads[0]!)).toHaveLength(2);
+    await workers.stopAll();
+    expect(runners.map((r) => r.exitCode)).toEqual([0, 0]);
+  }, 180_000);
+
+  it("hands each due wake-up to exactly one of many concurrent claimers", async () => {
+    const threadId = await makeThread(t, user);
+    const ids: string[] = [];
+    for (let i = 0; i < 5; i++) {
+      const b = await leadBatch(threadId, ["x"]);
+      await cancelBatch(t.db, { userId: user.userId, threadId, batchId: b.id });
+      ids.push(b.id);
+    }
+    const claims = await Promise.all(Array.from({ length: 20 }, (_, i) => claimWakeup(t.db, `claimer-${i}`)));
+    const won = claims.filter((c) => c !== undefined).map((c) => c!.batch_id);
+    expect(won.sort()).toEqual([...ids].sort());
+    const rows = await t.db.execute<{ attempts: number }>(sql`select attempts from batch_wakeups where batch_id in ${sql.raw(`('${ids.join("','")}')`)}`);
+    expect(rows.map((r) => r.attempts)).toEqual([1, 1, 1, 1, 1]);
+    // Leased: nobody else gets them until the lease expires.
+    expect(await claimWakeup(t.db, "late")).toBeUndefined();
+    await t.db.execute(sql`delete from batch_wakeups where thread_id = ${threadId}`);
+  });
+
+  it("keeps the pending wake-up while no web process is up, and the next web process runs it once", async () => {
+    const threadId = await makeThread(t, user);
+    const web = workers.spawnWebRunner("web-doomed");
+    workers.spawn(WORKER_ENV);
+    await workers.waitAlive(1);
+    const batch = await leadBatch(threadId, Array.from({ length: 6 }, (_, j) => `slow ${j} [[sleep:400]]`));
+    await sleep(300);
+    await workers.killAll([web]); // the web process dies while the batch runs
+    await settledStatus(threadId, batch.id);
+    await sleep(500);
+    const waiting = await wakeRows(batch.id);
+    expect(waiting).toHaveLength(1);
+    expect(waiting[0]!.done_at).toBeNull();
+    expect(await wakeMessages(threadId)).toHaveLength(0);
+
+    workers.spawnWebRunner("web-restarted");
+    await waitUntil("wake-up after restart", async () => ((await wakeRows(batch.id))[0]?.done_at ? true : undefined), 60_000);
+    expect((await wakeRows(batch.id))[0]).toMatchObject({ claimed_by: "web-restarted", attempts: 1 });
+    expect(await wakeMessages(threadId)).toHaveLength(1);
+  }, 120_000);
+
+  it("never wakes for API batches or with subagent_batches.wake_lead off; cancellation wakes with what finished", async () => {
+    workers.spawnWebRunner("web-c");
+    workers.spawn(WORKER_ENV);
+    await workers.waitAlive(1);
+    const threadId = await makeThread(t, user);
+    const api = await call("POST", `/api/threads/${threadId}/subagent-batches`, {
+      token: user.token,
+      json: { submission_key: "api-batch", items: ["api one [[sleep:10]]", "api two [[sleep:10]]"] },
+    });
+    expect(api.status).toBe(201);
+    const apiId = ((await api.json()) as { id: string }).id;
+    const off = await leadBatch(threadId, ["quiet [[sleep:10]]"], testConfig({ subagent_batches: { wake_lead: false } }));
+    const cancelled = await leadBatch(threadId, [
+      "quick 1 [[sleep:10]]",
+      "quick 2 [[sleep:10]]",
+      ...Array.from({ length: 10 }, (_, j) => `long ${j} [[sleep:20000]]`),
+    ]);
+    await settledStatus(threadId, apiId);
+    await settledStatus(threadId, off.id);
+    await waitUntil("two quick items done", async () => {
+      const p = await getProjection(user.token, threadId, cancelled.id);
+      return p.counts.succeeded >= 2 ? true : undefined;
+    });
+    await cancelBatch(t.db, { userId: user.userId, threadId, batchId: cancelled.id });
+    await waitUntil("cancel wake-up", async () => ((await wakeRows(cancelled.id))[0]?.done_at ? true : undefined), 60_000);
+    expect((await wakeRows(cancelled.id))[0]!.settled_status).toBe("cancelled");
+    const [run] = await t.db.execute<{ prompt: string }>(sql`
+      select prompt from agent_runs where thread_id = ${threadId} and kind = 'lead' and prompt like ${`%${cancelled.id}%`}`);
+    expect(run!.prompt).toMatch(/2 succeeded, 0 failed, 10 cancelled/);
+    await sleep(1_000); // a runner polling every 50 ms had every chance to (wrongly) wake the others
+    expect(await wakeRows(apiId)).toHaveLength(0);
+    expect(await wakeRows(off.id)).toHaveLength(0);
+    const msgs = await wakeMessages(threadId);
+    expect(msgs.map((m) => m.metadata.batch_id)).toEqual([cancelled.id]);
+  }, 120_000);
+
+  it("retries a failing model with backoff, then stores a could-not-summarize message once", async () => {
+    const threadId = await makeThread(t, user);
+    const batch = await leadBatch(threadId, ["x"]);
+    // Settle it without a worker: the trigger inserts the wake-up row like any settlement.
+    await cancelBatch(t.db, { userId: user.userId, threadId, batchId: batch.id });
+    const sim = resolveModel(config, {});
+    const broken: LanguageModelV3 = {
+      ...sim.model,
+      doGenerate: () => Promise.reject(new Error("provider is down")),
+      doStream: () => Promise.reject(new Error("provider is down")),
+    } as LanguageModelV3;
+    const model = { ...sim, model: broken };
+    for (let i = 1; i <= WAKEUP_MAX_ATTEMPTS; i++) {
+      await waitUntil(`attempt ${i} due`, async () => ((await runOneWakeup({ db: t.db, config, owner: "in-test", model, backoffBaseMs: 50 })) ? true : undefined), 5_000, 20);
+      const [row] = await wakeRows(batch.id);
+      expect(row!.attempts).toBe(i);
+      expect(row!.done_at === null).toBe(i < WAKEUP_MAX_ATTEMPTS);
+    }
+    const msgs = await wakeMessages(threadId);
+    expect(msgs).toHaveLength(1);
+    expect(msgs[0]!.text).toMatch(/could not produce a summary of it: .*provider is down/);
+    expect(await runOneWakeup({ db: t.db, config, owner: "in-test", model, backoffBaseMs: 50 })).toBe(false);
+  }, 60_000);
+});
+
+describe("batch_results", () => {
+  it("reads bounded pages of this thread's batch and answers not found for another thread's", async () => {
+    const mine = await makeThread(t, user);
+    const other = await makeThread(t, user);
+    const batch = await leadBatch(mine, ["r1", "r2", "r3"]);
+    await t.db.execute(sql`
+      update subagent_batch_items set status = 'succeeded', result = 'answer ' || position, preview = 'answer ' || position,
+             finished_at = now() where batch_id = ${batch.id}`);
+    const ctx = (threadId: string) => ({
+      db: t.db,
+      config,
+      userId: user.userId,
+      threadId,
+      runId: randomUUID(),
+      model: resolveModel(config, {}),
+      abortSignal: new AbortController().signal,
+    });
+    const run = (threadId: string, input: Record<string, unknown>) =>
+      // biome-ignore lint/suspicious/noExplicitAny: tool execute signatures are generic over their schemas
+      (createBatchResultsTool(ctx(threadId)).execute as any)(input, { toolCallId: "c", messages: [], abortSignal: new AbortController().signal });
+    const first = await run(mine, { batch_id: batch.id, limit: 2 });
+    expect(first.items.map((i: { item_key: string; result: string }) => [i.item_key, i.result])).toEqual([
+      ["item-1", "answer 1"],
+      ["item-2", "answer 2"],
+    ]);
+    expect(first.next_cursor).toBeTruthy();
+    const second = await run(mine, { batch_id: batch.id, limit: 2, cursor: first.next_cursor });
+    expect(second.items.map((i: { item_key: string }) => i.item_key)).toEqual(["item-3"]);
+    expect(second.next_cursor).toBeNull();
+    expect(await run(other, { batch_id: batch.id })).toEqual({ error: "batch not found" });
+    const stranger = await makeUser(t, "stranger");
+    const strangerThread = await makeThread(t, stranger);
+    expect(
+      // biome-ignore lint/suspicious/noExplicitAny: as above
+      await (createBatchResultsTool({ ...ctx(strangerThread), userId: stranger.userId }).execute as any)(
+        { batch_id: batch.id },
+        { toolCallId: "c", messages: [], abortSignal: new AbortController().signal },
+      ),
+    ).toEqual({ error: "batch not found" });
+  });
+});
