@@ -4,3 +4,4 @@ export * from "./chat";
 export * from "./runs";
 export * from "./workers";
 export * from "./rate-limits";
+export * from "./chat-streams";
