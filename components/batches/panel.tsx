@@ -8,7 +8,7 @@ import { ApiError, fetchBatches, fetchFeatures } from "./api";
 import { BatchDetail } from "./detail";
 import { NewBatchDialog } from "./new-batch-dialog";
 import { ACTIVE_POLL_MS, FEATURES_POLL_MS, IDLE_POLL_MS, NO_WORKER_TITLE } from "./shared";
-import { batchIdFromHash, onBatchAnnounced, onBatchFocus, publishBatches } from "./store";
+import { batchIdFromHash, onBatchAnnounced, onBatchFocus, onNewBatchRequest, publishBatches } from "./store";
 import { buttonClass, ProgressBar, StatusBadge, shortId } from "./ui";
 
 
@@ -108,6 +108,18 @@ function PanelBody({
     }
     publishBatches(batches);
   }, [batches, dataUpdatedAt]);
+
+  // The chat's "New batch from a file" example opens the dialog here (only with a live worker).
+  useEffect(
+    () =>
+      workerAlive
+        ? onNewBatchRequest(() => {
+            setCollapsed(false);
+            setNewOpen(true);
+          })
+        : undefined,
+    [workerAlive],
+  );
 
   // Receipt cards and #batch-<id> links select a batch here.
   useEffect(() => {
