@@ -23,7 +23,7 @@ export const EXPORT_STALL_MS = 5 * 60_000;
  * never UTF-8 decoded and encoded back.
  */
 const EXPORT_QUERY = `
-  select item_key, position, status, attempts, result, error, input_tokens, output_tokens
+  select item_key, position, status, attempts, result, error, input_tokens, output_tokens, input
     from subagent_batch_items
    where batch_id = $1
    order by position`;

@@ -6,7 +6,7 @@ import {
   itemProjectionSchema,
   type ItemPage,
 } from "@/lib/api/batches";
-import { ITEM_PREVIEW_MAX_CHARS } from "./repository";
+import { ITEM_INPUT_MAX_CHARS, ITEM_PREVIEW_MAX_CHARS } from "./repository";
 import type { BatchRow, ItemPageResult, ItemSummary } from "./types";
 
 /**
@@ -58,6 +58,7 @@ export function toItemProjection(i: ItemSummary, previewMaxChars = ITEM_PREVIEW_
   return {
     id: i.id,
     item_key: i.itemKey,
+    input: bound(i.input, ITEM_INPUT_MAX_CHARS) ?? "",
     position: i.position,
     status: i.status,
     attempts: i.attempts,

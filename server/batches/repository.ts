@@ -25,6 +25,8 @@ export const ITEM_PAGE_DEFAULT = 50;
 export const BATCH_LIST_MAX = 100;
 /** Item pages carry previews and errors cut to this many characters. */
 export const ITEM_PREVIEW_MAX_CHARS = 2_000;
+/** Item rows carry their input cut to this; the JSONL export carries it whole. */
+export const ITEM_INPUT_MAX_CHARS = 200;
 /** Export pages: bounded memory however large the batch (results are at most max_result_chars each). */
 export const EXPORT_PAGE_ROWS = 100;
 
@@ -81,7 +83,7 @@ export async function submitBatch(db: Db, args: SubmitBatchArgs): Promise<{ batc
   });
   const total = sub.items.length;
   const live = Math.min(total, sub.maxLiveItems);
-  const itemsJson = JSON.stringify(sub.items.map((i) => [i.key, i.prompt]));
+  const itemsJson = JSON.stringify(sub.items.map((i) => [i.key, i.prompt, i.input]));
 
   // One statement (atomic on its own): ownership, the idempotent batch insert, every item
   // and the wake-up notification. Only a replay or a refusal needs a second look.
@@ -100,8 +102,8 @@ export async function submitBatch(db: Db, args: SubmitBatchArgs): Promise<{ batc
       returning id
     ),
     items as (
-      insert into subagent_batch_items (batch_id, position, item_key, prompt, status)
-      select ins.id, t.ord::int, t.v->>0, t.v->>1, case when t.ord <= ${live} then 'queued' else 'pending' end
+      insert into subagent_batch_items (batch_id, position, item_key, prompt, input, status)
+      select ins.id, t.ord::int, t.v->>0, t.v->>1, t.v->>2, case when t.ord <= ${live} then 'queued' else 'pending' end
         from ins cross join json_array_elements(${itemsJson}::json) with ordinality as t(v, ord)
     ),
     note as (
@@ -190,6 +192,7 @@ const itemSummaryColumns = {
   id: subagentBatchItems.id,
   batchId: subagentBatchItems.batchId,
   itemKey: subagentBatchItems.itemKey,
+  input: sql<string>`left(${subagentBatchItems.input}, ${ITEM_INPUT_MAX_CHARS})`,
   position: subagentBatchItems.position,
   status: subagentBatchItems.status,
   attempts: subagentBatchItems.attempts,
@@ -252,6 +255,7 @@ export async function exportResults(
         const rows = await db
           .select({
             itemKey: i.itemKey,
+            input: i.input,
             position: i.position,
             status: i.status,
             attempts: i.attempts,
@@ -267,6 +271,7 @@ export async function exportResults(
         for (const r of rows)
           yield {
             item_key: r.itemKey,
+            input: r.input,
             position: r.position,
             status: r.status,
             attempts: r.attempts,

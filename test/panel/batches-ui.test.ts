@@ -53,6 +53,7 @@ function item(n: number, status: ItemProjection["status"] = "queued"): ItemProje
   return {
     id: `i${n}`,
     item_key: `item-${n}`,
+    input: `value ${n}`,
     position: n,
     status,
     attempts: 0,
