@@ -86,6 +86,17 @@ export function progressSplit(total: number, counts: OutcomeCounts): string {
   return parts.join(" · ");
 }
 
+/** Item states in people's words, the engine's state in brackets where two share a word. */
+export const ITEM_STATUS_WORDS: Record<ItemStatus, string> = {
+  pending: "Waiting (pending)",
+  queued: "Waiting (queued)",
+  leased: "In progress (leased)",
+  running: "In progress (running)",
+  succeeded: "Done",
+  failed: "Failed",
+  cancelled: "Cancelled",
+};
+
 /** Counters named for people, with the engine's terms for operators (shown as a tooltip). */
 export const COUNTER_WORDS = {
   waiting: { label: "Waiting", engine: "pending + queued: not started yet (pending wait outside the live window)" },

@@ -60,12 +60,15 @@ const BAR_COLOR: Partial<Record<BatchStatus | "warn", string>> = {
 export function ProgressBar({
   value,
   status,
+  tone,
   label,
   valueText,
   size = "md",
 }: {
   value: number;
   status: BatchStatus;
+  /** "warn": a finished batch with failed or cancelled items (amber, not green). */
+  tone?: "warn";
   label?: string;
   valueText?: string;
   size?: "sm" | "md";
@@ -85,7 +88,7 @@ export function ProgressBar({
   return (
     <div {...a11y} className={`${track} w-full overflow-hidden rounded-full bg-zinc-200`}>
       <div
-        className={`h-full rounded-full transition-[width] duration-500 ease-out ${BAR_COLOR[status] ?? "bg-sky-600"}`}
+        className={`h-full rounded-full transition-[width] duration-500 ease-out ${BAR_COLOR[tone ?? status] ?? "bg-sky-600"}`}
         style={{ width: `${pct}%` }}
       />
     </div>

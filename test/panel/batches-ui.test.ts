@@ -1,6 +1,8 @@
 import { describe, expect, it } from "vitest";
 import { type BatchProjection, clampProgress, type ItemProjection, submitBatchSchema } from "@/lib/api/batches";
 import {
+  batchStatusText,
+  progressSplit,
   allowedControls,
   appendPage,
   applyRefresh,
@@ -349,5 +351,21 @@ describe("page chain", () => {
     const c = appendPage(firstPageChain(page([1], "c1")), "c1", page([2], null));
     const next = replaceItem(c, { ...item(2), status: "queued", attempts: 0 });
     expect(chainItems(next)[1].status).toBe("queued");
+  });
+});
+
+describe("batch status in words", () => {
+  const counts = (succeeded: number, failed = 0, cancelled = 0) => ({ succeeded, failed, cancelled });
+  it("says a finished batch's failures and cancellations, in amber", () => {
+    expect(batchStatusText("completed", counts(5))).toEqual({ label: "completed", tone: "ok" });
+    expect(batchStatusText("completed", counts(3, 2))).toEqual({ label: "completed · 2 failed", tone: "warn" });
+    expect(batchStatusText("completed", counts(30, 0, 20))).toEqual({ label: "completed · 20 cancelled", tone: "warn" });
+    expect(batchStatusText("cancelled", counts(30, 0, 20))).toEqual({ label: "cancelled", tone: "neutral" });
+    expect(batchStatusText("running", counts(1))).toEqual({ label: "running", tone: "active" });
+  });
+  it("shows done / total with the split instead of a 100% that hides failures", () => {
+    expect(progressSplit(5, counts(3, 2))).toBe("3 / 5 done · 2 failed");
+    expect(progressSplit(50, counts(30, 0, 20))).toBe("30 / 50 done · 20 cancelled");
+    expect(progressSplit(1200, counts(1000))).toBe("1,000 / 1,200 done");
   });
 });
