@@ -70,14 +70,14 @@ function EmptyState({ onPick }: { onPick: (text: string) => void }) {
         Ask anything. The lead agent answers directly, or hands work to one sub-agent, a parallel swarm, or a durable
         batch that runs in the background. Try one:
       </p>
-      <ul className="mt-5 grid gap-2 text-left sm:grid-cols-2">
+      <ul className="mt-5 grid grid-cols-1 gap-2 text-left sm:grid-cols-2">
         {EXAMPLE_PROMPTS.map((p) => (
-          <li key={p.label}>
+          <li key={p.label} className="min-w-0">
             <button
               type="button"
               data-testid="example-prompt"
               onClick={() => onPick(p.text)}
-              className="h-full w-full rounded-xl border border-zinc-200 bg-white px-3 py-2 text-left shadow-xs hover:border-zinc-300 hover:bg-zinc-50 focus-visible:outline-2 focus-visible:outline-sky-600"
+              className="h-full w-full min-w-0 overflow-hidden rounded-xl border border-zinc-200 bg-white px-3 py-2 text-left shadow-xs hover:border-zinc-300 hover:bg-zinc-50 focus-visible:outline-2 focus-visible:outline-sky-600"
             >
               <span className="block text-xs font-medium text-zinc-500">{p.label}</span>
               <span className="mt-0.5 block truncate font-mono text-[13px] text-zinc-800" title={p.text}>
@@ -86,7 +86,7 @@ function EmptyState({ onPick }: { onPick: (text: string) => void }) {
             </button>
           </li>
         ))}
-        <li className="sm:col-span-2">
+        <li className="min-w-0 sm:col-span-2">
           <button
             type="button"
             data-testid="example-new-batch"

@@ -27,7 +27,12 @@ function SimulatorBadge() {
         onClick={() => setOpen((o) => !o)}
         className="rounded-full focus-visible:outline-2 focus-visible:outline-offset-2 focus-visible:outline-amber-600"
       >
-        <Badge tone="amber">Simulator ⓘ</Badge>
+        <Badge tone="amber">
+          Simulator
+          <span aria-hidden className="inline-flex size-3.5 items-center justify-center rounded-full border border-current text-[9px] leading-none">
+            ?
+          </span>
+        </Badge>
       </button>
       {open ? (
         <div
