@@ -111,11 +111,17 @@ test("a second message while one runs is refused with a reason, and the composer
   await expect(other.locator('[role="alert"]', { hasText: "still answering your previous message" })).toBeVisible();
   await expect(composer(other)).toHaveValue("Are you still there?");
   await expect(other.locator('article[data-role="user"]', { hasText: "Are you still there?" })).toHaveCount(0);
+  // And it follows the running reply of the first tab.
+  await expect(other.locator('article[data-role="user"]', { hasText: "Write a long story" })).toBeVisible();
+  await expect(assistant(other).last()).toContainText("Simulated answer to");
   await shot(other, "06-busy-409");
   await other.close();
 
-  // Too long: refused before sending, with the limit in words; nothing is lost.
+  // The first tab got its whole reply.
   await expect(page.getByRole("button", { name: "Send" })).toBeVisible({ timeout: 20_000 });
+  await expect.poll(async () => ((await assistant(page).last().textContent()) ?? "").length).toBeGreaterThan(2000);
+
+  // Too long: refused before sending, with the limit in words; nothing is lost.
   const long = "x".repeat(CHAT_MAX_TEXT_CHARS + 1);
   await composer(page).fill(long);
   await expect(page.getByTestId("composer-notice")).toContainText("words");
@@ -145,7 +151,8 @@ test("rename and delete a thread from the sidebar", async ({ page }) => {
   await page.goto(`/threads/${doomed}`);
   const nav = page.getByRole("navigation");
 
-  await page.getByRole("button", { name: "Actions for Delete me" }).click();
+  const actions = (title: string) => page.getByTestId("thread-row").filter({ hasText: title }).getByRole("button", { name: "Thread actions" });
+  await actions("Delete me").click();
   await page.getByRole("menuitem", { name: "Rename" }).click();
   await page.getByRole("textbox", { name: "Thread title" }).fill("Lisbon research");
   await page.keyboard.press("Enter");
@@ -155,7 +162,7 @@ test("rename and delete a thread from the sidebar", async ({ page }) => {
   await expect(nav.getByRole("link", { name: /Lisbon research/ })).toBeVisible();
   await shot(page, "09-renamed");
 
-  await page.getByRole("button", { name: "Actions for Lisbon research" }).click();
+  await actions("Lisbon research").click();
   await page.getByRole("menuitem", { name: "Delete…" }).click();
   const dialog = page.getByRole("alertdialog", { name: /Delete “Lisbon research”/ });
   await expect(dialog).toContainText("every batch of this thread with its results");

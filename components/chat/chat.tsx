@@ -8,7 +8,7 @@ import { requestNewBatch } from "@/components/batches/store";
 import { Badge } from "@/components/ui/badge";
 import { Button } from "@/components/ui/button";
 import { Spinner } from "@/components/ui/spinner";
-import { CHAT_MAX_TEXT_CHARS, tooLongMessage } from "@/lib/api/chat";
+import { CHAT_MAX_TEXT_CHARS, THREAD_BUSY_MESSAGE, tooLongMessage } from "@/lib/api/chat";
 import type { ChatMessage } from "@/server/chat/messages";
 import { MessageParts } from "./message-parts";
 import { StopReport, stopLeadRun } from "./subagent-card";
@@ -124,11 +124,13 @@ export function Chat({ threadId, initialMessages }: { threadId: string; initialM
   const [notice, setNotice] = useState<string | null>(null);
   // The text of the message in flight, given back to the composer if it is refused.
   const sent = useRef<{ id: string; text: string } | null>(null);
-  const { messages, setMessages, sendMessage, status, stop, error, clearError } = useChat<ChatMessage>({
+  // The first reattach check: a message sent before it ends waits for it (both would race for the stream).
+  const attached = useRef<Promise<void> | null>(null);
+  const resumeRef = useRef<() => Promise<void>>(async () => {});
+  const { messages, setMessages, sendMessage, resumeStream, status, stop, error, clearError } = useChat<ChatMessage>({
     id: threadId,
     messages: initialMessages,
     transport,
-    resume: true,
     experimental_throttle: 40,
     onFinish: () => {
       sent.current = null;
@@ -144,6 +146,25 @@ export function Chat({ threadId, initialMessages }: { threadId: string; initialM
       setInput((current) => (current.trim() === "" ? failed.text : current));
     },
   });
+  resumeRef.current = resumeStream;
+
+  // Reattach to a response still running on the server (after a reload, or in another tab);
+  // the server answers 204 when none runs. Once per mount.
+  useEffect(() => {
+    attached.current ??= resumeRef.current().catch(() => {});
+  }, []);
+
+  // Refused because this thread is busy (another tab sent first): keep saying why, load what
+  // was stored meanwhile and follow the running response here.
+  useEffect(() => {
+    if (status !== "error" || !error || errorMessage(error) !== THREAD_BUSY_MESSAGE) return;
+    setNotice(THREAD_BUSY_MESSAGE);
+    void (async () => {
+      const res = await fetch(`/api/threads/${threadId}`, { cache: "no-store" });
+      if (res.ok) setMessages(((await res.json()) as { messages: ChatMessage[] }).messages);
+      await resumeRef.current();
+    })();
+  }, [status, error, threadId, setMessages]);
   const busy = status === "submitted" || status === "streaming";
 
   // Follow the stream while the reader is at the bottom; leave them alone when they scrolled up.
@@ -171,7 +192,7 @@ export function Chat({ threadId, initialMessages }: { threadId: string; initialM
     const id = `u_${crypto.randomUUID().replace(/-/g, "")}`;
     sent.current = { id, text: input };
     setInput("");
-    void sendMessage({ id, role: "user", parts: [{ type: "text", text }] });
+    void (attached.current ?? Promise.resolve()).then(() => sendMessage({ id, role: "user", parts: [{ type: "text", text }] }));
     // The first message titles the thread; refresh the sidebar shortly after it is stored.
     setTimeout(() => void queryClient.invalidateQueries({ queryKey: THREADS_KEY }), 500);
   }
@@ -220,7 +241,7 @@ export function Chat({ threadId, initialMessages }: { threadId: string; initialM
               <Spinner className="size-3" /> Thinking…
             </div>
           )}
-          {error && (
+          {error && errorMessage(error) !== notice && (
             <div role="alert" className="rounded-lg border border-red-200 bg-red-50 px-3 py-2 text-sm text-red-700">
               {errorMessage(error)}
             </div>

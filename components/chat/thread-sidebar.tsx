@@ -155,7 +155,9 @@ function ThreadRow({ thread, current }: { thread: ThreadSummary; current: boolea
       </Link>
       <button
         type="button"
-        aria-label={`Actions for ${thread.title}`}
+        // A fixed name: a thread's title must not collide with the page's own buttons ("Stop").
+        aria-label="Thread actions"
+        title={`Rename or delete “${thread.title}”`}
         aria-haspopup="menu"
         aria-expanded={menu}
         onClick={() => setMenu((m) => !m)}
