@@ -269,24 +269,25 @@ const ItemRow = memo(function ItemRow({
       >
         <td className="px-2 text-right text-zinc-500 tabular-nums">{item.position}</td>
         <td className="px-2">
-          <button
-            type="button"
-            aria-expanded={open}
-            aria-controls={detailId}
-            onClick={() => setOpen((o) => !o)}
-            title={item.input ? `${item.item_key}: ${item.input}` : item.item_key}
-            className="flex max-w-full items-center gap-1 rounded text-zinc-800 focus-visible:outline-2 focus-visible:outline-sky-600"
-          >
-            <svg aria-hidden viewBox="0 0 16 16" className={`size-3 shrink-0 transition-transform ${open ? "" : "-rotate-90"}`}>
-              <path d="M4 6l4 4 4-4" fill="none" stroke="currentColor" strokeWidth="1.75" />
-            </svg>
-            <span className="shrink-0 font-mono">{item.item_key}</span>
+          <div className="flex min-w-0 items-center gap-1" title={item.input ? `${item.item_key}: ${item.input}` : item.item_key}>
+            <button
+              type="button"
+              aria-expanded={open}
+              aria-controls={detailId}
+              onClick={() => setOpen((o) => !o)}
+              className="flex shrink-0 items-center gap-1 rounded font-mono text-zinc-800 focus-visible:outline-2 focus-visible:outline-sky-600"
+            >
+              <svg aria-hidden viewBox="0 0 16 16" className={`size-3 shrink-0 transition-transform ${open ? "" : "-rotate-90"}`}>
+                <path d="M4 6l4 4 4-4" fill="none" stroke="currentColor" strokeWidth="1.75" />
+              </svg>
+              <span>{item.item_key}</span>
+            </button>
             {item.input && item.input !== item.item_key ? (
               <span data-testid="item-input" className="min-w-0 truncate text-zinc-500">
                 {item.input}
               </span>
             ) : null}
-          </button>
+          </div>
         </td>
         <td className="px-2">
           <StatusBadge status={item.status} />
