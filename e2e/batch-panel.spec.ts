@@ -312,7 +312,7 @@ test("cancel a second batch mid-run: every remaining item is cancelled", async (
   expect(succeeded).toBeGreaterThan(0);
   expect(succeeded).toBeLessThan(300);
   expect(cancelled + succeeded + (await count(page, "failed"))).toBe(300);
-  expect(await count(page, "pending")).toBe(0);
+  expect(await count(page, "waiting")).toBe(0);
   expect(await count(page, "in_progress")).toBe(0);
   for (const name of ["Pause", "Resume", "Cancel"]) await expect(button(detail, name)).toBeDisabled();
   // Nothing finishes after the cancel (in-flight runs were aborted and fenced).
