@@ -388,9 +388,10 @@ test("polling a running 5,000-item batch costs one list read and at most one pag
   await expect(detail).toHaveAttribute("data-status", "cancelled");
 });
 
-test("narrow window: the panel stacks under the chat and stays usable", async () => {
+test("narrow window: the panel opens as a drawer from the thread header and stays usable", async () => {
   await page.setViewportSize({ width: 420, height: 900 });
   await page.goto(`/threads/${dialogThread}`);
+  await page.getByTestId("batches-drawer-toggle").click();
   const detail = detailOf(page);
   await expect(detail).toBeVisible();
   await detail.scrollIntoViewIfNeeded();
