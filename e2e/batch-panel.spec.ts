@@ -34,6 +34,10 @@ async function count(p: Page, name: string): Promise<number> {
   const text = (await detailOf(p).getByTestId(`count-${name}`).textContent()) ?? "";
   return Number(text.replace(/,/g, ""));
 }
+/** Items that reached an end: done + failed + cancelled. */
+async function finished(p: Page): Promise<number> {
+  return (await count(p, "succeeded")) + (await count(p, "failed")) + (await count(p, "cancelled"));
+}
 async function progress(p: Page): Promise<number> {
   return Number(await progressOf(p).getAttribute("aria-valuenow"));
 }
@@ -133,11 +137,15 @@ test("New batch dialog: 300 items with [[fail]] run to 100 %", async () => {
 
   await waitForProgress(page, 100, 120_000);
   await expect(detail).toHaveAttribute("data-status", "completed");
-  await expect(detail.getByTestId("progress-text")).toHaveText("100%");
+  await expect(detail.getByTestId("progress-pct")).toHaveText("100%");
+  // A finished batch with failures says so, in amber, with the split.
+  await expect(detail.getByTestId("progress-text")).toHaveText("294 / 300 done · 6 failed");
+  await expect(detail.locator('[data-status="completed"][data-tone="warn"]')).toHaveText("completed · 6 failed");
   expect(await count(page, "succeeded")).toBe(294);
   expect(await count(page, "failed")).toBe(6);
-  expect(await count(page, "terminal")).toBe(300);
-  expect(await count(page, "live")).toBe(0);
+  expect(await finished(page)).toBe(300);
+  expect(await count(page, "in_progress")).toBe(0);
+  expect(await count(page, "waiting")).toBe(0);
   await expect(panel.getByTestId("active-count")).toHaveText("0 active");
   await expect(detail.getByTestId("stat-tokens")).not.toHaveText("0 in · 0 out");
   for (const name of ["Pause", "Resume", "Cancel"]) await expect(button(detail, name)).toBeDisabled();
@@ -169,20 +177,20 @@ test("chat batch with [[fail]] items: receipt card, pause drains running and sto
   await expect(button(detail, "Resume")).toBeEnabled();
   await expect(button(detail, "Pause")).toBeDisabled();
   // Running items finish; nothing new starts.
-  await expect.poll(() => count(page, "running"), { timeout: 20_000 }).toBe(0);
+  await expect.poll(() => count(page, "in_progress"), { timeout: 20_000 }).toBe(0);
   await page.waitForTimeout(2_500); // one more poll to settle anything that was finishing
-  const held = await count(page, "terminal");
+  const held = await finished(page);
   const heldProgress = await progress(page);
   expect(heldProgress).toBeLessThan(100);
   await page.waitForTimeout(4_000);
-  expect(await count(page, "terminal")).toBe(held);
+  expect(await finished(page)).toBe(held);
   expect(await progress(page)).toBe(heldProgress);
-  expect(await count(page, "running")).toBe(0);
+  expect(await count(page, "in_progress")).toBe(0);
   await shot(page, "06-chat-batch-paused");
 
   await button(detail, "Resume").click();
   await expect(detail).toHaveAttribute("data-status", /running|queued/);
-  await expect.poll(() => count(page, "terminal"), { timeout: 20_000 }).toBeGreaterThan(held);
+  await expect.poll(() => finished(page), { timeout: 20_000 }).toBeGreaterThan(held);
   await waitForProgress(page, 100, 150_000);
   await expect(detail).toHaveAttribute("data-status", "completed");
   expect(await count(page, "failed")).toBe(5);
@@ -298,14 +306,14 @@ test("cancel a second batch mid-run: every remaining item is cancelled", async (
   await button(detail, "Cancel").click();
   await button(page.getByRole("alertdialog", { name: "Cancel this batch?" }), "Confirm").click();
   await expect(detail).toHaveAttribute("data-status", "cancelled");
-  await expect.poll(() => count(page, "live"), { timeout: 10_000 }).toBe(0);
+  await expect.poll(() => count(page, "in_progress"), { timeout: 10_000 }).toBe(0);
   const succeeded = await count(page, "succeeded");
   const cancelled = await count(page, "cancelled");
   expect(succeeded).toBeGreaterThan(0);
   expect(succeeded).toBeLessThan(300);
   expect(cancelled + succeeded + (await count(page, "failed"))).toBe(300);
-  expect(await count(page, "pending")).toBe(0);
-  expect(await count(page, "running")).toBe(0);
+  expect(await count(page, "waiting")).toBe(0);
+  expect(await count(page, "in_progress")).toBe(0);
   for (const name of ["Pause", "Resume", "Cancel"]) await expect(button(detail, name)).toBeDisabled();
   // Nothing finishes after the cancel (in-flight runs were aborted and fenced).
   await page.waitForTimeout(3_000);
@@ -336,7 +344,7 @@ test("polling a running 5,000-item batch costs one list read and at most one pag
   await expect(dialog).toHaveCount(0);
   const detail = detailOf(page);
   await expect(detail.getByTestId("count-total")).toHaveText("5,000");
-  await expect.poll(() => count(page, "terminal"), { timeout: 60_000 }).toBeGreaterThan(20);
+  await expect.poll(() => finished(page), { timeout: 60_000 }).toBeGreaterThan(20);
 
   // Watch 10 s of steady polling.
   await page.evaluate(() => {
@@ -357,11 +365,11 @@ test("polling a running 5,000-item batch costs one list read and at most one pag
     else if (u.pathname !== "/api/features" && !u.pathname.startsWith("/api/auth/")) seen.other++;
   };
   page.on("request", onRequest);
-  const before = await count(page, "terminal");
+  const before = await finished(page);
   const windowMs = 10_000;
   await page.waitForTimeout(windowMs);
   page.off("request", onRequest);
-  const after = await count(page, "terminal");
+  const after = await finished(page);
   const intervals = windowMs / 2_000;
   console.log(`polling over ${windowMs} ms: ${JSON.stringify(seen)}; terminal ${before} → ${after}`);
   expect(after).toBeGreaterThan(before); // it really was running and updating
@@ -383,9 +391,10 @@ test("polling a running 5,000-item batch costs one list read and at most one pag
   await expect(detail).toHaveAttribute("data-status", "cancelled");
 });
 
-test("narrow window: the panel stacks under the chat and stays usable", async () => {
+test("narrow window: the panel opens as a drawer from the thread header and stays usable", async () => {
   await page.setViewportSize({ width: 420, height: 900 });
   await page.goto(`/threads/${dialogThread}`);
+  await page.getByTestId("batches-drawer-toggle").click();
   const detail = detailOf(page);
   await expect(detail).toBeVisible();
   await detail.scrollIntoViewIfNeeded();

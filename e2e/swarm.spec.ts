@@ -38,7 +38,7 @@ test("a swarm card runs live and reaches its ordered result", async ({ page }) =
   await expect(rows.nth(0)).toContainText("Simulated answer to");
 
   // The lead answers after the swarm with its synthesis.
-  await expect(page.locator('article[data-role="assistant"]').last()).toContainText("agent_swarm completed", { timeout: 15_000 });
+  await expect(page.locator('article[data-role="assistant"]').last()).toContainText("The swarm finished: 3 of 3 items completed.", { timeout: 15_000 });
 
   // The trace opens under the card.
   await card.getByText(/^Trace \(\d+ events\)$/).click();

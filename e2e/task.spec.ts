@@ -40,7 +40,7 @@ test("three delegated tasks show live cards that reach completed, and stay so af
   await expect(cards.nth(0).getByTestId("subagent-tokens")).toHaveText(/^[1-9]\d* in · [1-9]\d* out$/);
   await expect(cards.nth(0).getByTestId("subagent-duration")).toHaveText(/\d(\.\d)? s$/);
   // The lead answers after the tool results.
-  await expect(page.locator('article[data-role="assistant"]').last()).toContainText("Summary of 3 tool results", { timeout: 15_000 });
+  await expect(page.locator('article[data-role="assistant"]').last()).toContainText("3 sub-agents finished:", { timeout: 15_000 });
   await shot(page, "02-completed");
 
   await page.reload();

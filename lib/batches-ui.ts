@@ -1,3 +1,4 @@
+import Papa from "papaparse";
 import type {
   BatchProjection,
   BatchStatus,
@@ -51,6 +52,61 @@ export function optimisticStatus(action: "pause" | "resume" | "cancel", batch: B
   return { ...batch, status: "cancelled" };
 }
 
+/** The outcome counts of a batch that its status words depend on. */
+export interface OutcomeCounts {
+  succeeded: number;
+  failed: number;
+  cancelled: number;
+}
+
+export type StatusTone = "active" | "paused" | "ok" | "warn" | "bad" | "neutral";
+
+/**
+ * The status of a batch in words: a batch that completed with failed or cancelled items says
+ * so ("completed · 2 failed") in amber instead of a green "completed".
+ */
+export function batchStatusText(status: BatchStatus, counts: OutcomeCounts): { label: string; tone: StatusTone } {
+  if (status === "completed") {
+    const extra = [
+      counts.failed ? `${formatCount(counts.failed)} failed` : "",
+      counts.cancelled ? `${formatCount(counts.cancelled)} cancelled` : "",
+    ].filter(Boolean);
+    return extra.length ? { label: `completed · ${extra.join(" · ")}`, tone: "warn" } : { label: "completed", tone: "ok" };
+  }
+  if (status === "failed") return { label: "failed", tone: "bad" };
+  if (status === "cancelled") return { label: "cancelled", tone: "neutral" };
+  if (status === "paused") return { label: "paused", tone: "paused" };
+  return { label: status, tone: "active" };
+}
+
+/** Progress as people read it: "3 / 5 done · 2 failed · 1 cancelled" (finished items of the total, then the split). */
+export function progressSplit(total: number, counts: OutcomeCounts): string {
+  const parts = [`${formatCount(counts.succeeded)} / ${formatCount(total)} done`];
+  if (counts.failed) parts.push(`${formatCount(counts.failed)} failed`);
+  if (counts.cancelled) parts.push(`${formatCount(counts.cancelled)} cancelled`);
+  return parts.join(" · ");
+}
+
+/** Item states in people's words, the engine's state in brackets where two share a word. */
+export const ITEM_STATUS_WORDS: Record<ItemStatus, string> = {
+  pending: "Waiting (pending)",
+  queued: "Waiting (queued)",
+  leased: "In progress (leased)",
+  running: "In progress (running)",
+  succeeded: "Done",
+  failed: "Failed",
+  cancelled: "Cancelled",
+};
+
+/** Counters named for people, with the engine's terms for operators (shown as a tooltip). */
+export const COUNTER_WORDS = {
+  waiting: { label: "Waiting", engine: "pending + queued: not started yet (pending wait outside the live window)" },
+  in_progress: { label: "In progress", engine: "leased + running: a worker holds the item (leased) or is executing it" },
+  done: { label: "Done", engine: "succeeded" },
+  failed: { label: "Failed", engine: "failed: every attempt failed" },
+  cancelled: { label: "Cancelled", engine: "cancelled: stopped before it finished" },
+} as const;
+
 // ---------------------------------------------------------------------------------------------
 // New batch input
 
@@ -68,8 +124,21 @@ export type DraftItem = { kind: "value"; value: string; key?: string } | { kind:
 
 export interface ParsedItems {
   items: DraftItem[];
-  /** The first problem, naming its line; no items are usable when set. */
+  /** The bad rows, as "line N: reason" (the first MAX_LISTED_ERRORS); nothing may be submitted while any exists. */
+  errors: string[];
+  /** How many rows are bad in all. */
+  errorCount: number;
+  /** The first problem (with how many more), or null. */
   error: string | null;
+}
+
+/** Most row errors listed; a file that is wrong everywhere says how many more there are. */
+export const MAX_LISTED_ERRORS = 20;
+
+function result(items: DraftItem[], errors: string[]): ParsedItems {
+  const more = errors.length - 1;
+  const error = errors.length === 0 ? null : more > 0 ? `${errors[0]} (and ${more} more)` : errors[0];
+  return { items: errors.length ? [] : items, errors: errors.slice(0, MAX_LISTED_ERRORS), errorCount: errors.length, error };
 }
 
 /** Chooses a parser from the file name (then from the content for pasted text). */
@@ -100,7 +169,7 @@ function parseLines(text: string): ParsedItems {
     const value = line.trim();
     if (value !== "") items.push({ kind: "value", value });
   }
-  return { items, error: null };
+  return result(items, []);
 }
 
 function optionalKey(value: unknown, where: string): string | undefined {
@@ -111,14 +180,14 @@ function optionalKey(value: unknown, where: string): string | undefined {
   return value;
 }
 
-/** JSONL: a JSON string or number per line, or {item_key?, prompt} / {item_key?, item}. */
+/** JSONL: a JSON string or number per line, or {item_key?, prompt} / {item_key?, item}. Every bad line is reported. */
 function parseJsonl(text: string): ParsedItems {
   const items: DraftItem[] = [];
-  const lines = splitLines(text);
-  try {
-    lines.forEach((line, i) => {
-      if (line.trim() === "") return;
-      const where = `line ${i + 1}`;
+  const errors: string[] = [];
+  splitLines(text).forEach((line, i) => {
+    if (line.trim() === "") return;
+    const where = `line ${i + 1}`;
+    try {
       let value: unknown;
       try {
         value = JSON.parse(line);
@@ -144,46 +213,47 @@ function parseJsonl(text: string): ParsedItems {
       } else {
         throw new Error(`${where}: expected a non-empty "prompt" or "item" field`);
       }
-    });
-  } catch (e) {
-    return { items: [], error: (e as Error).message };
-  }
-  return { items, error: null };
+    } catch (e) {
+      errors.push((e as Error).message);
+    }
+  });
+  return result(items, errors);
 }
 
-/** RFC 4180 rows: quoted fields may hold commas, doubled quotes and newlines. */
-export function parseCsvRows(text: string): string[][] {
-  const rows: string[][] = [];
-  let row: string[] = [];
-  let field = "";
-  let quoted = false;
+export interface CsvRow {
+  fields: string[];
+  /** Line of the file where the row starts (1-based). */
+  line: number;
+}
+
+const CSV_REASONS: Record<string, string> = {
+  MissingQuotes: "a quoted field is never closed (unclosed \")",
+  InvalidQuotes: 'a quote inside a field: quote the whole field and double the inner quotes ("")',
+};
+
+/**
+ * RFC 4180 rows through papaparse (quoted fields may hold commas, doubled quotes and
+ * newlines), each with the line it starts on, and every quoting error by line.
+ */
+export function parseCsvRows(text: string): { rows: CsvRow[]; errors: string[] } {
   const src = text.replace(/^\uFEFF/, "");
-  for (let i = 0; i < src.length; i++) {
-    const c = src[i];
-    if (quoted) {
-      if (c === '"') {
-        if (src[i + 1] === '"') {
-          field += '"';
-          i++;
-        } else quoted = false;
-      } else field += c;
-    } else if (c === '"' && field === "") quoted = true;
-    else if (c === ",") {
-      row.push(field);
-      field = "";
-    } else if (c === "\n" || c === "\r") {
-      if (c === "\r" && src[i + 1] === "\n") i++;
-      row.push(field);
-      rows.push(row);
-      row = [];
-      field = "";
-    } else field += c;
-  }
-  if (field !== "" || row.length > 0) {
-    row.push(field);
-    rows.push(row);
-  }
-  return rows.filter((r) => r.some((f) => f.trim() !== ""));
+  const rows: CsvRow[] = [];
+  const errors: string[] = [];
+  let start = 0;
+  let line = 1;
+  Papa.parse<string[]>(src, {
+    delimiter: ",",
+    step: (r) => {
+      const here = line;
+      const end = r.meta.cursor;
+      for (let i = start; i < end; i++) if (src.charCodeAt(i) === 10) line++;
+      start = end;
+      const codes = new Set(r.errors.map((e) => e.code));
+      for (const code of codes) errors.push(`line ${here}: ${CSV_REASONS[code] ?? "could not be read"}`);
+      if (r.data.some((f) => f.trim() !== "")) rows.push({ fields: r.data, line: here });
+    },
+  });
+  return { rows, errors };
 }
 
 const KEY_COLUMNS = ["item_key", "key", "id"];
@@ -191,32 +261,39 @@ const VALUE_COLUMNS = ["item", "value", "input", "text"];
 
 /**
  * CSV: with a header naming `prompt` or `item` (and optionally `item_key`), those columns;
- * without one, each row's fields joined by ", " become the item.
+ * without one, each row's fields joined by ", " become the item. Every bad row is reported
+ * by line: quoting errors, a field count unlike the header's, an empty prompt or item.
  */
 function parseCsv(text: string): ParsedItems {
-  const rows = parseCsvRows(text);
-  if (rows.length === 0) return { items: [], error: null };
-  const header = rows[0].map((h) => h.trim().toLowerCase());
+  const { rows, errors } = parseCsvRows(text);
+  if (rows.length === 0) return result([], errors);
+  const header = rows[0].fields.map((h) => h.trim().toLowerCase());
   const promptCol = header.indexOf("prompt");
   const valueCol = header.findIndex((h) => VALUE_COLUMNS.includes(h));
   const keyCol = header.findIndex((h) => KEY_COLUMNS.includes(h));
   const items: DraftItem[] = [];
   if (promptCol < 0 && valueCol < 0) {
-    for (const r of rows) items.push({ kind: "value", value: r.map((f) => f.trim()).join(", ") });
-    return { items, error: null };
+    for (const r of rows) items.push({ kind: "value", value: r.fields.map((f) => f.trim()).join(", ") });
+    return result(items, errors);
   }
-  for (let i = 1; i < rows.length; i++) {
-    const r = rows[i];
-    const where = `row ${i + 1}`;
-    const key = keyCol >= 0 && r[keyCol]?.trim() ? r[keyCol].trim() : undefined;
-    if (key && key.length > 200) return { items: [], error: `${where}: item_key must be at most 200 characters` };
-    const prompt = promptCol >= 0 ? (r[promptCol] ?? "").trim() : "";
-    const value = valueCol >= 0 ? (r[valueCol] ?? "").trim() : "";
+  for (const r of rows.slice(1)) {
+    const where = `line ${r.line}`;
+    if (r.fields.length !== header.length) {
+      errors.push(`${where}: ${r.fields.length} fields where the header has ${header.length}`);
+      continue;
+    }
+    const key = keyCol >= 0 && r.fields[keyCol]?.trim() ? r.fields[keyCol].trim() : undefined;
+    if (key && key.length > 200) {
+      errors.push(`${where}: item_key must be at most 200 characters`);
+      continue;
+    }
+    const prompt = promptCol >= 0 ? (r.fields[promptCol] ?? "").trim() : "";
+    const value = valueCol >= 0 ? (r.fields[valueCol] ?? "").trim() : "";
     if (prompt) items.push({ kind: "prompt", prompt, key });
     else if (value) items.push({ kind: "value", value, key });
-    else return { items: [], error: `${where}: the ${promptCol >= 0 ? "prompt" : header[valueCol]} column is empty` };
+    else errors.push(`${where}: the ${promptCol >= 0 ? "prompt" : header[valueCol]} column is empty`);
   }
-  return { items, error: null };
+  return result(items, errors);
 }
 
 export function parseItemsInput(text: string, format: ItemsFormat): ParsedItems {

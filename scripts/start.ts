@@ -86,6 +86,8 @@ async function main() {
     NEXTAUTH_SECRET: authSecret(),
     NEXTAUTH_URL: process.env.NEXTAUTH_URL ?? `http://localhost:${port}`,
     PORT: String(port),
+    // Decided once here for web and workers alike: short readable lines on a terminal, JSON otherwise.
+    LOG_FORMAT: process.env.LOG_FORMAT ?? (process.stdout.isTTY ? "pretty" : "json"),
   };
   const children: ChildProcess[] = [];
   let stopping = false;

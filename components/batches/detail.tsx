@@ -5,12 +5,15 @@ import { useEffect, useId, useRef, useState } from "react";
 import { type BatchProjection, clampProgress } from "@/lib/api/batches";
 import {
   allowedControls,
+  batchStatusText,
   batchTiming,
+  COUNTER_WORDS,
   formatCount,
   formatDuration,
   formatTokens,
   isActiveBatch,
   optimisticStatus,
+  progressSplit,
   type RateSample,
 } from "@/lib/batches-ui";
 import { ApiError, type BatchAction, controlBatch, resultsUrl } from "./api";
@@ -32,16 +35,17 @@ function useNow(intervalMs: number | null): number {
 }
 
 
+/** Counters in people's words; the engine's states are in each tooltip (COUNTER_WORDS). */
 const COUNT_CELLS = [
-  ["total", "Total"],
-  ["pending", "Pending"],
-  ["live", "Live"],
-  ["running", "Running"],
-  ["succeeded", "Succeeded"],
-  ["failed", "Failed"],
-  ["cancelled", "Cancelled"],
-  ["terminal", "Terminal"],
+  { key: "total", label: "Total", title: "Items in this batch", value: (b: BatchProjection) => b.total },
+  { key: "waiting", ...COUNTER_WORDS.waiting, value: (b: BatchProjection) => b.counts.pending + b.counts.queued },
+  { key: "in_progress", ...COUNTER_WORDS.in_progress, value: (b: BatchProjection) => b.counts.leased + b.counts.running },
+  { key: "succeeded", ...COUNTER_WORDS.done, value: (b: BatchProjection) => b.counts.succeeded },
+  { key: "failed", ...COUNTER_WORDS.failed, value: (b: BatchProjection) => b.counts.failed },
+  { key: "cancelled", ...COUNTER_WORDS.cancelled, value: (b: BatchProjection) => b.counts.cancelled },
 ] as const;
+
+const cellTitle = (cell: (typeof COUNT_CELLS)[number]) => ("engine" in cell ? `${cell.label}: ${cell.engine}` : cell.title);
 
 /** Overview, controls and items of one batch. */
 export function BatchDetail({
@@ -90,7 +94,7 @@ export function BatchDetail({
   const pct = clampProgress(batch.terminal, batch.total);
   const timing = batchTiming(batch, now, samples);
   const c = batch.counts;
-  const countValue = { ...c, total: batch.total, live: batch.live, terminal: batch.terminal };
+  const words = batchStatusText(batch.status, c);
   const remaining = Math.max(0, batch.total - batch.terminal);
   const disabledTitle = workerAlive ? undefined : NO_WORKER_TITLE;
 
@@ -108,7 +112,7 @@ export function BatchDetail({
         <h3 id={headingId} className="font-semibold">
           Batch <span className="font-mono text-zinc-700">{shortId(batch.id)}</span>
         </h3>
-        <StatusBadge status={batch.status} />
+        <StatusBadge status={batch.status} counts={c} />
         <span className="text-xs text-zinc-600">
           sub-agent <span className="font-medium text-zinc-800">{batch.subagent}</span>
         </span>
@@ -121,23 +125,27 @@ export function BatchDetail({
         <ProgressBar
           value={pct}
           status={batch.status}
+          tone={words.tone === "warn" ? "warn" : undefined}
           label="Batch progress"
-          valueText={`${pct}% (${batch.terminal} of ${batch.total} items finished)`}
+          valueText={`${pct}% finished: ${progressSplit(batch.total, c)}`}
         />
-        <span data-testid="progress-text" className="w-14 shrink-0 text-right font-medium tabular-nums">
+        <span data-testid="progress-pct" className="w-12 shrink-0 text-right font-medium tabular-nums">
           {pct}%
         </span>
       </div>
+      <p data-testid="progress-text" className="-mt-2 text-xs text-zinc-600 tabular-nums">
+        {progressSplit(batch.total, c)}
+      </p>
 
-      <dl className="grid grid-cols-4 gap-px overflow-hidden rounded-md border border-zinc-200 bg-zinc-200 @2xl:grid-cols-8">
-        {COUNT_CELLS.map(([key, label]) => (
-          <div key={key} className="flex flex-col bg-white px-2 py-1.5">
-            <dt className="text-[11px] font-medium uppercase tracking-wide text-zinc-500">{label}</dt>
+      <dl className="grid grid-cols-3 gap-px overflow-hidden rounded-md border border-zinc-200 bg-zinc-200 @2xl:grid-cols-6">
+        {COUNT_CELLS.map((cell) => (
+          <div key={cell.key} title={cellTitle(cell)} className="flex cursor-help flex-col bg-white px-2 py-1.5">
+            <dt className="text-[11px] font-medium tracking-wide text-zinc-500">{cell.label}</dt>
             <dd
-              data-testid={`count-${key}`}
-              className={`text-base font-semibold tabular-nums ${key === "failed" && c.failed > 0 ? "text-red-700" : "text-zinc-900"}`}
+              data-testid={`count-${cell.key}`}
+              className={`text-base font-semibold tabular-nums ${cell.key === "failed" && c.failed > 0 ? "text-red-700" : "text-zinc-900"}`}
             >
-              {formatCount(countValue[key])}
+              {formatCount(cell.value(batch))}
             </dd>
           </div>
         ))}

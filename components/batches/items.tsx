@@ -22,6 +22,7 @@ import {
   refreshIndex,
   replaceItem,
 } from "@/lib/batches-ui";
+import { ITEM_STATUS_WORDS } from "@/lib/batches-ui";
 import { fetchItems, retryItem } from "./api";
 import { ItemToolCalls } from "@/components/tool-calls";
 import { ACTIVE_POLL_MS, errorMessage, NO_WORKER_TITLE } from "./shared";
@@ -123,7 +124,7 @@ export function ItemsSection({
           <option value="all">All ({formatCount(batch.total)})</option>
           {itemStatusSchema.options.map((s) => (
             <option key={s} value={s}>
-              {s} ({formatCount(batch.counts[s])})
+              {ITEM_STATUS_WORDS[s]} ({formatCount(batch.counts[s])})
             </option>
           ))}
         </select>
@@ -139,8 +140,8 @@ export function ItemsSection({
               <th scope="col" className="w-12 px-2 py-1.5 text-right font-medium">
                 #
               </th>
-              <th scope="col" className="w-24 px-2 py-1.5 font-medium">
-                Key
+              <th scope="col" className="w-44 px-2 py-1.5 font-medium">
+                Item
               </th>
               <th scope="col" className="w-24 px-2 py-1.5 font-medium">
                 Status
@@ -269,18 +270,25 @@ const ItemRow = memo(function ItemRow({
       >
         <td className="px-2 text-right text-zinc-500 tabular-nums">{item.position}</td>
         <td className="px-2">
-          <button
-            type="button"
-            aria-expanded={open}
-            aria-controls={detailId}
-            onClick={() => setOpen((o) => !o)}
-            className="flex max-w-full items-center gap-1 rounded font-mono text-zinc-800 focus-visible:outline-2 focus-visible:outline-sky-600"
-          >
-            <svg aria-hidden viewBox="0 0 16 16" className={`size-3 shrink-0 transition-transform ${open ? "" : "-rotate-90"}`}>
-              <path d="M4 6l4 4 4-4" fill="none" stroke="currentColor" strokeWidth="1.75" />
-            </svg>
-            <span className="truncate">{item.item_key}</span>
-          </button>
+          <div className="flex min-w-0 items-center gap-1" title={item.input ? `${item.item_key}: ${item.input}` : item.item_key}>
+            <button
+              type="button"
+              aria-expanded={open}
+              aria-controls={detailId}
+              onClick={() => setOpen((o) => !o)}
+              className="flex shrink-0 items-center gap-1 rounded font-mono text-zinc-800 focus-visible:outline-2 focus-visible:outline-sky-600"
+            >
+              <svg aria-hidden viewBox="0 0 16 16" className={`size-3 shrink-0 transition-transform ${open ? "" : "-rotate-90"}`}>
+                <path d="M4 6l4 4 4-4" fill="none" stroke="currentColor" strokeWidth="1.75" />
+              </svg>
+              <span>{item.item_key}</span>
+            </button>
+            {item.input && item.input !== item.item_key ? (
+              <span data-testid="item-input" className="min-w-0 truncate text-zinc-500">
+                {item.input}
+              </span>
+            ) : null}
+          </div>
         </td>
         <td className="px-2">
           <StatusBadge status={item.status} />
@@ -366,6 +374,16 @@ function ItemDetail({
           </div>
         ) : null}
       </dl>
+      <div>
+        <div className="font-medium text-zinc-600">Input</div>
+        <pre
+          data-testid="item-detail-input"
+          className="mt-0.5 max-h-32 overflow-auto rounded border border-zinc-200 bg-white p-2 font-sans whitespace-pre-wrap break-words text-zinc-800"
+        >
+          {item.input || "—"}
+          {item.input.length >= 200 ? <span className="text-zinc-400"> (first 200 characters; the JSONL has it all)</span> : null}
+        </pre>
+      </div>
       <div>
         <div className="font-medium text-zinc-600">Preview</div>
         <pre className="mt-0.5 max-h-64 overflow-auto rounded border border-zinc-200 bg-white p-2 font-sans whitespace-pre-wrap break-words text-zinc-800">

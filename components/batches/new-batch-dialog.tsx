@@ -358,7 +358,19 @@ export function NewBatchDialog({
           ) : (
             <p className="text-xs text-zinc-600">Add items to see the first prompts.</p>
           )}
-          {problem ? (
+          {parsed.errors.length > 0 ? (
+            <div role="alert" data-testid="new-batch-errors" className="text-xs text-red-700">
+              <p className="font-medium">
+                {parsed.errorCount === 1 ? "1 row needs" : `${formatCount(parsed.errorCount)} rows need`} fixing before the
+                batch can start{parsed.errorCount > parsed.errors.length ? ` (the first ${parsed.errors.length}):` : ":"}
+              </p>
+              <ul className="mt-0.5 list-disc pl-4">
+                {parsed.errors.map((e) => (
+                  <li key={e}>{e}</li>
+                ))}
+              </ul>
+            </div>
+          ) : problem ? (
             <p role="alert" className="text-xs text-red-700">
               {problem}
             </p>

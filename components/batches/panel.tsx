@@ -3,12 +3,19 @@
 import { QueryClient, QueryClientProvider, useQuery, useQueryClient } from "@tanstack/react-query";
 import { useEffect, useId, useMemo, useRef, useState } from "react";
 import { type BatchProjection, clampProgress } from "@/lib/api/batches";
-import { executedCount, isActiveBatch, pushSample, type RateSample } from "@/lib/batches-ui";
+import {
+  batchStatusText,
+  executedCount,
+  isActiveBatch,
+  progressSplit,
+  pushSample,
+  type RateSample,
+} from "@/lib/batches-ui";
 import { ApiError, fetchBatches, fetchFeatures } from "./api";
 import { BatchDetail } from "./detail";
 import { NewBatchDialog } from "./new-batch-dialog";
 import { ACTIVE_POLL_MS, FEATURES_POLL_MS, IDLE_POLL_MS, NO_WORKER_TITLE } from "./shared";
-import { batchIdFromHash, onBatchAnnounced, onBatchFocus, publishBatches } from "./store";
+import { batchIdFromHash, onBatchAnnounced, onBatchFocus, onNewBatchRequest, publishBatches } from "./store";
 import { buttonClass, ProgressBar, StatusBadge, shortId } from "./ui";
 
 
@@ -108,6 +115,18 @@ function PanelBody({
     }
     publishBatches(batches);
   }, [batches, dataUpdatedAt]);
+
+  // The chat's "New batch from a file" example opens the dialog here (only with a live worker).
+  useEffect(
+    () =>
+      workerAlive
+        ? onNewBatchRequest(() => {
+            setCollapsed(false);
+            setNewOpen(true);
+          })
+        : undefined,
+    [workerAlive],
+  );
 
   // Receipt cards and #batch-<id> links select a batch here.
   useEffect(() => {
@@ -247,12 +266,17 @@ function BatchList({
               className={`grid w-full grid-cols-[auto_1fr_auto] items-center gap-x-2 px-3 py-1.5 text-left focus-visible:outline-2 focus-visible:-outline-offset-2 focus-visible:outline-sky-600 ${current ? "bg-sky-50" : "hover:bg-zinc-50"}`}
             >
               <span className="font-mono text-xs text-zinc-700">{shortId(b.id)}</span>
-              <ProgressBar value={clampProgress(b.terminal, b.total)} status={b.status} size="sm" />
+              <ProgressBar
+                value={clampProgress(b.terminal, b.total)}
+                status={b.status}
+                tone={batchStatusText(b.status, b.counts).tone === "warn" ? "warn" : undefined}
+                size="sm"
+              />
               <span className="flex items-center gap-2">
-                <span className="w-20 text-right text-xs text-zinc-600 tabular-nums">
-                  {b.terminal.toLocaleString("en-US")}/{b.total.toLocaleString("en-US")}
+                <span className="text-right text-xs text-zinc-600 tabular-nums" title={progressSplit(b.total, b.counts)}>
+                  {b.counts.succeeded.toLocaleString("en-US")}/{b.total.toLocaleString("en-US")}
                 </span>
-                <StatusBadge status={b.status} className="w-20 justify-center" />
+                <StatusBadge status={b.status} counts={b.counts} className="justify-center" />
               </span>
             </button>
           </li>

@@ -2,7 +2,7 @@
 
 import { useEffect } from "react";
 import { type BatchStatus, batchStatusSchema, clampProgress } from "@/lib/api/batches";
-import { formatCount } from "@/lib/batches-ui";
+import { batchStatusText, formatCount, progressSplit } from "@/lib/batches-ui";
 import { usageShort, waitingText } from "./loop";
 import { announceBatch, batchHash, requestBatchFocus, useLiveBatch } from "./store";
 import { ProgressBar, StatusBadge, Spinner, shortId } from "./ui";
@@ -75,7 +75,7 @@ export function BatchReceiptCard({ part }: { part: BatchToolPart }) {
           {failed ? "Batch not submitted" : done ? "Batch submitted" : "Submitting batch…"}
         </span>
         {!done && !failed ? <Spinner className="text-zinc-500" /> : null}
-        {status ? <StatusBadge status={status} className="ml-auto" /> : null}
+        {status ? <StatusBadge status={status} counts={live?.counts} className="ml-auto" /> : null}
       </div>
       {failed ? (
         <p className="text-xs text-red-700">{part.errorText ?? receipt.message ?? "The batch was not created."}</p>
@@ -92,7 +92,9 @@ export function BatchReceiptCard({ part }: { part: BatchToolPart }) {
             </span>
           ) : null}
           {live ? (
-            <span className="tabular-nums">{clampProgress(live.terminal, live.total)}% done</span>
+            <span data-testid="receipt-progress" className="tabular-nums">
+              {progressSplit(live.total, live.counts)}
+            </span>
           ) : null}
           {receipt.batchId ? (
             <a
@@ -105,7 +107,14 @@ export function BatchReceiptCard({ part }: { part: BatchToolPart }) {
           ) : null}
         </div>
       )}
-      {live ? <ProgressBar value={clampProgress(live.terminal, live.total)} status={live.status} size="sm" /> : null}
+      {live ? (
+        <ProgressBar
+          value={clampProgress(live.terminal, live.total)}
+          status={live.status}
+          tone={batchStatusText(live.status, live.counts).tone === "warn" ? "warn" : undefined}
+          size="sm"
+        />
+      ) : null}
       {live && waitingText(live) ? (
         <p data-testid="receipt-waiting" className="text-xs text-amber-900">
           {waitingText(live)}

@@ -86,3 +86,17 @@ export function useLiveBatches(): ReadonlyMap<string, BatchProjection> {
   );
 }
 const EMPTY: ReadonlyMap<string, BatchProjection> = new Map();
+
+type NewBatchListener = () => void;
+const newBatchListeners = new Set<NewBatchListener>();
+
+/** Ask the panel to open the New batch dialog; false when no panel can (no worker runs). */
+export function requestNewBatch(): boolean {
+  for (const l of newBatchListeners) l();
+  return newBatchListeners.size > 0;
+}
+
+export function onNewBatchRequest(listener: NewBatchListener): () => void {
+  newBatchListeners.add(listener);
+  return () => newBatchListeners.delete(listener);
+}

@@ -1,6 +1,7 @@
 "use client";
 
 import type { BatchStatus, ItemStatus } from "@/lib/api/batches";
+import { batchStatusText, type OutcomeCounts } from "@/lib/batches-ui";
 
 /** Small presentational pieces of the batch panel. */
 
@@ -16,21 +17,39 @@ const STATUS_STYLE: Record<BatchStatus | ItemStatus, string> = {
   cancelled: "bg-zinc-200 text-zinc-800 ring-zinc-300",
 };
 
-export function StatusBadge({ status, className = "" }: { status: BatchStatus | ItemStatus; className?: string }) {
+const WARN_STYLE = "bg-amber-50 text-amber-900 ring-amber-300";
+
+/**
+ * A status pill. With a batch's counts, a finished batch tells its failures: "completed · 2
+ * failed" in amber (data-tone="warn") rather than a green "completed".
+ */
+export function StatusBadge({
+  status,
+  counts,
+  className = "",
+}: {
+  status: BatchStatus | ItemStatus;
+  counts?: OutcomeCounts;
+  className?: string;
+}) {
+  const words = counts && status !== "succeeded" ? batchStatusText(status as BatchStatus, counts) : null;
+  const warn = words?.tone === "warn";
   return (
     <span
       data-status={status}
-      className={`inline-flex shrink-0 items-center rounded-full px-2 py-0.5 text-xs font-medium ring-1 ring-inset ${STATUS_STYLE[status]} ${className}`}
+      data-tone={words?.tone}
+      className={`inline-flex shrink-0 items-center whitespace-nowrap rounded-full px-2 py-0.5 text-xs font-medium ring-1 ring-inset ${warn ? WARN_STYLE : STATUS_STYLE[status]} ${className}`}
     >
       {status === "running" || status === "leased" ? (
         <span aria-hidden className="mr-1 size-1.5 animate-pulse rounded-full bg-current" />
       ) : null}
-      {status}
+      {words?.label ?? status}
     </span>
   );
 }
 
-const BAR_COLOR: Partial<Record<BatchStatus, string>> = {
+const BAR_COLOR: Partial<Record<BatchStatus | "warn", string>> = {
+  warn: "bg-amber-500",
   completed: "bg-emerald-500",
   failed: "bg-red-500",
   cancelled: "bg-zinc-400",
@@ -41,12 +60,15 @@ const BAR_COLOR: Partial<Record<BatchStatus, string>> = {
 export function ProgressBar({
   value,
   status,
+  tone,
   label,
   valueText,
   size = "md",
 }: {
   value: number;
   status: BatchStatus;
+  /** "warn": a finished batch with failed or cancelled items (amber, not green). */
+  tone?: "warn";
   label?: string;
   valueText?: string;
   size?: "sm" | "md";
@@ -66,7 +88,7 @@ export function ProgressBar({
   return (
     <div {...a11y} className={`${track} w-full overflow-hidden rounded-full bg-zinc-200`}>
       <div
-        className={`h-full rounded-full transition-[width] duration-500 ease-out ${BAR_COLOR[status] ?? "bg-sky-600"}`}
+        className={`h-full rounded-full transition-[width] duration-500 ease-out ${BAR_COLOR[tone ?? status] ?? "bg-sky-600"}`}
         style={{ width: `${pct}%` }}
       />
     </div>

@@ -5,9 +5,11 @@ import { useQueryClient } from "@tanstack/react-query";
 import { DefaultChatTransport } from "ai";
 import { useEffect, useMemo, useRef, useState } from "react";
 import { useAttachFiles } from "@/components/files/attach";
+import { requestNewBatch } from "@/components/batches/store";
 import { Badge } from "@/components/ui/badge";
 import { Button } from "@/components/ui/button";
 import { Spinner } from "@/components/ui/spinner";
+import { CHAT_MAX_TEXT_CHARS, THREAD_BUSY_MESSAGE, tooLongMessage } from "@/lib/api/chat";
 import type { ChatMessage } from "@/server/chat/messages";
 import { MessageParts } from "./message-parts";
 import { StopReport, stopLeadRun } from "./subagent-card";
@@ -25,6 +27,14 @@ function errorMessage(error: Error): string {
   return error.message || "Something went wrong.";
 }
 
+/** One example per way of working, in the simulator's phrasings (a real model understands them too). */
+export const EXAMPLE_PROMPTS = [
+  { label: "Ask directly", text: "What can you do?" },
+  { label: "One sub-agent (task)", text: "task: list three surprising facts about tides" },
+  { label: "A swarm in parallel", text: "swarm: Write one line about {{item}} | the sea; the moon; the wind" },
+  { label: "A durable batch", text: "batch: Summarize the history of {{item}} | Lisbon; Nairobi; Osaka; Lima; Oslo" },
+] as const;
+
 function MessageView({ message, threadId, streaming }: { message: ChatMessage; threadId: string; streaming: boolean }) {
   if (message.role === "user") {
     return (
@@ -37,7 +47,7 @@ function MessageView({ message, threadId, streaming }: { message: ChatMessage; t
   }
   const status = message.metadata?.status;
   return (
-    <article data-role="assistant" aria-label="Lead agent message" aria-busy={streaming} className="space-y-1.5">
+    <article data-role="assistant" aria-label="Lead agent message" aria-busy={streaming} className="min-w-0 space-y-1.5">
       <div className="flex items-center gap-2 text-xs font-medium text-zinc-500">
         <span>Lead agent</span>
         {streaming && <Spinner className="size-3 text-zinc-400" />}
@@ -52,6 +62,53 @@ function MessageView({ message, threadId, streaming }: { message: ChatMessage; t
   );
 }
 
+/** The first minute of a thread: what the agent can do, as buttons that fill the composer. */
+function EmptyState({ onPick }: { onPick: (text: string) => void }) {
+  const [noWorker, setNoWorker] = useState(false);
+  return (
+    <section aria-label="Get started" className="mx-auto max-w-xl py-10 text-center">
+      <p className="font-medium text-zinc-800">New conversation</p>
+      <p className="mt-1 text-sm text-zinc-500">
+        Ask anything. The lead agent answers directly, or hands work to one sub-agent, a parallel swarm, or a durable
+        batch that runs in the background. Try one:
+      </p>
+      <ul className="mt-5 grid grid-cols-1 gap-2 text-left sm:grid-cols-2">
+        {EXAMPLE_PROMPTS.map((p) => (
+          <li key={p.label} className="min-w-0">
+            <button
+              type="button"
+              data-testid="example-prompt"
+              onClick={() => onPick(p.text)}
+              className="h-full w-full min-w-0 overflow-hidden rounded-xl border border-zinc-200 bg-white px-3 py-2 text-left shadow-xs hover:border-zinc-300 hover:bg-zinc-50 focus-visible:outline-2 focus-visible:outline-sky-600"
+            >
+              <span className="block text-xs font-medium text-zinc-500">{p.label}</span>
+              <span className="mt-0.5 block truncate font-mono text-[13px] text-zinc-800" title={p.text}>
+                {p.text}
+              </span>
+            </button>
+          </li>
+        ))}
+        <li className="min-w-0 sm:col-span-2">
+          <button
+            type="button"
+            data-testid="example-new-batch"
+            onClick={() => setNoWorker(!requestNewBatch())}
+            className="w-full rounded-xl border border-dashed border-zinc-300 bg-white px-3 py-2 text-left hover:bg-zinc-50 focus-visible:outline-2 focus-visible:outline-sky-600"
+          >
+            <span className="block text-xs font-medium text-zinc-500">From a file</span>
+            <span className="mt-0.5 block text-[13px] text-zinc-800">New batch from a file (CSV, JSONL or one item per line)…</span>
+          </button>
+          {noWorker ? (
+            <p role="status" className="mt-1 text-xs text-amber-800">
+              Batches need a worker: start one with <code className="font-mono">npm run worker</code>, then try again.
+            </p>
+          ) : null}
+        </li>
+      </ul>
+    </section>
+  );
+}
+
 export function Chat({ threadId, initialMessages }: { threadId: string; initialMessages: ChatMessage[] }) {
   const queryClient = useQueryClient();
   const transport = useMemo(
@@ -60,24 +117,64 @@ export function Chat({ threadId, initialMessages }: { threadId: string; initialM
         api: `/api/threads/${threadId}/chat`,
         // The server keeps the history; send only the new message.
         prepareSendMessagesRequest: ({ messages }) => ({ body: { message: messages[messages.length - 1] } }),
+        // A response keeps running on the server across reloads; reattach to it (204 when none runs).
+        prepareReconnectToStreamRequest: () => ({ api: `/api/threads/${threadId}/chat/stream` }),
       }),
     [threadId],
   );
-  const { messages, setMessages, sendMessage, status, stop, error, clearError } = useChat<ChatMessage>({
+  const [input, setInput] = useState("");
+  const [notice, setNotice] = useState<string | null>(null);
+  // The text of the message in flight, given back to the composer if it is refused.
+  const sent = useRef<{ id: string; text: string } | null>(null);
+  // The first reattach check: a message sent before it ends waits for it (both would race for the stream).
+  const attached = useRef<Promise<void> | null>(null);
+  const resumeRef = useRef<() => Promise<void>>(async () => {});
+  const { messages, setMessages, sendMessage, resumeStream, status, stop, error, clearError } = useChat<ChatMessage>({
     id: threadId,
     messages: initialMessages,
     transport,
     experimental_throttle: 40,
-    onFinish: () => void queryClient.invalidateQueries({ queryKey: THREADS_KEY }),
+    onFinish: () => {
+      sent.current = null;
+      void queryClient.invalidateQueries({ queryKey: THREADS_KEY });
+    },
+    onError: () => {
+      const failed = sent.current;
+      sent.current = null;
+      if (!failed) return;
+      // The server stored nothing of a refused message (409, 4xx): take it out of the
+      // transcript and give its text back, unless something new was typed meanwhile.
+      setMessages((ms) => ms.filter((m) => m.id !== failed.id));
+      setInput((current) => (current.trim() === "" ? failed.text : current));
+    },
   });
-  const [input, setInput] = useState("");
+  resumeRef.current = resumeStream;
   const attach = useAttachFiles(threadId);
+
+  // Reattach to a response still running on the server (after a reload, or in another tab);
+  // the server answers 204 when none runs. Once per mount.
+  useEffect(() => {
+    attached.current ??= resumeRef.current().catch(() => {});
+  }, []);
+
+  // Refused because this thread is busy (another tab sent first): keep saying why, load what
+  // was stored meanwhile and follow the running response here.
+  useEffect(() => {
+    if (status !== "error" || !error || errorMessage(error) !== THREAD_BUSY_MESSAGE) return;
+    setNotice(THREAD_BUSY_MESSAGE);
+    void (async () => {
+      const res = await fetch(`/api/threads/${threadId}`, { cache: "no-store" });
+      if (res.ok) setMessages(((await res.json()) as { messages: ChatMessage[] }).messages);
+      await resumeRef.current();
+    })();
+  }, [status, error, threadId, setMessages]);
   const busy = status === "submitted" || status === "streaming";
   // The lead's replies to settled batches arrive without a request of this tab.
   useWakeupMessages({ threadId, messages, idle: !busy, append: (fresh) => setMessages((prev) => [...prev, ...fresh]) });
 
   // Follow the stream while the reader is at the bottom; leave them alone when they scrolled up.
   const scroller = useRef<HTMLDivElement>(null);
+  const composer = useRef<HTMLTextAreaElement>(null);
   const pinned = useRef(true);
   // biome-ignore lint/correctness/useExhaustiveDependencies: re-run whenever the transcript changes
   useEffect(() => {
@@ -85,15 +182,34 @@ export function Chat({ threadId, initialMessages }: { threadId: string; initialM
     if (el && pinned.current) el.scrollTop = el.scrollHeight;
   }, [messages, status]);
 
+  const tooLong = input.length > CHAT_MAX_TEXT_CHARS;
+
   function submit() {
     const text = input.trim();
     if (!text || busy) return;
+    if (text.length > CHAT_MAX_TEXT_CHARS) {
+      setNotice(tooLongMessage(text.length));
+      return;
+    }
     clearError();
+    setNotice(null);
     pinned.current = true;
+    const id = `u_${crypto.randomUUID().replace(/-/g, "")}`;
+    sent.current = { id, text: input };
     setInput("");
-    void sendMessage({ text });
+    void (attached.current ?? Promise.resolve()).then(() => sendMessage({ id, role: "user", parts: [{ type: "text", text }] }));
     // The first message titles the thread; refresh the sidebar shortly after it is stored.
     setTimeout(() => void queryClient.invalidateQueries({ queryKey: THREADS_KEY }), 500);
+  }
+
+  async function onStop() {
+    const target = [...messages].reverse().find((m) => m.role === "assistant");
+    await stopLeadRun(threadId, target, stop);
+    // The stream was cut before the server's final status arrived: show "Stopped" now.
+    if (target)
+      setMessages((ms) =>
+        ms.map((m) => (m.id === target.id ? { ...m, metadata: { ...m.metadata, status: "cancelled" } } : m)),
+      );
   }
 
   const last = messages[messages.length - 1];
@@ -111,10 +227,12 @@ export function Chat({ threadId, initialMessages }: { threadId: string; initialM
       >
         <div className="mx-auto w-full max-w-3xl space-y-6 px-4 py-6">
           {messages.length === 0 && (
-            <div className="py-16 text-center text-sm text-zinc-500">
-              <p className="font-medium text-zinc-700">New conversation</p>
-              <p className="mt-1">Ask for something. Large or parallel work gets delegated to sub-agents.</p>
-            </div>
+            <EmptyState
+              onPick={(text) => {
+                setInput(text);
+                composer.current?.focus();
+              }}
+            />
           )}
           {messages.map((m) => (
             <MessageView
@@ -129,7 +247,7 @@ export function Chat({ threadId, initialMessages }: { threadId: string; initialM
               <Spinner className="size-3" /> Thinking…
             </div>
           )}
-          {error && (
+          {error && errorMessage(error) !== notice && (
             <div role="alert" className="rounded-lg border border-red-200 bg-red-50 px-3 py-2 text-sm text-red-700">
               {errorMessage(error)}
             </div>
@@ -137,40 +255,53 @@ export function Chat({ threadId, initialMessages }: { threadId: string; initialM
         </div>
       </div>
       <form
-        className="border-t border-zinc-200 bg-white/80 px-4 py-3 backdrop-blur"
+        data-testid="composer"
+        className="shrink-0 border-t border-zinc-200 bg-white/80 px-4 py-3 backdrop-blur"
         onSubmit={(e) => {
           e.preventDefault();
           submit();
         }}
       >
         {attach.status}
-        <div className="mx-auto flex w-full max-w-3xl items-end gap-2">
-          {attach.button}
-          <textarea
-            aria-label="Message"
-            value={input}
-            onChange={(e) => setInput(e.target.value)}
-            onKeyDown={(e) => {
-              if (e.key === "Enter" && !e.shiftKey && !e.nativeEvent.isComposing) {
-                e.preventDefault();
-                submit();
-              }
-            }}
-            rows={Math.min(8, Math.max(1, input.split("\n").length))}
-            placeholder="Message the lead agent…"
-            title="Enter sends, Shift+Enter starts a new line"
-            className="max-h-60 min-h-10 flex-1 resize-none rounded-xl border border-zinc-300 bg-white px-3 py-2 text-[15px] shadow-xs placeholder:text-zinc-400 focus:border-zinc-500 focus:ring-2 focus:ring-zinc-200 focus:outline-none"
-          />
-          {busy ? (
-            <Button variant="secondary" onClick={() => void stopLeadRun(threadId, last, stop)}>
-              <span aria-hidden="true" className="inline-block size-2.5 rounded-[2px] bg-zinc-700" />
-              Stop
-            </Button>
-          ) : (
-            <Button type="submit" disabled={!input.trim()}>
-              Send
-            </Button>
+        <div className="mx-auto w-full max-w-3xl">
+          {(notice || tooLong) && (
+            <p role="alert" data-testid="composer-notice" className="mb-2 text-sm text-red-700">
+              {notice ?? tooLongMessage(input.length)}
+            </p>
           )}
+          <div className="flex items-end gap-2">
+            {attach.button}
+            <textarea
+              ref={composer}
+              aria-label="Message"
+              aria-invalid={tooLong || undefined}
+              value={input}
+              onChange={(e) => {
+                setInput(e.target.value);
+                if (notice) setNotice(null);
+              }}
+              onKeyDown={(e) => {
+                if (e.key === "Enter" && !e.shiftKey && !e.nativeEvent.isComposing) {
+                  e.preventDefault();
+                  submit();
+                }
+              }}
+              rows={Math.min(8, Math.max(1, input.split("\n").length))}
+              placeholder="Message the lead agent…"
+              title="Enter sends, Shift+Enter starts a new line"
+              className="max-h-60 min-h-10 min-w-0 flex-1 resize-none rounded-xl border border-zinc-300 bg-white px-3 py-2 text-[15px] shadow-xs placeholder:text-zinc-400 focus:border-zinc-500 focus:ring-2 focus:ring-zinc-200 focus:outline-none"
+            />
+            {busy ? (
+              <Button variant="secondary" onClick={() => void onStop()}>
+                <span aria-hidden="true" className="inline-block size-2.5 rounded-[2px] bg-zinc-700" />
+                Stop
+              </Button>
+            ) : (
+              <Button type="submit" disabled={!input.trim() || tooLong}>
+                Send
+              </Button>
+            )}
+          </div>
         </div>
       </form>
     </div>

@@ -4,6 +4,8 @@ import { type DataUIPart, type DynamicToolUIPart, isToolUIPart, type ToolUIPart,
 import type { ComponentType } from "react";
 import type { ChatMessage } from "@/server/chat/messages";
 import { BatchReceiptCard } from "@/components/batches/receipt-card";
+import { BatchStatusCard } from "./batch-status-card";
+import { Markdown } from "./markdown";
 import { SubagentToolCard } from "./subagent-card";
 import { SwarmToolCard } from "./swarm-card";
 import { ToolCard } from "./tool-card";
@@ -36,6 +38,7 @@ const TOOL_COMPONENTS: Record<string, ComponentType<ToolPartProps>> = {
   "tool-task": SubagentToolCard,
   "tool-agent_swarm": SwarmToolCard,
   "tool-batch_task": BatchReceiptCard,
+  "tool-batch_status": BatchStatusCard,
 };
 const DATA_COMPONENTS: Record<string, ComponentType<DataPartProps>> = {};
 
@@ -51,7 +54,9 @@ export function MessagePart({
   streaming: boolean;
 }) {
   if (part.type === "text") {
-    return <div className="whitespace-pre-wrap break-words leading-relaxed">{part.text}</div>;
+    // The user's own words stay as typed; the agent's replies are markdown.
+    if (message.role === "user") return <div className="whitespace-pre-wrap break-words leading-relaxed">{part.text}</div>;
+    return <Markdown text={part.text} streaming={streaming && part.state === "streaming"} />;
   }
   if (part.type === "reasoning") {
     return (

@@ -106,12 +106,35 @@ function Counts({ aggregate }: { aggregate: SwarmAggregate }) {
 
 const SETTLED_ROW = new Set(["completed", "failed", "cancelled"]);
 
-function Row({ row, index, threadId }: { row: SwarmItemRow; index: number; threadId?: string }) {
+/** Each item's input from the call: the string that filled {{item}} (ids item-1..N), or an explicit item's task. */
+export function swarmInputs(input: unknown): Map<string, string> {
+  const out = new Map<string, string>();
+  const i = input && typeof input === "object" ? (input as { prompt_template?: unknown; items?: unknown }) : null;
+  if (!Array.isArray(i?.items)) return out;
+  i.items.forEach((item: unknown, index: number) => {
+    if (typeof item === "string") out.set(`item-${index + 1}`, item);
+    else if (item && typeof item === "object") {
+      const o = item as { item_id?: unknown; task?: unknown };
+      if (typeof o.item_id === "string" && typeof o.task === "string") out.set(o.item_id, o.task);
+    }
+  });
+  return out;
+}
+
+function Row({
+  row,
+  index,
+  input,
+  ended,
+  threadId,
+}: { row: SwarmItemRow; index: number; input?: string; ended: boolean; threadId?: string }) {
+  // The response ended without this swarm's result (Stop, restart): nothing is running any more.
+  const status = ended && (row.status === "running" || row.status === "queued") ? "cancelled" : row.status;
   return (
     <li
       data-testid="swarm-row"
       data-item-id={row.item_id}
-      data-status={row.status}
+      data-status={status}
       className="flex flex-col gap-0.5 border-b border-zinc-100 px-2 py-1.5 last:border-b-0"
     >
       <div className="flex flex-wrap items-center gap-x-2 gap-y-0.5 text-xs">
@@ -119,10 +142,15 @@ function Row({ row, index, threadId }: { row: SwarmItemRow; index: number; threa
         <span className="max-w-48 truncate font-mono font-medium text-zinc-800" title={row.item_id}>
           {row.item_id}
         </span>
+        {input !== undefined && input !== row.item_id ? (
+          <span data-testid="swarm-row-input" className="min-w-0 max-w-64 truncate text-zinc-700" title={input}>
+            {input}
+          </span>
+        ) : null}
         <span className="text-zinc-500">{row.profile}</span>
-        <Badge tone={STATUS_TONE[row.status] ?? "neutral"}>
-          {row.status === "running" ? <Spinner className="size-3" /> : null}
-          {row.status === "suspended" ? "waiting to retry" : row.status}
+        <Badge tone={STATUS_TONE[status] ?? "neutral"}>
+          {status === "running" ? <Spinner className="size-3" /> : null}
+          {status === "suspended" ? "waiting to retry" : status}
         </Badge>
         {row.failure_class ? <span className="text-red-700">{row.failure_class.replaceAll("_", " ")}</span> : null}
         {row.attempts > 1 ? <span className="text-zinc-500">{row.attempts} attempts</span> : null}
@@ -139,7 +167,7 @@ function Row({ row, index, threadId }: { row: SwarmItemRow; index: number; threa
         </p>
       ) : null}
       {row.error && row.status !== "completed" ? <p className="line-clamp-2 pl-7 text-xs text-red-700">{row.error}</p> : null}
-      {threadId && row.child_run_id && SETTLED_ROW.has(row.status) ? (
+      {threadId && row.child_run_id && SETTLED_ROW.has(status) ? (
         <div className="pl-7">
           <RunToolCalls threadId={threadId} runId={row.child_run_id} />
         </div>
@@ -190,6 +218,7 @@ export function SwarmCard({
   const output = asResult(part.output);
   const data: SwarmResult | null = output ?? live ?? null;
   const trace = live?.trace ?? [];
+  const inputs = swarmInputs(part.input);
   const settled = part.state === "output-available" || part.state === "output-error" || stopped;
   const status =
     part.state === "output-error" ? "failed" : !output && stopped ? "cancelled" : (data?.aggregate.status ?? "running");
@@ -239,7 +268,14 @@ export function SwarmCard({
           <Counts aggregate={data.aggregate} />
           <ol aria-label="Swarm items" className="max-h-96 overflow-y-auto rounded border border-zinc-100">
             {data.items.map((row, i) => (
-              <Row key={row.item_id} row={row} index={i} threadId={settled ? threadId : undefined} />
+              <Row
+                key={row.item_id}
+                row={row}
+                index={i}
+                input={inputs.get(row.item_id)}
+                ended={!output && stopped}
+                threadId={settled ? threadId : undefined}
+              />
             ))}
           </ol>
         </>

@@ -1,13 +1,13 @@
 "use client";
 
 import Link from "next/link";
-import { usePathname } from "next/navigation";
+import { usePathname, useRouter } from "next/navigation";
 import { signOut } from "next-auth/react";
-import { useEffect, useState } from "react";
+import { useEffect, useRef, useState } from "react";
 import { Button } from "@/components/ui/button";
 import { SettledBadge } from "@/components/batches/notifications";
 import { NewThreadButton } from "./new-thread-button";
-import { type ThreadSummary, useThreads } from "./threads-api";
+import { type ThreadSummary, useDeleteThread, useRenameThread, useThreads } from "./threads-api";
 
 function relativeTime(iso: string): string {
   const seconds = Math.round((Date.now() - new Date(iso).getTime()) / 1000);
@@ -62,26 +62,9 @@ export function ThreadSidebar({ initialThreads, email }: { initialThreads: Threa
             <p className="px-2 py-4 text-sm text-zinc-500">No threads yet.</p>
           ) : (
             <ul className="space-y-0.5">
-              {threads.map((t) => {
-                const current = pathname === `/threads/${t.id}`;
-                return (
-                  <li key={t.id}>
-                    <Link
-                      href={`/threads/${t.id}`}
-                      aria-current={current ? "page" : undefined}
-                      className={`block rounded-lg px-3 py-2 ${current ? "bg-zinc-100 text-zinc-900" : "text-zinc-700 hover:bg-zinc-50"}`}
-                    >
-                      <span className="flex items-center gap-2">
-                        <span className="block min-w-0 truncate text-sm font-medium">{t.title}</span>
-                        <SettledBadge threadId={t.id} current={current} />
-                      </span>
-                      <span className="block text-xs text-zinc-500" suppressHydrationWarning>
-                        {relativeTime(t.updated_at)}
-                      </span>
-                    </Link>
-                  </li>
-                );
-              })}
+              {threads.map((t) => (
+                <ThreadRow key={t.id} thread={t} current={pathname === `/threads/${t.id}`} />
+              ))}
             </ul>
           )}
         </nav>
@@ -97,5 +80,168 @@ export function ThreadSidebar({ initialThreads, email }: { initialThreads: Threa
         </div>
       </aside>
     </>
+  );
+}
+
+/** One thread in the list: a link, with Rename and Delete behind a small menu. */
+function ThreadRow({ thread, current }: { thread: ThreadSummary; current: boolean }) {
+  const router = useRouter();
+  const rename = useRenameThread();
+  const remove = useDeleteThread();
+  const [menu, setMenu] = useState(false);
+  const [editing, setEditing] = useState(false);
+  const [confirming, setConfirming] = useState(false);
+  const [title, setTitle] = useState(thread.title);
+  const [error, setError] = useState<string | null>(null);
+  const input = useRef<HTMLInputElement>(null);
+
+  useEffect(() => {
+    if (editing) input.current?.select();
+  }, [editing]);
+
+  function saveTitle() {
+    const next = title.trim();
+    if (!next || next === thread.title) {
+      setEditing(false);
+      setTitle(thread.title);
+      return;
+    }
+    setError(null);
+    rename.mutate(
+      { id: thread.id, title: next },
+      { onSuccess: () => setEditing(false), onError: (e) => setError(e.message) },
+    );
+  }
+
+  if (editing) {
+    return (
+      <li className="px-1 py-1">
+        <form
+          onSubmit={(e) => {
+            e.preventDefault();
+            saveTitle();
+          }}
+        >
+          <input
+            ref={input}
+            aria-label="Thread title"
+            value={title}
+            maxLength={200}
+            onChange={(e) => setTitle(e.target.value)}
+            onBlur={saveTitle}
+            onKeyDown={(e) => {
+              if (e.key === "Escape") {
+                setTitle(thread.title);
+                setEditing(false);
+              }
+            }}
+            className="w-full rounded-lg border border-zinc-300 px-2 py-1.5 text-sm focus:border-zinc-500 focus:outline-none"
+          />
+        </form>
+        {error ? <p role="alert" className="px-1 pt-1 text-xs text-red-700">{error}</p> : null}
+      </li>
+    );
+  }
+
+  return (
+    <li data-testid="thread-row" className="group relative">
+      <Link
+        href={`/threads/${thread.id}`}
+        aria-current={current ? "page" : undefined}
+        className={`block rounded-lg py-2 pr-9 pl-3 ${current ? "bg-zinc-100 text-zinc-900" : "text-zinc-700 hover:bg-zinc-50"}`}
+      >
+        <span className="flex items-center gap-2">
+          <span className="block min-w-0 truncate text-sm font-medium">{thread.title}</span>
+          <SettledBadge threadId={thread.id} current={current} />
+        </span>
+        <span className="block text-xs text-zinc-500" suppressHydrationWarning>
+          {relativeTime(thread.updated_at)}
+        </span>
+      </Link>
+      <button
+        type="button"
+        // A fixed name: a thread's title must not collide with the page's own buttons ("Stop").
+        aria-label="Thread actions"
+        title={`Rename or delete “${thread.title}”`}
+        aria-haspopup="menu"
+        aria-expanded={menu}
+        onClick={() => setMenu((m) => !m)}
+        className="absolute top-2 right-1.5 rounded-md px-1.5 py-0.5 text-zinc-500 opacity-100 hover:bg-zinc-200 hover:text-zinc-900 focus-visible:outline-2 focus-visible:outline-zinc-900 md:opacity-0 md:group-hover:opacity-100 md:focus:opacity-100 md:aria-expanded:opacity-100"
+      >
+        ⋯
+      </button>
+      {menu ? (
+        <div role="menu" className="absolute top-9 right-1 z-10 w-36 rounded-lg border border-zinc-200 bg-white py-1 text-sm shadow-lg">
+          <button
+            type="button"
+            role="menuitem"
+            className="block w-full px-3 py-1.5 text-left hover:bg-zinc-50"
+            onClick={() => {
+              setMenu(false);
+              setTitle(thread.title);
+              setEditing(true);
+            }}
+          >
+            Rename
+          </button>
+          <button
+            type="button"
+            role="menuitem"
+            className="block w-full px-3 py-1.5 text-left text-red-700 hover:bg-red-50"
+            onClick={() => {
+              setMenu(false);
+              setConfirming(true);
+            }}
+          >
+            Delete…
+          </button>
+        </div>
+      ) : null}
+      {confirming ? (
+        <div className="fixed inset-0 z-50 flex items-center justify-center bg-zinc-900/30 p-4">
+          <div
+            role="alertdialog"
+            aria-modal="true"
+            aria-labelledby={`delete-${thread.id}-title`}
+            aria-describedby={`delete-${thread.id}-body`}
+            className="w-full max-w-sm rounded-xl bg-white p-4 shadow-xl"
+          >
+            <h2 id={`delete-${thread.id}-title`} className="font-semibold">
+              Delete “{thread.title}”?
+            </h2>
+            <p id={`delete-${thread.id}-body`} className="mt-2 text-sm text-zinc-600">
+              This deletes the conversation, its sub-agent runs and every batch of this thread with its results.
+              Batches still running are cancelled first. This cannot be undone.
+            </p>
+            {remove.error ? (
+              <p role="alert" className="mt-2 text-sm text-red-700">
+                {remove.error.message}
+              </p>
+            ) : null}
+            <div className="mt-4 flex justify-end gap-2">
+              <Button variant="secondary" size="sm" onClick={() => setConfirming(false)} autoFocus>
+                Keep it
+              </Button>
+              <Button
+                variant="danger"
+                size="sm"
+                disabled={remove.isPending}
+                onClick={() =>
+                  remove.mutate(thread.id, {
+                    onSuccess: () => {
+                      setConfirming(false);
+                      if (current) router.push("/");
+                      router.refresh();
+                    },
+                  })
+                }
+              >
+                {remove.isPending ? "Deleting…" : "Delete thread"}
+              </Button>
+            </div>
+          </div>
+        </div>
+      ) : null}
+    </li>
   );
 }

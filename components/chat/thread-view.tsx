@@ -1,15 +1,57 @@
 "use client";
 
+import { useEffect, useRef, useState } from "react";
 import { BatchPanel } from "@/components/batches/panel";
 import { FilesSection } from "@/components/files/section";
+import { onBatchFocus } from "@/components/batches/store";
 import { Badge } from "@/components/ui/badge";
 import type { ChatMessage } from "@/server/chat/messages";
 import { Chat } from "./chat";
 import { useThreads } from "./threads-api";
 
+const SIMULATOR_HELP =
+  "No model endpoint is configured, so the built-in simulator answers: deterministic replies, no network. " +
+  "It understands the phrasings task:, swarm: and batch: (ask it “What can you do?”). " +
+  "Set MODEL_BASE_URL, MODEL_API_KEY and MODEL_NAME to use a real model.";
+
+/** The Simulator badge explains itself: on hover (title) and on click (a small popover). */
+function SimulatorBadge() {
+  const [open, setOpen] = useState(false);
+  return (
+    <span className="relative">
+      <button
+        type="button"
+        data-testid="simulator-badge"
+        aria-expanded={open}
+        aria-controls="simulator-help"
+        title={SIMULATOR_HELP}
+        onClick={() => setOpen((o) => !o)}
+        className="rounded-full focus-visible:outline-2 focus-visible:outline-offset-2 focus-visible:outline-amber-600"
+      >
+        <Badge tone="amber">
+          Simulator
+          <span aria-hidden className="inline-flex size-3.5 items-center justify-center rounded-full border border-current text-[9px] leading-none">
+            ?
+          </span>
+        </Badge>
+      </button>
+      {open ? (
+        <div
+          id="simulator-help"
+          role="note"
+          className="absolute top-8 right-0 z-30 w-72 rounded-lg border border-amber-200 bg-white p-3 text-xs leading-relaxed text-zinc-700 shadow-lg"
+        >
+          {SIMULATOR_HELP}
+        </div>
+      ) : null}
+    </span>
+  );
+}
+
 /**
- * A thread: header, chat, and the batch panel on the right (below the chat on narrow
- * windows). The panel slot disappears entirely while the panel renders nothing.
+ * A thread: header, chat, and the batch panel. Wide windows show the panel on the right; on a
+ * phone it is a drawer opened from the header (it takes no room while closed or empty), so the
+ * composer stays at the bottom of the screen.
  */
 export function ThreadView({
   thread,
@@ -23,23 +65,62 @@ export function ThreadView({
   // The sidebar's thread list carries the current title (the first message renames the thread).
   const { data } = useThreads();
   const title = data?.threads.find((t) => t.id === thread.id)?.title ?? thread.title;
+  const [drawer, setDrawer] = useState(false);
+  const [hasPanel, setHasPanel] = useState(false);
+  const panelSlot = useRef<HTMLDivElement>(null);
+
+  // The panel renders nothing without batches or a worker: no button for an empty drawer.
+  useEffect(() => {
+    const el = panelSlot.current;
+    if (!el) return;
+    const update = () => setHasPanel(el.childElementCount > 0);
+    update();
+    const observer = new MutationObserver(update);
+    observer.observe(el, { childList: true });
+    return () => observer.disconnect();
+  }, []);
+  // "View in batch panel" opens the drawer on a phone.
+  useEffect(() => onBatchFocus(() => setDrawer(true)), []);
 
   return (
     <div className="flex min-h-0 flex-1 flex-col lg:flex-row">
       <section aria-label="Chat" className="flex min-h-0 min-w-0 flex-1 flex-col">
         <header className="flex h-14 shrink-0 items-center gap-3 border-b border-zinc-200 bg-white px-4">
           <h1 className="min-w-0 flex-1 truncate text-sm font-semibold">{title}</h1>
-          {model.simulator ? (
-            <Badge tone="amber" title="No model endpoint is configured; the built-in simulator answers.">
-              Simulator
-            </Badge>
-          ) : (
-            <Badge title="Model">{model.name}</Badge>
-          )}
+          {hasPanel ? (
+            <button
+              type="button"
+              data-testid="batches-drawer-toggle"
+              aria-expanded={drawer}
+              aria-controls="batch-panel-slot"
+              onClick={() => setDrawer((d) => !d)}
+              className="rounded-lg border border-zinc-300 px-2.5 py-1 text-xs font-medium text-zinc-700 hover:bg-zinc-50 lg:hidden"
+            >
+              Batches
+            </button>
+          ) : null}
+          {model.simulator ? <SimulatorBadge /> : <Badge title="Model">{model.name}</Badge>}
         </header>
         <Chat threadId={thread.id} initialMessages={initialMessages} />
       </section>
-      <div className="max-h-[45vh] shrink-0 overflow-y-auto border-t border-zinc-200 bg-white empty:hidden lg:max-h-none lg:w-[26rem] lg:border-t-0 lg:border-l">
+      {drawer ? (
+        <button
+          type="button"
+          aria-label="Close batches"
+          className="fixed inset-0 z-30 bg-zinc-900/20 lg:hidden"
+          onClick={() => setDrawer(false)}
+        />
+      ) : null}
+      <div
+        id="batch-panel-slot"
+        ref={panelSlot}
+        data-open={drawer}
+        className={`shrink-0 bg-white empty:hidden lg:static lg:z-auto lg:h-auto lg:max-h-none lg:w-[26rem] lg:overflow-y-auto lg:rounded-none lg:border-t-0 lg:border-l lg:border-zinc-200 lg:shadow-none ${
+          drawer
+            ? "fixed inset-x-0 bottom-0 z-40 max-h-[80dvh] overflow-y-auto rounded-t-2xl border-t border-zinc-200 shadow-2xl"
+            : "h-0 overflow-hidden"
+        }`}
+      >
         <BatchPanel threadId={thread.id} />
         <FilesSection threadId={thread.id} />
       </div>

@@ -47,3 +47,39 @@ export function useCreateThread() {
     },
   });
 }
+
+export function useRenameThread() {
+  const queryClient = useQueryClient();
+  return useMutation({
+    mutationFn: async ({ id, title }: { id: string; title: string }): Promise<ThreadSummary> => {
+      const res = await fetch(`/api/threads/${id}`, {
+        method: "PATCH",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ title }),
+      });
+      if (!res.ok) throw await apiError(res);
+      return res.json();
+    },
+    onSuccess: (thread) => {
+      queryClient.setQueryData<{ threads: ThreadSummary[] }>(THREADS_KEY, (old) => ({
+        threads: (old?.threads ?? []).map((t) => (t.id === thread.id ? thread : t)),
+      }));
+    },
+  });
+}
+
+export function useDeleteThread() {
+  const queryClient = useQueryClient();
+  return useMutation({
+    mutationFn: async (id: string): Promise<{ id: string; cancelled_batches: number }> => {
+      const res = await fetch(`/api/threads/${id}`, { method: "DELETE" });
+      if (!res.ok) throw await apiError(res);
+      return res.json();
+    },
+    onSuccess: ({ id }) => {
+      queryClient.setQueryData<{ threads: ThreadSummary[] }>(THREADS_KEY, (old) => ({
+        threads: (old?.threads ?? []).filter((t) => t.id !== id),
+      }));
+    },
+  });
+}

@@ -96,6 +96,8 @@ export const itemProjectionSchema = z
   .object({
     id: z.string(),
     item_key: z.string(),
+    /** The string that filled {{item}} (or the file path, or the explicit prompt), cut to ITEM_INPUT_MAX_CHARS. */
+    input: z.string(),
     position: z.number(),
     status: itemStatusSchema,
     attempts: z.number(),
@@ -123,6 +125,8 @@ export const batchListSchema = z.object({ batches: z.array(batchProjectionSchema
 export const resultLineSchema = z
   .object({
     item_key: z.string(),
+    /** The item's whole input. */
+    input: z.string(),
     position: z.number(),
     status: itemStatusSchema,
     attempts: z.number(),

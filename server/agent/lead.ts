@@ -59,8 +59,8 @@ export interface LeadResponseOptions {
   threadId: string;
   /** The conversation so far, ending with the new user message. */
   messages: ChatMessage[];
-  /** Aborts the response (client disconnect or Stop). */
-  signal: AbortSignal;
+  /** An extra abort source; Stop always works through the run registry. Never the HTTP request: responses outlive it. */
+  signal?: AbortSignal;
 }
 
 export interface LeadRunHandle {
@@ -106,11 +106,11 @@ export async function startLeadResponse(options: LeadResponseOptions): Promise<L
   const runId = run.id;
   const runLog = log.child({ run_id: runId, thread_id: threadId });
 
-  // One controller per response: the request signal and Stop (run registry) both abort it.
+  // One controller per response: Stop (run registry) and the optional signal abort it.
   const controller = new AbortController();
-  const onRequestAbort = () => controller.abort(options.signal.reason);
-  if (options.signal.aborted) controller.abort(options.signal.reason);
-  else options.signal.addEventListener("abort", onRequestAbort, { once: true });
+  const onRequestAbort = () => controller.abort(options.signal?.reason);
+  if (options.signal?.aborted) controller.abort(options.signal.reason);
+  else options.signal?.addEventListener("abort", onRequestAbort, { once: true });
   const unregister = registerLiveRun(runId, controller);
 
   const usage = { inputTokens: 0, outputTokens: 0 };
@@ -169,7 +169,7 @@ export async function startLeadResponse(options: LeadResponseOptions): Promise<L
     },
     finish(outcome) {
       finished ??= (async () => {
-        options.signal.removeEventListener("abort", onRequestAbort);
+        options.signal?.removeEventListener("abort", onRequestAbort);
         const aborted = outcome.aborted || controller.signal.aborted;
         const status = aborted ? "cancelled" : failure ? "failed" : "completed";
         try {

@@ -41,7 +41,7 @@ export function exportPool(): postgres.Sql {
  * never UTF-8 decoded and encoded back.
  */
 const EXPORT_QUERY = `
-  select item_key, position, status, attempts, result, error, input_tokens, output_tokens
+  select item_key, position, status, attempts, result, error, input_tokens, output_tokens, input
     from subagent_batch_items
    where batch_id = $1
    order by position`;

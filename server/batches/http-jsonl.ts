@@ -11,7 +11,7 @@
  * without either UTF-8 pass, and the byte length is the string length.
  */
 
-/** Raw export columns, in this order: item_key, position, status, attempts, result, error, input_tokens, output_tokens. */
+/** Raw export columns, in this order: item_key, position, status, attempts, result, error, input_tokens, output_tokens, input. */
 export type RawExportRow = readonly (Uint8Array | null)[];
 
 const bytes = (b: Uint8Array) => (Buffer.isBuffer(b) ? b : Buffer.from(b.buffer, b.byteOffset, b.byteLength));
@@ -28,6 +28,7 @@ function int(b: Uint8Array | null | undefined): number {
 export function toResultLineJson(row: RawExportRow): string {
   return JSON.stringify({
     item_key: text(row[0]),
+    input: text(row[8]) ?? "",
     position: int(row[1]),
     status: text(row[2]),
     attempts: int(row[3]),

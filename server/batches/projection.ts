@@ -8,7 +8,7 @@ import {
 } from "@/lib/api/batches";
 import type { DbOrTx } from "@/server/db/client";
 import { usedCostUsd, usedTokens } from "./budget";
-import { ITEM_PREVIEW_MAX_CHARS } from "./repository";
+import { ITEM_INPUT_MAX_CHARS, ITEM_PREVIEW_MAX_CHARS } from "./repository";
 import type { BatchRow, ItemPageResult, ItemSummary } from "./types";
 import { type LiveState, loadLiveStates } from "./waiting";
 
@@ -98,6 +98,7 @@ export function toItemProjection(i: ItemSummary, previewMaxChars = ITEM_PREVIEW_
   return {
     id: i.id,
     item_key: i.itemKey,
+    input: bound(i.input, ITEM_INPUT_MAX_CHARS) ?? "",
     position: i.position,
     status: i.status,
     attempts: i.attempts,

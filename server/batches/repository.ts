@@ -27,6 +27,8 @@ export const ITEM_PAGE_DEFAULT = 50;
 export const BATCH_LIST_MAX = 100;
 /** Item pages carry previews and errors cut to this many characters. */
 export const ITEM_PREVIEW_MAX_CHARS = 2_000;
+/** Item rows carry their input cut to this; the JSONL export carries it whole. */
+export const ITEM_INPUT_MAX_CHARS = 200;
 /** Export pages: bounded memory however large the batch (results are at most max_result_chars each). */
 export const EXPORT_PAGE_ROWS = 100;
 
@@ -80,7 +82,9 @@ export async function submitBatch(db: Db, args: SubmitBatchArgs): Promise<{ batc
     if (earlier) return { batch: earlier, created: false };
   }
   const input = isFileSubmission(args.input) ? await expandFileSubmission(db, { ...args, input: args.input }) : args.input;
-  const sub = normalizeSubmission(input, args.config);
+  const normalized = normalizeSubmission(input, args.config);
+  // A batch over files shows each item's file path as its input (its key is that path too).
+  const sub = overFiles ? { ...normalized, items: normalized.items.map((i) => ({ ...i, input: i.key })) } : normalized;
   const spec = buildExecutionSpec({
     extraToolGroups: overFiles ? ["workspace"] : [],
     config: args.config,
@@ -95,7 +99,7 @@ export async function submitBatch(db: Db, args: SubmitBatchArgs): Promise<{ batc
   const prices = modelPrices(args.config, spec.model.name);
   // Only the lead's own submissions wake it when they settle (API and dialog batches never do).
   const wakeLead = spec.caller.origin === "tool" && args.config.subagent_batches.wake_lead;
-  const itemsJson = JSON.stringify(sub.items.map((i) => [i.key, i.prompt]));
+  const itemsJson = JSON.stringify(sub.items.map((i) => [i.key, i.prompt, i.input]));
 
   // Per-user quotas, race-safe: one submission per user at a time takes the count and inserts
   // under a transaction-scoped advisory lock. A replay of an existing key is never refused.
@@ -174,8 +178,8 @@ async function insertSubmission(
       returning id
     ),
     items as (
-      insert into subagent_batch_items (batch_id, position, item_key, prompt, status)
-      select ins.id, t.ord::int, t.v->>0, t.v->>1, case when t.ord <= ${live} then 'queued' else 'pending' end
+      insert into subagent_batch_items (batch_id, position, item_key, prompt, input, status)
+      select ins.id, t.ord::int, t.v->>0, t.v->>1, t.v->>2, case when t.ord <= ${live} then 'queued' else 'pending' end
         from ins cross join json_array_elements(${itemsJson}::json) with ordinality as t(v, ord)
     ),
     note as (
@@ -263,6 +267,7 @@ export const itemSummaryColumns = {
   id: subagentBatchItems.id,
   batchId: subagentBatchItems.batchId,
   itemKey: subagentBatchItems.itemKey,
+  input: sql<string>`left(${subagentBatchItems.input}, ${ITEM_INPUT_MAX_CHARS})`,
   position: subagentBatchItems.position,
   status: subagentBatchItems.status,
   attempts: subagentBatchItems.attempts,
@@ -327,6 +332,7 @@ export async function exportResults(
         const rows = await db
           .select({
             itemKey: i.itemKey,
+            input: i.input,
             position: i.position,
             status: i.status,
             attempts: i.attempts,
@@ -342,6 +348,7 @@ export async function exportResults(
         for (const r of rows)
           yield {
             item_key: r.itemKey,
+            input: r.input,
             position: r.position,
             status: r.status,
             attempts: r.attempts,

@@ -8,6 +8,8 @@ export interface ItemSummary {
   id: string;
   batchId: string;
   itemKey: string;
+  /** What the owner submitted for the item, cut to ITEM_INPUT_MAX_CHARS. */
+  input: string;
   position: number;
   status: ItemStatus;
   attempts: number;
@@ -30,6 +32,8 @@ export interface ItemPageResult {
 /** One line of results.jsonl (snake_case, as served). */
 export interface ResultLine {
   item_key: string;
+  /** The whole input of the item. */
+  input: string;
   position: number;
   status: ItemStatus;
   attempts: number;

@@ -14,8 +14,8 @@ export interface NormalizedSubmission {
   maxRunningItems: number;
   maxTotalTokens: number | null;
   maxCostUsd: number | null;
-  /** In position order (position = index + 1). */
-  items: { key: string; prompt: string }[];
+  /** In position order (position = index + 1). `input` is what the owner sees of each item. */
+  items: { key: string; prompt: string; input: string }[];
 }
 
 const invalid = (message: string) => new AppError("validation_failed", message);
@@ -76,7 +76,9 @@ export function normalizeSubmission(input: SubmitBatchInput, config: FlotillaCon
       typeof item === "string" ? (template !== undefined ? template.split(ITEM_PLACEHOLDER).join(item) : item) : item.prompt;
     if (prompt.length > MAX_ITEM_PROMPT_CHARS)
       throw invalid(`items.${index}: prompt is ${prompt.length} characters; at most ${MAX_ITEM_PROMPT_CHARS} per item`);
-    return { key, prompt };
+    // The one place an item's input is decided: the string that filled {{item}}, or the explicit prompt.
+    const input = typeof item === "string" ? item : item.prompt;
+    return { key, prompt, input };
   });
 
   return {

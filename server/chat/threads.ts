@@ -84,3 +84,18 @@ export async function touchThread(
     })
     .where(and(eq(threads.id, input.threadId), eq(threads.userId, input.userId)));
 }
+
+/** Renames the caller's thread (not counted as activity: the sidebar order stays by last message). */
+export async function renameThread(
+  db: DbOrTx,
+  input: { userId: string; threadId: string; title: string },
+): Promise<ThreadRecord> {
+  const thread = await getThreadForUser(db, input);
+  const [row] = await db
+    .update(threads)
+    .set({ title: normalizeTitle(input.title) })
+    .where(and(eq(threads.id, thread.id), eq(threads.userId, input.userId)))
+    .returning();
+  if (!row) throw new AppError("not_found", "thread not found");
+  return row;
+}

@@ -30,7 +30,8 @@ import {
  *     batch xN: TEMPLATE    → batch_task {prompt_template, items: ["1".."N"]}
  *     batch status          → batch_status {}
  *   Directives inside consumed grammar belong to the delegated prompts, not to this call.
- * - After tool results it answers "Summary of K tool result(s):" with one line per result.
+ * - After tool results it answers with a short human sentence per tool (task results grouped).
+ * - "What can you do?" (or "help") answers with the phrasings above.
  * - [[tool:NAME {json}]] calls tool NAME with that input (offered or not: an unknown tool comes back
  *   as the SDK's tool error), one directive per model step, in order; once every directive has run
  *   the answer carries each tool's text output verbatim (its first 2,000 characters).
@@ -425,26 +426,121 @@ function exactChars(base: string, n: number): string {
   return out.slice(0, n);
 }
 
+function excerpt(text: string, max = RESULT_EXCERPT_CHARS): string {
+  const flat = text.replace(/\s+/g, " ").trim();
+  return flat.length > max ? `${flat.slice(0, max - 1)}…` : flat;
+}
+
+const rec = (v: unknown): Record<string, unknown> | null =>
+  v && typeof v === "object" && !Array.isArray(v) ? (v as Record<string, unknown>) : null;
+const plural = (n: number, one: string, many = `${one}s`) => `${n} ${n === 1 ? one : many}`;
+const short = (id: unknown) => (typeof id === "string" ? id.slice(0, 8) : "?");
+
+/** `task` results read `Sub-agent "NAME" (run ID) STATUS. Result:\n…` or `…) STATUS: error…` (server/agent/tools/task.ts). */
+function taskSentence(texts: string[]): string {
+  const parsed = texts.map((t) => {
+    const m = /^Sub-agent "([^"]+)" \(run [^)]*\) ([a-z ]+?)(?:\. Result:\n([\s\S]*)|: ([\s\S]*))$/.exec(t);
+    if (!m) return { name: "task", status: "completed", text: t };
+    const error = (m[4] ?? "").replace(/\s*No result is available from this task\.\s*$/, "");
+    return { name: m[1], status: m[2], text: m[2] === "completed" ? (m[3] ?? "") : error };
+  });
+  if (parsed.length === 1) {
+    const [p] = parsed;
+    return p.status === "completed"
+      ? `The ${p.name} sub-agent finished: ${excerpt(p.text)}`
+      : `The ${p.name} sub-agent ${p.status}: ${excerpt(p.text)}`;
+  }
+  const failed = parsed.filter((p) => p.status !== "completed").length;
+  const head = `${parsed.length} sub-agents finished${failed ? ` (${failed} without a result)` : ""}:`;
+  return [head, ...parsed.map((p) => `- ${p.status === "completed" ? "" : `${p.status}: `}${excerpt(p.text, 120)}`)].join("\n");
+}
+
+/** `agent_swarm` results start `agent_swarm STATUS: N items, C completed, F failed, X cancelled.` (server/agent/tools/swarm.ts). */
+function swarmSentence(text: string): string {
+  if (text.startsWith("agent_swarm was rejected")) return `The swarm did not run: ${excerpt(text.replace(/^[^:]*:\s*/, ""))}`;
+  const m = /^agent_swarm (\w+): (\d+) items?, (\d+) completed, (\d+) failed, (\d+) cancelled/.exec(text);
+  if (!m) return "The swarm finished.";
+  const [, , total, completed, failed, cancelled] = m.map(Number);
+  const rest = [Number(failed) ? `${failed} failed` : "", Number(cancelled) ? `${cancelled} cancelled` : ""].filter(Boolean);
+  return `The swarm finished: ${completed} of ${plural(Number(total), "item")} completed${rest.length ? `, ${rest.join(", ")}` : ""}.`;
+}
+
+function batchTaskSentence(value: unknown): string {
+  const o = rec(value);
+  if (typeof o?.error === "string") return `The batch was not started: ${excerpt(o.error)}`;
+  const total = typeof o?.total === "number" ? plural(o.total, "item") : "its items";
+  if (o?.created === false) return `Batch ${short(o?.batch_id)} was already submitted with ${total}; it keeps running.`;
+  return `Started batch ${short(o?.batch_id)} with ${total}; I'll report when it finishes.`;
+}
+
+function batchStatusSentence(value: unknown): string {
+  const o = rec(value);
+  if (typeof o?.error === "string") return `Batch status is unavailable: ${excerpt(o.error)}`;
+  const batches = (Array.isArray(o?.batches) ? o.batches : []).map(rec).filter((b) => b !== null);
+  if (batches.length === 0) return "There are no batches on this thread yet.";
+  const n = (b: Record<string, unknown>, k: string) => (typeof b[k] === "number" ? (b[k] as number) : 0);
+  const lines = batches.map((b) => {
+    const split = [n(b, "failed") ? `${n(b, "failed")} failed` : "", n(b, "cancelled") ? `${n(b, "cancelled")} cancelled` : ""];
+    const moving = [n(b, "running") ? `${n(b, "running")} in progress` : "", n(b, "waiting") ? `${n(b, "waiting")} waiting` : ""];
+    const extra = [...split, ...moving].filter(Boolean);
+    return `Batch ${short(b.batch_id)} is ${String(b.status ?? "unknown")}: ${n(b, "succeeded")} / ${n(b, "total")} done${extra.length ? `, ${extra.join(", ")}` : ""}.`;
+  });
+  return lines.length === 1 ? lines[0] : lines.map((l) => `- ${l}`).join("\n");
+}
+
+function otherSentence(toolName: string, output: LanguageModelV3ToolResultOutput): string {
+  if (output.type === "error-text" || output.type === "error-json") return `${toolName} failed: ${excerpt(outputToText(output).replace(/^error: /, ""))}`;
+  if (output.type === "text" || output.type === "content") return `${toolName}: ${excerpt(outputToText(output))}`;
+  // A tool answering an object with text in it (read_file's `content`) is reported by that text.
+  const value = output.type === "json" ? (output.value as { content?: unknown; text?: unknown } | null) : null;
+  const text = value && typeof value === "object" ? (value.content ?? value.text) : undefined;
+  if (typeof text === "string") return `${toolName}: ${excerpt(text)}`;
+  return `${toolName} finished.`;
+}
+
+/**
+ * After tool results the simulator answers as a person would: one short sentence per tool
+ * (task results grouped), never serialized JSON.
+ */
 function summariseToolResults(prompt: LanguageModelV3Prompt): string | undefined {
-  const results: Array<{ toolName: string; text: string }> = [];
+  const results: Array<{ toolName: string; output: LanguageModelV3ToolResultOutput }> = [];
   for (let i = prompt.length - 1; i >= 0; i--) {
     const message = prompt[i];
     if (message.role !== "tool") break;
-    const parts: Array<{ toolName: string; text: string }> = [];
+    const parts: typeof results = [];
     for (const part of message.content) {
-      if (part.type === "tool-result") parts.push({ toolName: part.toolName, text: outputToText(part.output) });
+      if (part.type === "tool-result") parts.push({ toolName: part.toolName, output: part.output });
     }
     results.unshift(...parts);
   }
   if (results.length === 0) return undefined;
-  const lines = results.map(({ toolName, text }) => {
-    const flat = text.replace(/\s+/g, " ").trim();
-    const excerpt = flat.length > RESULT_EXCERPT_CHARS ? `${flat.slice(0, RESULT_EXCERPT_CHARS - 1)}…` : flat;
-    return `- ${toolName}: ${excerpt || "(empty result)"}`;
-  });
-  const noun = results.length === 1 ? "tool result" : "tool results";
-  return `Summary of ${results.length} ${noun}:\n${lines.join("\n")}`;
+  const sentences: string[] = [];
+  const tasks = results.filter((r) => r.toolName === "task").map((r) => outputToText(r.output));
+  if (tasks.length) sentences.push(taskSentence(tasks));
+  for (const { toolName, output } of results) {
+    if (toolName === "task") continue;
+    const value = output.type === "json" ? output.value : undefined;
+    if (toolName === "agent_swarm") sentences.push(swarmSentence(outputToText(output)));
+    else if (toolName === "batch_task" && value !== undefined) sentences.push(batchTaskSentence(value));
+    else if (toolName === "batch_status" && value !== undefined) sentences.push(batchStatusSentence(value));
+    else sentences.push(otherSentence(toolName, output));
+  }
+  return sentences.join("\n\n");
 }
+
+/** The simulator's answer to "What can you do?": the phrasings it understands, as a short markdown list. */
+export const CAPABILITIES_ANSWER = [
+  "I'm the lead agent, running on the built-in simulator (no model endpoint is configured). I answer directly, or delegate work. Phrase a request like this:",
+  "",
+  "- **One sub-agent:** `task: list three facts about tides` (one line per task; several run in parallel)",
+  "- **A swarm:** `swarm: Write a line about {{item}} | the sea; the moon; the wind` (items run in parallel, I summarise them)",
+  "- **A durable batch:** `batch: Summarize {{item}} | Lisbon; Nairobi; Osaka` or `batch x300: Rate idea {{item}}` (runs in background workers; watch it in the batch panel)",
+  "- **Batch progress:** `batch status`",
+  "",
+  "You can also start a batch from a CSV or JSONL file with **New batch** in the batch panel. Set MODEL_BASE_URL, MODEL_API_KEY and MODEL_NAME to talk to a real model.",
+].join("\n");
+
+const CAPABILITIES_RE = /^\s*(what can you do|help|what are you|how do i use (this|you))\s*[?!.]*\s*$/i;
 
 // ---------------------------------------------------------------------------------------------
 // Timing
@@ -567,7 +663,12 @@ function plan(options: LanguageModelV3CallOptions, defaultLatencyMs: number): Pl
   } else if (calls.length === 0 && echo !== undefined) text = echo;
   else if (calls.length === 0) {
     const seed = hash(promptFingerprint(prompt));
-    const base = last?.role === "tool" ? (summariseToolResults(prompt) ?? baseAnswer(userText, seed)) : baseAnswer(userText, seed);
+    const base =
+      last?.role === "tool"
+        ? (summariseToolResults(prompt) ?? baseAnswer(userText, seed))
+        : CAPABILITIES_RE.test(stripDirectives(userText))
+          ? CAPABILITIES_ANSWER
+          : baseAnswer(userText, seed);
     text = directives.chars === undefined ? base : exactChars(base, directives.chars);
   }
   const outputChars = text.length + calls.reduce((n, c) => n + c.toolName.length + JSON.stringify(c.input).length, 0);

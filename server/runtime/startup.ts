@@ -1,6 +1,7 @@
 import { and, eq, inArray, sql } from "drizzle-orm";
 import { recoverInterruptedRuns } from "@/server/agent/runs";
 import { insertMessage } from "@/server/chat/messages";
+import { closeAbandonedStreams } from "@/server/chat/streams";
 import { type DbOrTx, getDatabase } from "@/server/db/client";
 import { agentRuns, messages } from "@/server/db/schema";
 import { log } from "@/server/log";
@@ -35,6 +36,8 @@ export async function recoverOnStartup(startedAt: Date = new Date()): Promise<st
       log.warn({ count: interrupted.length, run_ids: interrupted }, "finalized runs left active by a previous process as interrupted");
       await noteInterruptedRuns(db, interrupted);
     }
+    // Their resumable streams end too (readers stop waiting, the threads take messages again).
+    await closeAbandonedStreams(db);
     return interrupted;
   } catch (err) {
     log.error({ err }, "restart recovery of agent runs failed");

@@ -195,7 +195,7 @@ describe("nested delegation", () => {
     const [child] = await childRows(database.db, l.run.id);
     const [grandchild] = await childRows(database.db, child.id);
     expect(grandchild).toMatchObject({ depth: 2, rootRunId: l.run.id, status: "completed", kind: "task" });
-    expect(o.result).toMatch(/Summary of 1 tool result/);
+    expect(o.result).toMatch(/^The general sub-agent finished: /);
   });
 
   it("does not deadlock when every process slot is held by parents waiting on children", async () => {
@@ -217,7 +217,7 @@ describe("nested delegation", () => {
       expect(kids[0]).toMatchObject({ status: "failed", stopReason: "capacity_rejected", startedAt: null });
       expect(kids[0].error).toMatch(/cannot wait because its caller already holds a slot/);
       // The parent's model read the refusal and answered anyway.
-      expect(parent.result).toMatch(/task: .*failed/);
+      expect(parent.result).toMatch(/sub-agent failed: .*cannot wait/);
     }
     expect(runtime.capacity.stats()).toMatchObject({ running: 0, queued: 0 });
   });

@@ -37,6 +37,7 @@ const TRICKY: (string | null)[] = [
 
 interface Expected {
   item_key: string;
+  input: string;
   position: number;
   status: string;
   attempts: number;
@@ -46,8 +47,8 @@ interface Expected {
 }
 
 describe("results.jsonl bytes", () => {
-  it("matches JSON.stringify for every kind of stored text, in result, error and item_key", async () => {
-    const items = TRICKY.map((_, i) => ({ item_key: `k${i} "${TRICKY[i] === null ? "" : (TRICKY[i] as string).slice(0, 40)}`, prompt: "p" }));
+  it("matches JSON.stringify for every kind of stored text, in result, error, item_key and input", async () => {
+    const items = TRICKY.map((_, i) => ({ item_key: `k${i} "${TRICKY[i] === null ? "" : (TRICKY[i] as string).slice(0, 40)}`, prompt: `p ${(TRICKY[i] ?? "").slice(0, 5_000)}` }));
     const res = await call("POST", `/api/threads/${thread}/subagent-batches`, {
       token: user.token,
       json: { submission_key: "tricky", items },
@@ -62,13 +63,14 @@ describe("results.jsonl bytes", () => {
                attempts = ${i}, input_tokens = ${i * 1_000_003}, output_tokens = ${2 ** 40 + i}
          where batch_id = ${batchId} and position = ${i + 1}`;
     }
-    const rows = await tdb.sql<{ item_key: string; position: number; status: string; attempts: number; result: string | null; error: string | null; input_tokens: string; output_tokens: string }[]>`
-      select item_key, position, status, attempts, result, error, input_tokens, output_tokens
+    const rows = await tdb.sql<{ item_key: string; position: number; status: string; attempts: number; result: string | null; error: string | null; input_tokens: string; output_tokens: string; input: string }[]>`
+      select item_key, position, status, attempts, result, error, input_tokens, output_tokens, input
         from subagent_batch_items where batch_id = ${batchId} order by position`;
     const expected = rows
       .map((r) => {
         const line: Expected = {
           item_key: r.item_key,
+          input: r.input,
           position: r.position,
           status: r.status,
           attempts: r.attempts,

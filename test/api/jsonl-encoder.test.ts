@@ -3,6 +3,7 @@ import { encodeResultLines, type RawExportRow } from "@/server/batches/http-json
 
 interface Line {
   item_key: string;
+  input: string;
   position: number;
   status: string;
   attempts: number;
@@ -21,11 +22,12 @@ const raw = (l: Line): RawExportRow => [
   bytes(l.error),
   bytes(String(l.usage.input_tokens)),
   bytes(String(l.usage.output_tokens)),
+  bytes(l.input),
 ];
 const expected = (lines: Line[]) => lines.map((l) => `${JSON.stringify(l)}\n`).join("");
 
 function line(result: string | null, error: string | null = null, key = "item-1"): Line {
-  return { item_key: key, position: 7, status: "succeeded", attempts: 2, result, error, usage: { input_tokens: 12, output_tokens: 9_007_199 } };
+  return { item_key: key, input: `Lisbon "old town" ${key}`, position: 7, status: "succeeded", attempts: 2, result, error, usage: { input_tokens: 12, output_tokens: 9_007_199 } };
 }
 
 /** Deterministic pseudo-random text drawn from every class the escaper distinguishes. */

@@ -105,7 +105,9 @@ describe("projection walk", () => {
     const body = {
       submission_key: SUBMISSION_SECRET,
       prompt_template: `${PROMPT_SECRET} {{item}}`,
-      items: ["one", { item_key: "two", prompt: `${PROMPT_SECRET} explicit` }, "three", "four", "five"],
+      // Explicit prompts are what the owner submitted (item `input`), so only the template carries the secret:
+      // expanded prompts must never come back.
+      items: ["one", { item_key: "two", prompt: "explicit prompt of two" }, "three", "four", "five"],
       max_live_items: 3,
     };
     const created = await hit("POST", base, { token: user.token, json: body });

@@ -91,6 +91,6 @@ describe("[[tool:...]] inside delegation grammar", () => {
     });
     expect(r.steps[0].toolCalls.map((c) => c.toolName)).toEqual(["task"]);
     expect(inputs[0]).toMatchObject({ prompt: 'Count [[tool:count_text {"text":"x"}]]' });
-    expect(r.text).toContain("Summary of 1 tool result");
+    expect(r.text).toContain("The task sub-agent finished");
   });
 });

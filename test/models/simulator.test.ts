@@ -355,11 +355,14 @@ describe("simulator tool calls through streamText", () => {
     expect(log.sort()).toEqual(["batch:2", "status", "swarm:a,b", "task:Check the weather [[fail]]", "task:Find the ferry times"]);
     // Step 2 ran despite the [[fail]] inside the task line: that directive belongs to the sub-agent.
     expect(steps[1].finishReason).toBe("stop");
-    expect(text).toContain("Summary of 5 tool results");
-    expect(text).toContain("- task: Result for Find the ferry times");
-    expect(text).toContain('- batch_task: {"batch_id":"b-1","status":"queued","total":2}');
+    // One human sentence per tool, never serialized JSON.
+    expect(text).not.toMatch(/[{}]|"batch_id"/);
+    expect(text).toContain("2 sub-agents finished:\n- Result for Find the ferry times");
+    expect(text).toContain("The swarm finished.");
+    expect(text).toContain("Started batch b-1 with 2 items; I'll report when it finishes.");
+    expect(text).toContain("There are no batches on this thread yet.");
     // Long results are cut.
-    const taskLine = text.split("\n").find((l) => l.startsWith("- task: Result for Find")) ?? "";
+    const taskLine = text.split("\n").find((l) => l.startsWith("- Result for Find")) ?? "";
     expect(taskLine.length).toBeLessThan(200);
     expect(taskLine.endsWith("…")).toBe(true);
     const again = await generateText({
@@ -368,7 +371,7 @@ describe("simulator tool calls through streamText", () => {
       tools: tools([]),
       stopWhen: stepCountIs(4),
     });
-    expect(again.text).toContain("Summary of 1 tool result:");
+    expect(again.text).toMatch(/^The task sub-agent finished: Result for Find the ferry times/);
   });
 
   it("makes no tool calls when the tool is not offered or the last message is not the user's", async () => {
@@ -403,5 +406,53 @@ describe("simulator tool calls through streamText", () => {
     expect(deltas.length).toBeGreaterThan(1);
     expect(deltas.join("")).toBe(call.input);
     expect(parts.at(-1)).toMatchObject({ type: "finish", finishReason: { unified: "tool-calls" } });
+  });
+});
+
+describe("simulator answers a person can read", () => {
+  const realTools = {
+    task: tool({
+      inputSchema: z.object({ subagent: z.string(), description: z.string(), prompt: z.string() }),
+      execute: async (input) => (input.prompt.includes("weather") ? "failed" : "ok"),
+      toModelOutput: ({ output, input }) => ({
+        type: "text" as const,
+        value:
+          output === "ok"
+            ? `Sub-agent "general" (run r-${input.description}) completed. Result:\nAnswer about ${input.prompt}.`
+            : `Sub-agent "general" (run r-2) failed: provider error. No result is available from this task.`,
+      }),
+    }),
+    agent_swarm: tool({
+      inputSchema: z.object({ profile: z.string(), prompt_template: z.string(), items: z.array(z.string()) }),
+      execute: async () => "done",
+      toModelOutput: () => ({
+        type: "text" as const,
+        value: "agent_swarm completed: 3 items, 2 completed, 1 failed, 0 cancelled. Results in input order:\n\n[1] a ...",
+      }),
+    }),
+    batch_status: tool({
+      inputSchema: z.object({ batch_id: z.string().optional() }),
+      execute: async () => ({
+        batches: [{ batch_id: "df83ab12-0000", status: "completed", total: 5, succeeded: 3, failed: 2, cancelled: 0, running: 0, waiting: 0 }],
+      }),
+    }),
+  };
+
+  it("groups sub-agent results, counts a swarm and states batch progress in words", async () => {
+    const result = await generateText({
+      model: fast,
+      prompt: "task: tides\ntask: weather\nswarm: Review {{item}} | a; b; c\nbatch status",
+      tools: realTools,
+      stopWhen: stepCountIs(3),
+    });
+    expect(result.text).toContain("2 sub-agents finished (1 without a result):\n- Answer about tides.\n- failed: provider error.");
+    expect(result.text).toContain("The swarm finished: 2 of 3 items completed, 1 failed.");
+    expect(result.text).toContain("Batch df83ab12 is completed: 3 / 5 done, 2 failed.");
+    expect(result.text).not.toMatch(/[{}]|run r-/);
+  });
+
+  it.each(["What can you do?", "what can you do", "help"])("answers %j with the phrasings", async (prompt) => {
+    const { text } = await generateText({ model: fast, prompt });
+    for (const phrase of ["task:", "swarm:", "batch:", "batch x300:", "batch status", "New batch"]) expect(text).toContain(phrase);
   });
 });

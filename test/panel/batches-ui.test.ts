@@ -1,6 +1,8 @@
 import { describe, expect, it } from "vitest";
 import { type BatchProjection, clampProgress, type ItemProjection, submitBatchSchema } from "@/lib/api/batches";
 import {
+  batchStatusText,
+  progressSplit,
   allowedControls,
   appendPage,
   applyRefresh,
@@ -61,6 +63,7 @@ function item(n: number, status: ItemProjection["status"] = "queued"): ItemProje
   return {
     id: `i${n}`,
     item_key: `item-${n}`,
+    input: `value ${n}`,
     position: n,
     status,
     attempts: 0,
@@ -130,19 +133,56 @@ describe("item input", () => {
     ]);
   });
 
-  it("names the first bad JSONL line", () => {
-    expect(parseItemsInput('"ok"\n{bad', "jsonl")).toEqual({ items: [], error: "line 2: not valid JSON" });
+  it("names every bad JSONL line", () => {
+    expect(parseItemsInput('"ok"\n{bad', "jsonl")).toEqual({
+      items: [],
+      errors: ["line 2: not valid JSON"],
+      errorCount: 1,
+      error: "line 2: not valid JSON",
+    });
+    expect(parseItemsInput('{bad\n"ok"\n[1]', "jsonl")).toMatchObject({
+      items: [],
+      errors: ["line 1: not valid JSON", 'line 3: expected a string or an object with "prompt" or "item"'],
+      error: "line 1: not valid JSON (and 1 more)",
+    });
     expect(parseItemsInput('"ok"\n\n[1]', "jsonl").error).toBe(
       'line 3: expected a string or an object with "prompt" or "item"',
     );
     expect(parseItemsInput('{"prompt":""}', "jsonl").error).toBe('line 1: expected a non-empty "prompt" or "item" field');
   });
 
-  it("parses quoted CSV fields with commas, quotes and newlines", () => {
-    expect(parseCsvRows('a,"b, c","say ""hi"""\n"multi\nline",x\n\n')).toEqual([
-      ["a", "b, c", 'say "hi"'],
-      ["multi\nline", "x"],
+  it("parses quoted CSV fields with commas, quotes and newlines, each row with its first line", () => {
+    expect(parseCsvRows('a,"b, c","say ""hi"""\n"multi\nline",x\n\nlast,row\n')).toEqual({
+      rows: [
+        { fields: ["a", "b, c", 'say "hi"'], line: 1 },
+        { fields: ["multi\nline", "x"], line: 2 },
+        { fields: ["last", "row"], line: 5 },
+      ],
+      errors: [],
+    });
+  });
+
+  it("refuses a CSV with an unclosed quote instead of merging rows, naming the line", () => {
+    const r = parseItemsInput('item\nLisbon\n"Oslo\nNairobi\nLima\n', "csv");
+    expect(r.items).toEqual([]);
+    expect(r.errors).toEqual(['line 3: a quoted field is never closed (unclosed ")']);
+    expect(r.errorCount).toBe(1);
+  });
+
+  it("lists every bad CSV row with its line and reason", () => {
+    const r = parseItemsInput('item_key,item\nk1,apples\nk2\nk3,\nk4,a"b"\nk5,pears,extra\n', "csv");
+    expect(r.items).toEqual([]);
+    expect(r.errors).toEqual([
+      "line 3: 1 fields where the header has 2",
+      "line 4: the item column is empty",
+      "line 6: 3 fields where the header has 2",
     ]);
+    const bad = parseItemsInput('item\n"a"b\n', "csv");
+    expect(bad.errors[0]).toMatch(/^line 2: /);
+    const many = parseItemsInput(`item,x\n${"a\n".repeat(30)}`, "csv");
+    expect(many.errorCount).toBe(30);
+    expect(many.errors).toHaveLength(20);
+    expect(many.error).toBe("line 2: 1 fields where the header has 2 (and 29 more)");
   });
 
   it("reads CSV with a header by column and without one by row", () => {
@@ -156,7 +196,7 @@ describe("item input", () => {
     const bare = parseItemsInput("paris,france\nrome,italy\n", "csv");
     expect(bare.items.map((i) => (i.kind === "value" ? i.value : ""))).toEqual(["paris, france", "rome, italy"]);
     expect(parseItemsInput("item\nok\n\"\"\n", "csv").error).toBeNull();
-    expect(parseItemsInput("item,other\nok,1\n,2\n", "csv").error).toBe("row 3: the item column is empty");
+    expect(parseItemsInput("item,other\nok,1\n,2\n", "csv").error).toBe("line 3: the item column is empty");
   });
 
   it("detects the format from the file name, then the content", () => {
@@ -357,5 +397,21 @@ describe("page chain", () => {
     const c = appendPage(firstPageChain(page([1], "c1")), "c1", page([2], null));
     const next = replaceItem(c, { ...item(2), status: "queued", attempts: 0 });
     expect(chainItems(next)[1].status).toBe("queued");
+  });
+});
+
+describe("batch status in words", () => {
+  const counts = (succeeded: number, failed = 0, cancelled = 0) => ({ succeeded, failed, cancelled });
+  it("says a finished batch's failures and cancellations, in amber", () => {
+    expect(batchStatusText("completed", counts(5))).toEqual({ label: "completed", tone: "ok" });
+    expect(batchStatusText("completed", counts(3, 2))).toEqual({ label: "completed · 2 failed", tone: "warn" });
+    expect(batchStatusText("completed", counts(30, 0, 20))).toEqual({ label: "completed · 20 cancelled", tone: "warn" });
+    expect(batchStatusText("cancelled", counts(30, 0, 20))).toEqual({ label: "cancelled", tone: "neutral" });
+    expect(batchStatusText("running", counts(1))).toEqual({ label: "running", tone: "active" });
+  });
+  it("shows done / total with the split instead of a 100% that hides failures", () => {
+    expect(progressSplit(5, counts(3, 2))).toBe("3 / 5 done · 2 failed");
+    expect(progressSplit(50, counts(30, 0, 20))).toBe("30 / 50 done · 20 cancelled");
+    expect(progressSplit(1200, counts(1000))).toBe("1,000 / 1,200 done");
   });
 });

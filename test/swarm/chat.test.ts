@@ -62,7 +62,7 @@ describe("agent_swarm from the chat", () => {
       .filter((c) => c.type === "text-delta")
       .map((c) => c.delta as string)
       .join("");
-    expect(answer).toContain("agent_swarm completed: 3 items, 3 completed");
+    expect(answer).toContain("The swarm finished: 3 of 3 items completed.");
 
     // Children are swarm_child runs of the lead run; trace events sit on the lead run.
     const lead = (chunks[0] as { messageMetadata: { runId: string } }).messageMetadata.runId;

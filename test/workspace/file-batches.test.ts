@@ -215,9 +215,10 @@ describe("a real worker process", () => {
     const lines = [];
     for await (const line of await exportResults(tdb.db, { ...scope, batchId: batch.id })) lines.push(line);
     expect(lines.map((l) => l.item_key)).toEqual(["inbox/alpha.txt", "inbox/beta.txt", "inbox/gamma.txt"]);
+    // A batch over files shows each item's path as its input.
+    expect(lines.map((l) => l.input)).toEqual(["inbox/alpha.txt", "inbox/beta.txt", "inbox/gamma.txt"]);
     lines.forEach((line, i) => {
-      expect(line.result).toContain("Summary of 1 tool result:");
-      expect(line.result).toContain(`- read_file: `);
+      expect(line.result).toContain("read_file: ");
       expect(line.result).toContain(`contents of ${paths[i]}`);
     });
   });

@@ -169,9 +169,10 @@ describe("through a sub-agent run", () => {
       runtime: createSubagentRuntime(runConfig),
     });
     expect(result.status).toBe("completed");
-    expect(result.text).toContain("Summary of 3 tool results:");
+    expect(result.text).toContain("read_file: ");
     expect(result.text).toContain("needle in a file");
-    expect(result.text).toContain(`- read_file: error: file "nope.txt" not found`);
+    expect(result.text).toContain(`read_file failed: file "nope.txt" not found`);
+    expect(result.text).toContain("write_file finished.");
     const files = await listFiles(tdb.db, owner);
     expect(files.map((f) => [f.path, f.createdByRunId])).toEqual([
       ["in.txt", null],

@@ -28,13 +28,17 @@ export function SignInForm({ callbackUrl }: { callbackUrl: string }) {
   async function onSubmit(e: React.FormEvent<HTMLFormElement>) {
     e.preventDefault();
     const form = new FormData(e.currentTarget);
+    const email = String(form.get("email") ?? "").trim();
+    const password = String(form.get("password") ?? "");
+    // Say what is missing instead of sending an empty form and answering "wrong password".
+    const missing = [!email && "your email", !password && "your password"].filter(Boolean);
+    if (missing.length) {
+      setError(`Enter ${missing.join(" and ")}.`);
+      return;
+    }
     setPending(true);
     setError(null);
-    const res = await signIn("credentials", {
-      email: String(form.get("email") ?? ""),
-      password: String(form.get("password") ?? ""),
-      redirect: false,
-    });
+    const res = await signIn("credentials", { email, password, redirect: false });
     if (!res || res.error) {
       setPending(false);
       setError((res?.error && lockedMessage(res.error)) || "Wrong email or password.");

@@ -96,6 +96,8 @@ export const subagentBatchItems = pgTable(
     position: integer("position").notNull(),
     itemKey: text("item_key").notNull(),
     prompt: text("prompt").notNull(),
+    /** What the owner submitted for this item: the string that filled {{item}}, or the explicit prompt. */
+    input: text("input").notNull().default(""),
     status: text("status", { enum: ITEM_STATUSES }).notNull(),
     /** Attempts started (claims that reached a lease). */
     attempts: integer("attempts").notNull().default(0),

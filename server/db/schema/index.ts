@@ -8,3 +8,4 @@ export * from "./workspace";
 export * from "./compat";
 export * from "./security";
 export * from "./loop";
+export * from "./chat-streams";

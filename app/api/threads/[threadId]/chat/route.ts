@@ -1,34 +1,38 @@
-import { consumeStream, createUIMessageStreamResponse } from "ai";
+import { createUIMessageStreamResponse } from "ai";
+import { CHAT_MAX_BODY_BYTES, chatRequestSchema } from "@/lib/api/chat";
 import { requireUser } from "@/server/auth/authenticate";
 import { assertDailyTokenQuota } from "@/server/batches/budget";
-import { CHAT_MAX_BODY_BYTES, chatRequestSchema, respondToChat } from "@/server/chat/respond";
+import { startLeadRun } from "@/server/chat/lead-run";
+import { readChatStream } from "@/server/chat/streams";
 import { getConfig } from "@/server/config/load";
 import { getDatabase } from "@/server/db/client";
 import { handle, readJson } from "@/server/http/route";
 import { resolveModel } from "@/server/models";
 
 export const dynamic = "force-dynamic";
-// A lead response with delegated work can take a while; never cut it off at a platform default.
+// The stream follows a response that can take a while; never cut it off at a platform default.
 export const maxDuration = 3600;
 
 type Ctx = { params: Promise<{ threadId: string }> };
 
-/** Streams the lead agent's reply to one new user message (AI SDK UI message stream, SSE). */
+/**
+ * Starts the lead agent's reply to one new user message and streams it (AI SDK UI message
+ * stream, SSE). The response runs on the server: a client that disconnects reattaches with
+ * GET .../chat/stream. 409 while the thread's previous response still runs.
+ */
 export const POST = handle(async (req: Request, ctx: Ctx) => {
   const { userId } = await requireUser(req);
   const { threadId } = await ctx.params;
   const request = await readJson(req, chatRequestSchema, CHAT_MAX_BODY_BYTES);
   const config = getConfig();
-  await assertDailyTokenQuota(getDatabase().db, config, userId); // 429 quota_exceeded
-  const stream = await respondToChat(getDatabase().db, {
+  const { db } = getDatabase();
+  await assertDailyTokenQuota(db, config, userId); // 429 quota_exceeded
+  const run = await startLeadRun(db, {
     config,
     model: resolveModel(config),
     userId,
     threadId,
-    request,
-    signal: req.signal,
+    trigger: { kind: "user", message: { id: request.message.id, role: "user", parts: request.message.parts } },
   });
-  // Consuming a copy keeps the response going to its end (and its persistence) when the
-  // browser disconnects; the request signal still aborts the model call.
-  return createUIMessageStreamResponse({ stream, consumeSseStream: consumeStream });
+  return createUIMessageStreamResponse({ stream: readChatStream(db, { streamId: run.streamId }) });
 });

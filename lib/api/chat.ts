@@ -1,0 +1,58 @@
+import { z } from "zod";
+
+/** Largest chat request body (one user message). */
+export const CHAT_MAX_BODY_BYTES = 256 * 1024;
+/** Longest text a user message may carry; the composer refuses more before sending. */
+export const CHAT_MAX_TEXT_CHARS = 100_000;
+/** The limit in words people can picture (about six characters per English word, spaces included). */
+export const CHAT_MAX_TEXT_WORDS_APPROX = Math.round(CHAT_MAX_TEXT_CHARS / 6 / 1000) * 1000;
+
+/** What the composer says when a message is too long (the same words before sending and from the server). */
+export function tooLongMessage(chars: number): string {
+  return (
+    `This message is ${chars.toLocaleString("en-US")} characters long; the limit is ` +
+    `${CHAT_MAX_TEXT_CHARS.toLocaleString("en-US")} characters (about ${CHAT_MAX_TEXT_WORDS_APPROX.toLocaleString("en-US")} words). ` +
+    "Shorten it, or put long material in a batch file."
+  );
+}
+
+const textPartSchema = z
+  .object({
+    type: z.literal("text", { error: 'only "text" parts are accepted' }),
+    text: z
+      .string({ error: "must be a string" })
+      .max(CHAT_MAX_TEXT_CHARS, { error: `must be at most ${CHAT_MAX_TEXT_CHARS} characters` }),
+  })
+  .strict();
+
+const userMessageSchema = z
+  .object(
+    {
+      id: z
+        .string({ error: "must be a string" })
+        .regex(/^[A-Za-z0-9_-]{1,100}$/, { error: "must be 1 to 100 letters, digits, '-' or '_'" }),
+      role: z.literal("user", { error: 'must be "user"' }),
+      parts: z
+        .array(textPartSchema, { error: "must be an array" })
+        .min(1, { error: "must contain a text part" })
+        .max(16, { error: "must have at most 16 parts" })
+        .refine((parts) => parts.some((p) => p.text.trim() !== ""), { error: "must contain non-empty text" }),
+      metadata: z.record(z.string(), z.unknown()).optional(),
+    },
+    {
+      error: (iss) =>
+        iss.code !== "invalid_type" ? undefined : iss.input === undefined ? "is required (the new user message)" : "must be an object",
+    },
+  )
+  .strict();
+
+/** The body useChat sends (prepareSendMessagesRequest): only the new user message. */
+export const chatRequestSchema = z
+  .object({ message: userMessageSchema }, { error: (iss) => (iss.code === "invalid_type" ? "must be a JSON object" : undefined) })
+  .strict();
+
+export type ChatRequest = z.output<typeof chatRequestSchema>;
+
+/** The 409 a thread answers while its lead response runs. */
+export const THREAD_BUSY_MESSAGE =
+  "The lead agent is still answering your previous message in this thread. Wait for it to finish or press Stop, then send again.";

@@ -1,0 +1,48 @@
+import { sql } from "drizzle-orm";
+import { index, integer, jsonb, pgTable, primaryKey, text, timestamp, uniqueIndex, uuid } from "drizzle-orm/pg-core";
+import { users } from "./auth";
+import { threads } from "./chat";
+import { agentRuns } from "./runs";
+
+export const CHAT_STREAM_STATUSES = ["active", "finished"] as const;
+
+/**
+ * One lead response of a thread as a resumable UI message stream. The partial unique index
+ * is the per-thread lock: at most one active response per thread, whichever web process runs it.
+ */
+export const chatStreams = pgTable(
+  "chat_streams",
+  {
+    id: uuid("id").primaryKey().defaultRandom(),
+    threadId: uuid("thread_id")
+      .notNull()
+      .references(() => threads.id, { onDelete: "cascade" }),
+    userId: uuid("user_id")
+      .notNull()
+      .references(() => users.id, { onDelete: "cascade" }),
+    /** Set once the lead run row exists (right after the lock is taken). */
+    runId: uuid("run_id").references(() => agentRuns.id, { onDelete: "set null" }),
+    /** The assistant message the stream builds (its id is stored with the finished message). */
+    messageId: text("message_id").notNull(),
+    status: text("status", { enum: CHAT_STREAM_STATUSES }).notNull().default("active"),
+    createdAt: timestamp("created_at", { withTimezone: true }).notNull().defaultNow(),
+    finishedAt: timestamp("finished_at", { withTimezone: true }),
+  },
+  (t) => [
+    uniqueIndex("chat_streams_one_active_per_thread").on(t.threadId).where(sql`${t.status} = 'active'`),
+    index("chat_streams_finished_idx").on(t.finishedAt),
+  ],
+);
+
+/** The UI message stream chunks of a response, in order; readers replay them from any sequence number. */
+export const chatStreamChunks = pgTable(
+  "chat_stream_chunks",
+  {
+    streamId: uuid("stream_id")
+      .notNull()
+      .references(() => chatStreams.id, { onDelete: "cascade" }),
+    seq: integer("seq").notNull(),
+    chunk: jsonb("chunk").notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.streamId, t.seq] })],
+);
