@@ -24,6 +24,7 @@ export interface BenchModule {
 const MODULES: Array<() => Promise<BenchModule>> = [
   () => import("./capacity.bench"),
   () => import("./batch.bench"),
+  () => import("./e2e.bench"),
   () => import("./export.bench"),
   () => import("./ratelimit.bench"),
   () => import("./mcp.bench"),
