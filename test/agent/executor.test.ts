@@ -217,6 +217,45 @@ describe("runSubagent", () => {
     expect(runtime.capacity.stats()).toMatchObject({ running: 0, queued: 0 });
   });
 
+  it("a batch item writes its run row once, at the end (none while it runs), with its tool calls", async () => {
+    let runId = "";
+    let rowWhileRunning: unknown = "unset";
+    const plain = await runSubagent(database.db, {
+      ...ids,
+      kind: "batch_item",
+      definition: "general",
+      prompt: "no tools",
+      model: recordingSimulator(),
+      signal: new AbortController().signal,
+      runtime: runtimeFor(),
+      onCreated: (id) => {
+        runId = id;
+      },
+      onStarted: async () => {
+        rowWhileRunning = await runRow(database.db, runId);
+      },
+    });
+    expect(rowWhileRunning).toBeUndefined();
+    expect(plain.runId).toBe(runId);
+    const row = await runRow(database.db, runId);
+    expect(row).toMatchObject({ status: "completed", kind: "batch_item", prompt: "no tools", result: plain.text, toolCallCount: 0 });
+    expect(row.createdAt.getTime()).toBeLessThanOrEqual(row.startedAt!.getTime());
+    expect(row.startedAt!.getTime()).toBeLessThanOrEqual(row.finishedAt!.getTime());
+
+    // test/workspace/tool.test.ts proves the row exists before a tool references it (write_file).
+    const withTool = await runSubagent(database.db, {
+      ...ids,
+      kind: "batch_item",
+      definition: "general",
+      prompt: "[[call:current_time {}]]",
+      model: recordingSimulator(),
+      signal: new AbortController().signal,
+      runtime: runtimeFor(),
+    });
+    expect(withTool.status).toBe("completed");
+    expect(await runRow(database.db, withTool.runId)).toMatchObject({ status: "completed", toolCallCount: 1 });
+  });
+
   it("throws CapacityRejectedError before execution when refused, with the row failed", async () => {
     const runtime = runtimeFor({
       FLOTILLA__SUBAGENT_RUNTIME__MAX_RUNNING: "1",
