@@ -25,6 +25,7 @@ const MODULES: Array<() => Promise<BenchModule>> = [
   () => import("./capacity.bench"),
   () => import("./batch.bench"),
   () => import("./e2e.bench"),
+  () => import("./scale.bench"),
   () => import("./export.bench"),
   () => import("./ratelimit.bench"),
   () => import("./mcp.bench"),
