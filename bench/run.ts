@@ -26,6 +26,7 @@ const MODULES: Array<() => Promise<BenchModule>> = [
   () => import("./batch.bench"),
   () => import("./e2e.bench"),
   () => import("./scale.bench"),
+  () => import("./chat.bench"),
   () => import("./export.bench"),
   () => import("./ratelimit.bench"),
   () => import("./mcp.bench"),
