@@ -148,33 +148,65 @@ export async function insertFinishedRun(
     toolCalls?: ToolCallRecord[];
   },
 ): Promise<void> {
-  await db.transaction(async (tx) => {
-    await tx.execute(sql`set local synchronous_commit = off`);
-    await tx.insert(agentRuns).values({
-      id: args.id,
-      userId: args.userId,
-      threadId: args.threadId ?? null,
-      kind: args.kind,
-      definition: args.definition,
-      model: args.model,
-      prompt: args.prompt ?? null,
-      depth: args.depth ?? 0,
-      status: args.status,
-      stopReason: args.stopReason ?? null,
-      result: args.result ?? null,
-      error: args.error ?? null,
-      inputTokens: args.usage.inputTokens,
-      outputTokens: args.usage.outputTokens,
-      transcript: args.transcript ?? null,
-      toolCalls: args.toolCalls ?? null,
-      toolCallCount: args.toolCalls?.length ?? 0,
-      ownerInstance: INSTANCE_ID,
-      createdAt: args.createdAt,
-      startedAt: args.startedAt,
-      finishedAt: sql`now()`,
-    });
+  const row: typeof agentRuns.$inferInsert = {
+    id: args.id,
+    userId: args.userId,
+    threadId: args.threadId ?? null,
+    kind: args.kind,
+    definition: args.definition,
+    model: args.model,
+    prompt: args.prompt ?? null,
+    depth: args.depth ?? 0,
+    status: args.status,
+    stopReason: args.stopReason ?? null,
+    result: args.result ?? null,
+    error: args.error ?? null,
+    inputTokens: args.usage.inputTokens,
+    outputTokens: args.usage.outputTokens,
+    transcript: args.transcript ?? null,
+    toolCalls: args.toolCalls ?? null,
+    toolCallCount: args.toolCalls?.length ?? 0,
+    ownerInstance: INSTANCE_ID,
+    createdAt: args.createdAt,
+    startedAt: args.startedAt,
+    finishedAt: new Date(),
+  };
+  return new Promise<void>((resolve, reject) => {
+    let queue = finishedRunQueues.get(db);
+    if (!queue) {
+      const batch: FinishedRunQueue = [];
+      queue = batch;
+      finishedRunQueues.set(db, batch);
+      // Items that end in the same tick share one transaction (one multi-row insert, one commit).
+      setImmediate(() => {
+        finishedRunQueues.delete(db);
+        void writeFinishedRuns(db, batch);
+      });
+    }
+    queue.push({ row, resolve, reject });
   });
 }
+
+type FinishedRunQueue = Array<{ row: typeof agentRuns.$inferInsert; resolve(): void; reject(err: unknown): void }>;
+
+const finishedRunQueues = new WeakMap<Db, FinishedRunQueue>();
+
+async function writeFinishedRuns(db: Db, batch: FinishedRunQueue): Promise<void> {
+  const write = (rows: Array<typeof agentRuns.$inferInsert>) =>
+    db.transaction(async (tx) => {
+      await tx.execute(sql`set local synchronous_commit = off`);
+      await tx.insert(agentRuns).values(rows);
+    });
+  try {
+    await write(batch.map((q) => q.row));
+    for (const q of batch) q.resolve();
+  } catch (err) {
+    if (batch.length === 1) return batch[0]!.reject(err);
+    // One bad row (its thread deleted meanwhile) must not fail the runs written with it.
+    for (const q of batch) await write([q.row]).then(q.resolve, q.reject);
+  }
+}
+
 
 export async function getRunForUser(
   db: DbOrTx,
