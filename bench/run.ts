@@ -24,6 +24,9 @@ export interface BenchModule {
 const MODULES: Array<() => Promise<BenchModule>> = [
   () => import("./capacity.bench"),
   () => import("./batch.bench"),
+  () => import("./e2e.bench"),
+  () => import("./scale.bench"),
+  () => import("./chat.bench"),
   () => import("./export.bench"),
   () => import("./ratelimit.bench"),
   () => import("./mcp.bench"),

@@ -3,6 +3,7 @@ import { type ChildProcess, spawn } from "node:child_process";
 /**
  * Worker processes for benchmarks, started as `npm run worker` starts them, with the caller's
  * configuration only (the developer's FLOTILLA__ and MODEL_ variables are dropped).
+ * BENCH_WORKER_NODE_ARGS adds node flags (`--cpu-prof --cpu-prof-dir=DIR` for a profile).
  */
 export function spawnBenchWorkers(args: {
   databaseUrl: string;
@@ -11,9 +12,10 @@ export function spawnBenchWorkers(args: {
   entry?: string;
   env?: Record<string, string>;
 }): ChildProcess[] {
+  const nodeArgs = (process.env.BENCH_WORKER_NODE_ARGS ?? "").split(" ").filter(Boolean);
   const base = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith("FLOTILLA__") && !k.startsWith("MODEL_")));
   return Array.from({ length: args.count }, () =>
-    spawn(process.execPath, ["--import", "tsx", args.entry ?? "server/worker/main.ts"], {
+    spawn(process.execPath, [...nodeArgs, "--import", "tsx", args.entry ?? "server/worker/main.ts"], {
       env: {
         ...base,
         DATABASE_URL: args.databaseUrl,

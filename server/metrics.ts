@@ -289,21 +289,23 @@ export function configureMetrics(options: { role?: Role; db?: Db }): void {
 
 // ---- one-line hooks for other modules -------------------------------------------------------
 
-/** Claimed items (or a count); with a logger, one debug "item claimed" line per item tying item to batch. */
+/** Claimed items (or a count); with a logger at debug, one "item claimed" line per item tying item to batch. */
 export function recordClaims(
   claimed: number | ReadonlyArray<{ id: string; batchId: string; attempt: number }>,
   logger?: Logger,
 ): void {
   const n = typeof claimed === "number" ? claimed : claimed.length;
   if (n > 0) state().claims.inc(n);
-  if (logger && typeof claimed !== "number")
+  // Per-item lines are debug: at info they were a measurable share of a zero-latency item's CPU.
+  if (logger?.isLevelEnabled("debug") && typeof claimed !== "number")
     for (const c of claimed) logger.debug({ item_id: c.id, batch_id: c.batchId, attempt: c.attempt }, "item claimed");
 }
 
 /**
  * Ended attempts as the worker settled them: `moved` maps item id → new status for the settled
  * ones (absent = the lease was no longer held, the write was fenced off). Counts attempts by
- * outcome and deferrals; with a logger, one debug "item settled" line per item tying item to run.
+ * outcome and deferrals; with a logger, one "item settled" line per item tying item to run
+ * (debug for successes, info for every other outcome).
  */
 export function recordSettlements(
   settlements: ReadonlyArray<Settlement>,
@@ -322,7 +324,9 @@ export function recordSettlements(
     s.attempts.inc({ outcome });
     if (outcome === "deferred") s.deferrals.inc({ reason: "rate_limit" });
     else if (outcome === "released") s.deferrals.inc({ reason: "released" });
-    logger?.debug(
+    const level = outcome === "succeeded" ? "debug" : "info";
+    if (!logger?.isLevelEnabled(level)) continue;
+    logger[level](
       {
         item_id: st.id,
         run_id: "runId" in st ? (st.runId ?? undefined) : undefined,

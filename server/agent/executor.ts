@@ -1,3 +1,4 @@
+import { randomUUID } from "node:crypto";
 import { generateText, type ModelMessage, stepCountIs, type ToolSet } from "ai";
 import type { Db } from "@/server/db/client";
 import { AppError } from "@/server/errors";
@@ -11,11 +12,11 @@ import { registerLiveRun, RunStoppedError } from "@/server/runtime/run-registry"
 import type { ToolCallRecord } from "@/lib/api/runs";
 import { buildGroupTools, recordTools, ToolCallRecorder } from "@/server/tools";
 import { getSubagentDefinition, type SubagentDefinition } from "./registry";
-import { createRun, finishRun, markRunning, type TerminalStatus } from "./runs";
+import { createRun, finishRun, insertFinishedRun, markRunning, type TerminalStatus } from "./runs";
 
 /**
  * Runs one sub-agent to completion: row (pending) → capacity → running → model → final row.
- * Used unchanged by `task`, the swarm and the batch worker.
+ * Used by `task`, the swarm and the batch worker (whose items write their row once, at the end).
  */
 
 export type SubagentRunStatus = "completed" | "failed" | "cancelled" | "timed_out";
@@ -132,6 +133,21 @@ async function delegationTools(args: {
   };
 }
 
+/** Tools that first make sure the run row exists (a deferred batch-item row), then run. */
+function withRunRow(tools: ToolSet, ensureRow: () => Promise<void>): ToolSet {
+  return Object.fromEntries(
+    Object.entries(tools).map(([name, t]) => {
+      const execute = t.execute;
+      if (!execute) return [name, t];
+      const wrapped = async (...a: Parameters<typeof execute>) => {
+        await ensureRow();
+        return execute(...a);
+      };
+      return [name, { ...t, execute: wrapped }];
+    }),
+  ) as ToolSet;
+}
+
 /** The definition's catalog model, else the caller's. Throws AppError("model_unavailable"). */
 function modelFor(def: SubagentDefinition, fallback: ResolvedModel, runtime: SubagentRuntime): ResolvedModel {
   if (!def.model || def.model === fallback.catalogName) return fallback;
@@ -154,7 +170,7 @@ export async function runSubagent(db: Db, opts: RunSubagentOptions): Promise<Sub
   const def = getSubagentDefinition(opts.definition, runtime.config);
   const model = modelFor(def, opts.model, runtime);
   const depth = opts.depth ?? 1;
-  const row = await createRun(db, {
+  const runFields = {
     userId: opts.userId,
     threadId: opts.threadId,
     parentRunId: opts.parentRunId,
@@ -167,8 +183,23 @@ export async function runSubagent(db: Db, opts: RunSubagentOptions): Promise<Sub
     prompt: opts.prompt,
     toolCallId: opts.toolCallId,
     depth,
-  });
-  const runId = row.id;
+  };
+  // A batch item's durable record is its item row (claimed, fenced, settled): its run row is
+  // written once at the end instead of pending → running → final, or as soon as a tool is
+  // about to run (tools record their run on what they write). Nobody reads a batch item's run
+  // before the settle links it to the item, and Stop never reaches batch items.
+  const deferRow = opts.kind === "batch_item";
+  const createdAt = new Date();
+  const runId = deferRow ? randomUUID() : (await createRun(db, runFields)).id;
+  let rowWritten = !deferRow;
+  let startedWall: Date | null = null;
+  let rowInsert: Promise<void> | undefined;
+  const ensureRow = () => {
+    rowInsert ??= createRun(db, { ...runFields, id: runId, createdAt, status: "running" }).then(() => {
+      rowWritten = true;
+    });
+    return rowInsert;
+  };
   const rootRunId = opts.rootRunId ?? opts.parentRunId ?? runId;
   const logger = log.child({ run_id: runId, kind: opts.kind, definition: def.name });
 
@@ -195,8 +226,7 @@ export async function runSubagent(db: Db, opts: RunSubagentOptions): Promise<Sub
     status: TerminalStatus & SubagentRunStatus,
     fields: { text?: string; stopReason: string | null; error?: string; errorClass?: RunErrorClass; transcript?: unknown[] },
   ): Promise<SubagentRunResult> => {
-    const wrote = await finishRun(db, {
-      runId,
+    const final = {
       status,
       stopReason: fields.stopReason,
       result: fields.text ?? null,
@@ -204,8 +234,12 @@ export async function runSubagent(db: Db, opts: RunSubagentOptions): Promise<Sub
       usage,
       transcript: fields.transcript,
       toolCalls: recorder.calls,
-    });
-    if (!wrote) logger.warn({ status }, "run row was already final; kept the earlier outcome");
+    };
+    await rowInsert?.catch(() => {});
+    if (!rowWritten)
+      await insertFinishedRun(db, { ...runFields, id: runId, createdAt, startedAt: startedWall, ...final });
+    else if (!(await finishRun(db, { runId, ...final })))
+      logger.warn({ status }, "run row was already final; kept the earlier outcome");
     const result: SubagentRunResult = {
       runId,
       status,
@@ -259,9 +293,10 @@ export async function runSubagent(db: Db, opts: RunSubagentOptions): Promise<Sub
     }
     // Granted, but stopped in the same tick, or cancelled in the database while we waited.
     if (controller.signal.aborted) return await finish("cancelled", cancelledFields());
-    if (!(await markRunning(db, { runId })))
+    if (!deferRow && !(await markRunning(db, { runId })))
       return await finish("cancelled", { stopReason: "stopped", error: "stopped before it started" });
     startedAt = performance.now();
+    startedWall = new Date();
     emit("running");
     await opts.onStarted?.();
     if (controller.signal.aborted) return await finish("cancelled", cancelledFields());
@@ -278,13 +313,14 @@ export async function runSubagent(db: Db, opts: RunSubagentOptions): Promise<Sub
         runId,
         signal: controller.signal,
       };
-      const tools = {
+      const built = {
         ...(await buildGroupTools(def.toolGroups, groupCtx, recorder)),
         ...recordTools(
           await delegationTools({ db, runtime, opts, runId, rootRunId, depth, model, signal: controller.signal }),
           recorder,
         ),
       };
+      const tools = deferRow ? withRunRow(built, ensureRow) : built;
       const result = await generateText({
         model: model.model,
         system: def.systemPrompt,
@@ -326,7 +362,12 @@ export async function runSubagent(db: Db, opts: RunSubagentOptions): Promise<Sub
   } catch (err) {
     if (isCapacityError(err)) throw err;
     // Anything unexpected (database, onStarted): never leave the row active.
-    await finishRun(db, { runId, status: "failed", stopReason: "error", error: errorMessage(err), usage }).catch(() => {});
+    const failed = { status: "failed" as const, stopReason: "error", error: errorMessage(err), usage };
+    await rowInsert?.catch(() => {});
+    await (rowWritten
+      ? finishRun(db, { runId, ...failed })
+      : insertFinishedRun(db, { ...runFields, id: runId, createdAt, startedAt: startedWall, ...failed })
+    ).catch(() => {});
     emit("failed", { error: errorMessage(err) });
     throw err;
   } finally {

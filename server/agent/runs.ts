@@ -2,7 +2,7 @@ import { and, asc, desc, eq, inArray, lt, sql } from "drizzle-orm";
 import type { FlotillaConfig } from "@/lib/config";
 import type { RunDetail, RunProjection, ToolCallRecord } from "@/lib/api/runs";
 import { getConfig } from "@/server/config/load";
-import type { DbOrTx } from "@/server/db/client";
+import type { Db, DbOrTx } from "@/server/db/client";
 import { agentRuns, type RUN_KINDS, type RunStatus, runEvents } from "@/server/db/schema";
 import { notFound } from "@/server/errors";
 import { costUsd, findCatalogEntry } from "@/server/models/catalog";
@@ -27,6 +27,8 @@ export const INTERRUPTED_MESSAGE =
 export async function createRun(
   db: DbOrTx,
   args: {
+    /** A run id chosen by the caller (batch items name their run before the row exists). */
+    id?: string;
     userId: string;
     threadId?: string | null;
     parentRunId?: string | null;
@@ -41,12 +43,15 @@ export async function createRun(
     depth?: number;
     /** Lead runs start running at once; sub-agent runs start pending until they hold a slot. */
     status?: "pending" | "running";
+    createdAt?: Date;
   },
 ): Promise<RunRow> {
   const status = args.status ?? "pending";
   const [row] = await db
     .insert(agentRuns)
     .values({
+      ...(args.id ? { id: args.id } : {}),
+      ...(args.createdAt ? { createdAt: args.createdAt } : {}),
       userId: args.userId,
       threadId: args.threadId ?? null,
       parentRunId: args.parentRunId ?? null,
@@ -113,6 +118,95 @@ export async function finishRun(
     .returning({ id: agentRuns.id });
   return rows.length === 1;
 }
+
+/**
+ * A batch item's run, written once when it ends (no pending and running rows before it): the
+ * item row is the durable record of the attempt while it runs. Committed asynchronously: the
+ * worker's settle, a synchronous commit issued after this one, flushes the WAL up to and past
+ * this row, so a crash can lose the run row only together with its unsettled item, which is
+ * then run again under a new lease.
+ */
+export async function insertFinishedRun(
+  db: Db,
+  args: {
+    id: string;
+    userId: string;
+    threadId?: string | null;
+    kind: RunKind;
+    definition: string;
+    model: string;
+    prompt?: string | null;
+    depth?: number;
+    createdAt: Date;
+    startedAt: Date | null;
+    status: TerminalStatus;
+    stopReason?: string | null;
+    result?: string | null;
+    error?: string | null;
+    usage: { inputTokens: number; outputTokens: number };
+    transcript?: unknown[] | null;
+    toolCalls?: ToolCallRecord[];
+  },
+): Promise<void> {
+  const row: typeof agentRuns.$inferInsert = {
+    id: args.id,
+    userId: args.userId,
+    threadId: args.threadId ?? null,
+    kind: args.kind,
+    definition: args.definition,
+    model: args.model,
+    prompt: args.prompt ?? null,
+    depth: args.depth ?? 0,
+    status: args.status,
+    stopReason: args.stopReason ?? null,
+    result: args.result ?? null,
+    error: args.error ?? null,
+    inputTokens: args.usage.inputTokens,
+    outputTokens: args.usage.outputTokens,
+    transcript: args.transcript ?? null,
+    toolCalls: args.toolCalls ?? null,
+    toolCallCount: args.toolCalls?.length ?? 0,
+    ownerInstance: INSTANCE_ID,
+    createdAt: args.createdAt,
+    startedAt: args.startedAt,
+    finishedAt: new Date(),
+  };
+  return new Promise<void>((resolve, reject) => {
+    let queue = finishedRunQueues.get(db);
+    if (!queue) {
+      const batch: FinishedRunQueue = [];
+      queue = batch;
+      finishedRunQueues.set(db, batch);
+      // Items that end in the same tick share one transaction (one multi-row insert, one commit).
+      setImmediate(() => {
+        finishedRunQueues.delete(db);
+        void writeFinishedRuns(db, batch);
+      });
+    }
+    queue.push({ row, resolve, reject });
+  });
+}
+
+type FinishedRunQueue = Array<{ row: typeof agentRuns.$inferInsert; resolve(): void; reject(err: unknown): void }>;
+
+const finishedRunQueues = new WeakMap<Db, FinishedRunQueue>();
+
+async function writeFinishedRuns(db: Db, batch: FinishedRunQueue): Promise<void> {
+  const write = (rows: Array<typeof agentRuns.$inferInsert>) =>
+    db.transaction(async (tx) => {
+      await tx.execute(sql`set local synchronous_commit = off`);
+      await tx.insert(agentRuns).values(rows);
+    });
+  try {
+    await write(batch.map((q) => q.row));
+    for (const q of batch) q.resolve();
+  } catch (err) {
+    if (batch.length === 1) return batch[0]!.reject(err);
+    // One bad row (its thread deleted meanwhile) must not fail the runs written with it.
+    for (const q of batch) await write([q.row]).then(q.resolve, q.reject);
+  }
+}
+
 
 export async function getRunForUser(
   db: DbOrTx,

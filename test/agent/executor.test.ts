@@ -1,6 +1,7 @@
+import { randomUUID } from "node:crypto";
 import { beforeAll, describe, expect, it } from "vitest";
 import { runSubagent } from "@/server/agent/executor";
-import { createRun } from "@/server/agent/runs";
+import { createRun, insertFinishedRun } from "@/server/agent/runs";
 import { CapacityRejectedError, CapacityTimeoutError } from "@/server/runtime/capacity";
 import { createTestDatabase, type TestDatabase } from "../helpers/db";
 import { recordingSimulator, runRow, runtimeFor, userAndThread, waitFor } from "./support";
@@ -215,6 +216,69 @@ describe("runSubagent", () => {
     expect(runtime.capacity.stats()).toMatchObject({ running: 1, queued: 0 });
     hold();
     expect(runtime.capacity.stats()).toMatchObject({ running: 0, queued: 0 });
+  });
+
+  it("a batch item writes its run row once, at the end (none while it runs), with its tool calls", async () => {
+    let runId = "";
+    let rowWhileRunning: unknown = "unset";
+    const plain = await runSubagent(database.db, {
+      ...ids,
+      kind: "batch_item",
+      definition: "general",
+      prompt: "no tools",
+      model: recordingSimulator(),
+      signal: new AbortController().signal,
+      runtime: runtimeFor(),
+      onCreated: (id) => {
+        runId = id;
+      },
+      onStarted: async () => {
+        rowWhileRunning = await runRow(database.db, runId);
+      },
+    });
+    expect(rowWhileRunning).toBeUndefined();
+    expect(plain.runId).toBe(runId);
+    const row = await runRow(database.db, runId);
+    expect(row).toMatchObject({ status: "completed", kind: "batch_item", prompt: "no tools", result: plain.text, toolCallCount: 0 });
+    expect(row.createdAt.getTime()).toBeLessThanOrEqual(row.startedAt!.getTime());
+    expect(row.startedAt!.getTime()).toBeLessThanOrEqual(row.finishedAt!.getTime());
+
+    // test/workspace/tool.test.ts proves the row exists before a tool references it (write_file).
+    const withTool = await runSubagent(database.db, {
+      ...ids,
+      kind: "batch_item",
+      definition: "general",
+      prompt: "[[call:current_time {}]]",
+      model: recordingSimulator(),
+      signal: new AbortController().signal,
+      runtime: runtimeFor(),
+    });
+    expect(withTool.status).toBe("completed");
+    expect(await runRow(database.db, withTool.runId)).toMatchObject({ status: "completed", toolCallCount: 1 });
+  });
+
+  it("batch-item run rows ending in the same tick are written together, and a bad one fails alone", async () => {
+    const row = (id: string, userId: string) => ({
+      id,
+      userId,
+      kind: "batch_item" as const,
+      definition: "general",
+      model: "simulator",
+      createdAt: new Date(),
+      startedAt: new Date(),
+      status: "completed" as const,
+      usage: { inputTokens: 1, outputTokens: 1 },
+    });
+    const [good, bad, alsoGood] = [randomUUID(), randomUUID(), randomUUID()];
+    const results = await Promise.allSettled([
+      insertFinishedRun(database.db, row(good, ids.userId)),
+      insertFinishedRun(database.db, row(bad, randomUUID())), // no such user: a foreign key violation
+      insertFinishedRun(database.db, row(alsoGood, ids.userId)),
+    ]);
+    expect(results.map((r) => r.status)).toEqual(["fulfilled", "rejected", "fulfilled"]);
+    expect(await runRow(database.db, good)).toMatchObject({ status: "completed", kind: "batch_item" });
+    expect(await runRow(database.db, alsoGood)).toMatchObject({ status: "completed" });
+    expect(await runRow(database.db, bad)).toBeUndefined();
   });
 
   it("throws CapacityRejectedError before execution when refused, with the row failed", async () => {
