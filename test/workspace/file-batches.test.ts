@@ -199,8 +199,9 @@ describe("a real worker process", () => {
     const scope = { userId: alice.userId, threadId };
     const { batch } = await submitBatch(tdb.db, {
       ...scope,
-      // The simulator calls an offered tool for [[call:NAME {json}]]; read_file exists only with the workspace group.
-      input: { submission_key: "worker-reads", files: "inbox/*", prompt_template: 'Read {{file}} [[call:read_file {"path":"{{file}}"}]]' },
+      // [[tool:read_file ...]] makes the simulator call read_file; it exists only with the workspace group
+      // (without it the call comes back as an unknown-tool error and the file's text never appears).
+      input: { submission_key: "worker-reads", files: "inbox/*", prompt_template: 'Read {{file}} [[tool:read_file {"path":"{{file}}"}]]' },
       config: testConfig(),
       model: SIM_MODEL,
     });
@@ -216,9 +217,8 @@ describe("a real worker process", () => {
     for await (const line of await exportResults(tdb.db, { ...scope, batchId: batch.id })) lines.push(line);
     expect(lines.map((l) => l.item_key)).toEqual(["inbox/alpha.txt", "inbox/beta.txt", "inbox/gamma.txt"]);
     lines.forEach((line, i) => {
-      expect(line.result).toContain("Summary of 1 tool result:");
-      expect(line.result).toContain(`- read_file: `);
-      expect(line.result).toContain(`contents of ${paths[i]}`);
+      expect(line.result).toContain("Ran 1 tool call.");
+      expect(line.result).toContain(`read_file:\n{"path":"${paths[i]}","offset":0,"text":"contents of ${paths[i]}"`);
     });
   });
 });
