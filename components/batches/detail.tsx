@@ -14,6 +14,7 @@ import {
   optimisticStatus,
   type RateSample,
 } from "@/lib/batches-ui";
+import { BatchArtifacts } from "../files/batch-artifacts";
 import { ApiError, type BatchAction, controlBatch, resultsUrl } from "./api";
 import { ItemsSection } from "./items";
 import { errorMessage, NO_WORKER_TITLE } from "./shared";
@@ -211,6 +212,8 @@ export function BatchDetail({
           {error}
         </p>
       ) : null}
+
+      <BatchArtifacts threadId={threadId} batch={batch} />
 
       <ItemsSection threadId={threadId} batch={batch} workerAlive={workerAlive} />
 
