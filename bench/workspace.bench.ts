@@ -11,7 +11,7 @@ import { spawnBenchWorkers, stopBenchWorkers } from "./workers";
  * A batch over workspace files vs the same batch without tools, end to end through a real
  * worker process (`server/worker/main.ts`: sub-agent executor, run records, simulator at 0 ms):
  * 200 items, 16 at a time. With files, every item is two model steps — the simulator's
- * `[[call:read_file ...]]` makes it read its own 2 KB file from PostgreSQL, then answer with
+ * `[[tool:read_file ...]]` makes it read its own 2 KB file from PostgreSQL, then answer with
  * what it read — so the ratio is the whole cost of one workspace tool round trip per item.
  * Target ≤ 2.0×: reading a file may cost up to as much as a whole second item, not more.
  * Three alternating rounds each; medians.
@@ -57,7 +57,7 @@ export async function run(): Promise<BenchRow[]> {
     const batch = async (overFiles: boolean, count: number): Promise<number> => {
       const window = { max_running_items: RUNNING, max_live_items: count };
       const input = overFiles
-        ? { submission_key: `ws-${++n}`, files: count === ITEMS ? "docs/*" : "docs/file-00*", prompt_template: 'Summarize {{file}} [[call:read_file {"path":"{{file}}"}]]', ...window }
+        ? { submission_key: `ws-${++n}`, files: count === ITEMS ? "docs/*" : "docs/file-00*", prompt_template: 'Summarize {{file}} [[tool:read_file {"path":"{{file}}"}]]', ...window }
         : { submission_key: `ws-${++n}`, prompt_template: "Summarize docs/file-{{item}}.txt", items: Array.from({ length: count }, (_, i) => String(i).padStart(3, "0")), ...window };
       const { batch: b } = await submitBatch(database.db, { ...scope, input, config, model: { name: "simulator", simulator: true } });
       const done = await waitTerminal(database.db, { ...scope, batchId: b.id }, 300_000);

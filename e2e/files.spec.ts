@@ -10,8 +10,9 @@ import { startWorker, stopAllWorkers } from "./support/worker";
 /**
  * The thread workspace in real Chromium against the production build and a real worker: attach
  * two files in the chat, see them in the Files section, run a batch over them from the New
- * batch dialog ("From files") whose items read their files, download one, drop a third on the
- * chat, delete one.
+ * batch dialog ("From files") whose items read their files and write artifacts, see the tool
+ * calls in an item's detail and the artifacts in the batch detail and the Files section,
+ * download one, drop a third on the chat, delete one.
  */
 
 mkdirSync(SCREENSHOT_DIR, { recursive: true });
@@ -64,7 +65,7 @@ test("run a batch over the files from the New batch dialog; each item reads its 
   const dialog = page.getByRole("dialog", { name: "New batch" });
   await dialog.getByText("From files", { exact: true }).click();
   await expect(dialog.getByLabel("Prompt template")).toHaveValue("{{file}}");
-  await dialog.getByLabel("Prompt template").fill('Summarize {{file}} [[call:read_file {"path":"{{file}}"}]]');
+  await dialog.getByLabel("Prompt template").fill('Summarize {{file}} [[tool:read_file {"path":"{{file}}"}]]');
   await expect(dialog.getByTestId("new-batch-files-count")).toHaveText("2 files of 2 match");
   // Narrow by glob, then widen again by ticking the other file.
   await dialog.getByLabel("Files (glob)").fill("*.md");
@@ -74,7 +75,7 @@ test("run a batch over the files from the New batch dialog; each item reads its 
   await expect(dialog.getByLabel("Files (glob)")).toHaveValue("{alpha.md,beta.txt}");
   await expect(dialog.getByTestId("new-batch-files-count")).toHaveText("2 files of 2 match");
   await expect(dialog.getByTestId("new-batch-files-preview").first()).toHaveText(
-    'Summarize alpha.md [[call:read_file {"path":"alpha.md"}]]',
+    'Summarize alpha.md [[tool:read_file {"path":"alpha.md"}]]',
   );
   await dialog.getByLabel("Files (glob)").fill("*.csv");
   await expect(dialog.getByRole("alert")).toHaveText("No file of this thread matches the glob.");
@@ -84,8 +85,8 @@ test("run a batch over the files from the New batch dialog; each item reads its 
   await dialog
     .getByLabel("Prompt template")
     .fill(
-      'Summarize {{file}} [[call:read_file {"path":"{{file}}"}]] ' +
-        '[[call:write_file {"path":"summaries/{{file}}","content":"summary of {{file}}"}]]',
+      'Summarize {{file}} [[tool:read_file {"path":"{{file}}"}]] ' +
+        '[[tool:write_file {"path":"summaries/{{file}}","content":"summary of {{file}}"}]]',
     );
   await shot(page, "02-dialog-from-files");
   await dialog.getByRole("button", { name: "Start batch" }).click();
@@ -110,15 +111,38 @@ test("run a batch over the files from the New batch dialog; each item reads its 
   await expect(artifact).toContainText("written by run");
   await expect(rowOf(page, "alpha.md")).toContainText("uploaded");
   await expect(filesOf(page).getByTestId("file-row")).toHaveCount(4);
+
+  // The batch detail lists the files its items wrote (never the uploads they read).
+  const artifacts = detail.getByTestId("batch-artifacts");
+  await expect(artifacts.getByTestId("artifact-row")).toHaveCount(2);
+  await expect(artifacts.getByTestId("artifact-row").nth(0)).toHaveAttribute("data-path", "summaries/alpha.md");
+  await expect(artifacts.getByTestId("artifact-row").nth(1)).toHaveAttribute("data-path", "summaries/beta.txt");
+  // The item detail lists the calls its sub-agent made, in order.
+  const item = panel.locator('[data-testid="item-row"][data-item-key="beta.txt"]');
+  await item.getByRole("button", { name: "beta.txt" }).click();
+  const itemDetail = panel.getByTestId("item-detail");
+  await expect(itemDetail).toContainText("2 tool calls");
+  const calls = itemDetail.getByTestId("tool-call");
+  await expect(calls).toHaveCount(2);
+  await expect(calls.nth(0)).toHaveAttribute("data-tool", "read_file");
+  await expect(calls.nth(1)).toHaveAttribute("data-tool", "write_file");
+  await expect(calls.nth(1)).toHaveAttribute("data-status", "ok");
+  await calls.nth(0).locator("summary").click();
+  await expect(calls.nth(0)).toContainText('{"path":"beta.txt"}');
   await shot(page, "03-batch-done");
 });
 
-test("download a file: the exact bytes as an attachment", async () => {
+test("download a file: the exact bytes as an attachment, from the Files section and the batch's artifacts", async () => {
   const download = page.waitForEvent("download");
   await rowOf(page, "alpha.md").getByRole("link", { name: "Download alpha.md" }).click();
   const file = await download;
   expect(file.suggestedFilename()).toBe("alpha.md");
   expect(readFileSync((await file.path())!)).toEqual(FILES[0]!.buffer);
+  const artifactDownload = page.waitForEvent("download");
+  await page.getByTestId("batch-artifacts").getByRole("link", { name: "Download summaries/beta.txt" }).click();
+  const artifact = await artifactDownload;
+  expect(artifact.suggestedFilename()).toBe("beta.txt");
+  expect(readFileSync((await artifact.path())!, "utf8")).toBe("summary of beta.txt");
 });
 
 test("drop a file on the chat; delete one after confirming", async () => {
@@ -163,6 +187,10 @@ test("screenshots at 390x844", async () => {
   await page.goto(`/threads/${threadId}`);
   await expect(filesOf(page).getByTestId("file-row")).toHaveCount(4);
   await shot(page, "05-mobile");
+  const artifacts = page.getByTestId("batch-artifacts");
+  await expect(artifacts.getByTestId("artifact-row")).toHaveCount(2);
+  await artifacts.scrollIntoViewIfNeeded();
+  await page.screenshot({ path: path.join(SCREENSHOT_DIR, "files-05b-mobile-artifacts.png") });
   await filesOf(page).scrollIntoViewIfNeeded();
   await page.screenshot({ path: path.join(SCREENSHOT_DIR, "files-06-mobile-files.png") });
   await page.getByRole("complementary", { name: "Batches" }).getByRole("button", { name: "New batch", exact: true }).click();

@@ -16,6 +16,7 @@ import {
   progressSplit,
   type RateSample,
 } from "@/lib/batches-ui";
+import { BatchArtifacts } from "../files/batch-artifacts";
 import { ApiError, type BatchAction, controlBatch, resultsUrl } from "./api";
 import { ItemsSection } from "./items";
 import { BudgetSection, etaText, WaitingNotice } from "./loop";
@@ -221,6 +222,8 @@ export function BatchDetail({
           {error}
         </p>
       ) : null}
+
+      <BatchArtifacts threadId={threadId} batch={batch} />
 
       <ItemsSection threadId={threadId} batch={batch} workerAlive={workerAlive} />
 

@@ -7,6 +7,14 @@ export const filesKey = (threadId: string) => ["files", threadId] as const;
 
 const base = (threadId: string) => `/api/threads/${encodeURIComponent(threadId)}/files`;
 
+export const batchArtifactsKey = (threadId: string, batchId: string) => ["files", threadId, "batch", batchId] as const;
+
+/** The files a batch's runs wrote (GET .../subagent-batches/{batch_id}/files). */
+export async function fetchBatchArtifacts(threadId: string, batchId: string, signal?: AbortSignal): Promise<FileProjection[]> {
+  const url = `/api/threads/${encodeURIComponent(threadId)}/subagent-batches/${encodeURIComponent(batchId)}/files`;
+  return parse(fileListSchema, await request(url, { signal }), "batch artifacts").files;
+}
+
 export async function fetchFiles(threadId: string, signal?: AbortSignal): Promise<FileProjection[]> {
   return parse(fileListSchema, await request(base(threadId), { signal }), "file list").files;
 }

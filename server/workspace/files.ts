@@ -1,9 +1,9 @@
 import { createHash } from "node:crypto";
-import { and, eq, sql } from "drizzle-orm";
+import { and, eq, inArray, isNotNull, sql } from "drizzle-orm";
 import { fileGlobMatcher, MAX_GLOB_CHARS } from "@/lib/api/files";
 import type { FlotillaConfig } from "@/lib/config";
 import type { Db, DbOrTx } from "@/server/db/client";
-import { threads, workspaceFiles } from "@/server/db/schema";
+import { subagentBatches, subagentBatchItemAttempts, subagentBatchItems, threads, workspaceFiles } from "@/server/db/schema";
 import { AppError, notFound } from "@/server/errors";
 import { checkPath, checkPrefix } from "./paths";
 
@@ -80,6 +80,42 @@ export async function listFiles(db: DbOrTx, scope: WorkspaceScope & { prefix?: s
     .select(info)
     .from(workspaceFiles)
     .where(and(owned(scope), prefix ? sql`starts_with(${workspaceFiles.path}, ${prefix})` : undefined))
+    .orderBy(byPath);
+}
+
+/**
+ * The artifacts of a batch: files of its thread last written by a run of one of its items (the
+ * item's current run or an earlier attempt's), in path order. 404 unless the batch is this
+ * owner's in this thread. A file a later upload or another run overwrote is no longer the batch's.
+ */
+export async function listBatchArtifacts(db: DbOrTx, scope: WorkspaceScope & { batchId: string }): Promise<FileInfo[]> {
+  const [batch] = await db
+    .select({ id: subagentBatches.id })
+    .from(subagentBatches)
+    .where(
+      and(
+        eq(subagentBatches.id, scope.batchId),
+        eq(subagentBatches.threadId, scope.threadId),
+        eq(subagentBatches.userId, scope.userId),
+      ),
+    );
+  if (!batch) throw notFound("batch");
+  const itemRuns = db
+    .select({ runId: subagentBatchItems.runId })
+    .from(subagentBatchItems)
+    .where(and(eq(subagentBatchItems.batchId, scope.batchId), isNotNull(subagentBatchItems.runId)))
+    .union(
+      // Through the items (their batch index, then the attempts' item index): attempts have no batch index.
+      db
+        .select({ runId: subagentBatchItemAttempts.runId })
+        .from(subagentBatchItemAttempts)
+        .innerJoin(subagentBatchItems, eq(subagentBatchItems.id, subagentBatchItemAttempts.itemId))
+        .where(and(eq(subagentBatchItems.batchId, scope.batchId), isNotNull(subagentBatchItemAttempts.runId))),
+    );
+  return db
+    .select(info)
+    .from(workspaceFiles)
+    .where(and(owned(scope), inArray(workspaceFiles.createdByRunId, itemRuns)))
     .orderBy(byPath);
 }
 

@@ -17,13 +17,14 @@ import { listItems, submitBatch } from "@/server/batches/repository";
 import { agentRuns } from "@/server/db/schema";
 import { createSubagentRuntime } from "@/server/runtime/admission";
 import { closeMcpClients } from "@/server/tools/mcp";
+import { listFiles, putFile } from "@/server/workspace/files";
 import { createTestDatabase, type TestDatabase } from "../helpers/db";
 import { seedOwner, startWorkerProcess, stopAllWorkerProcesses, waitForBatch, type WorkerProcess } from "../ops/support";
 import { childRuns, harness, simulator } from "../swarm/support";
 import { mcpTestServers } from "./support";
 
 /**
- * Every tool group (clock, text, web, mcp:fs, mcp:memory) driven through the simulator's
+ * Every tool group (clock, text, workspace, web, mcp:fs, mcp:memory) driven through the simulator's
  * [[tool:...]] from a `task`, a swarm child and a batch item in a real worker process; the batch
  * item again after its worker is killed (a worker that does not know the definition rebuilds it
  * from the spec); and the items a worker cannot run: a model or group it lacks, an MCP server
@@ -42,7 +43,7 @@ const TOOLSMITH = {
   name: "toolsmith",
   description: "Uses every tool group.",
   system_prompt: "Use the tools you are asked to use.",
-  tool_groups: ["clock", "text", "web", "mcp:fs", "mcp:memory"],
+  tool_groups: ["clock", "text", "workspace", "web", "mcp:fs", "mcp:memory"],
 };
 
 function prompt(tag: string): string {
@@ -50,19 +51,31 @@ function prompt(tag: string): string {
     `Run ${tag}:`,
     "[[tool:current_time]]",
     '[[tool:count_text {"text":"one two three"}]]',
+    '[[tool:read_file {"path":"inbox/brief.txt"}]]',
+    `[[tool:write_file {"path":"out/${tag}.md","content":"artifact of ${tag}"}]]`,
     `[[tool:fetch_url {"url":"http://127.0.0.1:${port}/report"}]]`,
     `[[tool:fs__read_text_file {"path":"${path.join(dir, "notes.txt")}"}]]`,
     `[[tool:memory__create_entities {"entities":[{"name":"${tag}","entityType":"run","observations":["seen"]}]}]]`,
   ].join(" ");
 }
 
-const TOOL_NAMES = ["current_time", "count_text", "fetch_url", "fs__read_text_file", "memory__create_entities"];
+const TOOL_NAMES = [
+  "current_time",
+  "count_text",
+  "read_file",
+  "write_file",
+  "fetch_url",
+  "fs__read_text_file",
+  "memory__create_entities",
+];
 
 /** What the final answer must contain: each tool's own output. */
 function expectAllOutputs(text: string, tag: string) {
-  expect(text).toContain("Ran 5 tool calls.");
+  expect(text).toContain("Ran 7 tool calls.");
   expect(text).toMatch(/current_time:\n\{"now":"20\d\d-/);
   expect(text).toMatch(/count_text:\n\{"characters":13,"words":3,"lines":1\}/);
+  expect(text).toContain('read_file:\n{"path":"inbox/brief.txt","offset":0,"text":"Brief: count the ferries."');
+  expect(text).toMatch(new RegExp(`write_file:\\n\\{"path":"out/${tag}.md","size":${`artifact of ${tag}`.length},`));
   expect(text).toContain("fetch_url:\n# Pier report");
   expect(text).toContain("fs__read_text_file:\nTide tables for the north pier.");
   expect(text).toContain(`"name": "${tag}"`);
@@ -86,6 +99,8 @@ function writeConfig(name: string, input: FlotillaConfigInput): string {
 beforeAll(async () => {
   t = await createTestDatabase();
   owner = await seedOwner(t.db);
+  const limits = { maxFileBytes: 1 << 20, maxThreadBytes: 1 << 24 };
+  await putFile(t.db, { ...owner, limits }, { path: "inbox/brief.txt", bytes: Buffer.from("Brief: count the ferries."), contentType: "text/plain" });
   web = http.createServer((_req, res) => {
     res.writeHead(200, { "content-type": "text/html" });
     res.end(
@@ -110,8 +125,14 @@ async function runRowOf(id: string) {
   return row!;
 }
 
+/** The artifact a run wrote is in the thread's workspace, attributed to that run. */
+async function expectArtifact(tag: string, runId: string) {
+  const files = await listFiles(t.db, { ...owner, prefix: "out" });
+  expect(files.find((f) => f.path === `out/${tag}.md`)).toMatchObject({ createdByRunId: runId, size: `artifact of ${tag}`.length });
+}
+
 function expectRecorded(row: Awaited<ReturnType<typeof runRowOf>>) {
-  expect(row.toolCallCount).toBe(5);
+  expect(row.toolCallCount).toBe(7);
   expect(row.toolCalls?.map((c) => [c.name, c.status])).toEqual(TOOL_NAMES.map((n) => [n, "ok"]));
   for (const c of row.toolCalls ?? []) {
     expect(c.duration_ms).toBeGreaterThanOrEqual(0);
@@ -141,6 +162,7 @@ describe("tool groups in every delegation mode", () => {
     expect(out.status).toBe("completed");
     expectAllOutputs(out.result, "task-run");
     expectRecorded(await runRowOf(out.runId));
+    await expectArtifact("task-run", out.runId);
   });
 
   it("a swarm child calls every group", async () => {
@@ -151,6 +173,7 @@ describe("tool groups in every delegation mode", () => {
     const [child] = await childRuns(t.db, h.ctx.leadRunId);
     expectAllOutputs(child.result ?? "", "swarm-run");
     expectRecorded(child);
+    await expectArtifact("swarm-run", child.id);
   });
 
   let workerA: WorkerProcess;
@@ -169,11 +192,12 @@ describe("tool groups in every delegation mode", () => {
     const done = await waitForBatch(t.db, batch.id, 60_000);
     expect(done).toMatchObject({ status: "completed", succeeded: 1 });
     const page = toItemPage(await listItems(t.db, { ...owner, batchId: batch.id }));
-    expect(page.items[0]).toMatchObject({ status: "succeeded", tool_calls: 5 });
+    expect(page.items[0]).toMatchObject({ status: "succeeded", tool_calls: 7 });
     const detail = await getItemDetail(t.db, { ...owner, batchId: batch.id, itemId: page.items[0].id });
     expect(detail.tool_call_list.map((c) => c.name)).toEqual(TOOL_NAMES);
     const [run] = await t.db.select().from(agentRuns).where(eq(agentRuns.kind, "batch_item"));
     expectAllOutputs(run.result ?? "", "batch-run");
+    await expectArtifact("batch-run", run.id);
     // Another user does not see the item.
     const stranger = await seedOwner(t.db);
     await expect(
@@ -217,11 +241,13 @@ describe("tool groups in every delegation mode", () => {
     const done = await waitForBatch(t.db, batch.id, 60_000);
     expect(done).toMatchObject({ status: "completed", succeeded: 1 });
     const page = toItemPage(await listItems(t.db, { ...owner, batchId: batch.id }));
-    expect(page.items[0]).toMatchObject({ attempts: 2, tool_calls: 5 });
+    expect(page.items[0]).toMatchObject({ attempts: 2, tool_calls: 7 });
     const runs = await t.db.select().from(agentRuns).where(eq(agentRuns.prompt, slow));
     const finished = runs.find((r) => r.status === "completed")!;
     expectAllOutputs(finished.result ?? "", "restart-run");
     expectRecorded(finished);
+    // Written by the run on worker B (worker A's attempt, if it got that far, is overwritten).
+    await expectArtifact("restart-run", finished.id);
   }, 120_000);
 
   it("a worker without the batch's model or group fails the item with model_unavailable / tool_unavailable and keeps running", async () => {
@@ -300,7 +326,7 @@ describe("tool groups in every delegation mode", () => {
     });
     expect(await waitForBatch(t.db, batch.id, 60_000)).toMatchObject({ status: "completed", succeeded: 1 });
     const page = toItemPage(await listItems(t.db, { ...owner, batchId: batch.id }));
-    expect(page.items[0]).toMatchObject({ attempts: 1, tool_calls: 5 });
+    expect(page.items[0]).toMatchObject({ attempts: 1, tool_calls: 7 });
     const after = fsServers();
     expect(after).toHaveLength(1);
     expect(after[0]).not.toBe(before);

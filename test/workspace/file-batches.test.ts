@@ -11,6 +11,9 @@ import { spawnBenchWorkers, stopBenchWorkers } from "../../bench/workers";
 import { call, errorOf, makeThread, makeUser, rowCounts, setupApiDatabase, type TestUser } from "../api/helpers";
 import { SIM_MODEL, sleep, testConfig } from "../batches/support";
 import type { TestDatabase } from "../helpers/db";
+import * as artifactsRoute from "@/app/api/threads/[threadId]/subagent-batches/[batchId]/files/route";
+import { fileListSchema } from "@/lib/api/files";
+import { buildRequest, ORIGIN } from "../api/helpers";
 import { upload } from "./support";
 
 /** Batches over workspace files: from the HTTP API, from batch_task, and run by a real worker process. */
@@ -184,6 +187,12 @@ describe("batch_task with files", () => {
   });
 });
 
+/** GET /api/threads/{thread}/subagent-batches/{batch}/files through its route handler. */
+async function artifacts(threadId: string, batchId: string, auth: TestUser): Promise<Response> {
+  const url = new URL(`/api/threads/${threadId}/subagent-batches/${batchId}/files`, ORIGIN);
+  return artifactsRoute.GET(buildRequest("GET", url, { token: auth.token }), { params: Promise.resolve({ threadId, batchId }) });
+}
+
 describe("a real worker process", () => {
   it("runs each item with the workspace tools: the sub-agent reads its own file", async () => {
     const paths = ["inbox/alpha.txt", "inbox/beta.txt", "inbox/gamma.txt"];
@@ -199,8 +208,11 @@ describe("a real worker process", () => {
     const scope = { userId: alice.userId, threadId };
     const { batch } = await submitBatch(tdb.db, {
       ...scope,
-      // The simulator calls an offered tool for [[call:NAME {json}]]; read_file exists only with the workspace group.
-      input: { submission_key: "worker-reads", files: "inbox/*", prompt_template: 'Read {{file}} [[call:read_file {"path":"{{file}}"}]]' },
+      // [[tool:read_file ...]] makes the simulator call read_file; it exists only with the workspace group
+      // (without it the call comes back as an unknown-tool error and the file's text never appears).
+      input: { submission_key: "worker-reads", files: "inbox/*", prompt_template:
+          'Read {{file}} [[tool:read_file {"path":"{{file}}"}]] [[tool:write_file {"path":"out/{{file}}","content":"read {{file}}"}]]',
+      },
       config: testConfig(),
       model: SIM_MODEL,
     });
@@ -218,8 +230,29 @@ describe("a real worker process", () => {
     // A batch over files shows each item's path as its input.
     expect(lines.map((l) => l.input)).toEqual(["inbox/alpha.txt", "inbox/beta.txt", "inbox/gamma.txt"]);
     lines.forEach((line, i) => {
-      expect(line.result).toContain("read_file: ");
-      expect(line.result).toContain(`contents of ${paths[i]}`);
+      expect(line.result).toContain("Ran 2 tool calls.");
+      expect(line.result).toContain(`read_file:\n{"path":"${paths[i]}","offset":0,"text":"contents of ${paths[i]}"`);
     });
+
+    // The batch's artifacts: what its item runs wrote, never the uploads it read.
+    const res = await artifacts(threadId, batch.id, alice);
+    expect(res.status).toBe(200);
+    const written = fileListSchema.parse(await res.json()).files;
+    expect(written.map((f) => f.path)).toEqual(paths.map((p) => `out/${p}`));
+    const runIds = new Set(
+      (await tdb.sql<{ run_id: string }[]>`select run_id from subagent_batch_items where batch_id = ${batch.id}`).map((r) => r.run_id),
+    );
+    expect(written.every((f) => f.created_by_run_id !== null && runIds.has(f.created_by_run_id))).toBe(true);
+    // An upload overwriting an artifact makes it the user's file, no longer the batch's.
+    expect((await upload(threadId, alice, [{ path: "out/inbox/beta.txt", content: "mine now" }])).status).toBe(201);
+    const after = fileListSchema.parse(await (await artifacts(threadId, batch.id, alice)).json()).files;
+    expect(after.map((f) => f.path)).toEqual(["out/inbox/alpha.txt", "out/inbox/gamma.txt"]);
+    // Owner-scoped: another user, another thread of the owner, or an unknown batch are 404.
+    for (const res of [await artifacts(threadId, batch.id, bob), await artifacts(await makeThread(tdb, alice), batch.id, alice)]) {
+      expect(res.status).toBe(404);
+      expect(await errorOf(res)).toMatchObject({ code: "not_found" });
+    }
+    expect((await artifacts(threadId, "00000000-0000-4000-8000-000000000000", alice)).status).toBe(404);
+    expect((await artifacts(threadId, "not-a-uuid", alice)).status).toBe(404);
   });
 });

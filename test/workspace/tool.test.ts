@@ -162,17 +162,17 @@ describe("through a sub-agent run", () => {
       kind: "batch_item",
       definition: "reader",
       prompt:
-        '[[call:read_file {"path":"in.txt"}]] [[call:read_file {"path":"nope.txt"}]] ' +
-        '[[call:write_file {"path":"out.txt","content":"done"}]]',
+        '[[tool:read_file {"path":"in.txt"}]] [[tool:read_file {"path":"nope.txt"}]] ' +
+        '[[tool:write_file {"path":"out.txt","content":"done"}]]',
       model: resolveModel(runConfig, {}),
       signal: new AbortController().signal,
       runtime: createSubagentRuntime(runConfig),
     });
     expect(result.status).toBe("completed");
-    expect(result.text).toContain("read_file: ");
-    expect(result.text).toContain("needle in a file");
-    expect(result.text).toContain(`read_file failed: file "nope.txt" not found`);
-    expect(result.text).toContain("write_file finished.");
+    // One model step per directive, in order; the answer repeats each output verbatim.
+    expect(result.text).toContain("Ran 3 tool calls.");
+    expect(result.text).toContain('read_file:\n{"path":"in.txt","offset":0,"text":"needle in a file"');
+    expect(result.text).toContain(`read_file:\nerror: file "nope.txt" not found`);
     const files = await listFiles(tdb.db, owner);
     expect(files.map((f) => [f.path, f.createdByRunId])).toEqual([
       ["in.txt", null],

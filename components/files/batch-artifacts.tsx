@@ -1,0 +1,64 @@
+"use client";
+
+import { useQuery } from "@tanstack/react-query";
+import { useId } from "react";
+import type { BatchProjection } from "@/lib/api/batches";
+import { fileUrl } from "@/lib/api/files";
+import { isActiveBatch } from "@/lib/batches-ui";
+import { errorMessage } from "../batches/shared";
+import { buttonClass } from "../batches/ui";
+import { batchArtifactsKey, fetchBatchArtifacts, formatBytes } from "./api";
+
+/** Items write while the batch runs; a finished batch's artifacts only change by hand. */
+const ARTIFACTS_POLL_MS = 5_000;
+
+/**
+ * The files a batch wrote (its item runs' artifacts) in the batch detail, each with a download
+ * link. Nothing is shown for a batch that wrote none, so batches without tools look as before.
+ */
+export function BatchArtifacts({ threadId, batch }: { threadId: string; batch: BatchProjection }) {
+  const headingId = useId();
+  const active = isActiveBatch(batch.status);
+  const artifacts = useQuery({
+    // The status in the key fetches once more when the batch ends (its last items' files).
+    queryKey: [...batchArtifactsKey(threadId, batch.id), batch.status],
+    queryFn: ({ signal }) => fetchBatchArtifacts(threadId, batch.id, signal),
+    refetchInterval: active ? ARTIFACTS_POLL_MS : false,
+  });
+  if (artifacts.isError)
+    return (
+      <p role="alert" className="text-xs text-red-700">
+        Artifacts: {errorMessage(artifacts.error)}
+      </p>
+    );
+  const list = artifacts.data ?? [];
+  if (list.length === 0) return null;
+  return (
+    <section aria-labelledby={headingId} data-testid="batch-artifacts" className="flex min-w-0 flex-col gap-1">
+      <h4 id={headingId} className="text-xs font-semibold uppercase tracking-wide text-zinc-600">
+        Artifacts <span className="font-medium normal-case tracking-normal text-zinc-500">· {list.length} written by this batch</span>
+      </h4>
+      <ul aria-label="Files this batch wrote" className="divide-y divide-zinc-100 rounded-md border border-zinc-200">
+        {list.map((f) => {
+          const name = f.path.split("/").pop()!;
+          return (
+            <li key={f.path} data-testid="artifact-row" data-path={f.path} className="flex items-center gap-2 px-2 py-1">
+              <span className="min-w-0 flex-1 truncate font-mono text-xs text-zinc-900" title={f.path}>
+                {f.path}
+              </span>
+              <span className="shrink-0 text-xs text-zinc-500 tabular-nums">{formatBytes(f.size)}</span>
+              <a
+                href={fileUrl(threadId, f.path)}
+                download={name}
+                aria-label={`Download ${f.path}`}
+                className={`${buttonClass.base} ${buttonClass.neutral} shrink-0 px-2 py-0.5 text-xs hover:bg-zinc-50`}
+              >
+                Download
+              </a>
+            </li>
+          );
+        })}
+      </ul>
+    </section>
+  );
+}
