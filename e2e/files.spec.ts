@@ -185,6 +185,8 @@ test("drop a file on the chat; delete one after confirming", async () => {
 test("screenshots at 390x844", async () => {
   await page.setViewportSize({ width: 390, height: 844 });
   await page.goto(`/threads/${threadId}`);
+  // On a phone the batch panel and the Files section live in a drawer opened from the header.
+  await page.getByTestId("batches-drawer-toggle").click();
   await expect(filesOf(page).getByTestId("file-row")).toHaveCount(4);
   await shot(page, "05-mobile");
   const artifacts = page.getByTestId("batch-artifacts");

@@ -67,7 +67,7 @@ test("task, swarm and batch item show the tool calls their sub-agents made", asy
   await send(page, 'batch: Count [[tool:count_text {"text":"{{item}}"}]] | red; green blue');
   const panel = page.getByRole("complementary", { name: "Batches" });
   const detail = panel.getByTestId("batch-detail");
-  await expect(detail.getByTestId("progress-text")).toHaveText("100%", { timeout: 60_000 });
+  await expect(detail.getByTestId("progress-pct")).toHaveText("100%", { timeout: 60_000 });
   const item = panel.locator('[data-testid="item-row"][data-item-key="item-2"]');
   await expect(item).toHaveAttribute("data-status", "succeeded");
   await item.getByRole("button", { name: "item-2" }).click();

@@ -1,7 +1,7 @@
 "use client";
 
 import { useQuery } from "@tanstack/react-query";
-import { useDeferredValue, useEffect, useId, useMemo } from "react";
+import { useEffect, useId, useMemo } from "react";
 import { FILE_PLACEHOLDER, fileGlobMatcher, globForPaths, MAX_GLOB_CHARS } from "@/lib/api/files";
 import { fetchFiles, filesKey, formatBytes } from "./api";
 
@@ -35,13 +35,14 @@ export function FilesBatchSource({
 }) {
   const files = useQuery({ queryKey: filesKey(threadId), queryFn: ({ signal }) => fetchFiles(threadId, signal) });
   const ids = { glob: useId(), hint: useId(), count: useId() };
-  const deferred = useDeferredValue(glob);
   const list = files.data ?? [];
+  // From the glob itself, not a deferred copy: the checkboxes are controlled by this set, so a
+  // tick must show in the same render that wrote the glob (a deferred value reverted it first).
   const matching = useMemo(() => {
-    if (deferred.trim() === "") return new Set<string>();
-    const isMatch = fileGlobMatcher(deferred);
+    if (glob.trim() === "") return new Set<string>();
+    const isMatch = fileGlobMatcher(glob);
     return new Set(list.filter((f) => isMatch(f.path)).map((f) => f.path));
-  }, [deferred, list]);
+  }, [glob, list]);
 
   const problem =
     glob.trim() === ""
