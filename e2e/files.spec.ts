@@ -186,6 +186,9 @@ test("screenshots at 390x844", async () => {
   await page.setViewportSize({ width: 390, height: 844 });
   await page.goto(`/threads/${threadId}`);
   await expect(filesOf(page).getByTestId("file-row")).toHaveCount(4);
+  // On a phone the batches and files are a drawer opened from the thread header.
+  await page.getByTestId("batches-drawer-toggle").click();
+  await expect(filesOf(page)).toBeVisible();
   await shot(page, "05-mobile");
   const artifacts = page.getByTestId("batch-artifacts");
   await expect(artifacts.getByTestId("artifact-row")).toHaveCount(2);
