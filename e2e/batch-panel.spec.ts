@@ -354,15 +354,20 @@ test("polling a running 5,000-item batch costs one list read and at most one pag
       for (const e of list.getEntries()) w.__longTasks.push(e.duration);
     }).observe({ type: "longtask" });
   });
-  const seen = { list: 0, detail: 0, items: 0, notifications: 0, other: 0 };
+  const seen = { list: 0, detail: 0, items: 0, artifacts: 0, notifications: 0, other: 0 };
+  const otherUrls: string[] = [];
   const onRequest = (req: { url(): string; method(): string }) => {
     const u = new URL(req.url());
     if (req.method() !== "GET" || !u.pathname.startsWith("/api/")) return;
     if (/\/subagent-batches$/.test(u.pathname)) seen.list++;
     else if (/\/subagent-batches\/[^/]+$/.test(u.pathname)) seen.detail++;
     else if (/\/subagent-batches\/[^/]+\/items$/.test(u.pathname)) seen.items++;
+    else if (/\/subagent-batches\/[^/]+\/files$/.test(u.pathname)) seen.artifacts++;
     else if (u.pathname === "/api/batch-notifications") seen.notifications++;
-    else if (u.pathname !== "/api/features" && !u.pathname.startsWith("/api/auth/")) seen.other++;
+    else if (u.pathname !== "/api/features" && !u.pathname.startsWith("/api/auth/")) {
+      seen.other++;
+      otherUrls.push(u.pathname);
+    }
   };
   page.on("request", onRequest);
   const before = await finished(page);
@@ -377,9 +382,13 @@ test("polling a running 5,000-item batch costs one list read and at most one pag
   expect(seen.list).toBeLessThanOrEqual(intervals + 1);
   expect(seen.items).toBeLessThanOrEqual(seen.list + 1);
   expect(seen.detail).toBe(0);
+  // A running batch's artifacts are re-read slowly (every 30 s), never on the list's cadence.
+  expect(seen.artifacts).toBeLessThanOrEqual(1);
   // The sidebar badges' one shared poll (every 5 s); a running batch causes no message polls.
   expect(seen.notifications).toBeLessThanOrEqual(windowMs / 5_000 + 1);
-  expect(seen.other).toBe(0);
+  // Nothing else polls: not the Files section (it refetches when something writes files), nor
+  // the chat stream (one reattach check on load).
+  expect(seen.other, `other requests: ${otherUrls.join(", ")}`).toBe(0);
   const longTasks = await page.evaluate(() => (window as unknown as { __longTasks: number[] }).__longTasks);
   console.log(`long tasks: ${JSON.stringify(longTasks.map(Math.round))}`);
   expect(longTasks.filter((d) => d > 200)).toEqual([]);

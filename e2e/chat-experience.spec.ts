@@ -185,6 +185,38 @@ test("phone: the composer of a new thread sits at the bottom and no empty panel 
   await shot(page, "14-mobile-new-thread");
 });
 
+test("an empty thread takes no room on either layout; a file attached in the chat brings the Files section back", async ({ page }) => {
+  await page.setViewportSize(MOBILE);
+  await signedInAccount(page, "phone-file");
+  const threadId = await createThreadViaApi(page);
+  await page.goto(`/threads/${threadId}`);
+  await expect(page.getByTestId("example-prompt").first()).toBeVisible();
+  await expect(page.getByTestId("batches-drawer-toggle")).toHaveCount(0);
+  await page.setViewportSize({ width: 1400, height: 900 });
+  // No worker and no files: no right-hand column beside the chat.
+  await expect(page.locator("#batch-panel-slot")).toBeHidden();
+  await shot(page, "15-desktop-new-thread");
+
+  const chooser = page.waitForEvent("filechooser");
+  await page.getByRole("button", { name: "Attach files" }).click();
+  await (await chooser).setFiles([{ name: "notes.txt", mimeType: "text/plain", buffer: Buffer.from("some notes\n") }]);
+  const files = page.getByRole("region", { name: "Files" });
+  await expect(files.getByTestId("file-row")).toHaveCount(1);
+  await expect(files).toBeVisible();
+  await shot(page, "16-desktop-thread-with-file");
+
+  await page.setViewportSize(MOBILE);
+  await page.reload();
+  const toggle = page.getByTestId("batches-drawer-toggle");
+  await expect(toggle).toBeVisible();
+  await expectComposerAtBottom(page);
+  await shot(page, "17-mobile-thread-with-file");
+  await toggle.click();
+  await expect(files.getByTestId("file-row")).toHaveCount(1);
+  await expect(files).toBeInViewport();
+  await page.screenshot({ path: path.join(SCREENSHOT_DIR, "chatx-18-mobile-files-drawer.png") });
+});
+
 test("a finished batch with failures says so in amber and shows each item's input; the phone layout keeps the composer down", async ({
   page,
 }) => {

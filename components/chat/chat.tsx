@@ -4,6 +4,7 @@ import { useChat } from "@ai-sdk/react";
 import { useQueryClient } from "@tanstack/react-query";
 import { DefaultChatTransport } from "ai";
 import { useEffect, useMemo, useRef, useState } from "react";
+import { filesKey } from "@/components/files/api";
 import { useAttachFiles } from "@/components/files/attach";
 import { requestNewBatch } from "@/components/batches/store";
 import { Badge } from "@/components/ui/badge";
@@ -137,6 +138,8 @@ export function Chat({ threadId, initialMessages }: { threadId: string; initialM
     onFinish: () => {
       sent.current = null;
       void queryClient.invalidateQueries({ queryKey: THREADS_KEY });
+      // The run's tools (and its sub-agents') may have written files.
+      void queryClient.invalidateQueries({ queryKey: filesKey(threadId) });
     },
     onError: () => {
       const failed = sent.current;
@@ -170,7 +173,12 @@ export function Chat({ threadId, initialMessages }: { threadId: string; initialM
   }, [status, error, threadId, setMessages]);
   const busy = status === "submitted" || status === "streaming";
   // The lead's replies to settled batches arrive without a request of this tab.
-  useWakeupMessages({ threadId, messages, idle: !busy, append: (fresh) => setMessages((prev) => [...prev, ...fresh]) });
+  useWakeupMessages({ threadId, messages, idle: !busy, append: (fresh) => {
+      setMessages((prev) => [...prev, ...fresh]);
+      // A wake-up reply is a run too: its tools may have written files.
+      void queryClient.invalidateQueries({ queryKey: filesKey(threadId) });
+    },
+  });
 
   // Follow the stream while the reader is at the bottom; leave them alone when they scrolled up.
   const scroller = useRef<HTMLDivElement>(null);

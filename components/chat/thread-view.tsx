@@ -69,14 +69,15 @@ export function ThreadView({
   const [hasPanel, setHasPanel] = useState(false);
   const panelSlot = useRef<HTMLDivElement>(null);
 
-  // The panel renders nothing without batches or a worker: no button for an empty drawer.
+  // The panel renders nothing without batches or a worker, and the Files section is only a
+  // hint (data-placeholder) without files: no button for an empty drawer, no empty column.
   useEffect(() => {
     const el = panelSlot.current;
     if (!el) return;
-    const update = () => setHasPanel(el.childElementCount > 0);
+    const update = () => setHasPanel(Array.from(el.children).some((c) => !c.hasAttribute("data-placeholder")));
     update();
     const observer = new MutationObserver(update);
-    observer.observe(el, { childList: true });
+    observer.observe(el, { childList: true, subtree: true, attributeFilter: ["data-placeholder"] });
     return () => observer.disconnect();
   }, []);
   // "View in batch panel" opens the drawer on a phone.
@@ -115,7 +116,7 @@ export function ThreadView({
         id="batch-panel-slot"
         ref={panelSlot}
         data-open={drawer}
-        className={`shrink-0 bg-white empty:hidden lg:static lg:z-auto lg:h-auto lg:max-h-none lg:w-[26rem] lg:overflow-y-auto lg:rounded-none lg:border-t-0 lg:border-l lg:border-zinc-200 lg:shadow-none ${
+        className={`shrink-0 bg-white ${hasPanel ? "" : "hidden"} lg:static lg:z-auto lg:h-auto lg:max-h-none lg:w-[26rem] lg:overflow-y-auto lg:rounded-none lg:border-t-0 lg:border-l lg:border-zinc-200 lg:shadow-none ${
           drawer
             ? "fixed inset-x-0 bottom-0 z-40 max-h-[80dvh] overflow-y-auto rounded-t-2xl border-t border-zinc-200 shadow-2xl"
             : "h-0 overflow-hidden"

@@ -5,6 +5,23 @@ import { parse, request } from "../batches/api";
 
 export const filesKey = (threadId: string) => ["files", threadId] as const;
 
+/**
+ * Something wrote files outside this tab's own uploads (a batch's items, seen by the batch
+ * panel's artifacts query, which lives in the panel's own query client): the Files section
+ * refetches then instead of polling.
+ */
+type FilesChangedListener = (threadId: string) => void;
+const filesChangedListeners = new Set<FilesChangedListener>();
+
+export function announceFilesChanged(threadId: string): void {
+  for (const l of filesChangedListeners) l(threadId);
+}
+
+export function onFilesChanged(listener: FilesChangedListener): () => void {
+  filesChangedListeners.add(listener);
+  return () => filesChangedListeners.delete(listener);
+}
+
 const base = (threadId: string) => `/api/threads/${encodeURIComponent(threadId)}/files`;
 
 export const batchArtifactsKey = (threadId: string, batchId: string) => ["files", threadId, "batch", batchId] as const;

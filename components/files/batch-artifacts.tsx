@@ -1,16 +1,20 @@
 "use client";
 
 import { useQuery } from "@tanstack/react-query";
-import { useId } from "react";
+import { useEffect, useId, useRef } from "react";
 import type { BatchProjection } from "@/lib/api/batches";
 import { fileUrl } from "@/lib/api/files";
 import { isActiveBatch } from "@/lib/batches-ui";
 import { errorMessage } from "../batches/shared";
 import { buttonClass } from "../batches/ui";
-import { batchArtifactsKey, fetchBatchArtifacts, formatBytes } from "./api";
+import { announceFilesChanged, batchArtifactsKey, fetchBatchArtifacts, formatBytes } from "./api";
 
-/** Items write while the batch runs; a finished batch's artifacts only change by hand. */
-const ARTIFACTS_POLL_MS = 5_000;
+/**
+ * Items write while the batch runs, so a running batch's artifacts are read again, slowly (the
+ * panel's own list poll stays the only steady request); the status in the query key reads them
+ * once more when the batch ends. A finished batch's artifacts only change by hand.
+ */
+const ARTIFACTS_POLL_MS = 30_000;
 
 /**
  * The files a batch wrote (its item runs' artifacts) in the batch detail, each with a download
@@ -25,6 +29,14 @@ export function BatchArtifacts({ threadId, batch }: { threadId: string; batch: B
     queryFn: ({ signal }) => fetchBatchArtifacts(threadId, batch.id, signal),
     refetchInterval: active ? ARTIFACTS_POLL_MS : false,
   });
+  // New or rewritten artifacts are new files of the thread: the Files section reads its list again.
+  const signature = artifacts.data?.map((f) => `${f.path}:${f.size}:${f.created_at}`).join("\n");
+  const seen = useRef<string | undefined>(undefined);
+  useEffect(() => {
+    if (signature === undefined) return;
+    if (seen.current !== undefined && seen.current !== signature) announceFilesChanged(threadId);
+    seen.current = signature;
+  }, [signature, threadId]);
   if (artifacts.isError)
     return (
       <p role="alert" className="text-xs text-red-700">

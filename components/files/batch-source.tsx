@@ -1,7 +1,7 @@
 "use client";
 
 import { useQuery } from "@tanstack/react-query";
-import { useEffect, useId, useMemo } from "react";
+import { useDeferredValue, useEffect, useId, useMemo } from "react";
 import { FILE_PLACEHOLDER, fileGlobMatcher, globForPaths, MAX_GLOB_CHARS } from "@/lib/api/files";
 import { fetchFiles, filesKey, formatBytes } from "./api";
 
@@ -10,6 +10,12 @@ export interface FilesSelection {
   glob: string;
   count: number;
   problem: string | null;
+}
+
+function matchingPaths(list: readonly { path: string }[], glob: string): Set<string> {
+  if (glob.trim() === "") return new Set<string>();
+  const isMatch = fileGlobMatcher(glob);
+  return new Set(list.filter((f) => isMatch(f.path)).map((f) => f.path));
 }
 
 const PREVIEW_COUNT = 3;
@@ -35,14 +41,12 @@ export function FilesBatchSource({
 }) {
   const files = useQuery({ queryKey: filesKey(threadId), queryFn: ({ signal }) => fetchFiles(threadId, signal) });
   const ids = { glob: useId(), hint: useId(), count: useId() };
+  const deferred = useDeferredValue(glob);
   const list = files.data ?? [];
-  // From the glob itself, not a deferred copy: the checkboxes are controlled by this set, so a
-  // tick must show in the same render that wrote the glob (a deferred value reverted it first).
-  const matching = useMemo(() => {
-    if (glob.trim() === "") return new Set<string>();
-    const isMatch = fileGlobMatcher(glob);
-    return new Set(list.filter((f) => isMatch(f.path)).map((f) => f.path));
-  }, [glob, list]);
+  const matching = useMemo(() => matchingPaths(list, deferred), [deferred, list]);
+  // The checkboxes follow the glob as typed, not the deferred one: a click shows its tick at
+  // once (and the next click builds on it), whatever the count and previews lag behind.
+  const ticked = useMemo(() => matchingPaths(list, glob), [glob, list]);
 
   const problem =
     glob.trim() === ""
@@ -57,7 +61,7 @@ export function FilesBatchSource({
   useEffect(() => onSelection({ glob, count: matching.size, problem }), [glob, matching, problem, onSelection]);
 
   const toggle = (path: string, on: boolean) => {
-    const picked = list.filter((f) => (f.path === path ? on : matching.has(f.path))).map((f) => f.path);
+    const picked = list.filter((f) => (f.path === path ? on : ticked.has(f.path))).map((f) => f.path);
     onGlobChange(picked.length === 0 ? "" : globForPaths(picked));
   };
   const previews = list
@@ -93,7 +97,7 @@ export function FilesBatchSource({
           <legend className="sr-only">Files of this thread</legend>
           {list.map((f) => (
             <label key={f.path} className="flex items-center gap-2 px-2 py-1 text-xs hover:bg-zinc-50">
-              <input type="checkbox" checked={matching.has(f.path)} onChange={(e) => toggle(f.path, e.target.checked)} />
+              <input type="checkbox" checked={ticked.has(f.path)} onChange={(e) => toggle(f.path, e.target.checked)} />
               <span className="min-w-0 flex-1 truncate font-mono" title={f.path}>
                 {f.path}
               </span>

@@ -5,21 +5,30 @@ import { useEffect, useId, useRef, useState } from "react";
 import { type FileProjection, fileUrl } from "@/lib/api/files";
 import { errorMessage } from "../batches/shared";
 import { buttonClass, shortId } from "../batches/ui";
-import { deleteFile, fetchFiles, filesKey, formatBytes } from "./api";
-
-/** Artifacts written by runs appear without a reload. */
-const FILES_POLL_MS = 5_000;
+import { deleteFile, fetchFiles, filesKey, formatBytes, onFilesChanged } from "./api";
 
 /**
  * The thread's workspace beside the batches: every file with its size and who wrote it (an
  * upload or a run), a download link and a delete button that asks first.
+ *
+ * It does not poll: the list is read on load and again when something writes files (this
+ * tab's uploads and deletes, the end of a chat run, a batch whose artifacts changed, a
+ * return to the tab). Without files it is only a hint (data-placeholder): the thread view
+ * takes no room for it unless the batch panel is shown beside it.
  */
 export function FilesSection({ threadId }: { threadId: string }) {
+  const qc = useQueryClient();
   const files = useQuery({
     queryKey: filesKey(threadId),
     queryFn: ({ signal }) => fetchFiles(threadId, signal),
-    refetchInterval: FILES_POLL_MS,
   });
+  useEffect(
+    () =>
+      onFilesChanged((id) => {
+        if (id === threadId) void qc.invalidateQueries({ queryKey: filesKey(threadId) });
+      }),
+    [qc, threadId],
+  );
   const [collapsed, setCollapsed] = useState(false);
   const headingId = useId();
   const bodyId = useId();
@@ -27,7 +36,12 @@ export function FilesSection({ threadId }: { threadId: string }) {
   const total = list.reduce((sum, f) => sum + f.size, 0);
 
   return (
-    <section aria-labelledby={headingId} data-testid="files-section" className="flex min-w-0 flex-col bg-white text-sm">
+    <section
+      aria-labelledby={headingId}
+      data-testid="files-section"
+      data-placeholder={!files.isError && list.length === 0 ? "" : undefined}
+      className="flex min-w-0 flex-col bg-white text-sm"
+    >
       <header className="flex min-h-12 items-center gap-2 border-y border-zinc-200 px-4 py-2">
         <button
           type="button"
