@@ -188,8 +188,6 @@ test("screenshots at 390x844", async () => {
   // On a phone the batch panel and the Files section live in a drawer opened from the header.
   await page.getByTestId("batches-drawer-toggle").click();
   await expect(filesOf(page).getByTestId("file-row")).toHaveCount(4);
-  // On a phone the batches and files are a drawer opened from the thread header.
-  await page.getByTestId("batches-drawer-toggle").click();
   await expect(filesOf(page)).toBeVisible();
   await shot(page, "05-mobile");
   const artifacts = page.getByTestId("batch-artifacts");
