@@ -15,54 +15,13 @@ import {
 } from "@/lib/api/batches";
 import type { BatchSubmission } from "@/lib/api/files";
 
-/**
- * Browser fetch helpers of the batch panel. Every response is parsed with the shared zod
- * projection; a non-2xx answer throws an ApiError carrying the server's own message.
- */
+import { ApiError, parse, request } from "@/lib/api/client";
 
-export class ApiError extends Error {
-  constructor(
-    message: string,
-    readonly status: number,
-    readonly code: string,
-  ) {
-    super(message);
-    this.name = "ApiError";
-  }
-}
+export { ApiError, parse, request };
+
+/** The batch panel's calls; every response is parsed with the shared zod projection. */
 
 export const ITEM_PAGE_SIZE = 50;
-
-export async function request(path: string, init?: RequestInit): Promise<unknown> {
-  let res: Response;
-  try {
-    res = await fetch(path, { credentials: "same-origin", cache: "no-store", ...init });
-  } catch (err) {
-    if ((err as Error).name === "AbortError") throw err;
-    throw new ApiError("The server could not be reached. Check your connection and try again.", 0, "network");
-  }
-  const text = await res.text();
-  let body: unknown = null;
-  if (text) {
-    try {
-      body = JSON.parse(text);
-    } catch {
-      body = null;
-    }
-  }
-  if (!res.ok) {
-    const error = (body as { error?: { code?: unknown; message?: unknown } } | null)?.error;
-    const message = typeof error?.message === "string" ? error.message : `Request failed (HTTP ${res.status})`;
-    throw new ApiError(message, res.status, typeof error?.code === "string" ? error.code : `http_${res.status}`);
-  }
-  return body;
-}
-
-export function parse<S extends z.ZodType>(schema: S, body: unknown, what: string): z.output<S> {
-  const parsed = schema.safeParse(body);
-  if (!parsed.success) throw new ApiError(`The server sent an unexpected ${what}.`, 200, "bad_response");
-  return parsed.data;
-}
 
 /** Mutations answer with the projection itself or wrapped as { batch } / { item }. */
 function unwrap(body: unknown, key: string): unknown {
