@@ -24,33 +24,8 @@ export function isActiveBatch(status: BatchStatus): boolean {
   return ACTIVE.has(status);
 }
 
-export interface ControlState {
-  pause: boolean;
-  resume: boolean;
-  cancel: boolean;
-}
-
-/** Which controls a batch state allows; every control needs a live worker to take effect. */
-export function allowedControls(status: BatchStatus, workerAlive: boolean): ControlState {
-  if (!workerAlive) return { pause: false, resume: false, cancel: false };
-  return {
-    pause: status === "queued" || status === "running",
-    resume: status === "paused",
-    cancel: ACTIVE.has(status),
-  };
-}
-
-/** Retry re-queues a failed item (and reopens a finished batch), except in a cancelled batch. */
-export function canRetryItem(item: ItemStatus, batch: BatchStatus, workerAlive: boolean): boolean {
-  return workerAlive && item === "failed" && batch !== "cancelled";
-}
-
-/** The status a control moves a batch to at once, shown optimistically until the server answers. */
-export function optimisticStatus(action: "pause" | "resume" | "cancel", batch: BatchProjection): BatchProjection {
-  if (action === "pause") return { ...batch, status: "paused" };
-  if (action === "resume") return { ...batch, status: "running" };
-  return { ...batch, status: "cancelled" };
-}
+/** The controls' rules are the one table's (lib/api/batch-controls.ts). */
+export { allowedControls, canRetryItem, optimisticStatus } from "@/lib/api/batch-controls";
 
 /** The outcome counts of a batch that its status words depend on. */
 export interface OutcomeCounts {

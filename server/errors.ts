@@ -1,3 +1,5 @@
+import type { ZodError } from "zod";
+
 /** Typed error codes shared by every layer; one map from code to HTTP status. */
 export const ERROR_STATUS = {
   bad_request: 400,
@@ -36,3 +38,10 @@ export class AppError extends Error {
 }
 
 export const notFound = (what: string) => new AppError("not_found", `${what} not found`);
+
+/** A zod error as `field: message` (the first issue), the one validation message style. */
+export function zodMessage(error: ZodError, prefix = ""): string {
+  const issue = error.issues[0];
+  const field = [prefix, ...(issue?.path ?? [])].filter((p) => p !== "").join(".");
+  return field ? `${field}: ${issue?.message}` : (issue?.message ?? "invalid input");
+}

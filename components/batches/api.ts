@@ -69,7 +69,8 @@ const post = (path: string, body?: unknown) =>
     body: body === undefined ? undefined : JSON.stringify(body),
   });
 
-export type BatchAction = "pause" | "resume" | "cancel";
+export type { BatchAction } from "@/lib/api/batch-controls";
+import type { BatchAction } from "@/lib/api/batch-controls";
 
 export async function controlBatch(threadId: string, batchId: string, action: BatchAction): Promise<BatchProjection> {
   const body = await post(`${batchPath(threadId, batchId)}/${action}`);

@@ -2,9 +2,9 @@
 
 import { useMutation, useQueryClient } from "@tanstack/react-query";
 import { useEffect, useId, useRef, useState } from "react";
+import { allowedControls, type BatchAction, optimisticStatus } from "@/lib/api/batch-controls";
 import { type BatchProjection, clampProgress } from "@/lib/api/batches";
 import {
-  allowedControls,
   batchStatusText,
   batchTiming,
   COUNTER_WORDS,
@@ -12,12 +12,11 @@ import {
   formatDuration,
   formatTokens,
   isActiveBatch,
-  optimisticStatus,
   progressSplit,
   type RateSample,
 } from "@/lib/batches-ui";
 import { BatchArtifacts } from "../files/batch-artifacts";
-import { ApiError, type BatchAction, controlBatch, resultsUrl } from "./api";
+import { ApiError, controlBatch, resultsUrl } from "./api";
 import { ItemsSection } from "./items";
 import { BudgetSection, etaText, WaitingNotice } from "./loop";
 import { errorMessage, NO_WORKER_TITLE } from "./shared";

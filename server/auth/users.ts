@@ -2,8 +2,7 @@ import { eq, sql } from "drizzle-orm";
 import { z } from "zod";
 import type { Db, DbOrTx } from "@/server/db/client";
 import { users } from "@/server/db/schema";
-import { AppError } from "@/server/errors";
-import { zodMessage } from "@/server/http/route";
+import { AppError, zodMessage } from "@/server/errors";
 import { hashPassword, needsRehash, verifyPassword } from "./password";
 
 export const PASSWORD_MIN = 8;

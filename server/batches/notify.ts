@@ -1,3 +1,5 @@
+import type { BatchEvent } from "@/lib/api/batch-controls";
+
 /**
  * LISTEN/NOTIFY channel that wakes workers early: new work (submit, resume, retry) and cancels.
  * Notifications are only a latency optimisation; workers poll regardless, so a lost one costs
@@ -5,7 +7,7 @@
  */
 export const BATCH_CHANNEL = "flotilla_batches";
 
-export type BatchEvent = "submit" | "resume" | "retry" | "cancel";
+export type { BatchEvent };
 
 export function batchEventPayload(event: BatchEvent, batchId: string): string {
   return `${event}:${batchId}`;

@@ -1,4 +1,6 @@
 import { and, asc, desc, eq, gt, sql } from "drizzle-orm";
+import { type BatchAction, type BatchControlName, type BatchEvent, planControl } from "@/lib/api/batch-controls";
+import type { BatchStatus } from "@/lib/api/batches";
 import { type BatchSubmission, isFileSubmission } from "@/lib/api/files";
 import type { FlotillaConfig } from "@/lib/config";
 import type { Db, DbOrTx } from "@/server/db/client";
@@ -9,7 +11,7 @@ import { resolveModel } from "@/server/models/index";
 import { expandFileSubmission } from "@/server/workspace/batches";
 import { assertResumable, modelPrices } from "./budget";
 import { decodeCursor, encodeCursor } from "./cursor";
-import { BATCH_CHANNEL, type BatchEvent, batchEventPayload } from "./notify";
+import { BATCH_CHANNEL, batchEventPayload } from "./notify";
 import { buildExecutionSpec, type SubmissionOrigin } from "./spec";
 import type { BatchRow, ItemPageResult, ItemSummary, ResultLine } from "./types";
 import { normalizeSubmission } from "./validate";
@@ -33,7 +35,6 @@ export const ITEM_INPUT_MAX_CHARS = 200;
 export const EXPORT_PAGE_ROWS = 100;
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
-const ACTIVE = ["queued", "running", "paused"] as const;
 
 export interface BatchScopeArgs {
   userId: string;
@@ -383,39 +384,56 @@ async function lockBatch(tx: DbOrTx, args: BatchScopeArgs): Promise<BatchRow> {
   return row;
 }
 
+/** The table's verdict for this batch: the move to make, null when already in effect, 409 otherwise. */
+function checkControl(name: BatchControlName, batch: BatchRow): { next: BatchStatus; event: BatchEvent | null } | null {
+  const plan = planControl(name, { status: batch.status, started: batch.startedAt !== null });
+  if (plan.kind === "refused") throw new AppError("conflict", plan.message);
+  return plan.kind === "move" ? plan : null;
+}
+
+async function notifyControl(tx: DbOrTx, plan: { event: BatchEvent | null }, batchId: string): Promise<void> {
+  if (plan.event) await notify(tx, plan.event, batchId);
+}
+
+/** The batch controls by name, as the `[action]` route serves them. */
+export const batchControls: Record<BatchAction, (db: DbOrTx, args: BatchScopeArgs) => Promise<BatchRow>> = {
+  pause: pauseBatch,
+  resume: resumeBatch,
+  cancel: cancelBatch,
+};
+
 async function reread(tx: DbOrTx, batchId: string): Promise<BatchRow> {
   const [row] = await tx.select().from(subagentBatches).where(eq(subagentBatches.id, batchId));
   return row!;
 }
 
 /** Stops new claims; running items finish. Idempotent on a paused batch; 409 on a finished one. */
-export async function pauseBatch(db: Db, args: BatchScopeArgs): Promise<BatchRow> {
+export async function pauseBatch(db: DbOrTx, args: BatchScopeArgs): Promise<BatchRow> {
   return db.transaction(async (tx) => {
     const batch = await lockBatch(tx, args);
-    if (batch.status === "paused") return batch;
-    if (batch.status !== "queued" && batch.status !== "running")
-      throw new AppError("conflict", `batch is ${batch.status}; only a queued or running batch can be paused`);
+    const plan = checkControl("pause", batch);
+    if (!plan) return batch;
     await tx
       .update(subagentBatches)
-      .set({ status: "paused", updatedAt: sql`now()` })
+      .set({ status: plan.next, updatedAt: sql`now()` })
       .where(eq(subagentBatches.id, batch.id));
+    await notifyControl(tx, plan, batch.id);
     return reread(tx, batch.id);
   });
 }
 
 /** Restarts claims of a paused batch. Idempotent on an active batch; 409 on a finished one. */
-export async function resumeBatch(db: Db, args: BatchScopeArgs): Promise<BatchRow> {
+export async function resumeBatch(db: DbOrTx, args: BatchScopeArgs): Promise<BatchRow> {
   return db.transaction(async (tx) => {
     const batch = await lockBatch(tx, args);
-    if (batch.status === "queued" || batch.status === "running") return batch;
-    if (batch.status !== "paused")
-      throw new AppError("conflict", `batch is ${batch.status}; only a paused batch can be resumed`);
+    const plan = checkControl("resume", batch);
+    if (!plan) return batch;
     await assertResumable(tx, batch);
     await tx
       .update(subagentBatches)
-      .set({ status: batch.startedAt ? "running" : "queued", updatedAt: sql`now()` })
+      .set({ status: plan.next, updatedAt: sql`now()` })
       .where(eq(subagentBatches.id, batch.id));
-    await notify(tx, "resume", batch.id);
+    await notifyControl(tx, plan, batch.id);
     return reread(tx, batch.id);
   });
 }
@@ -426,15 +444,14 @@ export async function resumeBatch(db: Db, args: BatchScopeArgs): Promise<BatchRo
  * gone: it aborts the model call and its late completion is fenced out. Idempotent on a
  * cancelled batch; 409 on a completed or failed one.
  */
-export async function cancelBatch(db: Db, args: BatchScopeArgs): Promise<BatchRow> {
+export async function cancelBatch(db: DbOrTx, args: BatchScopeArgs): Promise<BatchRow> {
   return db.transaction(async (tx) => {
     const batch = await lockBatch(tx, args);
-    if (batch.status === "cancelled") return batch;
-    if (!(ACTIVE as readonly string[]).includes(batch.status))
-      throw new AppError("conflict", `batch is already ${batch.status}`);
+    const plan = checkControl("cancel", batch);
+    if (!plan) return batch;
     await tx
       .update(subagentBatches)
-      .set({ status: "cancelled", finishedAt: sql`now()`, updatedAt: sql`now()` })
+      .set({ status: plan.next, finishedAt: sql`now()`, updatedAt: sql`now()` })
       .where(eq(subagentBatches.id, batch.id));
     await tx.execute(sql`
       with cur as (
@@ -455,7 +472,7 @@ export async function cancelBatch(db: Db, args: BatchScopeArgs): Promise<BatchRo
              coalesce(cur.leased_at, now()), case when cur.old_status = 'running' then cur.started_at end, now()
         from cur where cur.old_status in ('leased', 'running')
     `);
-    await notify(tx, "cancel", batch.id);
+    await notifyControl(tx, plan, batch.id);
     return reread(tx, batch.id);
   });
 }
@@ -466,7 +483,7 @@ export async function cancelBatch(db: Db, args: BatchScopeArgs): Promise<BatchRo
  * batch. 409 for an item that is not failed or a cancelled batch.
  */
 export async function retryItem(
-  db: Db,
+  db: DbOrTx,
   args: BatchScopeArgs & { itemId: string },
 ): Promise<{ batch: BatchRow; item: ItemSummary }> {
   checkIds(args);
@@ -478,13 +495,13 @@ export async function retryItem(
       .where(and(eq(subagentBatchItems.id, args.itemId), eq(subagentBatchItems.batchId, batch.id)))
       .for("update");
     if (!item) throw notFound("item");
-    if (batch.status === "cancelled") throw new AppError("conflict", "batch is cancelled; its items cannot be retried");
+    const plan = checkControl("retry", batch);
     if (item.status !== "failed")
       throw new AppError("conflict", `item is ${item.status}; only a failed item can be retried`);
-    if (batch.status === "completed" || batch.status === "failed")
+    if (plan && plan.next !== batch.status)
       await tx
         .update(subagentBatches)
-        .set({ status: "running", finishedAt: null, updatedAt: sql`now()` })
+        .set({ status: plan.next, finishedAt: null, updatedAt: sql`now()` })
         .where(eq(subagentBatches.id, batch.id));
     const live = batch.queuedCount + batch.leasedCount + batch.runningCount;
     const next = live < batch.maxLiveItems ? "queued" : "pending";
@@ -501,7 +518,7 @@ export async function retryItem(
         updatedAt: sql`now()`,
       })
       .where(eq(subagentBatchItems.id, item.id));
-    await notify(tx, "retry", batch.id);
+    if (plan) await notifyControl(tx, plan, batch.id);
     const page = await tx
       .select(itemSummaryColumns)
       .from(subagentBatchItems)

@@ -3,8 +3,8 @@ import { type SubmitBatchInput, submitBatchSchema } from "@/lib/api/batches";
 import { type BatchSubmission, isFileSubmission, type SubmitFileBatchInput, submitFileBatchSchema } from "@/lib/api/files";
 import type { FlotillaConfig } from "@/lib/config";
 import { getSubagentDefinition } from "@/server/agent/registry";
-import { AppError } from "@/server/errors";
-import { readBodyText, zodMessage } from "@/server/http/route";
+import { AppError, zodMessage } from "@/server/errors";
+import { readBodyText } from "@/server/http/route";
 import { normalizeSubmission } from "./validate";
 
 /**

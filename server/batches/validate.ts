@@ -1,7 +1,6 @@
 import { type SubmitBatchInput, submitBatchSchema } from "@/lib/api/batches";
 import type { FlotillaConfig } from "@/lib/config";
-import { AppError } from "@/server/errors";
-import { zodMessage } from "@/server/http/route";
+import { AppError, zodMessage } from "@/server/errors";
 
 /** Longest prompt one item may carry after template expansion. */
 export const MAX_ITEM_PROMPT_CHARS = 100_000;

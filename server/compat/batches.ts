@@ -11,7 +11,7 @@ import { compatBatches, subagentBatches } from "@/server/db/schema";
 import type { CompatApi } from "@/server/db/schema/compat";
 import { AppError, notFound } from "@/server/errors";
 import { catalogEntries, defaultModelName, findCatalogEntry } from "@/server/models/catalog";
-import { CompatParamError } from "./http";
+import { CompatParamError } from "./errors";
 import { type CompatRequest, type LineError, type ModelCheck, promptOf, SUBAGENT_MODEL_PREFIX } from "./requests";
 
 /**

@@ -6,7 +6,7 @@ import type { FlotillaConfig } from "@/lib/config";
 import type { Db, DbOrTx } from "@/server/db/client";
 import { compatFileChunks, compatFiles } from "@/server/db/schema";
 import { AppError, notFound } from "@/server/errors";
-import { CompatParamError } from "./http";
+import { CompatParamError } from "./errors";
 
 /**
  * Uploaded batch input files (OpenAI /v1/files), per user. An upload is streamed from the

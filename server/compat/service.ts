@@ -6,7 +6,7 @@ import type { Db, DbOrTx } from "@/server/db/client";
 import { compatFiles } from "@/server/db/schema";
 import { type CompatBatch, createCompatBatch, createFailedBatch, modelChecker, type NewRequest } from "./batches";
 import { fileChunks } from "./files";
-import { CompatParamError } from "./http";
+import { CompatParamError } from "./errors";
 import { parseFileId } from "./ids";
 import { type LineError, messageParamsSchema, normalizeMessageParams, splitLines, validateOpenAiLine } from "./requests";
 

@@ -1,5 +1,5 @@
 import { ZodError, type z } from "zod";
-import { AppError } from "@/server/errors";
+import { AppError, zodMessage } from "@/server/errors";
 import { log } from "@/server/log";
 
 /** Standard Web Request/Response helpers for route handlers; no Next.js imports so tests can call handlers directly. */
@@ -13,12 +13,6 @@ export function errorResponse(error: AppError): Response {
   const retryAfter = (error as { retryAfterSeconds?: unknown }).retryAfterSeconds;
   const headers = typeof retryAfter === "number" ? { "retry-after": String(retryAfter) } : undefined;
   return json({ error: { code: error.code, message: error.message } }, error.status, headers);
-}
-
-export function zodMessage(error: ZodError, prefix = ""): string {
-  const issue = error.issues[0];
-  const field = [prefix, ...(issue?.path ?? [])].filter((p) => p !== "").join(".");
-  return field ? `${field}: ${issue?.message}` : (issue?.message ?? "invalid input");
 }
 
 /** Wraps a handler: AppError → its status, ZodError → 400 naming the field, anything else → logged 500. */

@@ -348,8 +348,8 @@ describe("control bodies", () => {
       body: "{not json",
       contentType: "application/json",
     });
-    const { POST } = await import("@/app/api/threads/[threadId]/subagent-batches/[batchId]/pause/route");
-    const res = await POST(req, { params: Promise.resolve({ threadId: thread, batchId }) });
+    const { POST } = await import("@/app/api/threads/[threadId]/subagent-batches/[batchId]/[action]/route");
+    const res = await POST(req, { params: Promise.resolve({ threadId: thread, batchId, action: "pause" }) });
     expect(res.status).toBe(200);
     expect(batchProjectionSchema.parse(await res.json()).status).toBe("paused");
     await call("POST", `/api/threads/${thread}/subagent-batches/${batchId}/resume`, { token: user.token });

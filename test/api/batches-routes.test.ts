@@ -308,6 +308,29 @@ describe("controls", () => {
     expect((await errorOf(res)).message).toMatch(/queued/);
   });
 
+  it("serves the controls through one [action] route: an unknown action is a 404 JSON error, changing nothing", async () => {
+    const batch = await submit(alice, aliceThread, ["a"]);
+    const { POST } = await import("@/app/api/threads/[threadId]/subagent-batches/[batchId]/[action]/route");
+    for (const action of ["retry", "delete", "PAUSE", ""]) {
+      const before = await rowCounts(tdb);
+      const url = new URL(`${batchPath(aliceThread, batch.id)}/${action}`, ORIGIN);
+      const req = new Request(url, { method: "POST", headers: { authorization: `Bearer ${alice.token}` } });
+      const res = await POST(req, { params: Promise.resolve({ threadId: aliceThread, batchId: batch.id, action }) });
+      expect(res.status, action).toBe(404);
+      expect((await errorOf(res)).code, action).toBe("not_found");
+      expect(await rowCounts(tdb), action).toEqual(before);
+    }
+  });
+
+  it("resumes a batch that had started to running, one that never started to queued", async () => {
+    const batch = await submit(alice, aliceThread, ["a", "b"]);
+    await finishItems(tdb, batch.id, [1], { status: "running" });
+    await tdb.sql`update subagent_batches set status = 'running', started_at = now() where id = ${batch.id}`;
+    expect((await control(alice, aliceThread, batch.id, "pause")).status).toBe(200);
+    const res = await control(alice, aliceThread, batch.id, "resume");
+    expect(batchProjectionSchema.parse(await res.json()).status).toBe("running");
+  });
+
   it("retries a failed item of a finished batch: the item is queued again and the batch reopens", async () => {
     const batch = await submit(alice, aliceThread, ["a", "b"]);
     await finishItems(tdb, batch.id, [1], { status: "succeeded", result: "ok" });

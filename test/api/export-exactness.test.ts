@@ -1,6 +1,6 @@
 import { beforeAll, describe, expect, it } from "vitest";
 import { batchProjectionSchema } from "@/lib/api/batches";
-import { exportResultsStream } from "@/server/batches/http-export";
+import { exportResultsStream } from "@/server/http/export";
 import { call, makeThread, makeUser, setupApiDatabase, type TestUser } from "./helpers";
 
 /**

@@ -1,6 +1,6 @@
 import { beforeAll, describe, expect, it } from "vitest";
 import { batchProjectionSchema, resultLineSchema } from "@/lib/api/batches";
-import { exportResultsStream } from "@/server/batches/http-export";
+import { exportResultsStream } from "@/server/http/export";
 import { call, finishItems, makeThread, makeUser, setupApiDatabase, type TestUser, workerAlive } from "./helpers";
 
 type Line = ReturnType<typeof resultLineSchema.parse>;

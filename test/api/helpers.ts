@@ -2,13 +2,11 @@ import { sql } from "drizzle-orm";
 import { encode } from "next-auth/jwt";
 import { afterAll } from "vitest";
 import * as features from "@/app/api/features/route";
+import * as action from "@/app/api/threads/[threadId]/subagent-batches/[batchId]/[action]/route";
 import * as batch from "@/app/api/threads/[threadId]/subagent-batches/[batchId]/route";
-import * as cancel from "@/app/api/threads/[threadId]/subagent-batches/[batchId]/cancel/route";
 import * as retry from "@/app/api/threads/[threadId]/subagent-batches/[batchId]/items/[itemId]/retry/route";
 import * as items from "@/app/api/threads/[threadId]/subagent-batches/[batchId]/items/route";
-import * as pause from "@/app/api/threads/[threadId]/subagent-batches/[batchId]/pause/route";
 import * as results from "@/app/api/threads/[threadId]/subagent-batches/[batchId]/results.jsonl/route";
-import * as resume from "@/app/api/threads/[threadId]/subagent-batches/[batchId]/resume/route";
 import * as batches from "@/app/api/threads/[threadId]/subagent-batches/route";
 import { authSecret } from "@/server/auth/options";
 import { createSession } from "@/server/auth/sessions";
@@ -51,9 +49,11 @@ const routes: Route[] = [
   { pattern: new RegExp(`${base}$`), names: ["threadId"], methods: { GET: batches.GET as Handler, POST: batches.POST as Handler } },
   { pattern: new RegExp(`${base}/${seg}$`), names: ["threadId", "batchId"], methods: { GET: batch.GET as Handler } },
   { pattern: new RegExp(`${base}/${seg}/items$`), names: ["threadId", "batchId"], methods: { GET: items.GET as Handler } },
-  { pattern: new RegExp(`${base}/${seg}/pause$`), names: ["threadId", "batchId"], methods: { POST: pause.POST as Handler } },
-  { pattern: new RegExp(`${base}/${seg}/resume$`), names: ["threadId", "batchId"], methods: { POST: resume.POST as Handler } },
-  { pattern: new RegExp(`${base}/${seg}/cancel$`), names: ["threadId", "batchId"], methods: { POST: cancel.POST as Handler } },
+  {
+    pattern: new RegExp(`${base}/${seg}/(pause|resume|cancel)$`),
+    names: ["threadId", "batchId", "action"],
+    methods: { POST: action.POST as Handler },
+  },
   {
     pattern: new RegExp(`${base}/${seg}/items/${seg}/retry$`),
     names: ["threadId", "batchId", "itemId"],

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { encodeResultLines, type RawExportRow } from "@/server/batches/http-jsonl";
+import { encodeResultLines, type RawExportRow } from "@/server/http/jsonl";
 
 interface Line {
   item_key: string;

@@ -2,9 +2,8 @@ import { type ChildProcess, spawn } from "node:child_process";
 import { sql } from "drizzle-orm";
 import { afterAll } from "vitest";
 import * as budget from "@/app/api/threads/[threadId]/subagent-batches/[batchId]/budget/route";
+import * as action from "@/app/api/threads/[threadId]/subagent-batches/[batchId]/[action]/route";
 import * as batch from "@/app/api/threads/[threadId]/subagent-batches/[batchId]/route";
-import * as pause from "@/app/api/threads/[threadId]/subagent-batches/[batchId]/pause/route";
-import * as resume from "@/app/api/threads/[threadId]/subagent-batches/[batchId]/resume/route";
 import * as batches from "@/app/api/threads/[threadId]/subagent-batches/route";
 import * as webhook from "@/app/api/webhook/route";
 import type { BatchProjection } from "@/lib/api/batches";
@@ -24,8 +23,11 @@ const routes: { pattern: RegExp; names: string[]; methods: Record<string, Handle
   { pattern: new RegExp(`${base}$`), names: ["threadId"], methods: { GET: batches.GET as Handler, POST: batches.POST as Handler } },
   { pattern: new RegExp(`${base}/${seg}$`), names: ["threadId", "batchId"], methods: { GET: batch.GET as Handler } },
   { pattern: new RegExp(`${base}/${seg}/budget$`), names: ["threadId", "batchId"], methods: { POST: budget.POST as Handler } },
-  { pattern: new RegExp(`${base}/${seg}/pause$`), names: ["threadId", "batchId"], methods: { POST: pause.POST as Handler } },
-  { pattern: new RegExp(`${base}/${seg}/resume$`), names: ["threadId", "batchId"], methods: { POST: resume.POST as Handler } },
+  {
+    pattern: new RegExp(`${base}/${seg}/(pause|resume)$`),
+    names: ["threadId", "batchId", "action"],
+    methods: { POST: action.POST as Handler },
+  },
   {
     pattern: /^\/api\/webhook$/,
     names: [],

@@ -18,6 +18,7 @@ import {
   formatRate,
   formatTokens,
   isActiveBatch,
+  optimisticStatus,
   newSubmissionKey,
   parseCsvRows,
   parseItemsInput,
@@ -87,6 +88,15 @@ describe("controls", () => {
   it("disables everything without a worker", () => {
     expect(allowedControls("running", false)).toEqual({ pause: false, resume: false, cancel: false });
     expect(canRetryItem("failed", "completed", false)).toBe(false);
+  });
+  it("shows resume optimistically as the server answers it: queued before the batch started, running after", () => {
+    const base = { status: "paused" as const, started_at: null };
+    expect(optimisticStatus("resume", base).status).toBe("queued");
+    expect(optimisticStatus("resume", { ...base, started_at: "2026-01-01T00:00:00Z" }).status).toBe("running");
+    expect(optimisticStatus("pause", { ...base, status: "running" }).status).toBe("paused");
+    expect(optimisticStatus("cancel", base).status).toBe("cancelled");
+    // A control the status forbids changes nothing on screen; the server's 409 explains.
+    expect(optimisticStatus("pause", { ...base, status: "completed" }).status).toBe("completed");
   });
   it("retries only failed items outside cancelled batches", () => {
     expect(canRetryItem("failed", "completed", true)).toBe(true);

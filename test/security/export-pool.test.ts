@@ -1,6 +1,6 @@
 import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { EXPORT_POOL_SIZE, exportPool } from "@/server/batches/http-export";
+import { EXPORT_POOL_SIZE, exportPool } from "@/server/http/export";
 import { call, makeThread, makeUser, setupApiDatabase, workerAlive } from "../api/helpers";
 
 /** Slow JSONL readers occupy only the exports' own pool: every other request keeps answering. */

@@ -9,13 +9,11 @@ import * as stopRun from "@/app/api/threads/[threadId]/runs/[runId]/stop/route";
 import * as thread from "@/app/api/threads/[threadId]/route";
 import * as threads from "@/app/api/threads/route";
 import * as tokenById from "@/app/api/tokens/[tokenId]/route";
+import * as action from "@/app/api/threads/[threadId]/subagent-batches/[batchId]/[action]/route";
 import * as batch from "@/app/api/threads/[threadId]/subagent-batches/[batchId]/route";
-import * as cancel from "@/app/api/threads/[threadId]/subagent-batches/[batchId]/cancel/route";
 import * as retry from "@/app/api/threads/[threadId]/subagent-batches/[batchId]/items/[itemId]/retry/route";
 import * as items from "@/app/api/threads/[threadId]/subagent-batches/[batchId]/items/route";
-import * as pause from "@/app/api/threads/[threadId]/subagent-batches/[batchId]/pause/route";
 import * as results from "@/app/api/threads/[threadId]/subagent-batches/[batchId]/results.jsonl/route";
-import * as resume from "@/app/api/threads/[threadId]/subagent-batches/[batchId]/resume/route";
 import * as batches from "@/app/api/threads/[threadId]/subagent-batches/route";
 import * as tokens from "@/app/api/tokens/route";
 import { batchProjectionSchema } from "@/lib/api/batches";
@@ -82,6 +80,12 @@ interface RouteCase {
   handler: Handler;
 }
 
+/** The one [action] route, called as Next would for POST .../{batchId}/{action}. */
+const control =
+  (name: string): Handler =>
+  (req, ctx) =>
+    action.POST(req, { params: ctx.params.then((p) => ({ ...p, action: name })) as never });
+
 const batchBase = (p: Record<string, string>) => `/api/threads/${p.threadId}/subagent-batches`;
 const ROUTES: RouteCase[] = [
   { name: "GET /api/threads", method: "GET", path: () => "/api/threads", params: [], handler: threads.GET as Handler },
@@ -94,9 +98,9 @@ const ROUTES: RouteCase[] = [
   { name: "POST batches", method: "POST", path: batchBase, params: ["threadId"], handler: batches.POST as Handler },
   { name: "GET batch", method: "GET", path: (p) => `${batchBase(p)}/${p.batchId}`, params: ["threadId", "batchId"], handler: batch.GET as Handler },
   { name: "GET items", method: "GET", path: (p) => `${batchBase(p)}/${p.batchId}/items`, params: ["threadId", "batchId"], handler: items.GET as Handler },
-  { name: "POST pause", method: "POST", path: (p) => `${batchBase(p)}/${p.batchId}/pause`, params: ["threadId", "batchId"], handler: pause.POST as Handler },
-  { name: "POST resume", method: "POST", path: (p) => `${batchBase(p)}/${p.batchId}/resume`, params: ["threadId", "batchId"], handler: resume.POST as Handler },
-  { name: "POST cancel", method: "POST", path: (p) => `${batchBase(p)}/${p.batchId}/cancel`, params: ["threadId", "batchId"], handler: cancel.POST as Handler },
+  { name: "POST pause", method: "POST", path: (p) => `${batchBase(p)}/${p.batchId}/pause`, params: ["threadId", "batchId"], handler: control("pause") },
+  { name: "POST resume", method: "POST", path: (p) => `${batchBase(p)}/${p.batchId}/resume`, params: ["threadId", "batchId"], handler: control("resume") },
+  { name: "POST cancel", method: "POST", path: (p) => `${batchBase(p)}/${p.batchId}/cancel`, params: ["threadId", "batchId"], handler: control("cancel") },
   { name: "POST retry", method: "POST", path: (p) => `${batchBase(p)}/${p.batchId}/items/${p.itemId}/retry`, params: ["threadId", "batchId", "itemId"], handler: retry.POST as Handler },
   { name: "GET results.jsonl", method: "GET", path: (p) => `${batchBase(p)}/${p.batchId}/results.jsonl`, params: ["threadId", "batchId"], handler: results.GET as Handler },
   { name: "GET /api/tokens", method: "GET", path: () => "/api/tokens", params: [], handler: tokens.GET as Handler },

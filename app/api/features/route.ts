@@ -1,6 +1,6 @@
 import { featuresSchema } from "@/lib/api/batches";
 import { requireUser } from "@/server/auth/authenticate";
-import { project } from "@/server/batches/http-scope";
+import { project } from "@/server/http/batch-scope";
 import { getConfig } from "@/server/config/load";
 import { getDatabase } from "@/server/db/client";
 import { getFeatures } from "@/server/features";

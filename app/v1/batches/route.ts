@@ -1,6 +1,7 @@
+import { CompatParamError } from "@/server/compat/errors";
 import { openAiBatchCreateSchema } from "@/lib/api/compat";
 import { listCompatBatches } from "@/server/compat/batches";
-import { CompatParamError, compatHandle, queryInt, requireApiKey } from "@/server/compat/http";
+import { compatHandle, queryInt, requireApiKey } from "@/server/http/compat";
 import { parseOpenAiBatchId } from "@/server/compat/ids";
 import { toOpenAiBatch } from "@/server/compat/projection";
 import { createOpenAiBatch } from "@/server/compat/service";

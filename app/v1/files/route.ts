@@ -1,5 +1,6 @@
+import { CompatParamError } from "@/server/compat/errors";
 import { FILE_LIST_MAX, listFiles, uploadFile } from "@/server/compat/files";
-import { CompatParamError, compatHandle, queryInt, requireApiKey } from "@/server/compat/http";
+import { compatHandle, queryInt, requireApiKey } from "@/server/http/compat";
 import { parseFileId } from "@/server/compat/ids";
 import { toOpenAiFile } from "@/server/compat/projection";
 import { getConfig } from "@/server/config/load";

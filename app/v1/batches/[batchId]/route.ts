@@ -1,5 +1,5 @@
 import { getCompatBatch } from "@/server/compat/batches";
-import { compatHandle, requireApiKey } from "@/server/compat/http";
+import { compatHandle, requireApiKey } from "@/server/http/compat";
 import { parseOpenAiBatchId } from "@/server/compat/ids";
 import { toOpenAiBatch } from "@/server/compat/projection";
 import { getDatabase } from "@/server/db/client";

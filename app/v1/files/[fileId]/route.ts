@@ -1,5 +1,5 @@
 import { fileObject, removeFile } from "@/server/compat/openai-files";
-import { compatHandle, requireApiKey } from "@/server/compat/http";
+import { compatHandle, requireApiKey } from "@/server/http/compat";
 import { getDatabase } from "@/server/db/client";
 
 export const dynamic = "force-dynamic";

@@ -1,5 +1,6 @@
+import { CompatParamError } from "@/server/compat/errors";
 import { listCompatBatches } from "@/server/compat/batches";
-import { CompatParamError, compatHandle, queryInt, requestOrigin, requireApiKey } from "@/server/compat/http";
+import { compatHandle, queryInt, requestOrigin, requireApiKey } from "@/server/http/compat";
 import { parseAnthropicBatchId } from "@/server/compat/ids";
 import { toAnthropicBatch } from "@/server/compat/projection";
 import { createAnthropicBatch } from "@/server/compat/service";

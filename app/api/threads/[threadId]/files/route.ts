@@ -1,8 +1,8 @@
 import { fileListSchema } from "@/lib/api/files";
-import { project, threadScope } from "@/server/batches/http-scope";
+import { project, threadScope } from "@/server/http/batch-scope";
 import { handle, json } from "@/server/http/route";
 import { listFiles, putFiles, workspaceLimits } from "@/server/workspace/files";
-import { readUploadedFiles } from "@/server/workspace/multipart";
+import { readUploadedFiles } from "@/server/http/multipart";
 import { toFileProjection } from "@/server/workspace/projection";
 
 export const dynamic = "force-dynamic";

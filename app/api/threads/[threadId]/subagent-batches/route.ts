@@ -1,5 +1,5 @@
 import { batchListSchema, batchProjectionSchema } from "@/lib/api/batches";
-import { project, threadScope } from "@/server/batches/http-scope";
+import { project, threadScope } from "@/server/http/batch-scope";
 import { projectBatch, projectBatches } from "@/server/batches/projection";
 import { listBatches, submitBatch } from "@/server/batches/repository";
 import { readSubmission } from "@/server/batches/submission-input";

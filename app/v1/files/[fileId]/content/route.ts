@@ -1,5 +1,5 @@
 import { fileContent } from "@/server/compat/openai-files";
-import { compatHandle, jsonlResponse, requireApiKey } from "@/server/compat/http";
+import { compatHandle, jsonlResponse, requireApiKey } from "@/server/http/compat";
 import { getDatabase } from "@/server/db/client";
 
 export const dynamic = "force-dynamic";

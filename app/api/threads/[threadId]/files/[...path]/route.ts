@@ -1,7 +1,7 @@
-import { threadScope } from "@/server/batches/http-scope";
+import { threadScope } from "@/server/http/batch-scope";
 import { handle } from "@/server/http/route";
 import { deleteFile, openFileStream } from "@/server/workspace/files";
-import { downloadHeaders } from "@/server/workspace/http";
+import { downloadHeaders } from "@/server/http/download";
 
 export const dynamic = "force-dynamic";
 

@@ -1,5 +1,5 @@
 import { batchProjectionSchema } from "@/lib/api/batches";
-import { batchScope, project } from "@/server/batches/http-scope";
+import { batchScope, project } from "@/server/http/batch-scope";
 import { projectBatch } from "@/server/batches/projection";
 import { getBatch } from "@/server/batches/repository";
 import { handle, json } from "@/server/http/route";

@@ -1,4 +1,4 @@
-import { threadScope } from "@/server/batches/http-scope";
+import { threadScope } from "@/server/http/batch-scope";
 import { markSettlementsSeen } from "@/server/batches/unseen";
 import { handle, json } from "@/server/http/route";
 

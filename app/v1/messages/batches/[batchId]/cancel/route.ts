@@ -1,5 +1,5 @@
 import { cancelCompatBatch } from "@/server/compat/batches";
-import { compatHandle, requestOrigin, requireApiKey } from "@/server/compat/http";
+import { compatHandle, requestOrigin, requireApiKey } from "@/server/http/compat";
 import { parseAnthropicBatchId } from "@/server/compat/ids";
 import { toAnthropicBatch } from "@/server/compat/projection";
 import { getDatabase } from "@/server/db/client";

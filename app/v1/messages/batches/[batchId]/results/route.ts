@@ -1,6 +1,6 @@
 import { getCompatBatch } from "@/server/compat/batches";
 import { toWebStream } from "@/server/compat/files";
-import { compatHandle, jsonlResponse, requireApiKey } from "@/server/compat/http";
+import { compatHandle, jsonlResponse, requireApiKey } from "@/server/http/compat";
 import { anthropicBatchId, parseAnthropicBatchId } from "@/server/compat/ids";
 import { resultFileChunks } from "@/server/compat/output";
 import { getDatabase } from "@/server/db/client";

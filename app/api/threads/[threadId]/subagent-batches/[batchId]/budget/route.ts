@@ -1,6 +1,6 @@
 import { batchProjectionSchema, budgetUpdateSchema } from "@/lib/api/batches";
 import { updateBudget } from "@/server/batches/budget";
-import { batchScope, project } from "@/server/batches/http-scope";
+import { batchScope, project } from "@/server/http/batch-scope";
 import { projectBatch } from "@/server/batches/projection";
 import { getBatch } from "@/server/batches/repository";
 import { handle, json, readJson } from "@/server/http/route";

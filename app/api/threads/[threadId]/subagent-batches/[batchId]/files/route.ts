@@ -1,5 +1,5 @@
 import { fileListSchema } from "@/lib/api/files";
-import { batchScope, project } from "@/server/batches/http-scope";
+import { batchScope, project } from "@/server/http/batch-scope";
 import { handle, json } from "@/server/http/route";
 import { listBatchArtifacts } from "@/server/workspace/files";
 import { toFileProjection } from "@/server/workspace/projection";

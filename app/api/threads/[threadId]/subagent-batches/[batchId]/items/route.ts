@@ -1,5 +1,5 @@
 import { itemPageSchema } from "@/lib/api/batches";
-import { batchScope, parseItemPageQuery, project } from "@/server/batches/http-scope";
+import { batchScope, parseItemPageQuery, project } from "@/server/http/batch-scope";
 import { toItemPage } from "@/server/batches/projection";
 import { listItems } from "@/server/batches/repository";
 import { handle, json } from "@/server/http/route";

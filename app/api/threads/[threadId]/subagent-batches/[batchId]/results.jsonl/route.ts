@@ -1,5 +1,5 @@
-import { batchScope } from "@/server/batches/http-scope";
-import { exportPool, exportResultsStream } from "@/server/batches/http-export";
+import { batchScope } from "@/server/http/batch-scope";
+import { exportPool, exportResultsStream } from "@/server/http/export";
 import { getBatch } from "@/server/batches/repository";
 import { handle } from "@/server/http/route";
 

@@ -1,6 +1,6 @@
 import { z } from "zod";
 import { itemDetailSchema } from "@/lib/api/batches";
-import { batchScope, project } from "@/server/batches/http-scope";
+import { batchScope, project } from "@/server/http/batch-scope";
 import { getItemDetail } from "@/server/batches/item-detail";
 import { handle, json, parseParam } from "@/server/http/route";
 

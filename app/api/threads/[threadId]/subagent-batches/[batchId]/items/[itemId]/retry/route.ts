@@ -1,5 +1,5 @@
 import { batchProjectionSchema, itemProjectionSchema } from "@/lib/api/batches";
-import { assertItemInBatch, batchScope, parseItemId, project, requireLiveWorker } from "@/server/batches/http-scope";
+import { assertItemInBatch, batchScope, parseItemId, project, requireLiveWorker } from "@/server/http/batch-scope";
 import { projectBatch, toItemProjection } from "@/server/batches/projection";
 import { retryItem } from "@/server/batches/repository";
 import { handle, json } from "@/server/http/route";

@@ -1,7 +1,7 @@
 import busboy from "busboy";
 import { AppError } from "@/server/errors";
-import { type NewFile, tooLargeForFile, type WorkspaceLimits } from "./files";
-import { checkPath, checkPrefix, contentTypeFor } from "./paths";
+import { type NewFile, tooLargeForFile, type WorkspaceLimits } from "@/server/workspace/files";
+import { checkPath, checkPrefix, contentTypeFor } from "@/server/workspace/paths";
 
 /**
  * Streams a multipart/form-data upload into workspace files: one or more `file` parts (path =

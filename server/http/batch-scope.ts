@@ -7,8 +7,8 @@ import { getThreadForUser } from "@/server/chat/threads";
 import { getConfig } from "@/server/config/load";
 import { type Db, getDatabase } from "@/server/db/client";
 import { subagentBatches, subagentBatchItems } from "@/server/db/schema";
-import { AppError, notFound } from "@/server/errors";
-import { parseParam, zodMessage } from "@/server/http/route";
+import { AppError, notFound, zodMessage } from "@/server/errors";
+import { parseParam } from "@/server/http/route";
 import { countLiveWorkers, livenessWindowSeconds } from "@/server/worker/heartbeat";
 
 /**

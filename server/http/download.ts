@@ -1,4 +1,4 @@
-import type { FileInfo } from "./files";
+import type { FileInfo } from "@/server/workspace/files";
 
 /**
  * Headers of a download: always an attachment (never rendered in our origin), the stored type

@@ -3,8 +3,9 @@ import { userIdForToken } from "@/server/auth/tokens";
 import { getDatabase } from "@/server/db/client";
 import type { CompatApi } from "@/server/db/schema/compat";
 import { AppError } from "@/server/errors";
-import { zodMessage } from "@/server/http/route";
+import { zodMessage } from "@/server/errors";
 import { log } from "@/server/log";
+import { CompatParamError } from "@/server/compat/errors";
 
 /**
  * Route plumbing of the compatible APIs: the personal API token as the key, and errors in each
@@ -27,15 +28,6 @@ export async function requireApiKey(req: Request): Promise<{ userId: string }> {
   return { userId };
 }
 
-/** An error that names the offending parameter (OpenAI's `param`). */
-export class CompatParamError extends AppError {
-  constructor(
-    readonly param: string,
-    message: string,
-  ) {
-    super("validation_failed", message);
-  }
-}
 
 const OPENAI_TYPES: Partial<Record<AppError["code"], string>> = {
   unauthorized: "invalid_request_error",

@@ -2,7 +2,7 @@ import type postgres from "postgres";
 import { createDatabase, type Database, databaseUrlFromEnv } from "@/server/db/client";
 import { log } from "@/server/log";
 import { exportChunk } from "@/server/metrics";
-import { encodeResultLines, type RawExportRow } from "./http-jsonl";
+import { encodeResultLines, type RawExportRow } from "./jsonl";
 
 /**
  * results.jsonl as a byte stream: one READ ONLY, REPEATABLE READ transaction (so a batch that is
