@@ -1,108 +1,49 @@
 import { timingSafeEqual } from "node:crypto";
 import http from "node:http";
 import { sql } from "drizzle-orm";
-import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from "prom-client";
+import { Gauge } from "prom-client";
 import type { Db } from "@/server/db/client";
 import { ITEM_STATUSES } from "@/server/db/schema";
-import type { Settlement } from "@/server/batches/types";
 import { loadClusterState, waitingFor } from "@/server/batches/waiting";
 import { getConfig } from "@/server/config/load";
 import { subagentBatches } from "@/server/db/schema";
-import { type Logger, log } from "@/server/log";
+import { metricsRegistry } from "@/server/instruments";
+import { log } from "@/server/log";
 import { getProcessCapacity } from "@/server/runtime/capacity";
 import { INSTANCE_ID, VERSION } from "@/server/runtime/instance";
 
 /**
- * Prometheus metrics of this process (one registry per process, on globalThis so hot-reloaded
- * route modules share it). Counters are incremented by the modules that do the work through the
- * small record* functions below; gauges are read on scrape (capacity from the process controller,
- * batch/item totals from the per-batch counters in PostgreSQL — never an item scan).
+ * Prometheus exposition of this process: the gauges read on scrape (capacity from the process
+ * controller, batch/item totals from the per-batch counters in PostgreSQL — never an item scan),
+ * the web route's and the worker port's rendering, and scrape authorization. The counters the
+ * working modules bump live below this, in server/instruments.ts, on the same registry.
  *
  * Names are documented in docs/DEPLOYMENT.md ("Metrics").
  */
 
 type Role = "web" | "worker" | "process";
 
-interface MetricsState {
-  registry: Registry;
+interface ExpositionState {
   role: Role;
   db?: Db;
-  claims: Counter;
-  leaseRecoveries: Counter;
-  attempts: Counter<"outcome">;
-  deferrals: Counter<"reason">;
-  modelCalls: Histogram<"endpoint" | "outcome">;
-  modelTokens: Counter<"endpoint" | "direction">;
-  providerRateLimited: Counter<"endpoint">;
-  limiterWait: Histogram<"endpoint">;
-  exportBytes: Counter;
+  gauges: boolean;
 }
 
-const globalForMetrics = globalThis as unknown as { __flotillaMetrics?: MetricsState };
+const globalForMetrics = globalThis as unknown as { __flotillaMetrics?: ExpositionState };
 
-function build(): MetricsState {
-  const registry = new Registry();
-  const registers = [registry];
-  collectDefaultMetrics({ register: registry });
+function state(): ExpositionState {
+  globalForMetrics.__flotillaMetrics ??= { role: "process", gauges: false };
+  const s = globalForMetrics.__flotillaMetrics;
+  if (!s.gauges) {
+    s.gauges = true;
+    registerGauges(s);
+  }
+  return s;
+}
 
-  const state: MetricsState = {
-    registry,
-    role: "process",
-    claims: new Counter({
-      name: "flotilla_batch_claims_total",
-      help: "Batch items this process claimed (leased) for execution.",
-      registers,
-    }),
-    leaseRecoveries: new Counter({
-      name: "flotilla_batch_lease_recoveries_total",
-      help: "Expired item leases this process returned to queued (or failed at max attempts).",
-      registers,
-    }),
-    attempts: new Counter({
-      name: "flotilla_batch_attempts_total",
-      help: "Finished batch item attempts in this process, by outcome.",
-      labelNames: ["outcome"],
-      registers,
-    }),
-    deferrals: new Counter({
-      name: "flotilla_rate_limit_deferrals_total",
-      help: "Batch items put back to queued without consuming an attempt (rate_limit: after retry-after; released: refused by capacity or interrupted by a database outage).",
-      labelNames: ["reason"],
-      registers,
-    }),
-    modelCalls: new Histogram({
-      name: "flotilla_model_call_duration_seconds",
-      help: "Model call latency (request start to end of response or stream), excluding rate-limit waiting.",
-      labelNames: ["endpoint", "outcome"],
-      buckets: [0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 40, 80, 160],
-      registers,
-    }),
-    modelTokens: new Counter({
-      name: "flotilla_model_tokens_total",
-      help: "Tokens reported by the model provider, by direction (input/output).",
-      labelNames: ["endpoint", "direction"],
-      registers,
-    }),
-    providerRateLimited: new Counter({
-      name: "flotilla_model_rate_limited_total",
-      help: "Provider HTTP 429 answers seen by this process.",
-      labelNames: ["endpoint"],
-      registers,
-    }),
-    limiterWait: new Histogram({
-      name: "flotilla_rate_limit_wait_seconds",
-      help: "Time a model call waited for the shared (cross-process) rate-limit budget.",
-      labelNames: ["endpoint"],
-      buckets: [0, 0.01, 0.05, 0.1, 0.5, 1, 2, 5, 10, 30, 60, 120],
-      registers,
-    }),
-    exportBytes: new Counter({
-      name: "flotilla_export_bytes_total",
-      help: "Bytes of JSONL result exports streamed by this process.",
-      registers,
-    }),
-  };
-
+/** The gauges read on scrape, on the process registry (server/instruments.ts holds the counters). */
+function registerGauges(state: ExpositionState): void {
+  const registers = [metricsRegistry()];
   new Gauge({
     name: "flotilla_info",
     help: "Constant 1, labelled with this process's identity.",
@@ -217,7 +158,6 @@ function build(): MetricsState {
       if (snap) this.set(snap.workers);
     },
   });
-  return state;
 }
 
 interface DatabaseSnapshot {
@@ -275,11 +215,6 @@ async function readDatabaseSnapshot(db: Db): Promise<DatabaseSnapshot> {
   return { items, batches, waiting, workers: Number(w?.n ?? 0), seconds: (performance.now() - started) / 1000 };
 }
 
-function state(): MetricsState {
-  globalForMetrics.__flotillaMetrics ??= build();
-  return globalForMetrics.__flotillaMetrics;
-}
-
 /** Names this process ("web" / "worker") and gives the database the cluster-wide gauges read on scrape. */
 export function configureMetrics(options: { role?: Role; db?: Db }): void {
   const s = state();
@@ -287,96 +222,15 @@ export function configureMetrics(options: { role?: Role; db?: Db }): void {
   if (options.db) s.db = options.db;
 }
 
-// ---- one-line hooks for other modules -------------------------------------------------------
-
-/** Claimed items (or a count); with a logger at debug, one "item claimed" line per item tying item to batch. */
-export function recordClaims(
-  claimed: number | ReadonlyArray<{ id: string; batchId: string; attempt: number }>,
-  logger?: Logger,
-): void {
-  const n = typeof claimed === "number" ? claimed : claimed.length;
-  if (n > 0) state().claims.inc(n);
-  // Per-item lines are debug: at info they were a measurable share of a zero-latency item's CPU.
-  if (logger?.isLevelEnabled("debug") && typeof claimed !== "number")
-    for (const c of claimed) logger.debug({ item_id: c.id, batch_id: c.batchId, attempt: c.attempt }, "item claimed");
-}
-
-/**
- * Ended attempts as the worker settled them: `moved` maps item id → new status for the settled
- * ones (absent = the lease was no longer held, the write was fenced off). Counts attempts by
- * outcome and deferrals; with a logger, one "item settled" line per item tying item to run
- * (debug for successes, info for every other outcome).
- */
-export function recordSettlements(
-  settlements: ReadonlyArray<Settlement>,
-  moved: ReadonlyMap<string, string>,
-  logger?: Logger,
-): void {
-  const s = state();
-  for (const st of settlements) {
-    const status = moved.get(st.id);
-    let outcome: string;
-    if (status === undefined) outcome = "lost";
-    else if (st.kind === "deferred") outcome = status === "queued" ? "deferred" : "failed";
-    else if (st.kind === "released") outcome = "released";
-    else if (st.kind === "failed") outcome = status === "queued" ? "retried" : "failed";
-    else outcome = st.kind;
-    s.attempts.inc({ outcome });
-    if (outcome === "deferred") s.deferrals.inc({ reason: "rate_limit" });
-    else if (outcome === "released") s.deferrals.inc({ reason: "released" });
-    const level = outcome === "succeeded" ? "debug" : "info";
-    if (!logger?.isLevelEnabled(level)) continue;
-    logger[level](
-      {
-        item_id: st.id,
-        run_id: "runId" in st ? (st.runId ?? undefined) : undefined,
-        outcome,
-        status: status ?? "unchanged",
-        ...("error" in st && outcome !== "succeeded" ? { error: st.error } : {}),
-      },
-      "item settled",
-    );
-  }
-}
-export function recordLeaseRecoveries(n = 1): void {
-  if (n > 0) state().leaseRecoveries.inc(n);
-}
-export function recordExportBytes(bytes: number): void {
-  if (bytes > 0) state().exportBytes.inc(bytes);
-}
-/** Counts an export chunk's bytes and passes it through: `controller.enqueue(exportChunk(bytes))`. */
-export function exportChunk(chunk: Uint8Array): Uint8Array {
-  recordExportBytes(chunk.byteLength);
-  return chunk;
-}
-export function observeModelCall(args: {
-  endpoint: string;
-  outcome: "ok" | "error" | "rate_limited" | "aborted";
-  seconds: number;
-  inputTokens?: number;
-  outputTokens?: number;
-}): void {
-  const s = state();
-  s.modelCalls.observe({ endpoint: args.endpoint, outcome: args.outcome }, args.seconds);
-  if (args.inputTokens) s.modelTokens.inc({ endpoint: args.endpoint, direction: "input" }, args.inputTokens);
-  if (args.outputTokens) s.modelTokens.inc({ endpoint: args.endpoint, direction: "output" }, args.outputTokens);
-  if (args.outcome === "rate_limited") s.providerRateLimited.inc({ endpoint: args.endpoint });
-}
-export function observeRateLimitWait(endpoint: string, seconds: number): void {
-  state().limiterWait.observe({ endpoint }, seconds);
-}
-
 // ---- exposition ------------------------------------------------------------------------------
 
 export async function renderMetrics(): Promise<{ contentType: string; body: string }> {
-  const { registry } = state();
+  state();
+  const registry = metricsRegistry();
   return { contentType: registry.contentType, body: await registry.metrics() };
 }
 
-/** The registry itself (tests read values with getSingleMetric). */
-export function metricsRegistry(): Registry {
-  return state().registry;
-}
+export { metricsRegistry };
 
 /**
  * Scrape authorization. With FLOTILLA_METRICS_TOKEN set, a request must carry

@@ -3,7 +3,7 @@ import { generateText, type ModelMessage, stepCountIs, type ToolSet } from "ai";
 import type { Db } from "@/server/db/client";
 import { AppError } from "@/server/errors";
 import { log } from "@/server/log";
-import { classifyModelError, type ModelErrorClass } from "@/server/models/errors";
+import { classifyModelError, type RunErrorClass } from "@/server/models/errors";
 import { resolveModelByName } from "@/server/models/index";
 import type { ResolvedModel } from "@/server/models/types";
 import { admit, getSubagentRuntime, type SubagentRuntime } from "@/server/runtime/admission";
@@ -21,8 +21,7 @@ import { createRun, finishRun, insertFinishedRun, markRunning, type TerminalStat
 
 export type SubagentRunStatus = "completed" | "failed" | "cancelled" | "timed_out";
 
-/** Why a run failed: a model error class, or a tool group / model this process cannot provide. */
-export type RunErrorClass = ModelErrorClass | "tool_unavailable" | "model_unavailable";
+export type { RunErrorClass };
 
 export interface SubagentUsage {
   inputTokens: number;

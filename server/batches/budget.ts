@@ -1,11 +1,11 @@
 import { and, eq, sql } from "drizzle-orm";
 import type { BudgetUpdate } from "@/lib/api/batches";
 import type { FlotillaConfig } from "@/lib/config";
-import type { Db, DbOrTx } from "@/server/db/client";
+import type { DbOrTx } from "@/server/db/client";
 import { subagentBatches, userDailyTokens } from "@/server/db/schema";
 import { AppError } from "@/server/errors";
 import { catalogEntries, costUsd } from "@/server/models/catalog";
-import { type BatchScopeArgs, getBatch } from "./repository";
+import { type BatchScopeArgs, getBatch } from "./owned";
 import type { BatchRow } from "./types";
 
 /**
@@ -95,7 +95,7 @@ export async function assertResumable(tx: DbOrTx, batch: BatchRow): Promise<void
  * Sets new limits (null removes one). A limit below what the batch already used is a 400 that
  * names the field and the usage; the batch stays paused — resume it afterwards.
  */
-export async function updateBudget(db: Db, args: BatchScopeArgs & { update: BudgetUpdate }): Promise<BatchRow> {
+export async function updateBudget(db: DbOrTx, args: BatchScopeArgs & { update: BudgetUpdate }): Promise<BatchRow> {
   await getBatch(db, args);
   return db.transaction(async (tx) => {
     const [batch] = await tx.select().from(subagentBatches).where(eq(subagentBatches.id, args.batchId)).for("update");

@@ -10,6 +10,7 @@ import { AppError, notFound } from "@/server/errors";
 import { resolveModel } from "@/server/models/index";
 import { expandFileSubmission } from "@/server/workspace/batches";
 import { assertResumable, modelPrices } from "./budget";
+import { type BatchScopeArgs, checkIds, getBatch, lockBatch } from "./owned";
 import { decodeCursor, encodeCursor } from "./cursor";
 import { BATCH_CHANNEL, batchEventPayload } from "./notify";
 import { buildExecutionSpec, type SubmissionOrigin } from "./spec";
@@ -23,6 +24,7 @@ import { normalizeSubmission } from "./validate";
  */
 
 export type { BatchRow, ItemPageResult, ItemSummary, ResultLine } from "./types";
+export { type BatchScopeArgs, getBatch };
 
 export const ITEM_PAGE_MAX = 200;
 export const ITEM_PAGE_DEFAULT = 50;
@@ -33,20 +35,6 @@ export const ITEM_PREVIEW_MAX_CHARS = 2_000;
 export const ITEM_INPUT_MAX_CHARS = 200;
 /** Export pages: bounded memory however large the batch (results are at most max_result_chars each). */
 export const EXPORT_PAGE_ROWS = 100;
-
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
-
-export interface BatchScopeArgs {
-  userId: string;
-  threadId: string;
-  batchId: string;
-}
-
-function checkIds(args: { threadId: string; batchId?: string; itemId?: string }): void {
-  if (!UUID.test(args.threadId)) throw notFound("thread");
-  if (args.batchId !== undefined && !UUID.test(args.batchId)) throw notFound("batch");
-  if (args.itemId !== undefined && !UUID.test(args.itemId)) throw notFound("item");
-}
 
 async function notify(db: DbOrTx, event: BatchEvent, batchId: string): Promise<void> {
   // Delivered at commit; a rolled-back transaction sends nothing.
@@ -210,22 +198,6 @@ async function replayOf(db: Db, args: SubmitBatchArgs, submissionKey: string): P
 // ---------------------------------------------------------------------------------------------
 // Reads
 
-export async function getBatch(db: DbOrTx, args: BatchScopeArgs): Promise<BatchRow> {
-  checkIds(args);
-  const [row] = await db
-    .select()
-    .from(subagentBatches)
-    .where(
-      and(
-        eq(subagentBatches.id, args.batchId),
-        eq(subagentBatches.userId, args.userId),
-        eq(subagentBatches.threadId, args.threadId),
-      ),
-    );
-  if (!row) throw notFound("batch");
-  return row;
-}
-
 /** The thread's batches, newest first. */
 export async function listBatches(
   db: DbOrTx,
@@ -366,23 +338,6 @@ export async function exportResults(
 
 // ---------------------------------------------------------------------------------------------
 // Controls
-
-async function lockBatch(tx: DbOrTx, args: BatchScopeArgs): Promise<BatchRow> {
-  checkIds(args);
-  const [row] = await tx
-    .select()
-    .from(subagentBatches)
-    .where(
-      and(
-        eq(subagentBatches.id, args.batchId),
-        eq(subagentBatches.userId, args.userId),
-        eq(subagentBatches.threadId, args.threadId),
-      ),
-    )
-    .for("update");
-  if (!row) throw notFound("batch");
-  return row;
-}
 
 /** The table's verdict for this batch: the move to make, null when already in effect, 409 otherwise. */
 function checkControl(name: BatchControlName, batch: BatchRow): { next: BatchStatus; event: BatchEvent | null } | null {

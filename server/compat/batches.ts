@@ -234,7 +234,7 @@ async function expireIfDue(db: Db, current: CompatBatch): Promise<CompatBatch | 
       return load(tx, fresh!);
     }
     try {
-      await cancelBatch(tx as unknown as Db, { userId: compat.userId, threadId: batch.threadId, batchId: batch.id });
+      await cancelBatch(tx, { userId: compat.userId, threadId: batch.threadId, batchId: batch.id });
     } catch (err) {
       // Finished in the meantime: nothing was left to expire.
       if (err instanceof AppError && err.code === "conflict") {
@@ -302,7 +302,7 @@ export async function cancelCompatBatch(db: Db, args: { userId: string; api: Com
       .where(eq(compatBatches.id, compat.id))
       .returning();
     try {
-      await cancelBatch(tx as unknown as Db, { userId: args.userId, threadId: batch.threadId, batchId: batch.id });
+      await cancelBatch(tx, { userId: args.userId, threadId: batch.threadId, batchId: batch.id });
     } catch (err) {
       if (err instanceof AppError && err.code === "conflict")
         throw new AppError("conflict", "batch has already ended; there is nothing to cancel");

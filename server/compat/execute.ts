@@ -8,7 +8,7 @@ import { resolveModel, resolveModelByName } from "@/server/models/index";
 import type { ResolvedModel } from "@/server/models/types";
 import { admit, type SubagentRuntime } from "@/server/runtime/admission";
 import { endpointBackoffMs } from "@/server/runtime/rate-limit";
-import type { ItemExecutor, ItemRunResult } from "@/server/worker/execute";
+import type { ItemExecutor, ItemRunResult } from "@/server/batches/item-executor";
 import { getCompatBatch } from "./batches";
 import { type CompatRequest, SUBAGENT_MODEL_PREFIX } from "./requests";
 

@@ -1,7 +1,7 @@
 import type postgres from "postgres";
 import { createDatabase, type Database, databaseUrlFromEnv } from "@/server/db/client";
 import { log } from "@/server/log";
-import { exportChunk } from "@/server/metrics";
+import { exportChunk } from "@/server/instruments";
 import { encodeResultLines, type RawExportRow } from "./jsonl";
 
 /**

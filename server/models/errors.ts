@@ -3,6 +3,9 @@ import { NoOutputGeneratedError, RetryError } from "ai";
 
 export type ModelErrorClass = "rate_limit" | "timeout" | "aborted" | "provider" | "unknown";
 
+/** Why a run failed: a model error class, or a tool group / model this process cannot provide. */
+export type RunErrorClass = ModelErrorClass | "tool_unavailable" | "model_unavailable";
+
 const MAX_DEPTH = 5;
 
 function errorName(err: unknown): string | undefined {

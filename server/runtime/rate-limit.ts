@@ -7,7 +7,7 @@ import postgres from "postgres";
 import type { Db } from "@/server/db/client";
 import * as schema from "@/server/db/schema";
 import { log } from "@/server/log";
-import { observeModelCall, observeRateLimitWait } from "@/server/metrics";
+import { observeModelCall, observeRateLimitWait } from "@/server/instruments";
 import { classifyModelError, retryAfterMs } from "@/server/models/errors";
 
 /**

@@ -1,8 +1,7 @@
-import type { ToolCallRecord } from "@/lib/api/runs";
-import { type RunErrorClass, runSubagent } from "@/server/agent/executor";
+import { runSubagent } from "@/server/agent/executor";
+import type { ItemExecutor, ItemRunContext, ItemRunResult } from "@/server/batches/item-executor";
 import { compatItemExecutor } from "@/server/compat/execute";
 import { type ExecutionSpec, rebuildExecution } from "@/server/batches/spec";
-import type { ClaimedItem } from "@/server/batches/types";
 import type { Db } from "@/server/db/client";
 import { AppError } from "@/server/errors";
 import { resolveModelByName } from "@/server/models/index";
@@ -10,36 +9,7 @@ import type { ResolvedModel } from "@/server/models/types";
 import type { SubagentRuntime } from "@/server/runtime/admission";
 import { endpointBackoffMs } from "@/server/runtime/rate-limit";
 
-/**
- * How the worker runs one claimed item. The default runs the shared sub-agent executor;
- * tests and benchmarks inject their own (same contract: acquire capacity, call onStarted
- * right before real work, honour the signal; throw CapacityRejectedError /
- * CapacityTimeoutError when refused by capacity).
- */
-
-export interface ItemRunContext {
-  item: ClaimedItem;
-  spec: ExecutionSpec;
-  signal: AbortSignal;
-  /** Marks the item running (fenced). Throws when the lease is gone: the item must not run. */
-  onStarted: () => Promise<void>;
-}
-
-export interface ItemRunResult {
-  status: "completed" | "failed" | "cancelled" | "timed_out";
-  text: string;
-  usage: { inputTokens: number; outputTokens: number };
-  model: string | null;
-  stopReason: string | null;
-  error?: string;
-  errorClass?: RunErrorClass;
-  runId?: string;
-  toolCalls?: ToolCallRecord[];
-  /** Provider advice for rate limits, when the executor knows it. */
-  retryAfterMs?: number;
-}
-
-export type ItemExecutor = (ctx: ItemRunContext) => Promise<ItemRunResult>;
+export type { ItemExecutor, ItemRunContext, ItemRunResult };
 
 /**
  * The model a spec names, from this worker's catalog. A worker without it fails the item with

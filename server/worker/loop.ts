@@ -14,7 +14,7 @@ import type { ExecutionSpec } from "@/server/batches/spec";
 import type { ClaimedItem, LeaseRef, Settlement } from "@/server/batches/types";
 import type { Database } from "@/server/db/client";
 import { type Logger, log as rootLog } from "@/server/log";
-import { recordClaims, recordLeaseRecoveries, recordSettlements } from "@/server/metrics";
+import { recordClaims, recordLeaseRecoveries, recordSettlements } from "@/server/instruments";
 import { OutageBackoff } from "@/server/ops/backoff";
 import { isDatabaseUnavailable } from "@/server/ops/db-errors";
 import type { ResolvedModel } from "@/server/models/types";

@@ -10,7 +10,7 @@ import { AppError } from "@/server/errors";
 import { log } from "@/server/log";
 import { countLiveWorkers, livenessWindowSeconds } from "@/server/worker/heartbeat";
 import { describeSubagents } from "../registry";
-import type { LeadToolContext } from "./index";
+import type { LeadToolContext } from "./context";
 
 /**
  * Durable batch tools for the lead agent. `batch_task` submits a batch and returns a receipt

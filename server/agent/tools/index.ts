@@ -1,25 +1,11 @@
-import type { ToolSet, UIMessageStreamWriter } from "ai";
-import type { FlotillaConfig } from "@/lib/config";
-import type { Db } from "@/server/db/client";
-import type { ResolvedModel } from "@/server/models/types";
+import type { ToolSet } from "ai";
 import { buildGroupTools } from "@/server/tools";
 import { createBatchTools } from "./batch";
+import type { LeadToolContext } from "./context";
 import { createSwarmTool } from "./swarm";
 import { createTaskTool } from "./task";
 
-/** Everything a lead-agent tool needs about the response it serves. */
-export interface LeadToolContext {
-  db: Db;
-  config: FlotillaConfig;
-  userId: string;
-  threadId: string;
-  /** The lead run (agent_runs row, kind "lead") of this response. */
-  runId: string;
-  model: ResolvedModel;
-  abortSignal: AbortSignal;
-  /** Live UI updates (data parts) while the response streams. */
-  writer?: UIMessageStreamWriter;
-}
+export type { LeadToolContext };
 
 /** The lead agent's toolset: its own tool groups (lead.tool_groups), then each delegation mode's tools. */
 export async function buildLeadTools(ctx: LeadToolContext): Promise<ToolSet> {

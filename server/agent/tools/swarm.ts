@@ -7,7 +7,7 @@ import type { Clock, SwarmTimings } from "../swarm/clock";
 import { type SwarmInput, swarmInputSchema } from "../swarm/input";
 import { runSwarm } from "../swarm/run";
 import type { SwarmResult } from "../swarm/types";
-import type { LeadToolContext } from "./index";
+import type { LeadToolContext } from "./context";
 
 /**
  * `agent_swarm`: bounded foreground fan-out. The lead waits for every item and gets an

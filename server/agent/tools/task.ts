@@ -5,7 +5,7 @@ import type { SubagentRuntime } from "@/server/runtime/admission";
 import { isCapacityError } from "@/server/runtime/capacity";
 import { runSubagent, type SubagentRunStatus, type SubagentStatusUpdate } from "../executor";
 import { describeSubagents, listSubagents } from "../registry";
-import type { LeadToolContext } from "./index";
+import type { LeadToolContext } from "./context";
 
 /**
  * `task`: ordinary delegation. The lead waits for the sub-agent's result. Three limits meet

@@ -1,0 +1,18 @@
+import type { UIMessageStreamWriter } from "ai";
+import type { FlotillaConfig } from "@/lib/config";
+import type { Db } from "@/server/db/client";
+import type { ResolvedModel } from "@/server/models/types";
+
+/** Everything a lead-agent tool needs about the response it serves. */
+export interface LeadToolContext {
+  db: Db;
+  config: FlotillaConfig;
+  userId: string;
+  threadId: string;
+  /** The lead run (agent_runs row, kind "lead") of this response. */
+  runId: string;
+  model: ResolvedModel;
+  abortSignal: AbortSignal;
+  /** Live UI updates (data parts) while the response streams. */
+  writer?: UIMessageStreamWriter;
+}

@@ -1,0 +1,35 @@
+import type { ToolCallRecord } from "@/lib/api/runs";
+import type { RunErrorClass } from "@/server/models/errors";
+import type { ExecutionSpec } from "./spec";
+import type { ClaimedItem } from "./types";
+
+/**
+ * How the worker runs one claimed item. The default runs the shared sub-agent executor;
+ * tests and benchmarks inject their own (same contract: acquire capacity, call onStarted
+ * right before real work, honour the signal; throw CapacityRejectedError /
+ * CapacityTimeoutError when refused by capacity).
+ */
+
+export interface ItemRunContext {
+  item: ClaimedItem;
+  spec: ExecutionSpec;
+  signal: AbortSignal;
+  /** Marks the item running (fenced). Throws when the lease is gone: the item must not run. */
+  onStarted: () => Promise<void>;
+}
+
+export interface ItemRunResult {
+  status: "completed" | "failed" | "cancelled" | "timed_out";
+  text: string;
+  usage: { inputTokens: number; outputTokens: number };
+  model: string | null;
+  stopReason: string | null;
+  error?: string;
+  errorClass?: RunErrorClass;
+  runId?: string;
+  toolCalls?: ToolCallRecord[];
+  /** Provider advice for rate limits, when the executor knows it. */
+  retryAfterMs?: number;
+}
+
+export type ItemExecutor = (ctx: ItemRunContext) => Promise<ItemRunResult>;
