@@ -4,14 +4,13 @@ import type { Db } from "@/server/db/client";
 import { AppError } from "@/server/errors";
 import { log } from "@/server/log";
 import { classifyModelError, type RunErrorClass } from "@/server/models/errors";
-import { resolveModelByName } from "@/server/models/index";
 import type { ResolvedModel } from "@/server/models/types";
 import { admit, getSubagentRuntime, type SubagentRuntime } from "@/server/runtime/admission";
 import { type CapacityController, CapacityTimeoutError, isCapacityError } from "@/server/runtime/capacity";
 import { registerLiveRun, RunStoppedError } from "@/server/runtime/run-registry";
 import type { ToolCallRecord } from "@/lib/api/runs";
 import { buildGroupTools, recordTools, ToolCallRecorder } from "@/server/tools";
-import { getSubagentDefinition, type SubagentDefinition } from "./registry";
+import type { SubagentDefinition } from "./registry";
 import { createRun, finishRun, insertFinishedRun, markRunning, type TerminalStatus } from "./runs";
 
 /**
@@ -47,8 +46,10 @@ export interface RunSubagentOptions {
   parentRunId?: string;
   rootRunId?: string;
   kind: "task" | "swarm_child" | "batch_item";
-  definition: string;
+  /** What runs, resolved by the caller (registry.resolveSubagent, or a batch's snapshot). */
+  definition: SubagentDefinition;
   prompt: string;
+  /** The model it runs on, resolved by the caller (the definition's own model, else the caller's). */
   model: ResolvedModel;
   signal: AbortSignal;
   /** 1 for direct children of a lead run (default), 2+ for nested delegation. */
@@ -73,6 +74,21 @@ export interface RunSubagentOptions {
   onStatus?: (update: SubagentStatusUpdate) => void;
   /** Capacity boundary and configuration; defaults to the process runtime. Tests pass their own. */
   runtime?: SubagentRuntime;
+  /**
+   * Tools through which this sub-agent may delegate further (the task tool's nested `task`),
+   * asked once the run exists. Absent: it cannot delegate (batch items never can).
+   */
+  delegate?: (run: DelegatingRun) => ToolSet;
+}
+
+/** What a delegation tool needs to know about the run that delegates. */
+export interface DelegatingRun {
+  runId: string;
+  rootRunId: string;
+  depth: number;
+  model: ResolvedModel;
+  signal: AbortSignal;
+  runtime: SubagentRuntime;
 }
 
 export interface SubagentRunResult {
@@ -99,39 +115,6 @@ export class SubagentTimeoutError extends Error {
   }
 }
 
-/**
- * Sub-agents get delegation only when nesting is configured and they are above the depth
- * limit; then only `task` (never agent_swarm or batch_task). Loaded lazily: task.ts itself
- * depends on this module.
- */
-async function delegationTools(args: {
-  db: Db;
-  runtime: SubagentRuntime;
-  opts: RunSubagentOptions;
-  runId: string;
-  rootRunId: string;
-  depth: number;
-  model: ResolvedModel;
-  signal: AbortSignal;
-}): Promise<ToolSet> {
-  if (args.depth >= args.runtime.config.subagents.max_depth || args.opts.kind === "batch_item") return {};
-  const { createTaskTool } = await import("./tools/task");
-  return {
-    task: createTaskTool({
-      db: args.db,
-      config: args.runtime.config,
-      userId: args.opts.userId,
-      threadId: args.opts.threadId ?? "",
-      runId: args.runId,
-      rootRunId: args.rootRunId,
-      depth: args.depth,
-      model: args.model,
-      abortSignal: args.signal,
-      runtime: args.runtime,
-    }),
-  };
-}
-
 /** Tools that first make sure the run row exists (a deferred batch-item row), then run. */
 function withRunRow(tools: ToolSet, ensureRow: () => Promise<void>): ToolSet {
   return Object.fromEntries(
@@ -147,12 +130,6 @@ function withRunRow(tools: ToolSet, ensureRow: () => Promise<void>): ToolSet {
   ) as ToolSet;
 }
 
-/** The definition's catalog model, else the caller's. Throws AppError("model_unavailable"). */
-function modelFor(def: SubagentDefinition, fallback: ResolvedModel, runtime: SubagentRuntime): ResolvedModel {
-  if (!def.model || def.model === fallback.catalogName) return fallback;
-  return resolveModelByName(runtime.config, def.model);
-}
-
 /** Tool groups and models this process lacks fail the run with that class, naming what is missing. */
 function unavailableClass(err: unknown): "tool_unavailable" | "model_unavailable" | undefined {
   if (err instanceof AppError && (err.code === "tool_unavailable" || err.code === "model_unavailable")) return err.code;
@@ -166,8 +143,8 @@ function errorMessage(err: unknown): string {
 
 export async function runSubagent(db: Db, opts: RunSubagentOptions): Promise<SubagentRunResult> {
   const runtime = opts.runtime ?? getSubagentRuntime();
-  const def = getSubagentDefinition(opts.definition, runtime.config);
-  const model = modelFor(def, opts.model, runtime);
+  const def = opts.definition;
+  const model = opts.model;
   const depth = opts.depth ?? 1;
   const runFields = {
     userId: opts.userId,
@@ -314,10 +291,9 @@ export async function runSubagent(db: Db, opts: RunSubagentOptions): Promise<Sub
       };
       const built = {
         ...(await buildGroupTools(def.toolGroups, groupCtx, recorder)),
-        ...recordTools(
-          await delegationTools({ db, runtime, opts, runId, rootRunId, depth, model, signal: controller.signal }),
-          recorder,
-        ),
+        ...(opts.delegate && opts.kind !== "batch_item"
+          ? recordTools(opts.delegate({ runId, rootRunId, depth, model, signal: controller.signal, runtime }), recorder)
+          : {}),
       };
       const tools = deferRow ? withRunRow(built, ensureRow) : built;
       const result = await generateText({

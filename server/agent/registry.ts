@@ -1,5 +1,7 @@
 import type { FlotillaConfig } from "@/lib/config";
 import { AppError } from "@/server/errors";
+import { resolveModelByName } from "@/server/models/index";
+import type { ResolvedModel } from "@/server/models/types";
 
 /**
  * Named sub-agent definitions. Built-ins are always present; `subagents.definitions` in the
@@ -100,6 +102,11 @@ export function listSubagents(config: FlotillaConfig): SubagentDefinition[] {
   return [...table(config).values()];
 }
 
+/** The names a caller may choose from. Every configured definition is open to every user. */
+export function subagentNames(config: FlotillaConfig): string[] {
+  return listSubagents(config).map((d) => d.name);
+}
+
 /** The named definition; throws AppError("validation_failed") naming the known ones. */
 export function getSubagentDefinition(name: string, config: FlotillaConfig): SubagentDefinition {
   const d = table(config).get(name);
@@ -116,4 +123,22 @@ export function describeSubagents(config: FlotillaConfig): string {
   return listSubagents(config)
     .map((d) => `- ${d.name}: ${d.description}`)
     .join("\n");
+}
+
+/**
+ * A sub-agent by name with the model it runs on: its definition's catalog model, else the
+ * caller's. The edges (task and swarm tools, the compatible executor) call this; the executor
+ * takes what it returns. Throws validation_failed (unknown name) or model_unavailable.
+ */
+export function resolveSubagent(
+  config: FlotillaConfig,
+  name: string,
+  callerModel: ResolvedModel,
+): { definition: SubagentDefinition; model: ResolvedModel } {
+  const definition = getSubagentDefinition(name, config);
+  const model =
+    !definition.model || definition.model === callerModel.catalogName
+      ? callerModel
+      : resolveModelByName(config, definition.model);
+  return { definition, model };
 }

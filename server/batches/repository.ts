@@ -6,6 +6,7 @@ import type { FlotillaConfig } from "@/lib/config";
 import type { Db, DbOrTx } from "@/server/db/client";
 import { subagentBatches, subagentBatchItems, threads } from "@/server/db/schema";
 import { ITEM_STATUSES, type ItemStatus } from "@/server/db/schema/batches";
+import { getSubagentDefinition, subagentNames } from "@/server/agent/registry";
 import { AppError, notFound } from "@/server/errors";
 import { resolveModel } from "@/server/models/index";
 import { expandFileSubmission } from "@/server/workspace/batches";
@@ -76,10 +77,10 @@ export async function submitBatch(db: Db, args: SubmitBatchArgs): Promise<{ batc
   const sub = overFiles ? { ...normalized, items: normalized.items.map((i) => ({ ...i, input: i.key })) } : normalized;
   const spec = buildExecutionSpec({
     extraToolGroups: overFiles ? ["workspace"] : [],
-    config: args.config,
     userId: args.userId,
     threadId: args.threadId,
-    subagent: sub.subagent,
+    definition: getSubagentDefinition(sub.subagent, args.config),
+    allowedSubagents: subagentNames(args.config),
     model: args.model ?? resolveModel(args.config),
     origin: args.origin ?? { kind: "api" },
   });

@@ -1,7 +1,4 @@
 import { z } from "zod";
-import type { FlotillaConfig } from "@/lib/config";
-import { getSubagentDefinition, listSubagents, type SubagentDefinition } from "@/server/agent/registry";
-import type { SubagentRuntime } from "@/server/runtime/admission";
 
 /**
  * The execution spec stored with a batch: a snapshot of everything that defines the delegated
@@ -32,7 +29,7 @@ const specSchema = z.object({
     timeout_seconds: z.number().positive(),
   }),
   /** The catalog name the items run on: the definition's model, else the caller's. */
-  model: z.object({ name: z.string(), simulator: z.boolean() }),
+  model: z.object({ name: z.string() }),
   /** Group names, rebuilt by the worker; delegation tools are never a group and never granted. */
   tool_groups: z.array(z.string()),
   delegation: z.object({ task: z.literal(false), agent_swarm: z.literal(false), batch_task: z.literal(false) }),
@@ -48,31 +45,40 @@ const specSchema = z.object({
     /** The sub-agents this caller could choose from at submission (the allowlist checked). */
     allowed_subagents: z.array(z.string()),
   }),
-  created_at: z.string(),
 });
 export type ExecutionSpec = z.infer<typeof specSchema>;
 
 export type SubmissionOrigin = { kind: "api" } | { kind: "tool"; runId: string; toolCallId: string };
 
-/** Sub-agents a caller may use for batch items. Every configured definition is open to every user. */
-export function allowedSubagents(config: FlotillaConfig): string[] {
-  return listSubagents(config).map((d) => d.name);
+/**
+ * A sub-agent definition as a spec snapshots it and a worker runs it (the shape of
+ * server/agent/registry.ts's SubagentDefinition, which callers resolve by name and pass in).
+ */
+export interface SpecDefinition {
+  name: string;
+  description: string;
+  systemPrompt: string;
+  toolGroups: string[];
+  model?: string;
+  maxTurns: number;
+  timeoutMs: number;
 }
 
-/** Snapshots the boundary for a submission. Throws validation_failed naming `subagent` when it is unknown. */
+/** Snapshots the boundary for a submission, from a definition its caller resolved. */
 export function buildExecutionSpec(args: {
-  config: FlotillaConfig;
   userId: string;
   threadId: string;
-  subagent: string;
+  definition: SpecDefinition;
+  /** The sub-agents this caller could choose from (the allowlist checked at submission). */
+  allowedSubagents: string[];
   /** The caller's model (a resolved model, or its catalog name for callers without one). */
-  model: { name: string; simulator: boolean; catalogName?: string };
+  model: { name: string; catalogName?: string };
   origin: SubmissionOrigin;
   /** Groups this batch adds to the definition's (a batch over files adds `workspace`). */
   extraToolGroups?: readonly string[];
   kind?: ExecutionKind;
 }): ExecutionSpec {
-  const def: SubagentDefinition = getSubagentDefinition(args.subagent, args.config);
+  const def = args.definition;
   const callerModel = args.model.catalogName ?? args.model.name;
   const modelName = def.model ?? callerModel;
   return {
@@ -87,7 +93,7 @@ export function buildExecutionSpec(args: {
       max_turns: def.maxTurns,
       timeout_seconds: def.timeoutMs / 1000,
     },
-    model: { name: modelName, simulator: def.model ? def.model === "simulator" : args.model.simulator },
+    model: { name: modelName },
     tool_groups: [...new Set([...def.toolGroups, ...(args.extraToolGroups ?? [])])],
     delegation: { task: false, agent_swarm: false, batch_task: false },
     caller: {
@@ -98,8 +104,7 @@ export function buildExecutionSpec(args: {
       run_id: args.origin.kind === "tool" ? args.origin.runId : null,
       tool_call_id: args.origin.kind === "tool" ? args.origin.toolCallId : null,
     },
-    authorization: { allowed_subagents: allowedSubagents(args.config) },
-    created_at: new Date().toISOString(),
+    authorization: { allowed_subagents: [...args.allowedSubagents] },
   };
 }
 
@@ -110,45 +115,22 @@ export function parseExecutionSpec(value: unknown): ExecutionSpec {
   return parsed.data;
 }
 
-export interface RebuiltExecution {
-  userId: string;
-  threadId: string;
-  /** Definition name to hand to runSubagent; resolved by `runtime` to the snapshot. */
-  definition: string;
-  /** The worker's runtime (same capacity and lanes) whose configuration carries the snapshot definition. */
-  runtime: SubagentRuntime;
-}
-
 /**
- * Rebuilds the boundary for a worker: the snapshot definition replaces whatever the worker's
- * configuration calls by that name (same prompt, tool groups, turns, time limit, model), while
- * capacity stays the process's own. Sub-agents of batch items never get delegation tools (the
- * executor enforces that for kind batch_item; the spec records it).
+ * The definition a worker runs for a batch item: the snapshot, whatever the worker's own
+ * configuration calls by that name today (same prompt, tool groups, turns, time limit, model).
+ * Sub-agents of batch items never get delegation tools (the executor gives batch items none;
+ * the spec records it).
  */
-export function rebuildExecution(spec: ExecutionSpec, base: SubagentRuntime): RebuiltExecution {
+export function snapshotDefinition(spec: ExecutionSpec): SpecDefinition & { builtin: false } {
   const def = spec.subagent;
-  const config: FlotillaConfig = {
-    ...base.config,
-    subagents: {
-      ...base.config.subagents,
-      definitions: [
-        ...base.config.subagents.definitions.filter((d) => d.name !== def.name),
-        {
-          name: def.name,
-          description: def.description,
-          system_prompt: def.system_prompt,
-          tool_groups: spec.tool_groups,
-          ...(def.model ? { model: def.model } : {}),
-          max_turns: def.max_turns,
-          timeout_seconds: def.timeout_seconds,
-        },
-      ],
-    },
-  };
   return {
-    userId: spec.caller.user_id,
-    threadId: spec.caller.thread_id,
-    definition: def.name,
-    runtime: { ...base, config },
+    name: def.name,
+    description: def.description,
+    systemPrompt: def.system_prompt,
+    toolGroups: spec.tool_groups,
+    ...(def.model ? { model: def.model } : {}),
+    maxTurns: def.max_turns,
+    timeoutMs: def.timeout_seconds * 1000,
+    builtin: false,
   };
 }

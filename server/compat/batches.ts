@@ -1,6 +1,6 @@
 import { and, asc, desc, eq, sql } from "drizzle-orm";
 import type { FlotillaConfig } from "@/lib/config";
-import { getSubagentDefinition } from "@/server/agent/registry";
+import { getSubagentDefinition, subagentNames } from "@/server/agent/registry";
 import { BATCH_CHANNEL, batchEventPayload } from "@/server/batches/notify";
 import { cancelBatch } from "@/server/batches/repository";
 import { buildExecutionSpec, type ExecutionKind } from "@/server/batches/spec";
@@ -88,10 +88,10 @@ export async function createCompatBatch(
   const thread = await createThread(tx, { userId: args.userId, title: args.title });
   const kind: ExecutionKind = args.api === "openai" ? "compat_openai" : "compat_anthropic";
   const spec = buildExecutionSpec({
-    config: args.config,
     userId: args.userId,
     threadId: thread.id,
-    subagent: SPEC_SUBAGENT,
+    definition: getSubagentDefinition(SPEC_SUBAGENT, args.config),
+    allowedSubagents: subagentNames(args.config),
     model: specModel(args.config, args.firstModel),
     origin: { kind: "api" },
     kind,

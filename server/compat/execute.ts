@@ -1,6 +1,7 @@
 import { generateText } from "ai";
 import { eq, sql } from "drizzle-orm";
 import { runSubagent } from "@/server/agent/executor";
+import { resolveSubagent } from "@/server/agent/registry";
 import type { Db } from "@/server/db/client";
 import { compatBatches, compatRequests } from "@/server/db/schema";
 import { classifyModelError } from "@/server/models/errors";
@@ -61,12 +62,16 @@ export function compatItemExecutor(args: { db: Db; model?: ResolvedModel; runtim
 
     if (request.model.startsWith(SUBAGENT_MODEL_PREFIX)) {
       // A sub-agent runs on its definition's model, else this process's default.
-      const subagentModel = args.model ?? resolveModel(runtime.config);
+      const { definition, model: subagentModel } = resolveSubagent(
+        runtime.config,
+        request.model.slice(SUBAGENT_MODEL_PREFIX.length),
+        args.model ?? resolveModel(runtime.config),
+      );
       const result = await runSubagent(db, {
         userId: spec.caller.user_id,
         threadId: spec.caller.thread_id,
         kind: "batch_item",
-        definition: request.model.slice(SUBAGENT_MODEL_PREFIX.length),
+        definition,
         prompt: subagentPrompt(request),
         model: subagentModel,
         signal,

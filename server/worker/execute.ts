@@ -1,7 +1,7 @@
 import { runSubagent } from "@/server/agent/executor";
 import type { ItemExecutor, ItemRunContext, ItemRunResult } from "@/server/batches/item-executor";
 import { compatItemExecutor } from "@/server/compat/execute";
-import { type ExecutionSpec, rebuildExecution } from "@/server/batches/spec";
+import { type ExecutionSpec, snapshotDefinition } from "@/server/batches/spec";
 import type { Db } from "@/server/db/client";
 import { AppError } from "@/server/errors";
 import { resolveModelByName } from "@/server/models/index";
@@ -21,22 +21,14 @@ function specModel(spec: ExecutionSpec, runtime: SubagentRuntime, fallback?: Res
 }
 
 /**
- * The production executor: the snapshot boundary rebuilt from the spec, run by runSubagent.
+ * The production executor: the spec's snapshot definition and model, run by runSubagent.
  * Items of the compatible batch APIs (spec kind compat_*) run their stored request instead.
  */
 export function subagentItemExecutor(args: { db: Db; model?: ResolvedModel; runtime: SubagentRuntime }): ItemExecutor {
-  const rebuilt = new Map<string, ReturnType<typeof rebuildExecution>>();
   const compat = compatItemExecutor(args);
   return async (ctx) => {
     if (ctx.spec.kind !== "subagent") return compat(ctx);
     const { item, spec, signal, onStarted } = ctx;
-    let boundary = rebuilt.get(item.batchId);
-    if (!boundary) {
-      boundary = rebuildExecution(spec, args.runtime);
-      rebuilt.set(item.batchId, boundary);
-      // Specs are immutable per batch; keep the cache small across long-lived workers.
-      if (rebuilt.size > 256) rebuilt.delete(rebuilt.keys().next().value as string);
-    }
     let model: ResolvedModel;
     try {
       model = specModel(spec, args.runtime, args.model);
@@ -53,14 +45,14 @@ export function subagentItemExecutor(args: { db: Db; model?: ResolvedModel; runt
       };
     }
     const result = await runSubagent(args.db, {
-      userId: boundary.userId,
-      threadId: boundary.threadId,
+      userId: spec.caller.user_id,
+      threadId: spec.caller.thread_id,
       kind: "batch_item",
-      definition: boundary.definition,
+      definition: snapshotDefinition(spec),
       prompt: item.prompt,
       model,
       signal,
-      runtime: boundary.runtime,
+      runtime: args.runtime,
       onStarted,
     });
     return {

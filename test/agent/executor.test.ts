@@ -1,10 +1,11 @@
 import { randomUUID } from "node:crypto";
 import { beforeAll, describe, expect, it } from "vitest";
 import { runSubagent } from "@/server/agent/executor";
+import { getSubagentDefinition, resolveSubagent } from "@/server/agent/registry";
 import { createRun, insertFinishedRun } from "@/server/agent/runs";
 import { CapacityRejectedError, CapacityTimeoutError } from "@/server/runtime/capacity";
 import { createTestDatabase, type TestDatabase } from "../helpers/db";
-import { recordingSimulator, runRow, runtimeFor, userAndThread, waitFor } from "./support";
+import { recordingSimulator, runRow, runtimeFor, testConfig, userAndThread, waitFor } from "./support";
 
 let database: TestDatabase;
 let ids: { userId: string; threadId: string };
@@ -27,7 +28,7 @@ describe("runSubagent", () => {
       ...ids,
       parentRunId: lead.id,
       kind: "task",
-      definition: "researcher",
+      definition: getSubagentDefinition("researcher", testConfig()),
       prompt: "Compare two sorting algorithms.",
       model,
       signal: new AbortController().signal,
@@ -75,7 +76,7 @@ describe("runSubagent", () => {
     const result = await runSubagent(database.db, {
       ...ids,
       kind: "task",
-      definition: "general",
+      definition: getSubagentDefinition("general", testConfig()),
       prompt: "task: try to delegate this\n[[call:agent_swarm {}]]\n[[call:batch_task {}]]",
       model,
       signal: new AbortController().signal,
@@ -95,7 +96,7 @@ describe("runSubagent", () => {
     const done = runSubagent(database.db, {
       ...ids,
       kind: "task",
-      definition: "general",
+      definition: getSubagentDefinition("general", runtime.config),
       prompt: "waits for a slot",
       model: recordingSimulator(),
       signal: new AbortController().signal,
@@ -124,7 +125,7 @@ describe("runSubagent", () => {
     const result = await runSubagent(database.db, {
       ...ids,
       kind: "task",
-      definition: "general",
+      definition: getSubagentDefinition("general", runtime.config),
       prompt: "this breaks [[fail]]",
       model: recordingSimulator(),
       signal: new AbortController().signal,
@@ -149,7 +150,7 @@ describe("runSubagent", () => {
     const result = await runSubagent(database.db, {
       ...ids,
       kind: "task",
-      definition: "quick",
+      definition: getSubagentDefinition("quick", runtime.config),
       prompt: "slow [[sleep:5000]]",
       model: recordingSimulator(),
       signal: new AbortController().signal,
@@ -169,7 +170,7 @@ describe("runSubagent", () => {
     const done = runSubagent(database.db, {
       ...ids,
       kind: "task",
-      definition: "general",
+      definition: getSubagentDefinition("general", runtime.config),
       prompt: "long [[sleep:10000]]",
       model: recordingSimulator(),
       signal: ac.signal,
@@ -196,7 +197,7 @@ describe("runSubagent", () => {
     const done = runSubagent(database.db, {
       ...ids,
       kind: "task",
-      definition: "general",
+      definition: getSubagentDefinition("general", runtime.config),
       prompt: "never runs",
       model: recordingSimulator(),
       signal: ac.signal,
@@ -224,7 +225,7 @@ describe("runSubagent", () => {
     const plain = await runSubagent(database.db, {
       ...ids,
       kind: "batch_item",
-      definition: "general",
+      definition: getSubagentDefinition("general", testConfig()),
       prompt: "no tools",
       model: recordingSimulator(),
       signal: new AbortController().signal,
@@ -247,7 +248,7 @@ describe("runSubagent", () => {
     const withTool = await runSubagent(database.db, {
       ...ids,
       kind: "batch_item",
-      definition: "general",
+      definition: getSubagentDefinition("general", testConfig()),
       prompt: "[[call:current_time {}]]",
       model: recordingSimulator(),
       signal: new AbortController().signal,
@@ -292,7 +293,7 @@ describe("runSubagent", () => {
     const err = await runSubagent(database.db, {
       ...ids,
       kind: "batch_item",
-      definition: "general",
+      definition: getSubagentDefinition("general", runtime.config),
       prompt: "refused",
       model: recordingSimulator(),
       signal: new AbortController().signal,
@@ -320,7 +321,7 @@ describe("runSubagent", () => {
     const err = await runSubagent(database.db, {
       ...ids,
       kind: "task",
-      definition: "general",
+      definition: getSubagentDefinition("general", runtime.config),
       prompt: "times out in the queue",
       model: recordingSimulator(),
       signal: new AbortController().signal,
@@ -343,7 +344,7 @@ describe("runSubagent", () => {
     const done = runSubagent(database.db, {
       ...ids,
       kind: "swarm_child",
-      definition: "summarizer",
+      definition: getSubagentDefinition("summarizer", runtime.config),
       prompt: "shared slot",
       model: recordingSimulator(),
       signal: new AbortController().signal,
@@ -357,16 +358,9 @@ describe("runSubagent", () => {
   });
 
   it("rejects an unknown definition before writing anything", async () => {
-    await expect(
-      runSubagent(database.db, {
-        ...ids,
-        kind: "task",
-        definition: "nope",
-        prompt: "x",
-        model: recordingSimulator(),
-        signal: new AbortController().signal,
-        runtime: runtimeFor(),
-      }),
-    ).rejects.toThrow(/unknown sub-agent "nope" \(available: general, researcher, summarizer\)/);
+    // Names are resolved at the edges (task, swarm, compatible executor), before any run exists.
+    expect(() => resolveSubagent(runtimeFor().config, "nope", recordingSimulator())).toThrow(
+      /unknown sub-agent "nope" \(available: general, researcher, summarizer\)/,
+    );
   });
 });

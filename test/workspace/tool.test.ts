@@ -1,6 +1,7 @@
 import type { ToolSet } from "ai";
 import { beforeAll, describe, expect, it } from "vitest";
 import { runSubagent } from "@/server/agent/executor";
+import { getSubagentDefinition } from "@/server/agent/registry";
 import { createRun } from "@/server/agent/runs";
 import { resolveModel } from "@/server/models/index";
 import { createSubagentRuntime } from "@/server/runtime/admission";
@@ -160,7 +161,7 @@ describe("through a sub-agent run", () => {
     const result = await runSubagent(tdb.db, {
       ...owner,
       kind: "batch_item",
-      definition: "reader",
+      definition: getSubagentDefinition("reader", runConfig),
       prompt:
         '[[tool:read_file {"path":"in.txt"}]] [[tool:read_file {"path":"nope.txt"}]] ' +
         '[[tool:write_file {"path":"out.txt","content":"done"}]]',

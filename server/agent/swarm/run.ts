@@ -13,7 +13,8 @@ import {
   CapacityTimeoutError,
 } from "@/server/runtime/capacity";
 import { runSubagent, type SubagentRunResult } from "../executor";
-import { getSubagentDefinition } from "../registry";
+import { getSubagentDefinition, resolveSubagent } from "../registry";
+import { nestedDelegation } from "../tools/task";
 import { type Clock, type SwarmTimings, systemClock } from "./clock";
 import { parseSwarmInput } from "./input";
 import { claimResumeSources, preflightResumes, retryHistory } from "./resume";
@@ -209,15 +210,16 @@ export async function runSwarm(ctx: SwarmContext, rawInput: unknown): Promise<Sw
       );
       // A retry after a rate limit continues the attempt it retries: same messages, same tool results.
       const replay = req.attempt > 1 && req.retryOfRunId ? await retryHistory(ctx.db, req.retryOfRunId) : undefined;
+      const { definition, model } = resolveSubagent(runtime.config, entry.profile, ctx.model);
       const result: SubagentRunResult = await runSubagent(ctx.db, {
         userId: ctx.userId,
         threadId: ctx.threadId,
         parentRunId: ctx.leadRunId,
         rootRunId: ctx.rootRunId ?? ctx.leadRunId,
         kind: "swarm_child",
-        definition: entry.profile,
+        definition,
         prompt: entry.prompt,
-        model: ctx.model,
+        model,
         signal: req.signal,
         depth: (ctx.depth ?? 0) + 1,
         toolCallId: ctx.toolCallId,
@@ -228,6 +230,7 @@ export async function runSwarm(ctx: SwarmContext, rawInput: unknown): Promise<Sw
         resumedFromRunId: req.attempt === 1 && entry.resumedFrom ? entry.resumedFrom : undefined,
         runtime,
         capacity,
+        delegate: nestedDelegation({ db: ctx.db, userId: ctx.userId, threadId: ctx.threadId }),
         onCreated: (id) => {
           currentRunId[req.index] = id;
           row.child_run_id = id;

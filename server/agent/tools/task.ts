@@ -1,10 +1,11 @@
-import { type ModelMessage, tool } from "ai";
+import { type ModelMessage, type ToolSet, tool } from "ai";
 import { z } from "zod";
 import { effectiveTaskConcurrency, type FlotillaConfig } from "@/lib/config";
 import type { SubagentRuntime } from "@/server/runtime/admission";
 import { isCapacityError } from "@/server/runtime/capacity";
-import { runSubagent, type SubagentRunStatus, type SubagentStatusUpdate } from "../executor";
-import { describeSubagents, listSubagents } from "../registry";
+import type { Db } from "@/server/db/client";
+import { type DelegatingRun, runSubagent, type SubagentRunStatus, type SubagentStatusUpdate } from "../executor";
+import { describeSubagents, listSubagents, resolveSubagent } from "../registry";
 import type { LeadToolContext } from "./context";
 
 /**
@@ -153,19 +154,21 @@ export function createTaskTool(ctx: TaskToolContext) {
       };
       let runId: string | null = null;
       try {
+        const { definition, model } = resolveSubagent(ctx.config, input.subagent, ctx.model);
         const result = await runSubagent(ctx.db, {
           userId: ctx.userId,
           threadId: ctx.threadId || undefined,
           parentRunId: ctx.runId,
           rootRunId: ctx.rootRunId ?? ctx.runId,
           kind: "task",
-          definition: input.subagent,
+          definition,
           prompt: input.prompt,
-          model: ctx.model,
+          model,
           signal,
           depth: callerDepth + 1,
           toolCallId: options.toolCallId,
           runtime: ctx.runtime,
+          delegate: nestedDelegation(ctx),
           onCreated: (id) => {
             runId = id;
           },
@@ -195,4 +198,28 @@ export function createTaskTool(ctx: TaskToolContext) {
     },
     toModelOutput: ({ output, input }) => ({ type: "text", value: toModelText(output, input.description) }),
   });
+}
+
+/**
+ * What a sub-agent may delegate through: `task` alone (never agent_swarm or batch_task), and
+ * only while subagents.max_depth leaves a level below it.
+ */
+export function nestedDelegation(base: { db: Db; userId: string; threadId?: string | null }) {
+  return (run: DelegatingRun): ToolSet => {
+    if (run.depth >= run.runtime.config.subagents.max_depth) return {};
+    return {
+      task: createTaskTool({
+        db: base.db,
+        config: run.runtime.config,
+        userId: base.userId,
+        threadId: base.threadId ?? "",
+        runId: run.runId,
+        rootRunId: run.rootRunId,
+        depth: run.depth,
+        model: run.model,
+        abortSignal: run.signal,
+        runtime: run.runtime,
+      }),
+    };
+  };
 }
