@@ -5,7 +5,7 @@
 export async function register(): Promise<void> {
   if (process.env.NEXT_RUNTIME !== "nodejs") return;
   const startedAt = new Date();
-  const { recoverOnStartup, startWebHeartbeat } = await import("./server/runtime/startup");
+  const { recoverOnStartup, startWebHeartbeat } = await import("./server/startup");
   const { closeMcpClients } = await import("./server/tools/mcp");
   // Next.js owns the signals; on exit the stdio MCP servers this process started are killed
   // (closing aborts their spawn signal synchronously, before the process is gone).
@@ -13,6 +13,6 @@ export async function register(): Promise<void> {
   startWebHeartbeat();
   await recoverOnStartup(startedAt);
   // Lead wake-ups and webhook deliveries of settled batches run in web processes only.
-  const { startWebSettlementRunner } = await import("./server/batches/wakeup");
+  const { startWebSettlementRunner } = await import("./server/chat/wakeup");
   startWebSettlementRunner();
 }

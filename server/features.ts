@@ -6,7 +6,7 @@ import type { Db } from "@/server/db/client";
 import { workerHeartbeats } from "@/server/db/schema";
 import { log } from "@/server/log";
 import { resolveModel } from "@/server/models";
-import { countLiveWorkers, livenessWindowSeconds } from "@/server/worker/heartbeat";
+import { countLiveWorkers, livenessWindowSeconds } from "@/server/runtime/heartbeat";
 
 /**
  * What this deployment can do right now, for the UI: the SQL repository (reads and export work

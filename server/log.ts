@@ -1,5 +1,5 @@
 import pino from "pino";
-import { redactError } from "@/server/ops/db-errors";
+import { logError } from "@/server/errors";
 
 /**
  * Logs of web and worker. On a terminal: short, colourized lines (pino-pretty) a person can
@@ -38,7 +38,7 @@ export const log = pino({
   level: process.env.LOG_LEVEL ?? (process.env.NODE_ENV === "test" || process.env.VITEST ? "silent" : "info"),
   base: { service: process.env.FLOTILLA_SERVICE ?? "flotilla" },
   redact: { paths: REDACT_PATHS, censor: "[redacted]" },
-  serializers: { err: redactError },
+  serializers: { err: logError },
   ...(wantsPrettyLogs()
     ? {
         transport: {

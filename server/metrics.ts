@@ -92,7 +92,7 @@ function registerGauges(state: ExpositionState): void {
       snapshotAt = performance.now();
       snapshot = readDatabaseSnapshot(db).catch((err) => {
         // A scrape during a database restart still answers with the process-local metrics.
-        log.warn({ err: (err as Error).message }, "metrics: database gauges unavailable");
+        log.warn({ err }, "metrics: database gauges unavailable");
         return undefined;
       });
     }

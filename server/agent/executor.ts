@@ -1,13 +1,13 @@
 import { randomUUID } from "node:crypto";
 import { generateText, type ModelMessage, stepCountIs, type ToolSet } from "ai";
 import type { Db } from "@/server/db/client";
-import { AppError } from "@/server/errors";
+import { AbortReason, AppError, abortKind, errorText } from "@/server/errors";
 import { log } from "@/server/log";
 import { classifyModelError, type RunErrorClass } from "@/server/models/errors";
 import type { ResolvedModel } from "@/server/models/types";
 import { admit, getSubagentRuntime, type SubagentRuntime } from "@/server/runtime/admission";
 import { type CapacityController, CapacityTimeoutError, isCapacityError } from "@/server/runtime/capacity";
-import { registerLiveRun, RunStoppedError } from "@/server/runtime/run-registry";
+import { registerLiveRun } from "@/server/runtime/run-registry";
 import type { ToolCallRecord } from "@/lib/api/runs";
 import { buildGroupTools, recordTools, ToolCallRecorder } from "@/server/tools";
 import type { SubagentDefinition } from "./registry";
@@ -108,12 +108,8 @@ export interface SubagentRunResult {
 }
 
 /** Abort reason when the definition's time limit passes. */
-export class SubagentTimeoutError extends Error {
-  constructor(readonly timeoutMs: number) {
-    super(`the sub-agent did not finish within its time limit of ${Math.round(timeoutMs / 1000)}s`);
-    this.name = "TimeoutError";
-  }
-}
+const timedOut = (timeoutMs: number) =>
+  new AbortReason("timeout", `the sub-agent did not finish within its time limit of ${Math.round(timeoutMs / 1000)}s`);
 
 /** Tools that first make sure the run row exists (a deferred batch-item row), then run. */
 function withRunRow(tools: ToolSet, ensureRow: () => Promise<void>): ToolSet {
@@ -134,11 +130,6 @@ function withRunRow(tools: ToolSet, ensureRow: () => Promise<void>): ToolSet {
 function unavailableClass(err: unknown): "tool_unavailable" | "model_unavailable" | undefined {
   if (err instanceof AppError && (err.code === "tool_unavailable" || err.code === "model_unavailable")) return err.code;
   return undefined;
-}
-
-function errorMessage(err: unknown): string {
-  if (err instanceof Error) return err.message || err.name;
-  return String(err);
 }
 
 export async function runSubagent(db: Db, opts: RunSubagentOptions): Promise<SubagentRunResult> {
@@ -181,7 +172,7 @@ export async function runSubagent(db: Db, opts: RunSubagentOptions): Promise<Sub
 
   // Our own controller: aborted by the caller's signal, by Stop (registry) or by the time limit.
   const controller = new AbortController();
-  const onParentAbort = () => controller.abort(opts.signal.reason ?? new RunStoppedError("cancelled by the caller"));
+  const onParentAbort = () => controller.abort(opts.signal.reason ?? new AbortReason("stopped", "cancelled by the caller"));
   if (opts.signal.aborted) onParentAbort();
   else opts.signal.addEventListener("abort", onParentAbort, { once: true });
   const unregister = registerLiveRun(runId, controller);
@@ -236,8 +227,8 @@ export async function runSubagent(db: Db, opts: RunSubagentOptions): Promise<Sub
   const cancelledFields = () => {
     const reason = controller.signal.reason;
     return {
-      stopReason: reason instanceof RunStoppedError ? "stopped" : "cancelled",
-      error: errorMessage(reason ?? "cancelled"),
+      stopReason: abortKind(reason) === "stopped" ? "stopped" : "cancelled",
+      error: errorText(reason ?? "cancelled"),
     };
   };
 
@@ -277,7 +268,7 @@ export async function runSubagent(db: Db, opts: RunSubagentOptions): Promise<Sub
     await opts.onStarted?.();
     if (controller.signal.aborted) return await finish("cancelled", cancelledFields());
 
-    timer = setTimeout(() => controller.abort(new SubagentTimeoutError(def.timeoutMs)), def.timeoutMs);
+    timer = setTimeout(() => controller.abort(timedOut(def.timeoutMs)), def.timeoutMs);
     const input: ModelMessage[] = opts.replay ?? [...(opts.history ?? []), { role: "user", content: opts.prompt }];
     let partial: unknown[] = input;
     try {
@@ -326,24 +317,24 @@ export async function runSubagent(db: Db, opts: RunSubagentOptions): Promise<Sub
       if (unavailable)
         return await finish("failed", {
           stopReason: unavailable,
-          error: `${unavailable}: ${errorMessage(err)}`,
+          error: `${unavailable}: ${errorText(err)}`,
           errorClass: unavailable,
           transcript: partial,
         });
       const errorClass = classifyModelError(err);
-      logger.warn({ err: errorMessage(err), errorClass }, "sub-agent failed");
-      return await finish("failed", { stopReason: "error", error: errorMessage(err), errorClass, transcript: partial });
+      logger.warn({ err, errorClass }, "sub-agent failed");
+      return await finish("failed", { stopReason: "error", error: errorText(err), errorClass, transcript: partial });
     }
   } catch (err) {
     if (isCapacityError(err)) throw err;
     // Anything unexpected (database, onStarted): never leave the row active.
-    const failed = { status: "failed" as const, stopReason: "error", error: errorMessage(err), usage };
+    const failed = { status: "failed" as const, stopReason: "error", error: errorText(err), usage };
     await rowInsert?.catch(() => {});
     await (rowWritten
       ? finishRun(db, { runId, ...failed })
       : insertFinishedRun(db, { ...runFields, id: runId, createdAt, startedAt: startedWall, ...failed })
     ).catch(() => {});
-    emit("failed", { error: errorMessage(err) });
+    emit("failed", { error: errorText(err) });
     throw err;
   } finally {
     clearTimeout(timer);
@@ -353,11 +344,11 @@ export async function runSubagent(db: Db, opts: RunSubagentOptions): Promise<Sub
   }
 
   function abortStatus(signal: AbortSignal): "timed_out" | "cancelled" {
-    return signal.reason instanceof SubagentTimeoutError ? "timed_out" : "cancelled";
+    return abortKind(signal.reason) === "timeout" ? "timed_out" : "cancelled";
   }
   function abortFields() {
     const reason = controller.signal.reason;
-    if (reason instanceof SubagentTimeoutError) return { stopReason: "timeout", error: reason.message };
+    if (abortKind(reason) === "timeout") return { stopReason: "timeout", error: errorText(reason) };
     return cancelledFields();
   }
 }

@@ -4,10 +4,10 @@ import type { RunDetail, RunProjection, ToolCallRecord } from "@/lib/api/runs";
 import { getConfig } from "@/server/config/load";
 import type { Db, DbOrTx } from "@/server/db/client";
 import { agentRuns, type RUN_KINDS, type RunStatus, runEvents } from "@/server/db/schema";
-import { notFound } from "@/server/errors";
+import { AbortReason, notFound } from "@/server/errors";
 import { costUsd, findCatalogEntry } from "@/server/models/catalog";
 import { INSTANCE_ID } from "@/server/runtime/instance";
-import { abortLiveRun, getLiveRun, RunStoppedError } from "@/server/runtime/run-registry";
+import { abortLiveRun, getLiveRun } from "@/server/runtime/run-registry";
 
 /**
  * The agent_runs repository: every write of a run row goes through here. Functions take the
@@ -277,7 +277,7 @@ export async function stopRunTree(
   args: { userId: string; threadId: string; runId: string; waitMs?: number; reason?: string },
 ): Promise<StopReport> {
   await getRunForUser(db, args);
-  const reason = new RunStoppedError(args.reason ?? "stopped by the user");
+  const reason = new AbortReason("stopped", args.reason ?? "stopped by the user");
   // Snapshot the active tree before aborting anything: aborts cascade through signals and
   // rows would otherwise turn terminal before they are counted.
   const descendants = await listDescendants(db, args);

@@ -5,7 +5,7 @@ import type { DbOrTx } from "@/server/db/client";
 import { subagentBatchItemAttempts as attempts } from "@/server/db/schema";
 import { findCatalogEntry } from "@/server/models/catalog";
 import { catalogEndpointKey } from "@/server/runtime/rate-limit";
-import { livenessWindowSeconds } from "@/server/worker/heartbeat";
+import { livenessWindowSeconds } from "@/server/runtime/heartbeat";
 import type { BatchRow } from "./types";
 
 /**

@@ -3,7 +3,7 @@ import { eq, sql } from "drizzle-orm";
 import type { FlotillaConfig } from "@/lib/config";
 import type { Db, DbOrTx } from "@/server/db/client";
 import { userWebhooks } from "@/server/db/schema";
-import { AppError } from "@/server/errors";
+import { AppError, errorText } from "@/server/errors";
 import { log } from "@/server/log";
 
 /**
@@ -125,7 +125,7 @@ export async function deliverDueWebhooks(
           await res.body?.cancel().catch(() => {});
           if (res.status < 200 || res.status >= 300) error = `receiver answered HTTP ${res.status}`;
         } catch (err) {
-          error = err instanceof Error ? err.message : String(err);
+          error = errorText(err);
         }
       }
       const final = row.secret === null || row.attempts >= WEBHOOK_MAX_ATTEMPTS;

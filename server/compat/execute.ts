@@ -12,6 +12,7 @@ import { endpointBackoffMs } from "@/server/runtime/rate-limit";
 import type { ItemExecutor, ItemRunResult } from "@/server/batches/item-executor";
 import { getCompatBatch } from "./batches";
 import { type CompatRequest, SUBAGENT_MODEL_PREFIX } from "./requests";
+import { errorText } from "@/server/errors";
 
 /**
  * Runs one item of a compatible batch: its stored request (server/compat/requests.ts) goes to
@@ -25,9 +26,6 @@ import { type CompatRequest, SUBAGENT_MODEL_PREFIX } from "./requests";
 
 const NO_USAGE = { inputTokens: 0, outputTokens: 0 };
 
-function errorText(err: unknown): string {
-  return err instanceof Error ? err.message || err.name : String(err);
-}
 
 /** A sub-agent takes one prompt: the conversation as text. */
 function subagentPrompt(request: CompatRequest): string {

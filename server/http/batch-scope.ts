@@ -9,7 +9,7 @@ import { type Db, getDatabase } from "@/server/db/client";
 import { subagentBatches, subagentBatchItems } from "@/server/db/schema";
 import { AppError, notFound, zodMessage } from "@/server/errors";
 import { parseParam } from "@/server/http/route";
-import { countLiveWorkers, livenessWindowSeconds } from "@/server/worker/heartbeat";
+import { countLiveWorkers, livenessWindowSeconds } from "@/server/runtime/heartbeat";
 
 /**
  * The shared prologue of every batch route: authenticate (401 / cross-site 403), validate the

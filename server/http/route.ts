@@ -1,5 +1,5 @@
 import { ZodError, type z } from "zod";
-import { AppError, zodMessage } from "@/server/errors";
+import { AppError, errorBody, zodMessage } from "@/server/errors";
 import { log } from "@/server/log";
 
 /** Standard Web Request/Response helpers for route handlers; no Next.js imports so tests can call handlers directly. */
@@ -12,7 +12,8 @@ export function errorResponse(error: AppError): Response {
   // A rate limit that knows when it lifts says so (server/auth/limits.ts).
   const retryAfter = (error as { retryAfterSeconds?: unknown }).retryAfterSeconds;
   const headers = typeof retryAfter === "number" ? { "retry-after": String(retryAfter) } : undefined;
-  return json({ error: { code: error.code, message: error.message } }, error.status, headers);
+  const { status, body } = errorBody(error);
+  return json(body, status, headers);
 }
 
 /** Wraps a handler: AppError → its status, ZodError → 400 naming the field, anything else → logged 500. */

@@ -21,7 +21,7 @@ export async function startWorkerOps(args: {
     return { metricsPort: server.port, close: server.close };
   } catch (err) {
     // A taken port must not keep the worker from working; the operator sees why in the log.
-    log.error({ port, err: (err as Error).message }, "worker metrics endpoint could not listen");
+    log.error({ port, err }, "worker metrics endpoint could not listen");
     return { close: async () => {} };
   }
 }

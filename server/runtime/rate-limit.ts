@@ -183,7 +183,7 @@ export class SharedRateLimiter {
       waitMs = Math.max(0, startAtMs - Number(rows[0]?.now_ms));
     } catch (err) {
       if (APICallError.isInstance(err)) throw err;
-      log.warn({ endpoint, err: (err as Error).message }, "rate limiter: database unavailable, letting the call through");
+      log.warn({ endpoint, err }, "rate limiter: database unavailable, letting the call through");
       return { waitedMs: 0, estimatedTokens: 0, counted: false };
     }
     observeRateLimitWait(endpoint, waitMs / 1000);
@@ -206,7 +206,7 @@ export class SharedRateLimiter {
           updated_at = now()
         where endpoint = ${endpoint}`);
     } catch (err) {
-      log.warn({ endpoint, err: (err as Error).message }, "rate limiter: could not settle token usage");
+      log.warn({ endpoint, err }, "rate limiter: could not settle token usage");
     }
   }
 
@@ -230,7 +230,7 @@ export class SharedRateLimiter {
           updated_at = now()
         where endpoint = ${endpoint}`);
     } catch (err) {
-      log.warn({ endpoint, err: (err as Error).message }, "rate limiter: could not record a 429");
+      log.warn({ endpoint, err }, "rate limiter: could not record a 429");
     }
   }
 

@@ -1,3 +1,5 @@
+import { AbortReason } from "@/server/errors";
+
 /**
  * In-process registry of live runs: run id → the AbortController that stops it and a
  * promise that settles once its row is final. Stop cascades abort through it; runs in
@@ -10,13 +12,6 @@ export interface LiveRun {
   done: Promise<void>;
 }
 
-/** Abort reason used by Stop; the executor maps it to status "cancelled", stop reason "stopped". */
-export class RunStoppedError extends Error {
-  constructor(message = "stopped by the user") {
-    super(message);
-    this.name = "AbortError";
-  }
-}
 
 const globalForRuns = globalThis as unknown as { __flotillaLiveRuns?: Map<string, LiveRun> };
 function table(): Map<string, LiveRun> {
@@ -46,13 +41,9 @@ export function getLiveRun(runId: string): LiveRun | undefined {
 }
 
 /** Aborts a live run of this process; false when the run is not live here. */
-export function abortLiveRun(runId: string, reason: unknown = new RunStoppedError()): boolean {
+export function abortLiveRun(runId: string, reason: unknown = new AbortReason("stopped", "stopped by the user")): boolean {
   const entry = table().get(runId);
   if (!entry) return false;
   if (!entry.controller.signal.aborted) entry.controller.abort(reason);
   return true;
-}
-
-export function liveRunCount(): number {
-  return table().size;
 }

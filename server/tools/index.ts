@@ -1,7 +1,7 @@
 import type { Tool, ToolSet } from "ai";
 import { BUILTIN_TOOL_GROUPS, type FlotillaConfig } from "@/lib/config";
 import type { ToolCallRecord } from "@/lib/api/runs";
-import { AppError } from "@/server/errors";
+import { AppError, errorText } from "@/server/errors";
 import { clockGroup } from "./clock";
 import { mcpGroup } from "./mcp";
 import { textGroup } from "./text";
@@ -50,9 +50,6 @@ function preview(value: unknown): string {
   return text.length > TOOL_PREVIEW_CHARS ? `${text.slice(0, TOOL_PREVIEW_CHARS - 1)}…` : text;
 }
 
-function errorText(err: unknown): string {
-  return err instanceof Error ? err.message || err.name : String(err);
-}
 
 /** Collects the calls of one run, in the order they finish. */
 export class ToolCallRecorder {

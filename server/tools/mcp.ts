@@ -2,7 +2,7 @@ import { createMCPClient, type MCPClient, type MCPTransport } from "@ai-sdk/mcp"
 import { Experimental_StdioMCPTransport as StdioMCPTransport } from "@ai-sdk/mcp/mcp-stdio";
 import { dynamicTool, jsonSchema, type ToolSet } from "ai";
 import type { FlotillaConfig } from "@/lib/config";
-import { AppError } from "@/server/errors";
+import { AppError, errorText } from "@/server/errors";
 import { log } from "@/server/log";
 import type { ToolGroup } from "./types";
 
@@ -81,9 +81,6 @@ function transportFor(spec: McpServerConfig, onDead: () => void): TransportOptio
   );
 }
 
-function errorText(err: unknown): string {
-  return err instanceof Error ? err.message || err.name : String(err);
-}
 
 /** The text of a tools/call result, as the model reads it. */
 export function mcpResultText(result: CallResult): string {
@@ -157,7 +154,7 @@ export class McpServer {
         transport,
         clientName: "flotilla",
         initializationOptions: { timeout: START_TIMEOUT_MS },
-        onUncaughtError: (err) => log.warn({ mcp_server: this.name, err: errorText(err) }, "MCP client error"),
+        onUncaughtError: (err) => log.warn({ mcp_server: this.name, err }, "MCP client error"),
       });
       const definitions = await client.listTools({ options: { timeout: START_TIMEOUT_MS } });
       connection = { client, transport, definitions, tools: client.toolsFromDefinitions(definitions), startedAt: Date.now() };

@@ -1,3 +1,4 @@
+import { AbortReason, errorText } from "@/server/errors";
 import type { FlotillaConfig } from "@/lib/config";
 import {
   claimItems,
@@ -22,7 +23,7 @@ import { getSubagentRuntime, type SubagentRuntime } from "@/server/runtime/admis
 import { isCapacityError } from "@/server/runtime/capacity";
 import { INSTANCE_ID } from "@/server/runtime/instance";
 import { type ItemExecutor, type ItemRunResult, subagentItemExecutor } from "./execute";
-import { HEARTBEAT_INTERVAL_MS, markStopped, writeHeartbeat } from "./heartbeat";
+import { HEARTBEAT_INTERVAL_MS, markStopped, writeHeartbeat } from "@/server/runtime/heartbeat";
 
 /**
  * The batch worker: claims items from Postgres up to the free slots of the process capacity,
@@ -56,18 +57,10 @@ export interface BatchWorkerOptions {
 }
 
 /** Abort reasons the worker gives its own runs; none of them writes the item row. */
-export class LeaseLostError extends Error {
-  constructor(message = "the lease on this item is no longer held (cancelled, expired or re-claimed)") {
-    super(message);
-    this.name = "AbortError";
-  }
-}
-export class WorkerShutdownError extends Error {
-  constructor() {
-    super("the worker is shutting down; the item goes back to the queue for another worker");
-    this.name = "AbortError";
-  }
-}
+const leaseLost = (message = "the lease on this item is no longer held (cancelled, expired or re-claimed)") =>
+  new AbortReason("lease_lost", message);
+const shuttingDown = () =>
+  new AbortReason("shutdown", "the worker is shutting down; the item goes back to the queue for another worker");
 
 interface LocalItem {
   item: ClaimedItem;
@@ -172,7 +165,7 @@ export class BatchWorker {
     await this.unlisten?.().catch(() => {});
     // A claim pass in flight may still start items; let it finish so they are aborted too.
     await this.idle.catch(() => {});
-    const reason = new WorkerShutdownError();
+    const reason = shuttingDown();
     const running = [...this.local.values()];
     for (const l of running) l.controller.abort(reason);
     await Promise.race([
@@ -341,7 +334,7 @@ export class BatchWorker {
         return false;
       });
       void marked.then((ok) => {
-        if (!ok) controller.abort(new LeaseLostError());
+        if (!ok) controller.abort(leaseLost());
       });
     };
     let result: ItemRunResult;
@@ -431,7 +424,7 @@ export class BatchWorker {
     if (event.event === "cancel") {
       // Committed before the notification was delivered: every local item of the batch is cancelled.
       for (const l of this.local.values())
-        if (l.item.batchId === event.batchId) l.controller.abort(new LeaseLostError("the batch was cancelled"));
+        if (l.item.batchId === event.batchId) l.controller.abort(leaseLost("the batch was cancelled"));
       return;
     }
     this.kick();
@@ -450,7 +443,7 @@ export class BatchWorker {
   }
 
   private abortLost(ids: string[]): void {
-    for (const id of ids) this.local.get(id)?.controller.abort(new LeaseLostError());
+    for (const id of ids) this.local.get(id)?.controller.abort(leaseLost());
   }
 
   /** One statement extends every lease this worker holds; lost ones abort their runs. */
@@ -487,9 +480,4 @@ export class BatchWorker {
     }
     this.kick();
   }
-}
-
-function errorText(err: unknown): string {
-  if (err instanceof Error) return err.message || err.name;
-  return String(err);
 }

@@ -39,7 +39,7 @@ async function main() {
       log.error({ err }, "worker stop failed");
     }
     // After the runs stopped: no tool call is still waiting on an MCP server.
-    await closeMcpClients().catch((err) => log.warn({ err: String(err) }, "closing MCP clients failed"));
+    await closeMcpClients().catch((err) => log.warn({ err }, "closing MCP clients failed"));
     await database.close().catch(() => {});
     process.exit(0);
   };

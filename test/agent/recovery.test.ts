@@ -4,7 +4,7 @@ import { INTERRUPTED_MESSAGE, recoverInterruptedRuns } from "@/server/agent/runs
 import { agentRuns, workerHeartbeats } from "@/server/db/schema";
 import { insertMessage, loadMessages } from "@/server/chat/messages";
 import { INSTANCE_ID } from "@/server/runtime/instance";
-import { noteInterruptedRuns } from "@/server/runtime/startup";
+import { noteInterruptedRuns } from "@/server/startup";
 import { useSuiteEnv } from "../chat/support";
 import { createTestDatabase, type TestDatabase } from "../helpers/db";
 import { runRow, userAndThread } from "./support";

@@ -4,7 +4,7 @@ import { configSchema } from "@/lib/config";
 import { createDatabase } from "@/server/db/client";
 import { getFeatures } from "@/server/features";
 import { SIMULATOR_MODEL_ID } from "@/server/models/simulator";
-import { writeHeartbeat } from "@/server/worker/heartbeat";
+import { writeHeartbeat } from "@/server/runtime/heartbeat";
 import { call, errorOf, makeUser, noWorker, ORIGIN, setupApiDatabase, type TestUser, workerAlive } from "./helpers";
 
 // Read once by the route's getConfig(): the limits it reports must be the configured ones.

@@ -14,7 +14,7 @@ import { createApiToken } from "@/server/auth/tokens";
 import { createUser } from "@/server/auth/users";
 import { createThread } from "@/server/chat/threads";
 import { getDatabase } from "@/server/db/client";
-import { writeHeartbeat } from "@/server/worker/heartbeat";
+import { writeHeartbeat } from "@/server/runtime/heartbeat";
 import { createTestDatabase, type TestDatabase } from "../helpers/db";
 
 /**

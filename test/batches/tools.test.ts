@@ -6,7 +6,7 @@ import { createBatchTools } from "@/server/agent/tools/batch";
 import { buildLeadTools, type LeadToolContext } from "@/server/agent/tools/index";
 import { listBatches } from "@/server/batches/repository";
 import { resolveModel } from "@/server/models/index";
-import { markStopped, writeHeartbeat } from "@/server/worker/heartbeat";
+import { markStopped, writeHeartbeat } from "@/server/runtime/heartbeat";
 import { createTestDatabase, type TestDatabase } from "../helpers/db";
 import { makeOwner, testConfig } from "./support";
 

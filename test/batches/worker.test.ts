@@ -7,7 +7,7 @@ import { resolveModel } from "@/server/models/index";
 import { createSubagentRuntime } from "@/server/runtime/admission";
 import { CapacityController, type Release } from "@/server/runtime/capacity";
 import { type ItemExecutor, subagentItemExecutor } from "@/server/worker/execute";
-import { countLiveWorkers } from "@/server/worker/heartbeat";
+import { countLiveWorkers } from "@/server/runtime/heartbeat";
 import { BatchWorker } from "@/server/worker/loop";
 import { createTestDatabase, type TestDatabase } from "../helpers/db";
 import { counterDrift, itemsOf, makeOwner, SIM_MODEL, sleep, testConfig } from "./support";

@@ -13,7 +13,7 @@ import { loadConfig } from "@/server/config/load";
 import { createDatabase, type Database } from "@/server/db/client";
 import { agentRuns, chatStreams, messages } from "@/server/db/schema";
 import { resolveModel } from "@/server/models";
-import { recoverOnStartup } from "@/server/runtime/startup";
+import { recoverOnStartup } from "@/server/startup";
 import { createTestDatabase, type TestDatabase } from "../helpers/db";
 import { makeUser, params, readUIChunks, request, sessionCookie, useSuiteEnv } from "./support";
 

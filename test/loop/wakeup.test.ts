@@ -5,7 +5,7 @@ import { afterEach, beforeAll, describe, expect, it } from "vitest";
 import type { FlotillaConfig } from "@/lib/config";
 import { createBatchResultsTool } from "@/server/agent/tools/batch";
 import { cancelBatch, retryItem, submitBatch } from "@/server/batches/repository";
-import { claimWakeup, runOneWakeup, WAKEUP_MAX_ATTEMPTS } from "@/server/batches/wakeup";
+import { claimWakeup, runOneWakeup, WAKEUP_MAX_ATTEMPTS } from "@/server/chat/wakeup";
 import { resolveModel } from "@/server/models/index";
 import { makeThread, makeUser, setupApiDatabase, type TestUser } from "../api/helpers";
 import { SIM_MODEL, sleep, testConfig } from "../batches/support";

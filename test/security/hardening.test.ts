@@ -9,7 +9,7 @@ import { GET as health } from "@/app/api/health/route";
 import { GET as metrics } from "@/app/api/metrics/route";
 import { createDatabase } from "@/server/db/client";
 import { REDACT_PATHS } from "@/server/log";
-import { redactError } from "@/server/ops/db-errors";
+import { logError as redactError } from "@/server/errors";
 import { makeUser, request, sessionCookie, useSuiteEnv } from "../chat/support";
 import { createTestDatabase, type TestDatabase } from "../helpers/db";
 import { createApiToken } from "@/server/auth/tokens";

@@ -6,7 +6,7 @@ import { createBatchTools } from "@/server/agent/tools/batch";
 import { exportResults, getBatch, submitBatch } from "@/server/batches/repository";
 import { parseExecutionSpec } from "@/server/batches/spec";
 import { resolveModel } from "@/server/models/index";
-import { writeHeartbeat } from "@/server/worker/heartbeat";
+import { writeHeartbeat } from "@/server/runtime/heartbeat";
 import { spawnBenchWorkers, stopBenchWorkers } from "../../bench/workers";
 import { call, errorOf, makeThread, makeUser, rowCounts, setupApiDatabase, type TestUser } from "../api/helpers";
 import { SIM_MODEL, sleep, testConfig } from "../batches/support";

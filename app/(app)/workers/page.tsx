@@ -6,7 +6,7 @@ import { Badge } from "@/components/ui/badge";
 import { getConfig } from "@/server/config/load";
 import { getDatabase } from "@/server/db/client";
 import { listRateLimitEndpoints, listWorkers, type WorkerView } from "@/server/ops/workers";
-import { livenessWindowSeconds } from "@/server/worker/heartbeat";
+import { livenessWindowSeconds } from "@/server/runtime/heartbeat";
 import { AutoRefresh } from "./refresh";
 
 export const dynamic = "force-dynamic";

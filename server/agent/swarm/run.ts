@@ -1,7 +1,7 @@
 import type { ModelMessage, UIMessageStreamWriter } from "ai";
 import type { FlotillaConfig } from "@/lib/config";
 import type { Db } from "@/server/db/client";
-import { AppError } from "@/server/errors";
+import { AppError, errorText } from "@/server/errors";
 import { log } from "@/server/log";
 import { classifyModelError } from "@/server/models/errors";
 import type { ResolvedModel } from "@/server/models/types";
@@ -74,9 +74,6 @@ interface Outcome extends AttemptOutcome {
 
 const bound = (text: string, max: number) => (text.length > max ? `${text.slice(0, max - 1)}…` : text);
 
-function errorText(err: unknown): string {
-  return err instanceof Error ? err.message || err.name : String(err);
-}
 
 function isAbort(err: unknown, signal: AbortSignal): boolean {
   return signal.aborted || (err instanceof Error && err.name === "AbortError");
@@ -277,7 +274,7 @@ export async function runSwarm(ctx: SwarmContext, rawInput: unknown): Promise<Sw
       else if (err instanceof CapacityTimeoutError) outcome = { ...base, status: "failed", failureClass: "capacity_timeout" };
       else if (isAbort(err, req.signal)) outcome = { ...base, status: "cancelled", failureClass: null };
       else {
-        logger.warn({ err: errorText(err), item_id: req.item.item_id }, "swarm child threw");
+        logger.warn({ err, item_id: req.item.item_id }, "swarm child threw");
         outcome = { ...base, status: "failed", failureClass: classifyModelError(err) };
       }
       trace.record("child_completed", {

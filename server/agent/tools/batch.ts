@@ -8,7 +8,7 @@ import type { BatchRow } from "@/server/batches/types";
 import { subagentBatches } from "@/server/db/schema";
 import { AppError } from "@/server/errors";
 import { log } from "@/server/log";
-import { countLiveWorkers, livenessWindowSeconds } from "@/server/worker/heartbeat";
+import { countLiveWorkers, livenessWindowSeconds } from "@/server/runtime/heartbeat";
 import { describeSubagents } from "../registry";
 import type { LeadToolContext } from "./context";
 
@@ -174,7 +174,7 @@ export function createBatchTaskTool(ctx: LeadToolContext) {
         };
       } catch (err) {
         if (err instanceof AppError) return { error: err.message };
-        log.error({ err: String(err), run_id: ctx.runId }, "batch_task failed");
+        log.error({ err, run_id: ctx.runId }, "batch_task failed");
         return { error: "The batch could not be submitted because of a server error; nothing was submitted." };
       }
     },
@@ -197,7 +197,7 @@ export function createBatchStatusTool(ctx: LeadToolContext) {
         return { batches: batches.map(compactBatch) };
       } catch (err) {
         if (err instanceof AppError) return { error: err.message };
-        log.error({ err: String(err), run_id: ctx.runId }, "batch_status failed");
+        log.error({ err, run_id: ctx.runId }, "batch_status failed");
         return { error: "Batch status is unavailable right now." };
       }
     },
@@ -242,7 +242,7 @@ export function createBatchResultsTool(ctx: LeadToolContext) {
         };
       } catch (err) {
         if (err instanceof AppError) return { error: err.message };
-        log.error({ err: String(err), run_id: ctx.runId }, "batch_results failed");
+        log.error({ err, run_id: ctx.runId }, "batch_results failed");
         return { error: "Batch results are unavailable right now." };
       }
     },
@@ -264,7 +264,7 @@ export async function createBatchTools(ctx: LeadToolContext): Promise<ToolSet> {
       ...(history ? { batch_results: createBatchResultsTool(ctx) } : {}),
     };
   } catch (err) {
-    log.warn({ err: String(err) }, "batch tools unavailable: the database did not answer");
+    log.warn({ err }, "batch tools unavailable: the database did not answer");
     return {};
   }
 }

@@ -11,9 +11,10 @@ import { resolveModel } from "@/server/models";
 import { stripDirectives } from "@/server/models/simulator";
 import type { ResolvedModel } from "@/server/models/types";
 import { INSTANCE_ID } from "@/server/runtime/instance";
-import { usedCostUsd } from "./budget";
-import type { BatchRow } from "./types";
-import { deliverDueWebhooks } from "./webhooks";
+import { usedCostUsd } from "@/server/batches/budget";
+import type { BatchRow } from "@/server/batches/types";
+import { deliverDueWebhooks } from "@/server/batches/webhooks";
+import { errorText } from "@/server/errors";
 
 /**
  * Waking the lead when a batch it submitted settles — exactly once per settlement.
@@ -218,7 +219,7 @@ export async function runOneWakeup(options: WakeupOptions): Promise<boolean> {
     const stored = await complete(db, row, owner, { ...reply, id: messageId, metadata: { ...reply.metadata, ...meta } });
     wlog.info({ stored }, "lead woken for a settled batch");
   } catch (err) {
-    const error = err instanceof Error ? err.message : String(err);
+    const error = errorText(err);
     if (row.attempts >= WAKEUP_MAX_ATTEMPTS) {
       const text =
         `Batch ${row.batch_id} ${row.settled_status} (${batch.succeededCount} succeeded, ${batch.failedCount} failed, ` +
@@ -263,7 +264,7 @@ export function startSettlementRunner(
       if (!stopped)
         await deliverDueWebhooks(options.db, { owner: options.owner, backoffBaseMs: options.webhookBackoffBaseMs });
     } catch (err) {
-      log.warn({ err: err instanceof Error ? err.message : String(err) }, "settlement runner tick failed");
+      log.warn({ err }, "settlement runner tick failed");
     }
   };
   const start = () => {

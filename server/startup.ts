@@ -5,9 +5,9 @@ import { closeAbandonedStreams } from "@/server/chat/streams";
 import { type DbOrTx, getDatabase } from "@/server/db/client";
 import { agentRuns, messages } from "@/server/db/schema";
 import { log } from "@/server/log";
-import { HEARTBEAT_INTERVAL_MS, writeHeartbeat } from "@/server/worker/heartbeat";
-import { getProcessCapacity } from "./capacity";
-import { INSTANCE_ID } from "./instance";
+import { HEARTBEAT_INTERVAL_MS, writeHeartbeat } from "@/server/runtime/heartbeat";
+import { getProcessCapacity } from "@/server/runtime/capacity";
+import { INSTANCE_ID } from "@/server/runtime/instance";
 
 /**
  * The web process heartbeats too (kind "web"), so a second web process starting up does not
