@@ -1,7 +1,8 @@
 import { sql } from "drizzle-orm";
 import { configSchema } from "@/lib/config";
 import { claimItems } from "@/server/batches/claim";
-import { exportResults, getBatch, listItems, submitBatch } from "@/server/batches/repository";
+import { getBatch, listItems, submitBatch } from "@/server/batches/repository";
+import { exportResultsStream } from "@/server/http/export";
 import { createDatabase, type Database } from "@/server/db/client";
 import { benchServer, freshDatabase, owner } from "./batch.bench";
 import type { BenchRow } from "./run";
@@ -13,7 +14,7 @@ import type { BenchRow } from "./run";
  *     plain table (target <= 2)
  *   - batch detail read, first item page, and a status-filtered page that matches nothing: the
  *     100,000-item batch vs a 10-item batch (flat: target <= 1.3)
- *   - JSONL export (exportResults, each line serialized) vs COPY (select ...) TO STDOUT of the
+ *   - JSONL export (the results.jsonl stream) vs COPY (select ...) TO STDOUT of the
  *     same columns (target <= 2, i.e. >= 0.5x COPY's throughput)
  *   - claim of 32 items with 100,000 pending vs 1,000 pending (flat: target <= 1.3)
  * Select parts with SCALE_BENCH=submit,read,export,claim (default all).
@@ -123,7 +124,8 @@ async function exportRow(database: Database, scope: Scope): Promise<BenchRow> {
     ours.push(
       await timed(async () => {
         bytes = 0;
-        for await (const line of await exportResults(database.db, { ...scope, batchId: big.id })) bytes += JSON.stringify(line).length + 1;
+        const reader = exportResultsStream(database.sql, { batchId: big.id }).getReader();
+        for (let r = await reader.read(); !r.done; r = await reader.read()) bytes += r.value.byteLength;
       }),
     );
     copy.push(

@@ -1,6 +1,7 @@
 import { sql } from "drizzle-orm";
 import { configSchema } from "@/lib/config";
-import { exportResults, submitBatch } from "@/server/batches/repository";
+import { submitBatch } from "@/server/batches/repository";
+import { exportResultsStream } from "@/server/http/export";
 import { createDatabase } from "@/server/db/client";
 import { putFiles, workspaceLimits } from "@/server/workspace/files";
 import { benchServer, freshDatabase, owner, waitTerminal } from "./batch.bench";
@@ -63,9 +64,11 @@ export async function run(): Promise<BenchRow[]> {
       const done = await waitTerminal(database.db, { ...scope, batchId: b.id }, 300_000);
       if (done.succeededCount !== done.total) throw new Error(`workspace bench: ${done.succeededCount}/${done.total} succeeded`);
       if (overFiles)
-        for await (const line of await exportResults(database.db, { ...scope, batchId: b.id }))
+        for (const text of (await new Response(exportResultsStream(database.sql, { batchId: b.id })).text()).trimEnd().split("\n")) {
+          const line = JSON.parse(text) as { item_key: string; result: string | null };
           if (!line.result?.includes(`File ${Number(line.item_key.slice(10, 13))}.`))
             throw new Error(`workspace bench: ${line.item_key} did not read its file`);
+        }
       return (done.finishedAt!.getTime() - done.createdAt.getTime()) / 1000;
     };
 

@@ -39,10 +39,6 @@ export async function fetchBatches(threadId: string, signal?: AbortSignal): Prom
   return parse(batchListSchema, await request(base(threadId), { signal }), "batch list").batches;
 }
 
-export async function fetchBatch(threadId: string, batchId: string, signal?: AbortSignal): Promise<BatchProjection> {
-  return parse(batchProjectionSchema, unwrap(await request(batchPath(threadId, batchId), { signal }), "batch"), "batch");
-}
-
 export async function fetchItems(
   threadId: string,
   batchId: string,

@@ -213,22 +213,6 @@ export async function listBatches(
     .limit(Math.min(Math.max(args.limit ?? BATCH_LIST_MAX, 1), BATCH_LIST_MAX));
 }
 
-/** Counts of batches of this owner that still have work (for the panel's active-batch badge). */
-export async function countActiveBatches(db: DbOrTx, args: { userId: string; threadId: string }): Promise<number> {
-  checkIds(args);
-  const [row] = await db
-    .select({ n: sql<number>`count(*)::int` })
-    .from(subagentBatches)
-    .where(
-      and(
-        eq(subagentBatches.threadId, args.threadId),
-        eq(subagentBatches.userId, args.userId),
-        sql`${subagentBatches.status} in ('queued', 'running', 'paused')`,
-      ),
-    );
-  return row?.n ?? 0;
-}
-
 export function parseItemStatus(value: string | null | undefined): ItemStatus | undefined {
   if (value === null || value === undefined || value === "") return undefined;
   if (!(ITEM_STATUSES as readonly string[]).includes(value))
@@ -283,58 +267,6 @@ export async function listItems(
     outputTokens: Number(r.outputTokens),
   })) as ItemSummary[];
   return { items, nextCursor: more ? encodeCursor(items[items.length - 1]!.position) : null };
-}
-
-/**
- * The batch's results as JSONL lines in position order, starting after `afterPosition`.
- * Ownership is checked before this resolves (so a route can answer 404 before streaming);
- * the iterable then reads EXPORT_PAGE_ROWS rows at a time (keyset), so memory stays bounded
- * however many items the batch has.
- */
-export async function exportResults(
-  db: DbOrTx,
-  args: BatchScopeArgs & { afterPosition?: number; pageRows?: number },
-): Promise<AsyncIterable<ResultLine>> {
-  await getBatch(db, args);
-  const pageRows = Math.min(Math.max(args.pageRows ?? EXPORT_PAGE_ROWS, 1), 1_000);
-  const batchId = args.batchId;
-  const i = subagentBatchItems;
-  return {
-    async *[Symbol.asyncIterator]() {
-      let after = args.afterPosition ?? 0;
-      for (;;) {
-        const rows = await db
-          .select({
-            itemKey: i.itemKey,
-            input: i.input,
-            position: i.position,
-            status: i.status,
-            attempts: i.attempts,
-            result: i.result,
-            error: i.error,
-            inputTokens: i.inputTokens,
-            outputTokens: i.outputTokens,
-          })
-          .from(i)
-          .where(and(eq(i.batchId, batchId), gt(i.position, after)))
-          .orderBy(asc(i.position))
-          .limit(pageRows);
-        for (const r of rows)
-          yield {
-            item_key: r.itemKey,
-            input: r.input,
-            position: r.position,
-            status: r.status,
-            attempts: r.attempts,
-            result: r.result,
-            error: r.error,
-            usage: { input_tokens: Number(r.inputTokens), output_tokens: Number(r.outputTokens) },
-          };
-        if (rows.length < pageRows) return;
-        after = rows[rows.length - 1]!.position;
-      }
-    },
-  };
 }
 
 // ---------------------------------------------------------------------------------------------

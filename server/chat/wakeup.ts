@@ -239,14 +239,6 @@ export async function runOneWakeup(options: WakeupOptions): Promise<boolean> {
   return true;
 }
 
-/** True while the thread has a wake-up not yet done (the chat polls its messages meanwhile). */
-export async function hasPendingWakeup(db: Db, threadId: string): Promise<boolean> {
-  const [row] = await db.execute<{ one: number }>(
-    sql`select 1 as one from batch_wakeups where thread_id = ${threadId} and done_at is null limit 1`,
-  );
-  return row !== undefined;
-}
-
 /**
  * The web process's loop for settlement side effects: every `intervalMs` it runs due wake-ups
  * one after another, then due webhook deliveries. Ticks never overlap. Returns a stop function.

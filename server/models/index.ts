@@ -30,7 +30,7 @@ export function withModelMiddleware(model: LanguageModelV3, middleware: Language
 
 // Per config object (the process singleton in production), so middleware built from one
 // configuration never serves another.
-let cache = new WeakMap<FlotillaConfig, Map<string, ResolvedModel>>();
+const cache = new WeakMap<FlotillaConfig, Map<string, ResolvedModel>>();
 
 /**
  * Resolves a catalog name (see ./catalog.ts) to a model with the shared middleware. Resolved
@@ -93,9 +93,4 @@ export function resolveModelByName(config: FlotillaConfig, name: string, env: En
 /** The model this process uses when nothing names one: `default_model`, else "default" (MODEL_*), else the simulator. */
 export function resolveModel(config: FlotillaConfig = getConfig(), env: Env = process.env): ResolvedModel {
   return resolveModelByName(config, defaultModelName(config, env), env);
-}
-
-/** Drops cached models (tests only). */
-export function resetModelCache(): void {
-  cache = new WeakMap();
 }

@@ -468,7 +468,3 @@ export function rateLimitMiddleware(
     },
   };
 }
-
-export function isSharedBudgetError(err: unknown): boolean {
-  return APICallError.isInstance(err) && err.url.startsWith("flotilla-rate-limit:");
-}

@@ -1,7 +1,8 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { exportResults, getBatch, submitBatch } from "@/server/batches/repository";
+import { getBatch, submitBatch } from "@/server/batches/repository";
+import { exportLines } from "../helpers/export";
 import { createTestDatabase, type TestDatabase } from "../helpers/db";
 import { counterDrift, makeOwner, SIM_MODEL, sleep, testConfig } from "./support";
 
@@ -202,7 +203,7 @@ describe("real worker processes", () => {
     expect(over!.recovered).toBeGreaterThan(0);
     const keys = new Set<string>();
     let lines = 0;
-    for await (const line of await exportResults(t.db, { ...owner, batchId: batch.id })) {
+    for (const line of await exportLines(t.sql, batch.id)) {
       lines++;
       keys.add(line.item_key);
       expect(["succeeded", "failed"]).toContain(line.status);

@@ -3,7 +3,8 @@ import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { batchProjectionSchema, itemPageSchema } from "@/lib/api/batches";
 import { createBatchTools } from "@/server/agent/tools/batch";
-import { exportResults, getBatch, submitBatch } from "@/server/batches/repository";
+import { getBatch, submitBatch } from "@/server/batches/repository";
+import { exportLines } from "../helpers/export";
 import { parseExecutionSpec } from "@/server/batches/spec";
 import { resolveModel } from "@/server/models/index";
 import { writeHeartbeat } from "@/server/runtime/heartbeat";
@@ -224,8 +225,7 @@ describe("a real worker process", () => {
       done = await getBatch(tdb.db, { ...scope, batchId: batch.id });
     }
     expect(done).toMatchObject({ status: "completed", succeededCount: 3 });
-    const lines = [];
-    for await (const line of await exportResults(tdb.db, { ...scope, batchId: batch.id })) lines.push(line);
+    const lines = await exportLines(tdb.sql, batch.id);
     expect(lines.map((l) => l.item_key)).toEqual(["inbox/alpha.txt", "inbox/beta.txt", "inbox/gamma.txt"]);
     // A batch over files shows each item's path as its input.
     expect(lines.map((l) => l.input)).toEqual(["inbox/alpha.txt", "inbox/beta.txt", "inbox/gamma.txt"]);
