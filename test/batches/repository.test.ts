@@ -1,6 +1,6 @@
 import { sql } from "drizzle-orm";
 import { beforeAll, describe, expect, it } from "vitest";
-import { type SubmitBatchInput, batchProjectionSchema, itemProjectionSchema, resultLineSchema } from "@/lib/api/batches";
+import { type SubmitBatchInput, batchProjectionSchema, itemProjectionSchema } from "@/lib/api/batches";
 import {
   claimItems,
   findLostLeases,
