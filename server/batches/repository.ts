@@ -15,7 +15,7 @@ import { type BatchScopeArgs, checkIds, getBatch, lockBatch } from "./owned";
 import { decodeCursor, encodeCursor } from "./cursor";
 import { BATCH_CHANNEL, batchEventPayload } from "./notify";
 import { buildExecutionSpec, type SubmissionOrigin } from "./spec";
-import type { BatchRow, ItemPageResult, ItemSummary, ResultLine } from "./types";
+import type { BatchRow, ItemPageResult, ItemSummary } from "./types";
 import { normalizeSubmission } from "./validate";
 
 /**
