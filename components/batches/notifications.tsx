@@ -2,7 +2,7 @@
 
 import { useQuery, useQueryClient } from "@tanstack/react-query";
 import { useEffect } from "react";
-import type { ChatMessage } from "@/server/chat/messages";
+import type { ChatMessage } from "@/lib/api/chat";
 import { useLiveBatches } from "./store";
 
 /**

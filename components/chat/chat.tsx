@@ -11,7 +11,7 @@ import { Badge } from "@/components/ui/badge";
 import { Button } from "@/components/ui/button";
 import { Spinner } from "@/components/ui/spinner";
 import { CHAT_MAX_TEXT_CHARS, THREAD_BUSY_MESSAGE, tooLongMessage } from "@/lib/api/chat";
-import type { ChatMessage } from "@/server/chat/messages";
+import type { ChatMessage } from "@/lib/api/chat";
 import { MessageParts } from "./message-parts";
 import { StopReport, stopLeadRun } from "./subagent-card";
 import { THREADS_KEY } from "./threads-api";

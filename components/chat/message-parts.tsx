@@ -2,7 +2,7 @@
 
 import { type DataUIPart, type DynamicToolUIPart, isToolUIPart, type ToolUIPart, type UIDataTypes } from "ai";
 import type { ComponentType } from "react";
-import type { ChatMessage } from "@/server/chat/messages";
+import type { ChatMessage } from "@/lib/api/chat";
 import { BatchReceiptCard } from "@/components/batches/receipt-card";
 import { BatchStatusCard } from "./batch-status-card";
 import { Markdown } from "./markdown";

@@ -7,7 +7,7 @@ import { Badge } from "@/components/ui/badge";
 import { fetchRun, RunToolCalls } from "@/components/tool-calls";
 import { Spinner } from "@/components/ui/spinner";
 import { isTerminalRunStatus, type RunDetail, type StopReportProjection } from "@/lib/api/runs";
-import type { SubagentDataPart, TaskInput, TaskToolOutput } from "@/server/agent/tools/task";
+import type { SubagentDataPart, TaskInput, TaskToolOutput } from "@/lib/api/subagents";
 
 /**
  * The `task` delegation card: definition, status (waiting for a slot, running, final),

@@ -10,7 +10,7 @@ import type {
   SwarmLiveData,
   SwarmResult,
   SwarmTraceEntry,
-} from "@/server/agent/swarm/types";
+} from "@/lib/api/swarm";
 
 /** The `tool-agent_swarm` part of a chat message (AI SDK tool UI part, loosely typed on purpose). */
 export interface SwarmToolPart {

@@ -5,7 +5,7 @@ import { BatchPanel } from "@/components/batches/panel";
 import { FilesSection } from "@/components/files/section";
 import { onBatchFocus } from "@/components/batches/store";
 import { Badge } from "@/components/ui/badge";
-import type { ChatMessage } from "@/server/chat/messages";
+import type { ChatMessage } from "@/lib/api/chat";
 import { Chat } from "./chat";
 import { useThreads } from "./threads-api";
 

@@ -1,7 +1,7 @@
 "use client";
 
 import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
-import type { ThreadProjection } from "@/server/chat/threads";
+import type { ThreadProjection } from "@/lib/api/chat";
 
 export type ThreadSummary = ThreadProjection;
 

@@ -1,3 +1,4 @@
+import type { UIMessage } from "ai";
 import { z } from "zod";
 
 /** Largest chat request body (one user message). */
@@ -56,3 +57,27 @@ export type ChatRequest = z.output<typeof chatRequestSchema>;
 /** The 409 a thread answers while its lead response runs. */
 export const THREAD_BUSY_MESSAGE =
   "The lead agent is still answering your previous message in this thread. Wait for it to finish or press Stop, then send again.";
+
+/** Metadata the server attaches to assistant messages (also streamed to the client). */
+export interface ChatMessageMetadata {
+  /** The lead run (agent_runs row) that produced this message. */
+  runId?: string;
+  model?: string;
+  simulator?: boolean;
+  usage?: { inputTokens: number; outputTokens: number };
+  /** How the response ended when it did not complete normally. */
+  status?: "completed" | "cancelled" | "failed";
+  /** Set on the lead's reply to a settled batch (server/chat/wakeup.ts), not to a user turn. */
+  trigger?: "batch_settled";
+  batch_id?: string;
+}
+
+export type ChatMessage = UIMessage<ChatMessageMetadata>;
+
+/** The API shape of a thread (snake_case, no owner id). */
+export interface ThreadProjection {
+  id: string;
+  title: string;
+  created_at: string;
+  updated_at: string;
+}

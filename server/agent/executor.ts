@@ -9,6 +9,7 @@ import { admit, getSubagentRuntime, type SubagentRuntime } from "@/server/runtim
 import { type CapacityController, CapacityTimeoutError, isCapacityError } from "@/server/runtime/capacity";
 import { registerLiveRun } from "@/server/runtime/run-registry";
 import type { ToolCallRecord } from "@/lib/api/runs";
+import type { SubagentRunStatus, SubagentStatusUpdate, SubagentUsage } from "@/lib/api/subagents";
 import { buildGroupTools, recordTools, ToolCallRecorder } from "@/server/tools";
 import type { SubagentDefinition } from "./registry";
 import { createRun, finishRun, insertFinishedRun, markRunning, type TerminalStatus } from "./runs";
@@ -18,27 +19,7 @@ import { createRun, finishRun, insertFinishedRun, markRunning, type TerminalStat
  * Used by `task`, the swarm and the batch worker (whose items write their row once, at the end).
  */
 
-export type SubagentRunStatus = "completed" | "failed" | "cancelled" | "timed_out";
-
-export type { RunErrorClass };
-
-export interface SubagentUsage {
-  inputTokens: number;
-  outputTokens: number;
-}
-
-/** A status change, for live UI (the task tool turns these into data parts). */
-export interface SubagentStatusUpdate {
-  runId: string;
-  definition: string;
-  model: string;
-  status: "pending" | "running" | SubagentRunStatus;
-  usage: SubagentUsage;
-  /** Milliseconds since the slot was acquired (0 while pending). */
-  durationMs: number;
-  stopReason?: string | null;
-  error?: string;
-}
+export type { RunErrorClass, SubagentRunStatus, SubagentStatusUpdate, SubagentUsage };
 
 export interface RunSubagentOptions {
   userId: string;

@@ -34,8 +34,6 @@ export const BATCH_LIST_MAX = 100;
 export const ITEM_PREVIEW_MAX_CHARS = 2_000;
 /** Item rows carry their input cut to this; the JSONL export carries it whole. */
 export const ITEM_INPUT_MAX_CHARS = 200;
-/** Export pages: bounded memory however large the batch (results are at most max_result_chars each). */
-export const EXPORT_PAGE_ROWS = 100;
 
 async function notify(db: DbOrTx, event: BatchEvent, batchId: string): Promise<void> {
   // Delivered at commit; a rolled-back transaction sends nothing.

@@ -1,24 +1,10 @@
-import type { UIMessage } from "ai";
+import type { ChatMessage, ChatMessageMetadata } from "@/lib/api/chat";
 import { and, asc, eq, sql } from "drizzle-orm";
 import type { DbOrTx } from "@/server/db/client";
 import { messages } from "@/server/db/schema";
 import { AppError } from "@/server/errors";
 
-/** Metadata the server attaches to assistant messages (also streamed to the client). */
-export interface ChatMessageMetadata {
-  /** The lead run (agent_runs row) that produced this message. */
-  runId?: string;
-  model?: string;
-  simulator?: boolean;
-  usage?: { inputTokens: number; outputTokens: number };
-  /** How the response ended when it did not complete normally. */
-  status?: "completed" | "cancelled" | "failed";
-  /** Set on the lead's reply to a settled batch (server/batches/wakeup.ts), not to a user turn. */
-  trigger?: "batch_settled";
-  batch_id?: string;
-}
-
-export type ChatMessage = UIMessage<ChatMessageMetadata>;
+export type { ChatMessage, ChatMessageMetadata };
 
 type Row = typeof messages.$inferSelect;
 

@@ -1,5 +1,6 @@
 import { and, desc, eq, sql } from "drizzle-orm";
 import { z } from "zod";
+import type { ThreadProjection } from "@/lib/api/chat";
 import type { DbOrTx } from "@/server/db/client";
 import { threads } from "@/server/db/schema";
 import { AppError } from "@/server/errors";
@@ -16,13 +17,7 @@ export interface ThreadRecord {
   updatedAt: Date;
 }
 
-/** The API shape of a thread (snake_case, no owner id). */
-export interface ThreadProjection {
-  id: string;
-  title: string;
-  created_at: string;
-  updated_at: string;
-}
+export type { ThreadProjection };
 
 export function toThreadProjection(t: ThreadRecord): ThreadProjection {
   return { id: t.id, title: t.title, created_at: t.createdAt.toISOString(), updated_at: t.updatedAt.toISOString() };

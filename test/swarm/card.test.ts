@@ -2,7 +2,7 @@ import { createElement } from "react";
 import { renderToStaticMarkup } from "react-dom/server";
 import { describe, expect, it } from "vitest";
 import { findSwarmLive, SwarmCard } from "@/components/chat/swarm-card";
-import type { SwarmItemRow, SwarmLiveData, SwarmResult } from "@/server/agent/swarm/types";
+import type { SwarmItemRow, SwarmLiveData, SwarmResult } from "@/lib/api/swarm";
 
 const row = (item_id: string, status: SwarmItemRow["status"], extra: Partial<SwarmItemRow> = {}): SwarmItemRow => ({
   item_id,

@@ -1,7 +1,7 @@
 import { eq } from "drizzle-orm";
 import { beforeAll, describe, expect, it } from "vitest";
 import { POST as chat } from "@/app/api/threads/[threadId]/chat/route";
-import type { SwarmLiveData, SwarmResult } from "@/server/agent/swarm/types";
+import type { SwarmLiveData, SwarmResult } from "@/lib/api/swarm";
 import { loadMessages } from "@/server/chat/messages";
 import { createThread } from "@/server/chat/threads";
 import { agentRuns, runEvents } from "@/server/db/schema";

@@ -4,7 +4,7 @@ import { and, asc, eq } from "drizzle-orm";
 import { type FlotillaConfig, configSchema, type FlotillaConfigInput } from "@/lib/config";
 import { createRun } from "@/server/agent/runs";
 import type { SwarmContext } from "@/server/agent/swarm/run";
-import type { SwarmLiveData } from "@/server/agent/swarm/types";
+import type { SwarmLiveData } from "@/lib/api/swarm";
 import type { Db } from "@/server/db/client";
 import { agentRuns, runEvents, threads, users } from "@/server/db/schema";
 import { SIMULATOR_ENTRY } from "@/server/models/catalog";

@@ -174,7 +174,7 @@ describe("agent_swarm: execution and ordering", () => {
       runtime: h.ctx.runtime,
     });
     const call = (id: string, input: unknown) =>
-      tool.execute!(input as never, { toolCallId: id, messages: [] }) as Promise<import("@/server/agent/swarm/types").SwarmResult>;
+      tool.execute!(input as never, { toolCallId: id, messages: [] }) as Promise<import("@/lib/api/swarm").SwarmResult>;
     const first = call("call_1", { prompt_template: "slow {{item}} [[sleep:300]]", items: ["a"] });
     const second = await call("call_2", { prompt_template: "other {{item}}", items: ["b"] });
     expect(second.aggregate.status).toBe("rejected");

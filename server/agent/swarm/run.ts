@@ -20,7 +20,7 @@ import { parseSwarmInput } from "./input";
 import { claimResumeSources, preflightResumes, retryHistory } from "./resume";
 import { type AttemptOutcome, type AttemptRequest, type ItemSettlement, runSchedule } from "./scheduler";
 import { SwarmTrace } from "./trace";
-import type { SwarmAggregate, SwarmItemRow, SwarmResult } from "./types";
+import type { SwarmAggregate, SwarmItemRow, SwarmResult } from "@/lib/api/swarm";
 
 /**
  * One agent_swarm call: validate everything, preflight resumes, then run every item as an

@@ -2,7 +2,7 @@ import type { UIMessageStreamWriter } from "ai";
 import type { Db } from "@/server/db/client";
 import { runEvents } from "@/server/db/schema";
 import type { Logger } from "@/server/log";
-import type { SwarmLiveData, SwarmResult, SwarmTraceEntry } from "./types";
+import type { SwarmLiveData, SwarmResult, SwarmTraceEntry } from "@/lib/api/swarm";
 
 /**
  * Swarm diagnostics. Every boundary becomes a structured run_events row on the lead run

@@ -6,7 +6,7 @@ import { listSubagents } from "../registry";
 import type { Clock, SwarmTimings } from "../swarm/clock";
 import { type SwarmInput, swarmInputSchema } from "../swarm/input";
 import { runSwarm } from "../swarm/run";
-import type { SwarmResult } from "../swarm/types";
+import type { SwarmResult } from "@/lib/api/swarm";
 import type { LeadToolContext } from "./context";
 
 /**

@@ -1,10 +1,17 @@
 import { type ModelMessage, type ToolSet, tool } from "ai";
-import { z } from "zod";
 import { effectiveTaskConcurrency, type FlotillaConfig } from "@/lib/config";
 import type { SubagentRuntime } from "@/server/runtime/admission";
 import { isCapacityError } from "@/server/runtime/capacity";
 import type { Db } from "@/server/db/client";
-import { type DelegatingRun, runSubagent, type SubagentRunStatus, type SubagentStatusUpdate } from "../executor";
+import {
+  type SubagentDataPart,
+  type SubagentStatusUpdate,
+  type TaskInput,
+  type TaskNotRunReason,
+  type TaskToolOutput,
+  taskInputSchema,
+} from "@/lib/api/subagents";
+import { type DelegatingRun, runSubagent } from "../executor";
 import { describeSubagents, listSubagents, resolveSubagent } from "../registry";
 import type { LeadToolContext } from "./context";
 
@@ -17,39 +24,8 @@ import type { LeadToolContext } from "./context";
  * - the executor's admission (response lane, thread lane, process capacity).
  */
 
-export const taskInputSchema = z.object({
-  subagent: z.string().min(1).max(40).default("general").describe("Which sub-agent to use (default general)."),
-  description: z.string().min(1).max(200).describe("A short label for this task (3-8 words), shown to the user."),
-  prompt: z
-    .string()
-    .min(1)
-    .max(100_000)
-    .describe("The complete, self-contained instructions and material; the sub-agent sees nothing else."),
-});
-export type TaskInput = z.infer<typeof taskInputSchema>;
-
-/** Why a call did not run: over the per-response limit, over the per-run total, or invalid. */
-export type TaskNotRunReason = "response_limit" | "run_total" | "invalid" | "capacity";
-
-/** What the card renders and what is stored in the tool part. */
-export interface TaskToolOutput {
-  runId: string | null;
-  status: SubagentRunStatus | "not_run";
-  definition: string;
-  model: string | null;
-  usage: { inputTokens: number; outputTokens: number };
-  durationMs: number;
-  stopReason: string | null;
-  result: string;
-  error?: string;
-  notRunReason?: TaskNotRunReason;
-}
-
-/** Live status of a delegation, written as data part `data-subagent` with id = run id. */
-export interface SubagentDataPart extends SubagentStatusUpdate {
-  toolCallId: string;
-  description: string;
-}
+export type { SubagentDataPart, TaskInput, TaskNotRunReason, TaskToolOutput };
+export { taskInputSchema };
 
 export interface TaskToolContext extends Omit<LeadToolContext, "writer"> {
   writer?: LeadToolContext["writer"];

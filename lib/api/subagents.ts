@@ -1,0 +1,60 @@
+import { z } from "zod";
+
+/**
+ * Wire shapes of ordinary delegation (`task`): the tool's input, its result as the chat card
+ * and the lead model read it, and the live `data-subagent` UI part. Safe for the browser.
+ */
+
+export type SubagentRunStatus = "completed" | "failed" | "cancelled" | "timed_out";
+
+export interface SubagentUsage {
+  inputTokens: number;
+  outputTokens: number;
+}
+
+/** A status change, for live UI (the task tool turns these into data parts). */
+export interface SubagentStatusUpdate {
+  runId: string;
+  definition: string;
+  model: string;
+  status: "pending" | "running" | SubagentRunStatus;
+  usage: SubagentUsage;
+  /** Milliseconds since the slot was acquired (0 while pending). */
+  durationMs: number;
+  stopReason?: string | null;
+  error?: string;
+}
+
+export const taskInputSchema = z.object({
+  subagent: z.string().min(1).max(40).default("general").describe("Which sub-agent to use (default general)."),
+  description: z.string().min(1).max(200).describe("A short label for this task (3-8 words), shown to the user."),
+  prompt: z
+    .string()
+    .min(1)
+    .max(100_000)
+    .describe("The complete, self-contained instructions and material; the sub-agent sees nothing else."),
+});
+export type TaskInput = z.infer<typeof taskInputSchema>;
+
+/** Why a call did not run: over the per-response limit, over the per-run total, or invalid. */
+export type TaskNotRunReason = "response_limit" | "run_total" | "invalid" | "capacity";
+
+/** What the card renders and what is stored in the tool part. */
+export interface TaskToolOutput {
+  runId: string | null;
+  status: SubagentRunStatus | "not_run";
+  definition: string;
+  model: string | null;
+  usage: { inputTokens: number; outputTokens: number };
+  durationMs: number;
+  stopReason: string | null;
+  result: string;
+  error?: string;
+  notRunReason?: TaskNotRunReason;
+}
+
+/** Live status of a delegation, written as data part `data-subagent` with id = run id. */
+export interface SubagentDataPart extends SubagentStatusUpdate {
+  toolCallId: string;
+  description: string;
+}
