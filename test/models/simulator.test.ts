@@ -2,13 +2,13 @@ import { APICallError, type LanguageModelV3CallOptions, type LanguageModelV3Stre
 import { generateText, RetryError, stepCountIs, streamText, tool } from "ai";
 import { beforeEach, describe, expect, it } from "vitest";
 import { z } from "zod";
+import type { SwarmResult } from "@/server/agent/swarm/types";
+import { swarmModelOutput } from "@/server/agent/tools/swarm";
+import { type TaskToolOutput, taskModelOutput } from "@/server/agent/tools/task";
 import { classifyModelError, retryAfterMs } from "@/server/models/errors";
-import {
-  createSimulatorModel,
-  parseDirectives,
-  parseToolCalls,
-  resetSimulatorOnceState,
-} from "@/server/models/simulator";
+import { createSimulatorModel, resetSimulatorOnceState } from "@/server/models/simulator";
+import { parseDirectives } from "@/server/models/simulator/directives";
+import { parseToolCalls } from "@/server/models/simulator/grammar";
 
 const fast = createSimulatorModel({ latencyMs: 0 });
 
@@ -410,25 +410,52 @@ describe("simulator tool calls through streamText", () => {
 });
 
 describe("simulator answers a person can read", () => {
+  // The task and swarm tools' own model outputs: text for a real model, the typed output beside it.
+  const taskOutput = (prompt: string): TaskToolOutput => ({
+    runId: `r-${prompt}`,
+    status: prompt.includes("weather") ? "failed" : "completed",
+    definition: "general",
+    model: "simulator",
+    usage: { inputTokens: 1, outputTokens: 1 },
+    durationMs: 1,
+    stopReason: null,
+    result: prompt.includes("weather") ? "" : `Answer about ${prompt}.`,
+    ...(prompt.includes("weather") ? { error: "provider error" } : {}),
+  });
+  const row = (item_id: string, status: "completed" | "failed") => ({
+    item_id,
+    status,
+    profile: "general",
+    duration_ms: 1,
+    failure_class: status === "failed" ? "provider" : null,
+    summary: status === "completed" ? `Review of ${item_id}.` : null,
+    error: status === "failed" ? "provider error" : null,
+    child_run_id: null,
+    attempts: 1,
+    resumed_from_run_id: null,
+  });
+  const swarmOutput: SwarmResult = {
+    aggregate: {
+      status: "partial",
+      counts: { total: 3, queued: 0, running: 0, suspended: 0, completed: 2, failed: 1, cancelled: 0 },
+      started: 3,
+      concurrency: 3,
+      effective_capacity: 3,
+      duration_ms: 3,
+      usage: { input_tokens: 3, output_tokens: 3 },
+    },
+    items: [row("a", "completed"), row("b", "completed"), row("c", "failed")],
+  };
   const realTools = {
     task: tool({
       inputSchema: z.object({ subagent: z.string(), description: z.string(), prompt: z.string() }),
-      execute: async (input) => (input.prompt.includes("weather") ? "failed" : "ok"),
-      toModelOutput: ({ output, input }) => ({
-        type: "text" as const,
-        value:
-          output === "ok"
-            ? `Sub-agent "general" (run r-${input.description}) completed. Result:\nAnswer about ${input.prompt}.`
-            : `Sub-agent "general" (run r-2) failed: provider error. No result is available from this task.`,
-      }),
+      execute: async (input) => taskOutput(input.prompt),
+      toModelOutput: ({ output, input }) => taskModelOutput(output, input.description),
     }),
     agent_swarm: tool({
       inputSchema: z.object({ profile: z.string(), prompt_template: z.string(), items: z.array(z.string()) }),
-      execute: async () => "done",
-      toModelOutput: () => ({
-        type: "text" as const,
-        value: "agent_swarm completed: 3 items, 2 completed, 1 failed, 0 cancelled. Results in input order:\n\n[1] a ...",
-      }),
+      execute: async () => swarmOutput,
+      toModelOutput: ({ output }) => swarmModelOutput(output),
     }),
     batch_status: tool({
       inputSchema: z.object({ batch_id: z.string().optional() }),
