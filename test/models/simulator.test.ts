@@ -3,6 +3,7 @@ import { generateText, RetryError, stepCountIs, streamText, tool } from "ai";
 import { beforeEach, describe, expect, it } from "vitest";
 import { z } from "zod";
 import type { SwarmResult } from "@/server/agent/swarm/types";
+import { type BatchSettledNotice, noticeOptions } from "@/server/agent/tools/model-facts";
 import { swarmModelOutput } from "@/server/agent/tools/swarm";
 import { type TaskToolOutput, taskModelOutput } from "@/server/agent/tools/task";
 import { classifyModelError, retryAfterMs } from "@/server/models/errors";
@@ -481,5 +482,112 @@ describe("simulator answers a person can read", () => {
   it.each(["What can you do?", "what can you do", "help"])("answers %j with the phrasings", async (prompt) => {
     const { text } = await generateText({ model: fast, prompt });
     for (const phrase of ["task:", "swarm:", "batch:", "batch x300:", "batch status", "New batch"]) expect(text).toContain(phrase);
+  });
+});
+
+describe("the lead's report after a task and after a batch settled", () => {
+  const sentences = Array.from({ length: 14 }, (_, i) => `Fact ${i + 1} about the tides is written out in full here.`);
+  const taskTool = (result: string) => ({
+    task: tool({
+      inputSchema: z.object({ subagent: z.string(), description: z.string(), prompt: z.string() }),
+      execute: async (): Promise<TaskToolOutput> => ({
+        runId: "r-1",
+        status: "completed",
+        definition: "general",
+        model: "simulator",
+        usage: { inputTokens: 1, outputTokens: 1 },
+        durationMs: 1,
+        stopReason: null,
+        result,
+      }),
+      toModelOutput: ({ output, input }) => taskModelOutput(output, input.description),
+    }),
+  });
+  const reportOf = async (result: string) =>
+    (await generateText({ model: fast, prompt: "task: tides", tools: taskTool(result), stopWhen: stepCountIs(2) })).text;
+
+  it("quotes a short result whole, and a long one by whole sentences, never cut mid-word", async () => {
+    const short = sentences.slice(0, 3).join(" ");
+    expect(await reportOf(short)).toBe(`The general sub-agent finished: ${short}`);
+
+    const long = sentences.join(" ");
+    const report = await reportOf(long);
+    const quoted = report.replace("The general sub-agent finished: ", "").split("\n\n")[0]!;
+    expect(long.startsWith(quoted)).toBe(true);
+    expect(quoted.endsWith("here.")).toBe(true);
+    expect(quoted.length).toBeGreaterThan(200);
+    expect(report).toContain("(The whole answer is in the task card above.)");
+    expect(report).not.toContain("…");
+
+    // No sentence end at all: cut after a whole word, marked with "…".
+    const words = "tidal ".repeat(200).trim();
+    const cut = (await reportOf(words)).replace("The general sub-agent finished: ", "").split("\n\n")[0]!;
+    expect(cut.endsWith("tidal…")).toBe(true);
+    expect(words.startsWith(cut.slice(0, -1))).toBe(true);
+  });
+
+  it("keeps a multi-line result's lines", async () => {
+    const result = "Three facts:\n- one\n- two\n- three";
+    expect(await reportOf(result)).toBe(`The general sub-agent finished:\n\n${result}`);
+  });
+
+  const notice: BatchSettledNotice = {
+    kind: "batch_settled",
+    batch_id: "ce574bc8-1111-2222-3333-444455556666",
+    thread_id: "9f1e0000-0000-0000-0000-000000000001",
+    subagent: "general",
+    status: "completed",
+    settlement: 1,
+    total: 13,
+    succeeded: 10,
+    failed: 3,
+    cancelled: 0,
+    usage: { input_tokens: 12345, output_tokens: 678 },
+    cost_usd: 0,
+    failures: [
+      { error: "Simulated model failure ([[fail]])", count: 2, item_keys: ["item-4", "item-9"] },
+      { error: "timed out after 30 s", count: 1, item_keys: ["item-12"] },
+    ],
+    failures_sampled: false,
+  };
+  const noticeTurn = (n: BatchSettledNotice) =>
+    generateText({
+      model: fast,
+      system: "You are the lead agent of Flotilla.",
+      messages: [
+        {
+          role: "user",
+          content: [
+            {
+              type: "text",
+              text: `[Automatic notice, not a user message] Durable batch ${n.batch_id} ${n.status}. [[fail]] [[chars:5]]`,
+              providerOptions: noticeOptions(n),
+            },
+          ],
+        },
+      ],
+      tools: taskTool("unused"),
+    });
+
+  it("answers a batch wake-up with what happened, what failed and where the results are", async () => {
+    const result = await noticeTurn(notice);
+    expect(result.toolCalls).toEqual([]);
+    expect(result.text).not.toMatch(/Automatic notice|Simulated answer|Durable batch|You are the lead/);
+    expect(result.text).toContain("Batch ce574bc8 finished: 10 of 13 items succeeded, 3 failed.");
+    expect(result.text).toContain("12,345 input and 678 output tokens");
+    expect(result.text).toContain("- 2 items (item-4, item-9): Simulated model failure ([[fail]]).");
+    expect(result.text).toContain("- 1 item (item-12): timed out after 30 s.");
+    expect(result.text).toContain(
+      `[results.jsonl](/api/threads/${notice.thread_id}/subagent-batches/${notice.batch_id}/results.jsonl)`,
+    );
+    expect(result.text).toContain("The failed items can be retried from there.");
+  });
+
+  it("says when a retry settled the batch again, and when it was cancelled", async () => {
+    const again = await noticeTurn({ ...notice, settlement: 2, succeeded: 13, failed: 0, failures: [] });
+    expect(again.text).toMatch(/^Batch ce574bc8 finished again after the retry: all 13 items succeeded\./);
+    expect(again.text).not.toContain("What failed");
+    const cancelled = await noticeTurn({ ...notice, status: "cancelled", succeeded: 2, failed: 0, cancelled: 11, failures: [] });
+    expect(cancelled.text).toMatch(/^Batch ce574bc8 was cancelled: 2 of 13 items had succeeded before it stopped, 11 cancelled\./);
   });
 });

@@ -202,11 +202,12 @@ export function batchSettledAnswer(n: BatchSettledNotice): string {
       const examples = f.item_keys.join(", ") + (f.count > f.item_keys.length ? ", …" : "");
       return `- ${plural(f.count, "item")} (${examples}): ${clip(sentence(f.error), LINE_CHARS * 2)}`;
     });
-    const sampled = n.failures_sampled ? " (from the first failed items)" : "";
-    paragraphs.push([`What failed, most common reason first${sampled}:`, ...lines].join("\n"));
+    const order = n.failures.length > 1 ? ", most common reason first" : "";
+    const sampled = n.failures_sampled ? " (among the first failed items)" : "";
+    paragraphs.push([`What failed${order}${sampled}:`, ...lines].join("\n"));
   }
   const jsonl = `/api/threads/${n.thread_id}/subagent-batches/${n.batch_id}/results.jsonl`;
   const retry = n.failed > 0 ? " The failed items can be retried from there." : "";
-  paragraphs.push(`Every item's result is in the batch panel, or as one file: [results.jsonl](${jsonl}).${retry}`);
+  paragraphs.push(`Every item's result is in the batch panel; download them all as [results.jsonl](${jsonl}).${retry}`);
   return paragraphs.join("\n\n");
 }
