@@ -526,6 +526,13 @@ describe("the lead's report after a task and after a batch settled", () => {
     expect(words.startsWith(cut.slice(0, -1))).toBe(true);
   });
 
+  it("labels a long task by its first whole words", () => {
+    const [call] = parseToolCalls(`task: ${"ferry ".repeat(30)}`, new Set(["task"])).calls;
+    const description = String(call!.input.description);
+    expect(description.length).toBeLessThanOrEqual(80);
+    expect(description.endsWith("ferry…")).toBe(true);
+  });
+
   it("keeps a multi-line result's lines", async () => {
     const result = "Three facts:\n- one\n- two\n- three";
     expect(await reportOf(result)).toBe(`The general sub-agent finished:\n\n${result}`);

@@ -2,6 +2,7 @@ import type { z } from "zod";
 import type { swarmInputSchema } from "@/server/agent/swarm/input";
 import type { batchStatusInputSchema, batchTaskInputSchema } from "@/server/agent/tools/batch-schema";
 import type { taskInputSchema } from "@/server/agent/tools/task-schema";
+import { clip } from "./answers";
 import { scanCallDirectives, type SimulatedToolCall, stripDirectives } from "./directives";
 
 /**
@@ -47,9 +48,9 @@ function splitItems(list: string): string[] {
     .filter((s) => s.length > 0);
 }
 
+/** The task card's label: the prompt's first words, at most 80 characters. */
 function shortDescription(prompt: string): string {
-  const clean = stripDirectives(prompt).replace(/\s+/g, " ").trim();
-  return clean.length > 80 ? `${clean.slice(0, 79)}…` : clean || "Task";
+  return clip(stripDirectives(prompt), 80) || "Task";
 }
 
 /**
