@@ -37,7 +37,8 @@ test("a chat-submitted batch settles and the lead's summary appears in the open 
   test.setTimeout(120_000);
   const threadId = await createThreadViaApi(page, "Loop chat batch");
   await page.goto(`/threads/${threadId}`);
-  await page.getByLabel("Message").fill("batch: Describe {{item}} [[sleep:200]] | rivers; lakes; seas; oceans");
+  // One item fails on every attempt, so the report has a failure to explain.
+  await page.getByLabel("Message").fill("batch: Describe {{item}} [[sleep:200]] | rivers; lakes; seas; oceans [[fail]]");
   await page.keyboard.press("Enter");
   const receipt = page.getByTestId("batch-receipt");
   await expect(receipt).toContainText("Batch submitted", { timeout: 30_000 });
@@ -47,7 +48,10 @@ test("a chat-submitted batch settles and the lead's summary appears in the open 
   // It reads like an assistant's report, never the internal notice it answers.
   const report = () => page.locator('article[data-role="assistant"]').filter({ hasText: `Batch ${batchId!.slice(0, 8)} finished` });
   await expect(report()).toBeVisible({ timeout: 60_000 });
-  await expect(report()).toContainText("all 4 items succeeded");
+  await expect(report()).toContainText("3 of 4 items succeeded, 1 failed.");
+  await expect(report()).toContainText("What failed:");
+  await expect(report().getByRole("listitem")).toHaveText([/^1 item \(item-4\): Simulated model failure/]);
+  await expect(report()).toContainText("The failed items can be retried from there.");
   await expect(report().getByRole("link", { name: "results.jsonl" })).toHaveAttribute(
     "href",
     `/api/threads/${threadId}/subagent-batches/${batchId}/results.jsonl`,
