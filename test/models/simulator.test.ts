@@ -598,3 +598,13 @@ describe("the lead's report after a task and after a batch settled", () => {
     expect(cancelled.text).toMatch(/^Batch ce574bc8 was cancelled: 2 of 13 items had succeeded before it stopped, 11 cancelled\./);
   });
 });
+
+describe("simulated answers", () => {
+  it("never repeat a sentence", async () => {
+    for (let i = 0; i < 40; i++) {
+      const { text } = await generateText({ model: fast, prompt: `describe the tides of port ${i}` });
+      const sentences = text.replace(/^Simulated answer to "[^"]*"\. /, "").split(/(?<=\.) /);
+      expect(new Set(sentences).size).toBe(sentences.length);
+    }
+  });
+});

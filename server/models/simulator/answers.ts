@@ -60,9 +60,11 @@ export function baseAnswer(userText: string, seed: number): string {
   const count = 2 + (seed % 3);
   const picked: string[] = [];
   let h = seed;
-  for (let i = 0; i < count; i++) {
+  while (picked.length < count) {
     h = Math.imul(h ^ (h >>> 15), 0x2c1b3c6d) >>> 0;
-    picked.push(SENTENCES[h % SENTENCES.length]);
+    // Never the same sentence twice in one answer.
+    const next = SENTENCES[h % SENTENCES.length];
+    if (!picked.includes(next)) picked.push(next);
   }
   return `${head} ${picked.join(" ")}`;
 }
