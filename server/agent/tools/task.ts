@@ -12,6 +12,7 @@ import {
   taskInputSchema,
 } from "@/lib/api/subagents";
 import { type DelegatingRun, runSubagent } from "../executor";
+import { textWithOutput } from "./model-facts";
 import { describeSubagents, listSubagents, resolveSubagent } from "../registry";
 import type { LeadToolContext } from "./context";
 
@@ -64,6 +65,11 @@ function toModelText(output: TaskToolOutput, description: string): string {
   const head = `Sub-agent "${output.definition}" (run ${output.runId}) ${output.status.replace("_", " ")}`;
   if (output.status === "completed") return `${head}. Result:\n${output.result}`;
   return `${head}: ${output.error ?? output.stopReason ?? "no result"}. No result is available from this task.`;
+}
+
+/** What the model reads of a task result: the text above, with the typed output beside it. */
+export function taskModelOutput(output: TaskToolOutput, description: string) {
+  return textWithOutput("task", toModelText(output, description), output);
 }
 
 export function createTaskTool(ctx: TaskToolContext) {
@@ -172,7 +178,7 @@ export function createTaskTool(ctx: TaskToolContext) {
         };
       }
     },
-    toModelOutput: ({ output, input }) => ({ type: "text", value: toModelText(output, input.description) }),
+    toModelOutput: ({ output, input }) => taskModelOutput(output, input.description),
   });
 }
 
