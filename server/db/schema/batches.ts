@@ -1,3 +1,4 @@
+import { at, createdAtColumn, idColumn, ownerColumn, threadColumn } from "./columns";
 import { sql } from "drizzle-orm";
 import {
   bigint,
@@ -9,12 +10,9 @@ import {
   jsonb,
   pgTable,
   text,
-  timestamp,
   uniqueIndex,
   uuid,
 } from "drizzle-orm/pg-core";
-import { users } from "./auth";
-import { threads } from "./chat";
 
 export const BATCH_STATUSES = ["queued", "running", "paused", "completed", "failed", "cancelled"] as const;
 export type BatchStatus = (typeof BATCH_STATUSES)[number];
@@ -27,13 +25,9 @@ export type PauseReason = (typeof PAUSE_REASONS)[number];
 export const subagentBatches = pgTable(
   "subagent_batches",
   {
-    id: uuid("id").primaryKey().defaultRandom(),
-    userId: uuid("user_id")
-      .notNull()
-      .references(() => users.id, { onDelete: "cascade" }),
-    threadId: uuid("thread_id")
-      .notNull()
-      .references(() => threads.id, { onDelete: "cascade" }),
+    id: idColumn(),
+    userId: ownerColumn(),
+    threadId: threadColumn(),
     submissionKey: text("submission_key").notNull(),
     status: text("status", { enum: BATCH_STATUSES }).notNull().default("queued"),
     subagent: text("subagent").notNull(),
@@ -70,11 +64,11 @@ export const subagentBatches = pgTable(
     /** Settled since the owner last opened the thread (sidebar badge). */
     unseenSettlement: boolean("unseen_settlement").notNull().default(false),
     /** Round-robin fairness across active batches. */
-    lastClaimedAt: timestamp("last_claimed_at", { withTimezone: true }),
-    createdAt: timestamp("created_at", { withTimezone: true }).notNull().defaultNow(),
-    updatedAt: timestamp("updated_at", { withTimezone: true }).notNull().defaultNow(),
-    startedAt: timestamp("started_at", { withTimezone: true }),
-    finishedAt: timestamp("finished_at", { withTimezone: true }),
+    lastClaimedAt: at("last_claimed_at"),
+    createdAt: createdAtColumn(),
+    updatedAt: at("updated_at").notNull().defaultNow(),
+    startedAt: at("started_at"),
+    finishedAt: at("finished_at"),
   },
   (t) => [
     uniqueIndex("subagent_batches_submission_uq").on(t.userId, t.submissionKey),
@@ -89,7 +83,7 @@ export const subagentBatches = pgTable(
 export const subagentBatchItems = pgTable(
   "subagent_batch_items",
   {
-    id: uuid("id").primaryKey().defaultRandom(),
+    id: idColumn(),
     batchId: uuid("batch_id")
       .notNull()
       .references(() => subagentBatches.id, { onDelete: "cascade" }),
@@ -105,10 +99,10 @@ export const subagentBatchItems = pgTable(
     leaseToken: bigint("lease_token", { mode: "number" }).notNull().default(0),
     leaseOwner: text("lease_owner"),
     /** When the current lease was taken (copied into the attempt row when the attempt ends). */
-    leasedAt: timestamp("leased_at", { withTimezone: true }),
-    leaseExpiresAt: timestamp("lease_expires_at", { withTimezone: true }),
+    leasedAt: at("leased_at"),
+    leaseExpiresAt: at("lease_expires_at"),
     /** Not claimable before this instant (rate-limit deferral). */
-    availableAt: timestamp("available_at", { withTimezone: true }),
+    availableAt: at("available_at"),
     deferrals: integer("deferrals").notNull().default(0),
     result: text("result"),
     preview: text("preview"),
@@ -118,10 +112,10 @@ export const subagentBatchItems = pgTable(
     inputTokens: bigint("input_tokens", { mode: "number" }).notNull().default(0),
     outputTokens: bigint("output_tokens", { mode: "number" }).notNull().default(0),
     runId: uuid("run_id"),
-    createdAt: timestamp("created_at", { withTimezone: true }).notNull().defaultNow(),
-    updatedAt: timestamp("updated_at", { withTimezone: true }).notNull().defaultNow(),
-    startedAt: timestamp("started_at", { withTimezone: true }),
-    finishedAt: timestamp("finished_at", { withTimezone: true }),
+    createdAt: createdAtColumn(),
+    updatedAt: at("updated_at").notNull().defaultNow(),
+    startedAt: at("started_at"),
+    finishedAt: at("finished_at"),
   },
   (t) => [
     uniqueIndex("subagent_batch_items_key_uq").on(t.batchId, t.itemKey),
@@ -158,10 +152,10 @@ export const subagentBatchItemAttempts = pgTable(
     outcome: text("outcome"),
     error: text("error"),
     runId: uuid("run_id"),
-    leasedAt: timestamp("leased_at", { withTimezone: true }).notNull().defaultNow(),
+    leasedAt: at("leased_at").notNull().defaultNow(),
     /** Null when execution never started (released, deferred before start, lease lost while leased). */
-    startedAt: timestamp("started_at", { withTimezone: true }),
-    finishedAt: timestamp("finished_at", { withTimezone: true }),
+    startedAt: at("started_at"),
+    finishedAt: at("finished_at"),
   },
   (t) => [
     index("subagent_batch_item_attempts_item_idx").on(t.itemId, t.attempt),

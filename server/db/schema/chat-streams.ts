@@ -1,7 +1,6 @@
+import { at, createdAtColumn, idColumn, ownerColumn, threadColumn } from "./columns";
 import { sql } from "drizzle-orm";
-import { index, integer, jsonb, pgTable, primaryKey, text, timestamp, uniqueIndex, uuid } from "drizzle-orm/pg-core";
-import { users } from "./auth";
-import { threads } from "./chat";
+import { index, integer, jsonb, pgTable, primaryKey, text, uniqueIndex, uuid } from "drizzle-orm/pg-core";
 import { agentRuns } from "./runs";
 
 export const CHAT_STREAM_STATUSES = ["active", "finished"] as const;
@@ -13,20 +12,16 @@ export const CHAT_STREAM_STATUSES = ["active", "finished"] as const;
 export const chatStreams = pgTable(
   "chat_streams",
   {
-    id: uuid("id").primaryKey().defaultRandom(),
-    threadId: uuid("thread_id")
-      .notNull()
-      .references(() => threads.id, { onDelete: "cascade" }),
-    userId: uuid("user_id")
-      .notNull()
-      .references(() => users.id, { onDelete: "cascade" }),
+    id: idColumn(),
+    threadId: threadColumn(),
+    userId: ownerColumn(),
     /** Set once the lead run row exists (right after the lock is taken). */
     runId: uuid("run_id").references(() => agentRuns.id, { onDelete: "set null" }),
     /** The assistant message the stream builds (its id is stored with the finished message). */
     messageId: text("message_id").notNull(),
     status: text("status", { enum: CHAT_STREAM_STATUSES }).notNull().default("active"),
-    createdAt: timestamp("created_at", { withTimezone: true }).notNull().defaultNow(),
-    finishedAt: timestamp("finished_at", { withTimezone: true }),
+    createdAt: createdAtColumn(),
+    finishedAt: at("finished_at"),
   },
   (t) => [
     uniqueIndex("chat_streams_one_active_per_thread").on(t.threadId).where(sql`${t.status} = 'active'`),

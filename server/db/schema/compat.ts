@@ -1,5 +1,5 @@
-import { bigint, customType, index, integer, jsonb, pgTable, primaryKey, text, timestamp, uuid } from "drizzle-orm/pg-core";
-import { users } from "./auth";
+import { at, createdAtColumn, idColumn, ownerColumn } from "./columns";
+import { bigint, customType, index, integer, jsonb, pgTable, primaryKey, text, uuid } from "drizzle-orm/pg-core";
 import { subagentBatches, subagentBatchItems } from "./batches";
 
 /**
@@ -16,15 +16,13 @@ export type CompatApi = (typeof COMPAT_APIS)[number];
 export const compatFiles = pgTable(
   "compat_files",
   {
-    id: uuid("id").primaryKey().defaultRandom(),
-    userId: uuid("user_id")
-      .notNull()
-      .references(() => users.id, { onDelete: "cascade" }),
+    id: idColumn(),
+    userId: ownerColumn(),
     filename: text("filename").notNull(),
     purpose: text("purpose").notNull(),
     bytes: bigint("bytes", { mode: "number" }).notNull(),
     lines: integer("lines").notNull(),
-    createdAt: timestamp("created_at", { withTimezone: true }).notNull().defaultNow(),
+    createdAt: createdAtColumn(),
   },
   (t) => [index("compat_files_user_idx").on(t.userId, t.createdAt, t.id)],
 );
@@ -45,10 +43,8 @@ export const compatFileChunks = pgTable(
 export const compatBatches = pgTable(
   "compat_batches",
   {
-    id: uuid("id").primaryKey().defaultRandom(),
-    userId: uuid("user_id")
-      .notNull()
-      .references(() => users.id, { onDelete: "cascade" }),
+    id: idColumn(),
+    userId: ownerColumn(),
     api: text("api", { enum: COMPAT_APIS }).notNull(),
     /** The durable batch that runs the requests; null for an OpenAI batch that failed validation. */
     batchId: uuid("batch_id")
@@ -62,11 +58,11 @@ export const compatBatches = pgTable(
     /** OpenAI `errors.data` of a batch that failed validation. */
     errors: jsonb("errors").$type<{ code: string; message: string; param: string | null; line: number | null }[] | null>(),
     total: integer("total").notNull(),
-    createdAt: timestamp("created_at", { withTimezone: true }).notNull().defaultNow(),
-    expiresAt: timestamp("expires_at", { withTimezone: true }).notNull(),
-    cancelRequestedAt: timestamp("cancel_requested_at", { withTimezone: true }),
+    createdAt: createdAtColumn(),
+    expiresAt: at("expires_at").notNull(),
+    cancelRequestedAt: at("cancel_requested_at"),
     /** Set when the completion window passed with work left: the cancelled items are `expired`. */
-    expiredAt: timestamp("expired_at", { withTimezone: true }),
+    expiredAt: at("expired_at"),
   },
   (t) => [index("compat_batches_list_idx").on(t.userId, t.api, t.createdAt, t.id)],
 );

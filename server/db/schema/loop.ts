@@ -1,8 +1,8 @@
+import { at, createdAtColumn, ownerColumn, threadColumn } from "./columns";
 import { sql } from "drizzle-orm";
-import { bigint, bigserial, date, index, integer, jsonb, pgTable, primaryKey, text, timestamp, uniqueIndex, uuid } from "drizzle-orm/pg-core";
+import { bigint, bigserial, date, index, integer, jsonb, pgTable, primaryKey, text, uniqueIndex, uuid } from "drizzle-orm/pg-core";
 import { users } from "./auth";
 import { subagentBatches } from "./batches";
-import { threads } from "./chat";
 
 /**
  * Closing the loop on durable batches: lead wake-ups, per-user webhooks and their deliveries,
@@ -18,25 +18,21 @@ export const batchWakeups = pgTable(
     batchId: uuid("batch_id")
       .notNull()
       .references(() => subagentBatches.id, { onDelete: "cascade" }),
-    threadId: uuid("thread_id")
-      .notNull()
-      .references(() => threads.id, { onDelete: "cascade" }),
-    userId: uuid("user_id")
-      .notNull()
-      .references(() => users.id, { onDelete: "cascade" }),
+    threadId: threadColumn(),
+    userId: ownerColumn(),
     settlementSeq: integer("settlement_seq").notNull(),
     /** Batch status at settlement (completed | failed | cancelled). */
     settledStatus: text("settled_status").notNull(),
     attempts: integer("attempts").notNull().default(0),
-    nextAttemptAt: timestamp("next_attempt_at", { withTimezone: true }).notNull().defaultNow(),
+    nextAttemptAt: at("next_attempt_at").notNull().defaultNow(),
     claimedBy: text("claimed_by"),
-    claimedAt: timestamp("claimed_at", { withTimezone: true }),
-    leaseExpiresAt: timestamp("lease_expires_at", { withTimezone: true }),
-    doneAt: timestamp("done_at", { withTimezone: true }),
+    claimedAt: at("claimed_at"),
+    leaseExpiresAt: at("lease_expires_at"),
+    doneAt: at("done_at"),
     /** The stored assistant message (the lead's reply, or the could-not-summarize note). */
     messageId: text("message_id"),
     lastError: text("last_error"),
-    createdAt: timestamp("created_at", { withTimezone: true }).notNull().defaultNow(),
+    createdAt: createdAtColumn(),
   },
   (t) => [
     uniqueIndex("batch_wakeups_settlement_uq").on(t.batchId, t.settlementSeq),
@@ -52,8 +48,8 @@ export const userWebhooks = pgTable("user_webhooks", {
     .references(() => users.id, { onDelete: "cascade" }),
   url: text("url").notNull(),
   secret: text("secret").notNull(),
-  createdAt: timestamp("created_at", { withTimezone: true }).notNull().defaultNow(),
-  updatedAt: timestamp("updated_at", { withTimezone: true }).notNull().defaultNow(),
+  createdAt: createdAtColumn(),
+  updatedAt: at("updated_at").notNull().defaultNow(),
 });
 
 /** One POST per (batch settlement, user), retried with backoff; the body is fixed at insert so the signature is too. */
@@ -61,9 +57,7 @@ export const webhookDeliveries = pgTable(
   "webhook_deliveries",
   {
     id: bigserial("id", { mode: "number" }).primaryKey(),
-    userId: uuid("user_id")
-      .notNull()
-      .references(() => users.id, { onDelete: "cascade" }),
+    userId: ownerColumn(),
     batchId: uuid("batch_id")
       .notNull()
       .references(() => subagentBatches.id, { onDelete: "cascade" }),
@@ -73,13 +67,13 @@ export const webhookDeliveries = pgTable(
     /** pending | delivered | failed */
     status: text("status", { enum: ["pending", "delivered", "failed"] }).notNull().default("pending"),
     attempts: integer("attempts").notNull().default(0),
-    nextAttemptAt: timestamp("next_attempt_at", { withTimezone: true }).notNull().defaultNow(),
+    nextAttemptAt: at("next_attempt_at").notNull().defaultNow(),
     claimedBy: text("claimed_by"),
-    leaseExpiresAt: timestamp("lease_expires_at", { withTimezone: true }),
+    leaseExpiresAt: at("lease_expires_at"),
     lastStatusCode: integer("last_status_code"),
     lastError: text("last_error"),
-    deliveredAt: timestamp("delivered_at", { withTimezone: true }),
-    createdAt: timestamp("created_at", { withTimezone: true }).notNull().defaultNow(),
+    deliveredAt: at("delivered_at"),
+    createdAt: createdAtColumn(),
   },
   (t) => [
     uniqueIndex("webhook_deliveries_settlement_uq").on(t.batchId, t.settlementSeq, t.userId),
@@ -91,9 +85,7 @@ export const webhookDeliveries = pgTable(
 export const userDailyTokens = pgTable(
   "user_daily_tokens",
   {
-    userId: uuid("user_id")
-      .notNull()
-      .references(() => users.id, { onDelete: "cascade" }),
+    userId: ownerColumn(),
     day: date("day").notNull(),
     tokens: bigint("tokens", { mode: "number" }).notNull().default(0),
   },

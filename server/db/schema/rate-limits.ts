@@ -1,4 +1,5 @@
-import { bigint, pgTable, text, timestamp } from "drizzle-orm/pg-core";
+import { at } from "./columns";
+import { bigint, pgTable, text, } from "drizzle-orm/pg-core";
 
 /**
  * One row per model endpoint: the shared request/token budget every web and worker process
@@ -11,14 +12,14 @@ import { bigint, pgTable, text, timestamp } from "drizzle-orm/pg-core";
  */
 export const modelRateLimits = pgTable("model_rate_limits", {
   endpoint: text("endpoint").primaryKey(),
-  nextRequestAt: timestamp("next_request_at", { withTimezone: true }).notNull().defaultNow(),
-  nextTokenAt: timestamp("next_token_at", { withTimezone: true }).notNull().defaultNow(),
+  nextRequestAt: at("next_request_at").notNull().defaultNow(),
+  nextTokenAt: at("next_token_at").notNull().defaultNow(),
   /** Set from a provider 429's retry-after: no process starts a call on this endpoint before it. */
-  slowUntil: timestamp("slow_until", { withTimezone: true }),
+  slowUntil: at("slow_until"),
   // Lifetime totals for operators (the workers view and metrics read them).
   requests: bigint("requests", { mode: "number" }).notNull().default(0),
   tokens: bigint("tokens", { mode: "number" }).notNull().default(0),
   rateLimited: bigint("rate_limited", { mode: "number" }).notNull().default(0),
-  lastRateLimitedAt: timestamp("last_rate_limited_at", { withTimezone: true }),
-  updatedAt: timestamp("updated_at", { withTimezone: true }).notNull().defaultNow(),
+  lastRateLimitedAt: at("last_rate_limited_at"),
+  updatedAt: at("updated_at").notNull().defaultNow(),
 });

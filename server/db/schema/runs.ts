@@ -1,7 +1,7 @@
+import { at, createdAtColumn, idColumn, ownerColumn } from "./columns";
 import { sql } from "drizzle-orm";
-import { bigint, bigserial, index, integer, jsonb, pgTable, text, timestamp, uniqueIndex, uuid } from "drizzle-orm/pg-core";
+import { bigint, bigserial, index, integer, jsonb, pgTable, text, uniqueIndex, uuid } from "drizzle-orm/pg-core";
 import type { ToolCallRecord } from "../../../lib/api/runs";
-import { users } from "./auth";
 import { threads } from "./chat";
 
 export const RUN_KINDS = ["lead", "task", "swarm_child", "batch_item"] as const;
@@ -20,10 +20,8 @@ export type RunStatus = (typeof RUN_STATUSES)[number];
 export const agentRuns = pgTable(
   "agent_runs",
   {
-    id: uuid("id").primaryKey().defaultRandom(),
-    userId: uuid("user_id")
-      .notNull()
-      .references(() => users.id, { onDelete: "cascade" }),
+    id: idColumn(),
+    userId: ownerColumn(),
     threadId: uuid("thread_id").references(() => threads.id, { onDelete: "cascade" }),
     parentRunId: uuid("parent_run_id"),
     rootRunId: uuid("root_run_id"),
@@ -51,9 +49,9 @@ export const agentRuns = pgTable(
     toolCallCount: integer("tool_call_count").notNull().default(0),
     /** Process instance that executes the run; restart recovery finalizes orphans by this. */
     ownerInstance: text("owner_instance"),
-    createdAt: timestamp("created_at", { withTimezone: true }).notNull().defaultNow(),
-    startedAt: timestamp("started_at", { withTimezone: true }),
-    finishedAt: timestamp("finished_at", { withTimezone: true }),
+    createdAt: createdAtColumn(),
+    startedAt: at("started_at"),
+    finishedAt: at("finished_at"),
   },
   (t) => [
     index("agent_runs_thread_idx").on(t.threadId, t.createdAt),
@@ -77,7 +75,7 @@ export const runEvents = pgTable(
       .references(() => agentRuns.id, { onDelete: "cascade" }),
     type: text("type").notNull(),
     data: jsonb("data").$type<Record<string, unknown>>().notNull().default({}),
-    createdAt: timestamp("created_at", { withTimezone: true }).notNull().defaultNow(),
+    createdAt: createdAtColumn(),
   },
   (t) => [index("run_events_run_idx").on(t.runId, t.id)],
 );

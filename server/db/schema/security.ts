@@ -1,17 +1,18 @@
-import { bigint, index, integer, pgTable, text, timestamp, uuid, varchar } from "drizzle-orm/pg-core";
+import { at, createdAtColumn, idColumn, ownerColumn } from "./columns";
+import { bigint, index, integer, pgTable, text, uuid, varchar } from "drizzle-orm/pg-core";
 import { users } from "./auth";
 
 /** Invite codes (auth.registration = invite): single use, expiring, only a SHA-256 of the code is stored. */
 export const invites = pgTable(
   "invites",
   {
-    id: uuid("id").primaryKey().defaultRandom(),
+    id: idColumn(),
     codeHash: text("code_hash").notNull().unique(),
     /** Null when created from the CLI. */
     createdBy: uuid("created_by").references(() => users.id, { onDelete: "set null" }),
-    createdAt: timestamp("created_at", { withTimezone: true }).notNull().defaultNow(),
-    expiresAt: timestamp("expires_at", { withTimezone: true }).notNull(),
-    usedAt: timestamp("used_at", { withTimezone: true }),
+    createdAt: createdAtColumn(),
+    expiresAt: at("expires_at").notNull(),
+    usedAt: at("used_at"),
     usedBy: uuid("used_by").references(() => users.id, { onDelete: "set null" }),
   },
   (t) => [index("invites_created_idx").on(t.createdAt)],
@@ -24,13 +25,11 @@ export const invites = pgTable(
 export const authSessions = pgTable(
   "auth_sessions",
   {
-    id: uuid("id").primaryKey().defaultRandom(),
-    userId: uuid("user_id")
-      .notNull()
-      .references(() => users.id, { onDelete: "cascade" }),
+    id: idColumn(),
+    userId: ownerColumn(),
     userAgent: text("user_agent"),
-    createdAt: timestamp("created_at", { withTimezone: true }).notNull().defaultNow(),
-    expiresAt: timestamp("expires_at", { withTimezone: true }).notNull(),
+    createdAt: createdAtColumn(),
+    expiresAt: at("expires_at").notNull(),
   },
   (t) => [index("auth_sessions_user_idx").on(t.userId, t.createdAt)],
 );

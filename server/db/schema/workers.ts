@@ -1,4 +1,5 @@
-import { integer, pgTable, text, timestamp } from "drizzle-orm/pg-core";
+import { at } from "./columns";
+import { integer, pgTable, text, } from "drizzle-orm/pg-core";
 
 /** Heartbeats of worker (and web) processes; "alive" = a heartbeat within a few lease intervals. */
 export const workerHeartbeats = pgTable("worker_heartbeats", {
@@ -9,7 +10,7 @@ export const workerHeartbeats = pgTable("worker_heartbeats", {
   version: text("version").notNull(),
   capacity: integer("capacity").notNull(),
   running: integer("running").notNull().default(0),
-  startedAt: timestamp("started_at", { withTimezone: true }).notNull().defaultNow(),
-  lastHeartbeatAt: timestamp("last_heartbeat_at", { withTimezone: true }).notNull().defaultNow(),
-  stoppedAt: timestamp("stopped_at", { withTimezone: true }),
+  startedAt: at("started_at").notNull().defaultNow(),
+  lastHeartbeatAt: at("last_heartbeat_at").notNull().defaultNow(),
+  stoppedAt: at("stopped_at"),
 });

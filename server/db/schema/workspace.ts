@@ -1,7 +1,6 @@
+import { createdAtColumn, idColumn, ownerColumn, threadColumn } from "./columns";
 import { sql } from "drizzle-orm";
-import { bigint, check, customType, pgTable, text, timestamp, uniqueIndex, uuid } from "drizzle-orm/pg-core";
-import { users } from "./auth";
-import { threads } from "./chat";
+import { bigint, check, customType, pgTable, text, uniqueIndex, uuid } from "drizzle-orm/pg-core";
 import { agentRuns } from "./runs";
 
 const bytea = customType<{ data: Buffer; driverData: Buffer }>({ dataType: () => "bytea" });
@@ -14,13 +13,9 @@ const bytea = customType<{ data: Buffer; driverData: Buffer }>({ dataType: () =>
 export const workspaceFiles = pgTable(
   "workspace_files",
   {
-    id: uuid("id").primaryKey().defaultRandom(),
-    userId: uuid("user_id")
-      .notNull()
-      .references(() => users.id, { onDelete: "cascade" }),
-    threadId: uuid("thread_id")
-      .notNull()
-      .references(() => threads.id, { onDelete: "cascade" }),
+    id: idColumn(),
+    userId: ownerColumn(),
+    threadId: threadColumn(),
     path: text("path").notNull(),
     bytes: bytea("bytes").notNull(),
     size: bigint("size", { mode: "number" }).notNull(),
@@ -28,7 +23,7 @@ export const workspaceFiles = pgTable(
     contentType: text("content_type").notNull(),
     /** The sub-agent run that wrote it; null for an upload. */
     createdByRunId: uuid("created_by_run_id").references(() => agentRuns.id, { onDelete: "set null" }),
-    createdAt: timestamp("created_at", { withTimezone: true }).notNull().defaultNow(),
+    createdAt: createdAtColumn(),
   },
   (t) => [
     // Also the listing index: every read filters by thread and orders by path.
