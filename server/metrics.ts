@@ -55,30 +55,20 @@ function registerGauges(state: ExpositionState): void {
     },
   });
 
-  new Gauge({
-    name: "flotilla_capacity_running",
-    help: "Sub-agent capacity slots held in this process.",
-    registers,
-    collect() {
-      this.set(getProcessCapacity().stats().running);
-    },
-  });
-  new Gauge({
-    name: "flotilla_capacity_queued",
-    help: "Sub-agent executions waiting for a capacity slot in this process.",
-    registers,
-    collect() {
-      this.set(getProcessCapacity().stats().queued);
-    },
-  });
-  new Gauge({
-    name: "flotilla_capacity_max_running",
-    help: "Configured subagent_runtime.max_running of this process.",
-    registers,
-    collect() {
-      this.set(getProcessCapacity().stats().maxRunning);
-    },
-  });
+  const capacityGauges = [
+    ["flotilla_capacity_running", "Sub-agent capacity slots held in this process.", "running"],
+    ["flotilla_capacity_queued", "Sub-agent executions waiting for a capacity slot in this process.", "queued"],
+    ["flotilla_capacity_max_running", "Configured subagent_runtime.max_running of this process.", "maxRunning"],
+  ] as const;
+  for (const [name, help, stat] of capacityGauges)
+    new Gauge({
+      name,
+      help,
+      registers,
+      collect() {
+        this.set(getProcessCapacity().stats()[stat]);
+      },
+    });
 
   // Cluster-wide (same value from every process): aggregate with max(), not sum().
   // prom-client collects all metrics concurrently, so the database gauges share one snapshot

@@ -1,4 +1,5 @@
 import type { FlotillaConfig } from "@/lib/config";
+import type { SpecDefinition } from "@/server/batches/spec";
 import { AppError } from "@/server/errors";
 import { resolveModelByName } from "@/server/models/index";
 import type { ResolvedModel } from "@/server/models/types";
@@ -8,18 +9,8 @@ import type { ResolvedModel } from "@/server/models/types";
  * configuration adds new ones or replaces a built-in of the same name.
  */
 
-export interface SubagentDefinition {
-  name: string;
-  description: string;
-  systemPrompt: string;
-  /** Tool group names (server/tools/index.ts); validated by the config schema at start. */
-  toolGroups: string[];
-  /** A catalog model name to use instead of the caller's; undefined = inherit the caller's model. */
-  model?: string;
-  /** Most model steps (LLM calls) one run may take. */
-  maxTurns: number;
-  /** Execution time limit once a slot is held. */
-  timeoutMs: number;
+/** A definition as it runs (the shape a batch spec snapshots), plus whether it is built in. */
+export interface SubagentDefinition extends SpecDefinition {
   builtin: boolean;
 }
 

@@ -23,37 +23,20 @@ export function checkIds(args: { threadId: string; batchId?: string; itemId?: st
   if (args.itemId !== undefined && !UUID.test(args.itemId)) throw notFound("item");
 }
 
-export async function getBatch(db: DbOrTx, args: BatchScopeArgs): Promise<BatchRow> {
+export async function getBatch(db: DbOrTx, args: BatchScopeArgs, lock?: "update"): Promise<BatchRow> {
   checkIds(args);
-  const [row] = await db
+  const b = subagentBatches;
+  const query = db
     .select()
-    .from(subagentBatches)
-    .where(
-      and(
-        eq(subagentBatches.id, args.batchId),
-        eq(subagentBatches.userId, args.userId),
-        eq(subagentBatches.threadId, args.threadId),
-      ),
-    );
+    .from(b)
+    .where(and(eq(b.id, args.batchId), eq(b.userId, args.userId), eq(b.threadId, args.threadId)));
+  const [row] = lock ? await query.for(lock) : await query;
   if (!row) throw notFound("batch");
   return row;
 }
 
 /** The batch row locked for a control (FOR UPDATE), owner-scoped like getBatch. */
-export async function lockBatch(tx: DbOrTx, args: BatchScopeArgs): Promise<BatchRow> {
-  checkIds(args);
-  const [row] = await tx
-    .select()
-    .from(subagentBatches)
-    .where(
-      and(
-        eq(subagentBatches.id, args.batchId),
-        eq(subagentBatches.userId, args.userId),
-        eq(subagentBatches.threadId, args.threadId),
-      ),
-    )
-    .for("update");
-  if (!row) throw notFound("batch");
-  return row;
+export function lockBatch(tx: DbOrTx, args: BatchScopeArgs): Promise<BatchRow> {
+  return getBatch(tx, args, "update");
 }
 

@@ -281,48 +281,34 @@ async function notifyControl(tx: DbOrTx, plan: { event: BatchEvent | null }, bat
   if (plan.event) await notify(tx, plan.event, batchId);
 }
 
-/** The batch controls by name, as the `[action]` route serves them. */
-export const batchControls: Record<BatchAction, (db: DbOrTx, args: BatchScopeArgs) => Promise<BatchRow>> = {
-  pause: pauseBatch,
-  resume: resumeBatch,
-  cancel: cancelBatch,
-};
 
 async function reread(tx: DbOrTx, batchId: string): Promise<BatchRow> {
   const [row] = await tx.select().from(subagentBatches).where(eq(subagentBatches.id, batchId));
   return row!;
 }
 
-/** Stops new claims; running items finish. Idempotent on a paused batch; 409 on a finished one. */
-export async function pauseBatch(db: DbOrTx, args: BatchScopeArgs): Promise<BatchRow> {
-  return db.transaction(async (tx) => {
-    const batch = await lockBatch(tx, args);
-    const plan = checkControl("pause", batch);
-    if (!plan) return batch;
-    await tx
-      .update(subagentBatches)
-      .set({ status: plan.next, updatedAt: sql`now()` })
-      .where(eq(subagentBatches.id, batch.id));
-    await notifyControl(tx, plan, batch.id);
-    return reread(tx, batch.id);
-  });
+/** A control that only moves the batch's status (the table says to what), after an optional guard. */
+function statusControl(name: "pause" | "resume", guard?: (tx: DbOrTx, batch: BatchRow) => Promise<void>) {
+  return (db: DbOrTx, args: BatchScopeArgs): Promise<BatchRow> =>
+    db.transaction(async (tx) => {
+      const batch = await lockBatch(tx, args);
+      const plan = checkControl(name, batch);
+      if (!plan) return batch;
+      await guard?.(tx, batch);
+      await tx
+        .update(subagentBatches)
+        .set({ status: plan.next, updatedAt: sql`now()` })
+        .where(eq(subagentBatches.id, batch.id));
+      await notifyControl(tx, plan, batch.id);
+      return reread(tx, batch.id);
+    });
 }
 
-/** Restarts claims of a paused batch. Idempotent on an active batch; 409 on a finished one. */
-export async function resumeBatch(db: DbOrTx, args: BatchScopeArgs): Promise<BatchRow> {
-  return db.transaction(async (tx) => {
-    const batch = await lockBatch(tx, args);
-    const plan = checkControl("resume", batch);
-    if (!plan) return batch;
-    await assertResumable(tx, batch);
-    await tx
-      .update(subagentBatches)
-      .set({ status: plan.next, updatedAt: sql`now()` })
-      .where(eq(subagentBatches.id, batch.id));
-    await notifyControl(tx, plan, batch.id);
-    return reread(tx, batch.id);
-  });
-}
+/** Stops new claims; running items finish. Idempotent on a paused batch; 409 on a finished one. */
+export const pauseBatch = statusControl("pause");
+
+/** Restarts claims of a paused batch (not one that would pause again at once). Idempotent on an active batch; 409 on a finished one. */
+export const resumeBatch = statusControl("resume", assertResumable);
 
 /**
  * One transaction: the batch becomes cancelled and every nonterminal item cancelled with its
@@ -362,6 +348,13 @@ export async function cancelBatch(db: DbOrTx, args: BatchScopeArgs): Promise<Bat
     return reread(tx, batch.id);
   });
 }
+
+/** The batch controls by name, as the `[action]` route serves them. */
+export const batchControls: Record<BatchAction, (db: DbOrTx, args: BatchScopeArgs) => Promise<BatchRow>> = {
+  pause: pauseBatch,
+  resume: resumeBatch,
+  cancel: cancelBatch,
+};
 
 /**
  * A failed item back to work with fresh attempts (queued when the live window has room,

@@ -58,9 +58,13 @@ export interface SpecDefinition {
   name: string;
   description: string;
   systemPrompt: string;
+  /** Tool group names (server/tools/index.ts); validated by the config schema at start. */
   toolGroups: string[];
+  /** A catalog model name to use instead of the caller's; undefined = inherit the caller's model. */
   model?: string;
+  /** Most model steps (LLM calls) one run may take. */
   maxTurns: number;
+  /** Execution time limit once a slot is held. */
   timeoutMs: number;
 }
 

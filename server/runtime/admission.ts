@@ -39,13 +39,10 @@ export class KeyedLimiter {
       this.dropIfIdle(key, lane);
       throw err;
     }
-    let done = false;
-    return () => {
-      if (done) return;
-      done = true;
+    return once(() => {
       release();
       this.dropIfIdle(key, lane);
-    };
+    });
   }
 
   stats(key: string): { running: number; queued: number } {
@@ -179,10 +176,15 @@ export async function admit(runtime: SubagentRuntime, req: AdmissionRequest): Pr
     releaseAll();
     throw err;
   }
+  return once(releaseAll);
+}
+
+/** A release that does its work the first time it is called and nothing after. */
+function once(release: () => void): Release {
   let done = false;
   return () => {
     if (done) return;
     done = true;
-    releaseAll();
+    release();
   };
 }

@@ -396,27 +396,41 @@ export function rateLimitMiddleware(
     if (outcome === "rate_limited") await limiter.recordRateLimited(endpoint, retryAfterMs(err));
   };
 
+  /** Waits for the shared budget of the call's endpoint; the clock starts once it is granted. */
+  const reserve = async (params: { prompt: LanguageModelV3Prompt; abortSignal?: AbortSignal }, model: LanguageModelV3) => {
+    const limiter = limiterFor();
+    const endpoint = options.endpoint ?? endpointKey(model);
+    const reservation = await limiter.acquire(endpoint, {
+      estimatedTokens: estimatePromptTokens(params.prompt),
+      signal: params.abortSignal,
+    });
+    return { limiter, endpoint, reservation, started: performance.now() };
+  };
+
+  /** A call that ended well: latency and tokens observed, the budget corrected with real usage. */
+  const onSuccess = async (
+    call: Awaited<ReturnType<typeof reserve>>,
+    usage: LanguageModelV3Usage | undefined,
+  ): Promise<void> => {
+    const t = totalTokens(usage);
+    observeModelCall({
+      endpoint: call.endpoint,
+      outcome: "ok",
+      seconds: (performance.now() - call.started) / 1000,
+      inputTokens: t.input,
+      outputTokens: t.output,
+    });
+    await call.limiter.settle(call.endpoint, call.reservation, t.total);
+  };
+
   return {
     specificationVersion: "v3",
     async wrapGenerate({ doGenerate, params, model }) {
-      const limiter = limiterFor();
-      const endpoint = options.endpoint ?? endpointKey(model);
-      const reservation = await limiter.acquire(endpoint, {
-        estimatedTokens: estimatePromptTokens(params.prompt),
-        signal: params.abortSignal,
-      });
-      const started = performance.now();
+      const call = await reserve(params, model);
+      const { limiter, endpoint, started } = call;
       try {
         const result = await doGenerate();
-        const t = totalTokens(result.usage);
-        observeModelCall({
-          endpoint,
-          outcome: "ok",
-          seconds: (performance.now() - started) / 1000,
-          inputTokens: t.input,
-          outputTokens: t.output,
-        });
-        await limiter.settle(endpoint, reservation, t.total);
+        await onSuccess(call, result.usage);
         return result;
       } catch (err) {
         await onError(limiter, endpoint, started, err);
@@ -424,13 +438,8 @@ export function rateLimitMiddleware(
       }
     },
     async wrapStream({ doStream, params, model }) {
-      const limiter = limiterFor();
-      const endpoint = options.endpoint ?? endpointKey(model);
-      const reservation = await limiter.acquire(endpoint, {
-        estimatedTokens: estimatePromptTokens(params.prompt),
-        signal: params.abortSignal,
-      });
-      const started = performance.now();
+      const call = await reserve(params, model);
+      const { limiter, endpoint, started } = call;
       let result: Awaited<ReturnType<typeof doStream>>;
       try {
         result = await doStream();
@@ -452,15 +461,7 @@ export function rateLimitMiddleware(
               await onError(limiter, endpoint, started, failed);
               return;
             }
-            const t = totalTokens(usage);
-            observeModelCall({
-              endpoint,
-              outcome: "ok",
-              seconds: (performance.now() - started) / 1000,
-              inputTokens: t.input,
-              outputTokens: t.output,
-            });
-            await limiter.settle(endpoint, reservation, t.total);
+            await onSuccess(call, usage);
           },
         }),
       );
