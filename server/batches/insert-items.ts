@@ -46,9 +46,8 @@ export async function insertItems(
   });
   failed.catch(() => {});
   const copy = await query.writable();
-  const errored = once(copy, "error").then(([err]) => Promise.reject(err));
-  errored.catch(() => {});
-  const stop = Promise.race([failed, errored]);
+  const stop = Promise.race([failed, once(copy, "error").then(([err]) => Promise.reject(err))]);
+  stop.catch(() => {}); // observed where it matters: below, and while waiting for drain
   try {
     let chunk = "";
     for (let i = 0; i < args.items.length; i++) {
