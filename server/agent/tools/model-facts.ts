@@ -13,7 +13,7 @@ import type { TaskToolOutput } from "@/lib/api/subagents";
 
 const KEY = "flotilla";
 
-/** The lead's wake-up after a batch it submitted settled (server/batches/wakeup.ts). */
+/** The lead's wake-up after a batch it submitted settled (server/chat/wakeup.ts). */
 export interface BatchSettledNotice {
   kind: "batch_settled";
   batch_id: string;
