@@ -115,30 +115,27 @@ function registerGauges(state: ExpositionState): void {
       if (snap) for (const status of ITEM_STATUSES) this.set({ status }, snap.items[status] ?? 0);
     },
   });
-  new Gauge({
-    name: "flotilla_batches",
-    help: "Batches by status (cluster-wide).",
-    labelNames: ["status"],
-    registers,
-    async collect() {
-      const snap = await dbSnapshot();
-      if (!snap) return;
-      this.reset();
-      for (const [status, n] of Object.entries(snap.batches)) this.set({ status }, n);
-    },
-  });
-  new Gauge({
-    name: "flotilla_batches_waiting",
-    help: "Unfinished batches by why they wait (paused, budget, no_worker, rate_limited, capacity; moving = not waiting).",
-    labelNames: ["reason"],
-    registers,
-    async collect() {
-      const snap = await dbSnapshot();
-      if (!snap) return;
-      this.reset();
-      for (const [reason, n] of Object.entries(snap.waiting)) this.set({ reason }, n);
-    },
-  });
+  // Counts by one label, replaced whole on each scrape (a status or reason that went away reads absent, not stale).
+  const countsByLabel = (name: string, help: string, label: string, pick: (snap: DatabaseSnapshot) => Record<string, number>) =>
+    new Gauge({
+      name,
+      help,
+      labelNames: [label],
+      registers,
+      async collect() {
+        const snap = await dbSnapshot();
+        if (!snap) return;
+        this.reset();
+        for (const [value, n] of Object.entries(pick(snap))) this.set({ [label]: value }, n);
+      },
+    });
+  countsByLabel("flotilla_batches", "Batches by status (cluster-wide).", "status", (snap) => snap.batches);
+  countsByLabel(
+    "flotilla_batches_waiting",
+    "Unfinished batches by why they wait (paused, budget, no_worker, rate_limited, capacity; moving = not waiting).",
+    "reason",
+    (snap) => snap.waiting,
+  );
   new Gauge({
     name: "flotilla_workers_alive",
     help: "Worker processes with a heartbeat in the last 30 s (cluster-wide).",

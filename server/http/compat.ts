@@ -2,10 +2,11 @@ import { ZodError } from "zod";
 import { userIdForToken } from "@/server/auth/tokens";
 import { getDatabase } from "@/server/db/client";
 import type { CompatApi } from "@/server/db/schema/compat";
-import { AppError } from "@/server/errors";
-import { zodMessage } from "@/server/errors";
+import { AppError, notFound, zodMessage } from "@/server/errors";
 import { log } from "@/server/log";
 import { CompatParamError } from "@/server/compat/errors";
+import { parseAnthropicBatchId, parseOpenAiBatchId } from "@/server/compat/ids";
+import type { Db } from "@/server/db/client";
 
 /**
  * Route plumbing of the compatible APIs: the personal API token as the key, and errors in each
@@ -114,4 +115,25 @@ export function requestOrigin(req: Request): string {
   const host = req.headers.get("x-forwarded-host")?.split(",")[0]?.trim() || req.headers.get("host") || url.host;
   const proto = req.headers.get("x-forwarded-proto")?.split(",")[0]?.trim() || url.protocol.replace(/:$/, "");
   return `${proto}://${host}`;
+}
+
+/** What a route on one compatible batch gets: the caller, the batch's own id, the database. */
+export interface CompatBatchCall {
+  req: Request;
+  userId: string;
+  id: string;
+  db: Db;
+}
+
+/**
+ * A route on one batch of a compatible API: the API key, the provider's batch id parsed (404
+ * when it names nothing of this deployment), errors in the provider's shape.
+ */
+export function compatBatchRoute(api: CompatApi, fn: (call: CompatBatchCall) => Promise<Response>) {
+  return compatHandle(api, async (req: Request, ctx: { params: Promise<{ batchId: string }> }) => {
+    const { userId } = await requireApiKey(req);
+    const id = (api === "openai" ? parseOpenAiBatchId : parseAnthropicBatchId)((await ctx.params).batchId);
+    if (!id) throw notFound("batch");
+    return fn({ req, userId, id, db: getDatabase().db });
+  });
 }

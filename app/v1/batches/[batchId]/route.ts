@@ -1,18 +1,10 @@
 import { getCompatBatch } from "@/server/compat/batches";
-import { compatHandle, requireApiKey } from "@/server/http/compat";
-import { parseOpenAiBatchId } from "@/server/compat/ids";
 import { toOpenAiBatch } from "@/server/compat/projection";
-import { getDatabase } from "@/server/db/client";
-import { notFound } from "@/server/errors";
+import { compatBatchRoute } from "@/server/http/compat";
 
 export const dynamic = "force-dynamic";
 
-type Ctx = { params: Promise<{ batchId: string }> };
-
 /** OpenAI batches.retrieve. */
-export const GET = compatHandle("openai", async (req: Request, ctx: Ctx) => {
-  const { userId } = await requireApiKey(req);
-  const id = parseOpenAiBatchId((await ctx.params).batchId);
-  if (!id) throw notFound("batch");
-  return Response.json(toOpenAiBatch(await getCompatBatch(getDatabase().db, { userId, api: "openai", id })));
-});
+export const GET = compatBatchRoute("openai", async ({ userId, id, db }) =>
+  Response.json(toOpenAiBatch(await getCompatBatch(db, { userId, api: "openai", id }))),
+);

@@ -1,19 +1,11 @@
 import { cancelCompatBatch } from "@/server/compat/batches";
-import { compatHandle, requireApiKey } from "@/server/http/compat";
-import { parseOpenAiBatchId } from "@/server/compat/ids";
 import { toOpenAiBatch } from "@/server/compat/projection";
-import { getDatabase } from "@/server/db/client";
-import { notFound } from "@/server/errors";
+import { compatBatchRoute } from "@/server/http/compat";
 
 export const dynamic = "force-dynamic";
 
-type Ctx = { params: Promise<{ batchId: string }> };
-
 /** OpenAI batches.cancel: answers `cancelling`; the batch reads `cancelled` once its items are stopped. */
-export const POST = compatHandle("openai", async (req: Request, ctx: Ctx) => {
-  const { userId } = await requireApiKey(req);
-  const id = parseOpenAiBatchId((await ctx.params).batchId);
-  if (!id) throw notFound("batch");
-  const cancelled = await cancelCompatBatch(getDatabase().db, { userId, api: "openai", id });
+export const POST = compatBatchRoute("openai", async ({ userId, id, db }) => {
+  const cancelled = await cancelCompatBatch(db, { userId, api: "openai", id });
   return Response.json(toOpenAiBatch(cancelled, { cancelling: cancelled.compat.expiredAt === null }));
 });
