@@ -82,8 +82,8 @@ export const ItemRow = memo(function ItemRow({
               {names.label}
             </span>
           </button>
-          <p className="mt-0.5 flex min-w-0 gap-1.5 pl-4">
-            {names.key ? <span className="shrink-0 font-mono text-zinc-500">{names.key}</span> : null}
+          <p className="mt-0.5 line-clamp-2 pl-4 wrap-anywhere">
+            {names.key ? <span className="font-mono text-zinc-500">{names.key} · </span> : null}
             <ResultLine item={item} retried={retry.isSuccess} />
           </p>
         </td>
@@ -136,20 +136,20 @@ function ResultLine({ item, retried }: { item: ItemProjection; retried: boolean 
   if (retried && item.status !== "succeeded") {
     const now = item.status === "failed" ? `failed again: ${item.error ?? "no error message"}` : `${ITEM_STATUS_WORDS[item.status].toLowerCase()} again`;
     return (
-      <span role="status" data-testid="item-retry-feedback" className="truncate text-sky-800">
+      <span role="status" data-testid="item-retry-feedback" className="text-sky-800">
         Retried · {now}
       </span>
     );
   }
   if (item.error)
     return (
-      <span data-testid="item-result" className="truncate text-red-700" title={item.error}>
+      <span data-testid="item-result" className="text-red-700" title={item.error}>
         {item.error}
       </span>
     );
   if (item.preview)
     return (
-      <span data-testid="item-result" className="truncate text-zinc-600" title={item.preview}>
+      <span data-testid="item-result" className="text-zinc-600" title={item.preview}>
         {item.preview}
       </span>
     );

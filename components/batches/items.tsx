@@ -125,8 +125,8 @@ export function ItemsSection({
         <colgroup>
           <col className="w-9" />
           <col />
-          <col className="w-[6.75rem]" />
-          {withActions ? <col className="w-[4.75rem]" /> : null}
+          <col className="w-24" />
+          {withActions ? <col className="w-[4.5rem]" /> : null}
         </colgroup>
         <thead className="bg-zinc-50 text-[11px] font-medium text-zinc-600">
           <tr>
