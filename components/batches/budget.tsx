@@ -133,7 +133,7 @@ export function BudgetInputs({
     { show: only.cost, id: ids.cost, label: "Max cost in USD (budget)", value: cost, onChange: onCost, min: 0, step: "any" },
   ];
   return (
-    <div className="grid grid-cols-2 gap-3">
+    <div className="grid grid-cols-1 gap-2 sm:grid-cols-2">
       {fields
         .filter((f) => f.show)
         .map(({ show: _, ...f }) => (

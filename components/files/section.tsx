@@ -4,6 +4,7 @@ import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
 import { useEffect, useId, useRef, useState } from "react";
 import { CollapsibleHeader, CountPill } from "@/components/ui/collapsible-header";
 import { type FileProjection, fileUrl } from "@/lib/api/files";
+import { formatTime } from "@/lib/format";
 import { errorMessage } from "../batches/shared";
 import { buttonClass, shortId } from "../batches/ui";
 import { deleteFile, fetchFiles, filesKey, formatBytes, onFilesChanged } from "./api";
@@ -113,7 +114,7 @@ function FileRow({ threadId, file }: { threadId: string; file: FileProjection })
           )}
           {" · "}
           <time dateTime={file.created_at}>
-            {new Date(file.created_at).toLocaleString(undefined, { dateStyle: "short", timeStyle: "short" })}
+            {formatTime(file.created_at)}
           </time>
         </p>
         {remove.isError ? (

@@ -62,7 +62,7 @@ export default async function WorkersPage() {
   const th = "px-3 py-2 text-left text-xs font-medium uppercase tracking-wide text-zinc-500";
   // Below md each row is a card: cells stack in two columns, each named by its data-label.
   const td =
-    "px-3 py-2 align-top text-sm max-md:flex max-md:flex-col max-md:gap-0.5 max-md:px-0 max-md:py-1 max-md:before:text-[11px] max-md:before:font-medium max-md:before:uppercase max-md:before:tracking-wide max-md:before:text-zinc-500 max-md:before:content-[attr(data-label)]";
+    "px-3 py-2 align-top text-sm max-md:flex max-md:flex-col max-md:items-start max-md:gap-0.5 max-md:px-0 max-md:py-1 max-md:before:text-[11px] max-md:before:font-medium max-md:before:uppercase max-md:before:tracking-wide max-md:before:text-zinc-500 max-md:before:content-[attr(data-label)]";
   const table = "w-full max-md:block";
   const head = "border-b border-zinc-200 bg-zinc-50 max-md:sr-only";
   const body = "divide-y divide-zinc-100 max-md:block";
