@@ -49,19 +49,23 @@ function responseText(message: ChatMessage): string {
 
 /**
  * Takes the thread's lock: one active stream row per thread (partial unique index). A lock
- * left by a dead process is released first. Runs in the caller's transaction with the user
+ * left by a dead process is released and taken again (looked for only when the lock is held,
+ * so a free thread costs one statement). Runs in the caller's transaction with the user
  * message insert, so a 409 writes nothing.
  */
 async function lockThread(
   db: Parameters<Parameters<Db["transaction"]>[0]>[0],
   input: { threadId: string; userId: string; messageId: string },
 ): Promise<string> {
-  const rows = await db.execute<{ id: string }>(sql`
-    insert into ${chatStreams} (thread_id, user_id, message_id)
-    values (${input.threadId}, ${input.userId}, ${input.messageId})
-    on conflict (thread_id) where status = 'active' do nothing
-    returning id`);
-  const id = rows[0]?.id;
+  const take = async () =>
+    (
+      await db.execute<{ id: string }>(sql`
+        insert into ${chatStreams} (thread_id, user_id, message_id)
+        values (${input.threadId}, ${input.userId}, ${input.messageId})
+        on conflict (thread_id) where status = 'active' do nothing
+        returning id`)
+    )[0]?.id;
+  const id = (await take()) ?? ((await closeAbandonedStreams(db, { threadId: input.threadId })) > 0 ? await take() : undefined);
   if (!id) throw new AppError("conflict", THREAD_BUSY_MESSAGE);
   return id;
 }
@@ -79,9 +83,11 @@ export async function startLeadRun(
   input: { config: FlotillaConfig; model: ResolvedModel; userId: string; threadId: string; trigger: LeadTrigger },
 ): Promise<StartedLeadRun> {
   const { config, model, userId, trigger } = input;
-  const thread = await getThreadForUser(db, { userId, threadId: input.threadId });
-  await closeAbandonedStreams(db, { threadId: thread.id });
-  const history = await loadMessages(db, { threadId: thread.id });
+  // In parallel: the history is used only once the ownership check has passed.
+  const [thread, history] = await Promise.all([
+    getThreadForUser(db, { userId, threadId: input.threadId }),
+    loadMessages(db, { threadId: input.threadId }),
+  ]);
   const messageId = `msg_${randomUUID().replace(/-/g, "")}`;
 
   const streamId = await db.transaction(async (tx) => {
@@ -89,6 +95,13 @@ export async function startLeadRun(
     if (trigger.kind === "user") await insertMessage(tx, { threadId: thread.id, message: trigger.message });
     return id;
   });
+  // The thread's activity and title, beside the run's start rather than before it (one commit
+  // less on the first token's path); a failure here only leaves the sidebar order stale.
+  const touched = touchThread(db, {
+    userId,
+    threadId: thread.id,
+    titleIfDefault: trigger.kind === "user" && history.length === 0 ? titleFrom(trigger.message, model) : undefined,
+  }).catch((err) => log.warn({ err, thread_id: thread.id }, "could not mark the thread's activity"));
   const writer = new ChunkWriter(db, streamId);
 
   const turn: ChatMessage =
@@ -96,22 +109,27 @@ export async function startLeadRun(
       ? trigger.message
       : { id: `trigger_${messageId}`, role: "user", parts: [{ type: "text", text: trigger.text }] };
   const triggerMetadata = trigger.kind === "system" ? trigger.metadata : undefined;
-  await touchThread(db, {
-    userId,
-    threadId: thread.id,
-    titleIfDefault: trigger.kind === "user" && history.length === 0 ? titleFrom(trigger.message, model) : undefined,
-  });
 
   const messages = [...history, turn];
   let lead: Awaited<ReturnType<typeof startLeadResponse>>;
   try {
     lead = await startLeadResponse({ db, config, model, userId, threadId: thread.id, messages });
-    await db.update(chatStreams).set({ runId: lead.runId }).where(sql`${chatStreams.id} = ${streamId}`);
+    await touched;
   } catch (err) {
     await writer.close();
     throw err;
   }
   const runId = lead.runId;
+  // Off the first token's path: the stream is a minute away from counting as abandoned
+  // without its run, and the writer finishes it only after this settles.
+  const attached = db
+    .update(chatStreams)
+    .set({ runId })
+    .where(sql`${chatStreams.id} = ${streamId}`)
+    .then(
+      () => undefined,
+      (err) => log.error({ err, stream_id: streamId, run_id: runId }, "could not attach the run to its chat stream"),
+    );
   // Stop pressed on another web process reaches this one as a notification.
   const unsubscribeStop = await onChatStreamEvent(db, (payload) => {
     if (payload === `stop:${runId}`) abortLiveRun(runId);
@@ -153,6 +171,7 @@ export async function startLeadRun(
       log.error({ err, run_id: runId }, "lead response stream failed");
     } finally {
       unsubscribeStop();
+      await attached;
       await writer.close().catch((err) => log.error({ err, stream_id: streamId }, "could not finish the chat stream"));
       await pruneFinishedStreams(db).catch((err) => log.warn({ err }, "could not prune finished chat streams"));
     }
