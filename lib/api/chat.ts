@@ -58,6 +58,18 @@ export type ChatRequest = z.output<typeof chatRequestSchema>;
 export const THREAD_BUSY_MESSAGE =
   "The lead agent is still answering your previous message in this thread. Wait for it to finish or press Stop, then send again.";
 
+/** GET /api/threads/{id}: the thread with its stored messages (parts as the AI SDK wrote them). */
+export const threadMessagesSchema = z.looseObject({
+  messages: z.array(
+    z.looseObject({
+      id: z.string(),
+      role: z.enum(["user", "assistant", "system"]),
+      parts: z.array(z.unknown()),
+      metadata: z.record(z.string(), z.unknown()).nullish(),
+    }),
+  ),
+});
+
 /** Metadata the server attaches to assistant messages (also streamed to the client). */
 export interface ChatMessageMetadata {
   /** The lead run (agent_runs row) that produced this message. */
