@@ -4,7 +4,7 @@ import { readFileSync } from "node:fs";
 import { createServer } from "node:net";
 import { sql } from "drizzle-orm";
 import { configSchema } from "@/lib/config";
-import { submitBatch } from "@/server/batches/repository";
+import { submitBatch } from "@/server/batches/submit";
 import { createDatabase } from "@/server/db/client";
 import { benchServer, freshDatabase, owner, waitTerminal } from "./batch.bench";
 import type { BenchRow } from "./run";

@@ -1,7 +1,8 @@
 import { sql } from "drizzle-orm";
 import { configSchema } from "@/lib/config";
 import { claimItems } from "@/server/batches/claim";
-import { exportResults, getBatch, listItems, submitBatch } from "@/server/batches/repository";
+import { exportResults, getBatch, listItems } from "@/server/batches/repository";
+import { submitBatch } from "@/server/batches/submit";
 import { createDatabase, type Database } from "@/server/db/client";
 import { benchServer, freshDatabase, owner } from "./batch.bench";
 import type { BenchRow } from "./run";

@@ -1,18 +1,12 @@
 import { and, asc, desc, eq, gt, sql } from "drizzle-orm";
-import { type BatchSubmission, isFileSubmission } from "@/lib/api/files";
-import type { FlotillaConfig } from "@/lib/config";
 import type { Db, DbOrTx } from "@/server/db/client";
-import { subagentBatches, subagentBatchItems, threads } from "@/server/db/schema";
+import { subagentBatches, subagentBatchItems } from "@/server/db/schema";
 import { ITEM_STATUSES, type ItemStatus } from "@/server/db/schema/batches";
 import { AppError, notFound } from "@/server/errors";
-import { resolveModel } from "@/server/models/index";
-import { expandFileSubmission } from "@/server/workspace/batches";
-import { assertResumable, modelPrices } from "./budget";
+import { assertResumable } from "./budget";
 import { decodeCursor, encodeCursor } from "./cursor";
 import { BATCH_CHANNEL, type BatchEvent, batchEventPayload } from "./notify";
-import { buildExecutionSpec, type SubmissionOrigin } from "./spec";
 import type { BatchRow, ItemPageResult, ItemSummary, ResultLine } from "./types";
-import { normalizeSubmission } from "./validate";
 
 /**
  * Owner-facing batch repository. Every function takes the database first and one object
@@ -50,160 +44,6 @@ function checkIds(args: { threadId: string; batchId?: string; itemId?: string })
 async function notify(db: DbOrTx, event: BatchEvent, batchId: string): Promise<void> {
   // Delivered at commit; a rolled-back transaction sends nothing.
   await db.execute(sql`select pg_notify(${BATCH_CHANNEL}, ${batchEventPayload(event, batchId)})`);
-}
-
-// ---------------------------------------------------------------------------------------------
-// Submission
-
-export interface SubmitBatchArgs {
-  userId: string;
-  threadId: string;
-  /** Items, or a glob over the thread's workspace files (adds the `workspace` group). */
-  input: BatchSubmission;
-  config: FlotillaConfig;
-  /** Model recorded in the execution spec; default: this process's resolved model. */
-  model?: { name: string; simulator: boolean; catalogName?: string };
-  /** Where the submission came from; the tool passes its run and tool call. Default api. */
-  origin?: SubmissionOrigin;
-}
-
-/**
- * Creates a batch and all its items in one transaction, or returns the existing batch when
- * (userId, submission_key) was seen before (`created: false`). The whole input is validated
- * first; nothing is written on any error. Items go in with one INSERT ... SELECT over a JSON
- * array (one round trip for thousands of rows); the first max_live_items enter as queued.
- */
-export async function submitBatch(db: Db, args: SubmitBatchArgs): Promise<{ batch: BatchRow; created: boolean }> {
-  checkIds({ threadId: args.threadId });
-  const overFiles = isFileSubmission(args.input);
-  if (overFiles) {
-    // A replay answers with the batch it made, whatever the workspace holds by now.
-    const earlier = await replayOf(db, args, args.input.submission_key);
-    if (earlier) return { batch: earlier, created: false };
-  }
-  const input = isFileSubmission(args.input) ? await expandFileSubmission(db, { ...args, input: args.input }) : args.input;
-  const normalized = normalizeSubmission(input, args.config);
-  // A batch over files shows each item's file path as its input (its key is that path too).
-  const sub = overFiles ? { ...normalized, items: normalized.items.map((i) => ({ ...i, input: i.key })) } : normalized;
-  const spec = buildExecutionSpec({
-    extraToolGroups: overFiles ? ["workspace"] : [],
-    config: args.config,
-    userId: args.userId,
-    threadId: args.threadId,
-    subagent: sub.subagent,
-    model: args.model ?? resolveModel(args.config),
-    origin: args.origin ?? { kind: "api" },
-  });
-  const total = sub.items.length;
-  const live = Math.min(total, sub.maxLiveItems);
-  const prices = modelPrices(args.config, spec.model.name);
-  // Only the lead's own submissions wake it when they settle (API and dialog batches never do).
-  const wakeLead = spec.caller.origin === "tool" && args.config.subagent_batches.wake_lead;
-  const itemsJson = JSON.stringify(sub.items.map((i) => [i.key, i.prompt, i.input]));
-
-  // Per-user quotas, race-safe: one submission per user at a time takes the count and inserts
-  // under a transaction-scoped advisory lock. A replay of an existing key is never refused.
-  const rows = await db.transaction(async (tx) => {
-    await tx.execute(sql`select pg_advisory_xact_lock(hashtext('flotilla:submit'), hashtext(${args.userId}))`);
-    const [replay] = await tx
-      .select({ id: subagentBatches.id })
-      .from(subagentBatches)
-      .where(and(eq(subagentBatches.userId, args.userId), eq(subagentBatches.submissionKey, sub.submissionKey)));
-    if (!replay) await checkQuotas(tx, { userId: args.userId, total, quotas: args.config.quotas });
-    return insertSubmission(tx, { ...args, sub, spec, total, live, itemsJson, prices, wakeLead });
-  });
-  if (rows.length === 1) {
-    const [batch] = await db.select().from(subagentBatches).where(eq(subagentBatches.id, rows[0]!.id));
-    return { batch: batch!, created: true };
-  }
-  const existing = await replayOf(db, args, sub.submissionKey);
-  if (!existing) throw new AppError("conflict", "submission_key: a concurrent submission with this key did not complete; retry");
-  return { batch: existing, created: false };
-}
-
-/** quotas.max_active_batches and quotas.max_queued_items, from the batch counters (no item scan). */
-async function checkQuotas(
-  tx: DbOrTx,
-  args: { userId: string; total: number; quotas: SubmitBatchArgs["config"]["quotas"] },
-): Promise<void> {
-  const [usage] = await tx.execute<{ active: number; unfinished: number }>(sql`
-    select count(*)::int as active,
-           coalesce(sum(pending_count + queued_count + leased_count + running_count), 0)::int as unfinished
-      from subagent_batches
-     where user_id = ${args.userId} and status in ('queued', 'running', 'paused')`);
-  const { active, unfinished } = usage ?? { active: 0, unfinished: 0 };
-  if (active >= args.quotas.max_active_batches)
-    throw new AppError(
-      "quota_exceeded",
-      `quotas.max_active_batches: you have ${active} active batches, the most allowed; wait for one to finish or cancel one`,
-    );
-  if (unfinished + args.total > args.quotas.max_queued_items)
-    throw new AppError(
-      "quota_exceeded",
-      `quotas.max_queued_items: ${unfinished} of your items are unfinished and this batch adds ${args.total}; at most ${args.quotas.max_queued_items} at once`,
-    );
-}
-
-async function insertSubmission(
-  db: DbOrTx,
-  args: SubmitBatchArgs & {
-    sub: ReturnType<typeof normalizeSubmission>;
-    spec: ReturnType<typeof buildExecutionSpec>;
-    total: number;
-    live: number;
-    itemsJson: string;
-    prices: { input: number; output: number };
-    wakeLead: boolean;
-  },
-): Promise<{ id: string }[]> {
-  const { sub, spec, total, live, itemsJson, prices, wakeLead } = args;
-  // One statement: ownership, the idempotent batch insert, every item and the wake-up
-  // notification. Only a replay or a refusal needs a second look.
-  return db.execute<{ id: string }>(sql`
-    with owner as (
-      select 1 from threads where id = ${args.threadId} and user_id = ${args.userId}
-    ),
-    ins as (
-      insert into subagent_batches (user_id, thread_id, submission_key, subagent, execution_spec, total,
-                                    max_live_items, max_running_items, max_attempts, pending_count, queued_count,
-                                    max_total_tokens, max_cost_usd, price_input_per_million, price_output_per_million,
-                                    daily_token_quota, wake_lead)
-      select ${args.userId}::uuid, ${args.threadId}::uuid, ${sub.submissionKey}, ${spec.subagent.name},
-             ${JSON.stringify(spec)}::jsonb, ${total}::int, ${sub.maxLiveItems}::int, ${sub.maxRunningItems}::int,
-             ${args.config.subagent_batches.max_attempts}::int, ${total - live}::int, ${live}::int,
-             ${sub.maxTotalTokens}::bigint, ${sub.maxCostUsd}::float8, ${prices.input}::float8, ${prices.output}::float8,
-             ${args.config.quotas.max_tokens_per_day}::bigint, ${wakeLead}::boolean
-        from owner
-      on conflict (user_id, submission_key) do nothing
-      returning id
-    ),
-    items as (
-      insert into subagent_batch_items (batch_id, position, item_key, prompt, input, status)
-      select ins.id, t.ord::int, t.v->>0, t.v->>1, t.v->>2, case when t.ord <= ${live} then 'queued' else 'pending' end
-        from ins cross join json_array_elements(${itemsJson}::json) with ordinality as t(v, ord)
-    ),
-    note as (
-      select pg_notify(${BATCH_CHANNEL}, ${batchEventPayload("submit", "")} || ins.id::text) from ins
-    )
-    select ins.id, (select count(*) from note) as notified from ins
-  `);
-}
-
-/** The batch an earlier submission with this key made (404 / 409 when it cannot be this caller's replay), or null. */
-async function replayOf(db: Db, args: SubmitBatchArgs, submissionKey: string): Promise<BatchRow | null> {
-  const owned = await db
-    .select({ id: threads.id })
-    .from(threads)
-    .where(and(eq(threads.id, args.threadId), eq(threads.userId, args.userId)));
-  if (owned.length === 0) throw notFound("thread");
-  const [existing] = await db
-    .select()
-    .from(subagentBatches)
-    .where(and(eq(subagentBatches.userId, args.userId), eq(subagentBatches.submissionKey, submissionKey)));
-  if (!existing) return null;
-  if (existing.threadId !== args.threadId)
-    throw new AppError("conflict", "submission_key: already used for a batch in another thread");
-  return existing;
 }
 
 // ---------------------------------------------------------------------------------------------

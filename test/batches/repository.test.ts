@@ -13,17 +13,8 @@ import {
   settleItems,
 } from "@/server/batches/claim";
 import { toBatchProjection, toItemProjection } from "@/server/batches/projection";
-import {
-  cancelBatch,
-  exportResults,
-  getBatch,
-  listBatches,
-  listItems,
-  pauseBatch,
-  resumeBatch,
-  retryItem,
-  submitBatch,
-} from "@/server/batches/repository";
+import { cancelBatch, exportResults, getBatch, listBatches, listItems, pauseBatch, resumeBatch, retryItem } from "@/server/batches/repository";
+import { submitBatch } from "@/server/batches/submit";
 import { parseExecutionSpec } from "@/server/batches/spec";
 import type { ClaimedItem } from "@/server/batches/types";
 import { AppError } from "@/server/errors";
@@ -150,7 +141,7 @@ describe("submission", () => {
     const owner = await makeOwner(t.db);
     const batches = await countRows("subagent_batches");
     const items = await countRows("subagent_batch_items");
-    await expectAppError(submit(owner, input([{ item_key: "k", prompt: "a" }, { item_key: "k", prompt: "b" }])), "validation_failed", /items\.1\.item_key: duplicate item_key "k"/);
+    await expectAppError(submit(owner, input([{ item_key: "k", prompt: "a" }, { item_key: "k", prompt: "b" }])), "validation_failed", /items\.1: duplicate item_key "k" \(first used by items\.0\)/);
     // An explicit key colliding with a default one is a duplicate too.
     await expectAppError(submit(owner, input([{ item_key: "item-2", prompt: "a" }, "b"])), "validation_failed", /duplicate item_key "item-2"/);
     await expectAppError(submit(owner, input(Array.from({ length: 51 }, (_, i) => `i${i}`))), "validation_failed", /items: at most 50/);

@@ -1,9 +1,17 @@
 import { type ToolSet, tool } from "ai";
 import { and, eq, sql } from "drizzle-orm";
 import { z } from "zod";
-import { type BatchSubmission, FILE_PLACEHOLDER } from "@/lib/api/files";
+import type { BatchSubmission } from "@/lib/api/files";
+import {
+  FILE_PLACEHOLDER,
+  GLOB_MAX_CHARS,
+  ITEM_KEY_MAX_CHARS,
+  PROMPT_TEMPLATE_MAX_CHARS,
+  SUBAGENT_NAME_MAX_CHARS,
+} from "@/lib/batch-rules";
 import { toBatchProjection } from "@/server/batches/projection";
-import { getBatch, listBatches, listItems, submitBatch } from "@/server/batches/repository";
+import { getBatch, listBatches, listItems } from "@/server/batches/repository";
+import { submitBatch } from "@/server/batches/submit";
 import type { BatchRow } from "@/server/batches/types";
 import { subagentBatches } from "@/server/db/schema";
 import { AppError } from "@/server/errors";
@@ -21,16 +29,22 @@ import type { LeadToolContext } from "./index";
  */
 
 const itemObject = z.object({
-  item_key: z.string().min(1).max(200).optional().describe("Stable key for this item (default item-1, item-2, ...)."),
+  item_key: z
+    .string()
+    .min(1)
+    .max(ITEM_KEY_MAX_CHARS)
+    .optional()
+    .describe("Stable key for this item (default item-1, item-2, ...)."),
   prompt: z.string().min(1).describe("The complete, self-contained instructions for this item."),
 });
 
+/** The tool's arguments: the JSON door's fields (their bounds from lib/batch-rules.ts), described for the model. */
 export const batchTaskInputSchema = z.object({
-  subagent: z.string().min(1).max(40).optional().describe("Which sub-agent runs every item (default general)."),
+  subagent: z.string().min(1).max(SUBAGENT_NAME_MAX_CHARS).optional().describe("Which sub-agent runs every item (default general)."),
   prompt_template: z
     .string()
     .min(1)
-    .max(20_000)
+    .max(PROMPT_TEMPLATE_MAX_CHARS)
     .optional()
     .describe(
       "Template with {{item}}; each string item is substituted into it to form that item's prompt. " +
@@ -43,7 +57,7 @@ export const batchTaskInputSchema = z.object({
   files: z
     .string()
     .min(1)
-    .max(512)
+    .max(GLOB_MAX_CHARS)
     .optional()
     .describe(
       "Instead of items: a glob over this thread's workspace files (e.g. reports/*.md, **/*.csv). One item per " +
@@ -122,7 +136,11 @@ async function threadHasBatches(ctx: LeadToolContext): Promise<boolean> {
   return row !== undefined;
 }
 
-/** Exactly one of items and files; a batch over files needs a {{file}} template. */
+/**
+ * The tool's envelope: its arguments as the normalized submission (exactly one of items and
+ * files, said in the model's words). Every rule is the writer's; its refusals name the argument
+ * as the JSON door names the field (`items.3.prompt: ...`, `max_cost_usd: ...`).
+ */
 function submissionOf(input: BatchTaskInput, submissionKey: string): BatchSubmission | { error: string } {
   const { items, files, prompt_template, ...rest } = input;
   if ((items === undefined) === (files === undefined)) return { error: "Pass either items or files (a glob), not both." };
@@ -131,7 +149,7 @@ function submissionOf(input: BatchTaskInput, submissionKey: string): BatchSubmis
       return { error: `A batch over files needs a prompt_template containing ${FILE_PLACEHOLDER}.` };
     return { ...rest, submission_key: submissionKey, files, prompt_template };
   }
-  return { ...rest, submission_key: submissionKey, items: items!, ...(prompt_template ? { prompt_template } : {}) };
+  return { ...rest, submission_key: submissionKey, items: items!, ...(prompt_template !== undefined ? { prompt_template } : {}) };
 }
 
 export function createBatchTaskTool(ctx: LeadToolContext) {
