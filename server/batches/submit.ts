@@ -169,7 +169,7 @@ function* chunked(rows: readonly ItemRow[]): Iterable<ItemRow[]> {
 }
 
 /** What every door's batch becomes: the row's fields and its items in position order. */
-export interface BatchPlan {
+export interface BatchPlan<R extends ItemRow = ItemRow> {
   userId: string;
   threadId: string;
   submissionKey: string;
@@ -184,9 +184,9 @@ export interface BatchPlan {
   maxCostUsd: number | null;
   wakeLead: boolean;
   /** The items, in position order, a chunk at a time (a compatible batch streams them from its file). */
-  chunks: Iterable<ItemRow[]> | AsyncIterable<ItemRow[]>;
-  /** Runs after each chunk is written (positions offset+1 .. offset+count). */
-  afterChunk?: (tx: DbOrTx, written: { batchId: string; offset: number; count: number }) => Promise<void>;
+  chunks: Iterable<R[]> | AsyncIterable<R[]>;
+  /** Runs after each chunk is written (its items hold positions offset+1, offset+2, ...). */
+  afterChunk?: (tx: DbOrTx, written: { batchId: string; offset: number; items: R[] }) => Promise<void>;
 }
 
 /**
@@ -195,7 +195,10 @@ export interface BatchPlan {
  * snapshot, the batch row, its items, the submit notification. A replay of a known key returns
  * that batch unrefused.
  */
-export async function writeBatch(tx: DbOrTx, plan: BatchPlan): Promise<{ batch: BatchRow; created: boolean }> {
+export async function writeBatch<R extends ItemRow>(
+  tx: DbOrTx,
+  plan: BatchPlan<R>,
+): Promise<{ batch: BatchRow; created: boolean }> {
   await tx.execute(sql`select pg_advisory_xact_lock(hashtext('flotilla:submit'), hashtext(${plan.userId}))`);
   const earlier = await replayOf(tx, plan);
   if (earlier) return { batch: earlier, created: false };
@@ -229,7 +232,7 @@ export async function writeBatch(tx: DbOrTx, plan: BatchPlan): Promise<{ batch: 
   let offset = 0;
   for await (const items of plan.chunks) {
     await insertItems(tx, { batchId: batch!.id, offset, live, items });
-    await plan.afterChunk?.(tx, { batchId: batch!.id, offset, count: items.length });
+    await plan.afterChunk?.(tx, { batchId: batch!.id, offset, items });
     offset += items.length;
   }
   if (offset !== plan.total) throw new AppError("conflict", "the input changed while the batch was being written; retry");
