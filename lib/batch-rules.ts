@@ -275,3 +275,15 @@ export function issueProblem(issues: readonly { path: readonly PropertyKey[]; me
   const field = (issue?.path ?? []).map(String).join(".");
   return { ...(field ? { field } : {}), message: issue?.message ?? "invalid input" };
 }
+
+/** The dialog names items by their 1-based number. */
+export const itemNumberLocator: Locator = {
+  item: (i) => `item ${i + 1}`,
+  field: (i, f) => `item ${i + 1}: ${f}`,
+};
+
+/** The first refusal the server's rules would give this submission (items named "item N"), or null: the dialog's check before sending. */
+export function submissionRefusal(input: Parameters<typeof submissionProblem>[0], limits: SubmissionLimits): string | null {
+  const problem = submissionProblem(input, limits);
+  return problem ? problemText(problem, itemNumberLocator) : null;
+}

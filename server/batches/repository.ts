@@ -1,4 +1,5 @@
 import { and, asc, desc, eq, gt, sql } from "drizzle-orm";
+import { configSchema } from "@/lib/config";
 import type { Db, DbOrTx } from "@/server/db/client";
 import { subagentBatches, subagentBatchItems } from "@/server/db/schema";
 import { ITEM_STATUSES, type ItemStatus } from "@/server/db/schema/batches";
@@ -19,8 +20,11 @@ export type { BatchRow, ItemPageResult, ItemSummary, ResultLine } from "./types"
 export const ITEM_PAGE_MAX = 200;
 export const ITEM_PAGE_DEFAULT = 50;
 export const BATCH_LIST_MAX = 100;
-/** Item pages carry previews and errors cut to this many characters. */
-export const ITEM_PREVIEW_MAX_CHARS = 2_000;
+/**
+ * Item rows carry previews and errors cut to subagent_batches.result_preview_max_chars (the one
+ * preview cap; callers pass the configured value, others get its default).
+ */
+const DEFAULT_PREVIEW_MAX_CHARS = configSchema.parse({}).subagent_batches.result_preview_max_chars;
 /** Item rows carry their input cut to this; the JSONL export carries it whole. */
 export const ITEM_INPUT_MAX_CHARS = 200;
 /** Export pages: bounded memory however large the batch (results are at most max_result_chars each). */
@@ -102,8 +106,8 @@ export function parseItemStatus(value: string | null | undefined): ItemStatus | 
   return value as ItemStatus;
 }
 
-/** The columns of an item page row: bounded previews, never the prompt or the full result. */
-export const itemSummaryColumns = {
+/** The columns of an item page row: previews and errors cut to `previewMaxChars`, never the prompt or the full result. */
+export const itemSummaryColumns = (previewMaxChars = DEFAULT_PREVIEW_MAX_CHARS) => ({
   id: subagentBatchItems.id,
   batchId: subagentBatchItems.batchId,
   itemKey: subagentBatchItems.itemKey,
@@ -111,15 +115,15 @@ export const itemSummaryColumns = {
   position: subagentBatchItems.position,
   status: subagentBatchItems.status,
   attempts: subagentBatchItems.attempts,
-  preview: sql<string | null>`left(${subagentBatchItems.preview}, ${ITEM_PREVIEW_MAX_CHARS})`,
-  error: sql<string | null>`left(${subagentBatchItems.error}, ${ITEM_PREVIEW_MAX_CHARS})`,
+  preview: sql<string | null>`left(${subagentBatchItems.preview}, ${previewMaxChars}::int)`,
+  error: sql<string | null>`left(${subagentBatchItems.error}, ${previewMaxChars}::int)`,
   inputTokens: subagentBatchItems.inputTokens,
   outputTokens: subagentBatchItems.outputTokens,
   // One primary-key probe per row of the page; the run row holds the count.
   toolCalls: sql<number>`coalesce((select r.tool_call_count from agent_runs r where r.id = ${subagentBatchItems.runId}), 0)`,
   startedAt: subagentBatchItems.startedAt,
   finishedAt: subagentBatchItems.finishedAt,
-};
+});
 
 /**
  * One page of items in position order (keyset on position; the cursor is opaque), optionally
@@ -127,7 +131,13 @@ export const itemSummaryColumns = {
  */
 export async function listItems(
   db: DbOrTx,
-  args: BatchScopeArgs & { status?: ItemStatus | string | null; cursor?: string | null; limit?: number },
+  args: BatchScopeArgs & {
+    status?: ItemStatus | string | null;
+    cursor?: string | null;
+    limit?: number;
+    /** subagent_batches.result_preview_max_chars */
+    previewMaxChars?: number;
+  },
 ): Promise<ItemPageResult> {
   const status = parseItemStatus(args.status);
   const after = args.cursor ? decodeCursor(args.cursor) : 0;
@@ -137,7 +147,7 @@ export async function listItems(
   await getBatch(db, args);
   const i = subagentBatchItems;
   const rows = await db
-    .select(itemSummaryColumns)
+    .select(itemSummaryColumns(args.previewMaxChars))
     .from(i)
     .where(and(eq(i.batchId, args.batchId), gt(i.position, after), status ? eq(i.status, status) : undefined))
     .orderBy(asc(i.position))
@@ -307,7 +317,7 @@ export async function cancelBatch(db: Db, args: BatchScopeArgs): Promise<BatchRo
  */
 export async function retryItem(
   db: Db,
-  args: BatchScopeArgs & { itemId: string },
+  args: BatchScopeArgs & { itemId: string; previewMaxChars?: number },
 ): Promise<{ batch: BatchRow; item: ItemSummary }> {
   checkIds(args);
   return db.transaction(async (tx) => {
@@ -343,7 +353,7 @@ export async function retryItem(
       .where(eq(subagentBatchItems.id, item.id));
     await notify(tx, "retry", batch.id);
     const page = await tx
-      .select(itemSummaryColumns)
+      .select(itemSummaryColumns(args.previewMaxChars))
       .from(subagentBatchItems)
       .where(eq(subagentBatchItems.id, item.id));
     const row = page[0]!;

@@ -243,6 +243,7 @@ export function createBatchResultsTool(ctx: LeadToolContext) {
           status,
           cursor: cursor ?? null,
           limit: pageLimit,
+          previewMaxChars: ctx.config.subagent_batches.result_preview_max_chars,
         });
         const perItem = Math.max(200, Math.floor(ctx.config.tools.max_output_chars / pageLimit) - 200);
         const cut = (text: string | null) => (text && text.length > perItem ? `${text.slice(0, perItem)}…` : text);
