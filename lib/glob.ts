@@ -258,57 +258,90 @@ class Builder {
   }
 }
 
+/** A set of NFA states met while matching (a state of the lazily built DFA), with its cached transitions. */
+interface SetState {
+  states: number[];
+  accepts: boolean;
+  next: Map<string, SetState>;
+}
+
+/** Most cached state sets per matcher; past it the cache starts afresh (still correct, only slower). */
+const MAX_CACHED_SETS = 10_000;
+
 /**
- * A matcher for `glob`. Throws GlobError for syntax it refuses. Each call costs at most
- * (number of NFA states) × (path length) steps; the state count is linear in the glob.
+ * A matcher for `glob`. Throws GlobError for syntax it refuses. The NFA is simulated with
+ * state sets built lazily into a DFA and cached (as RE2 does): a set is computed once, in at
+ * most (number of NFA states) steps, and every later path reuses it, so each path costs one
+ * lookup per character once the sets it meets are known, and never more than NFA states ×
+ * path length. The state count is linear in the glob.
  */
 export function compileGlob(glob: string): (path: string) => boolean {
   const negate = glob.startsWith("!") && !glob.startsWith("!(");
   // Paths never start with "./", and "**/**" is "**".
   const body = (negate ? glob.slice(1) : glob).replace(/^(\.\/)+/, "").replace(/(^|\/)\*\*(?:\/\*\*)+(?=\/|$)/g, "$1**");
-  const parser = new Parser(body);
-  const root = parser.sequence("");
+  const root = new Parser(body).sequence("");
   const builder = new Builder();
   const { start, end } = builder.build(root);
   const states = builder.states;
   const mark = new Uint32Array(states.length);
   let generation = 0;
+  const cache = new Map<string, SetState>();
 
-  // Adds `s` and everything reachable from it over epsilon edges (iteratively: no deep recursion).
-  const close = (seed: number[], into: number[]) => {
-    const stack = seed;
-    while (stack.length > 0) {
-      const s = stack.pop()!;
-      if (mark[s] === generation) continue;
-      mark[s] = generation;
-      const state = states[s]!;
-      if (state.test) into.push(s);
-      else if (s === end) into.push(s);
-      else for (const o of state.out) stack.push(o);
-    }
-  };
-
-  const run = (path: string): boolean => {
+  // Everything reachable from the seeds over epsilon edges, keeping the character-consuming states and the end.
+  const close = (seeds: number[]): number[] => {
     if (generation > 0x7fff_0000) {
       mark.fill(0);
       generation = 0;
     }
     generation++;
-    let current: number[] = [];
-    close([start], current);
-    for (let k = 0; k < path.length && current.length > 0; k++) {
-      const c = path[k]!;
-      generation++;
-      const next: number[] = [];
+    const into: number[] = [];
+    const stack = seeds;
+    while (stack.length > 0) {
+      const s = stack.pop()!;
+      if (mark[s] === generation) continue;
+      mark[s] = generation;
+      const state = states[s]!;
+      if (state.test || s === end) into.push(s);
+      else for (const o of state.out) stack.push(o);
+    }
+    return into.sort((a, b) => a - b);
+  };
+
+  const intern = (set: number[]): SetState => {
+    const key = set.join(",");
+    let found = cache.get(key);
+    if (!found) {
+      if (cache.size >= MAX_CACHED_SETS) {
+        // Start afresh: the old sets (reachable only through each other) become garbage.
+        cache.clear();
+        initial = null;
+      }
+      found = { states: set, accepts: set.includes(end), next: new Map() };
+      cache.set(key, found);
+    }
+    return found;
+  };
+
+  const step = (from: SetState, c: string): SetState => {
+    let to = from.next.get(c);
+    if (!to) {
       const seeds: number[] = [];
-      for (const s of current) {
+      for (const s of from.states) {
         const state = states[s]!;
         if (state.test?.(c)) for (const o of state.out) seeds.push(o);
       }
-      close(seeds, next);
-      current = next;
+      to = intern(close(seeds));
+      from.next.set(c, to);
     }
-    return current.includes(end);
+    return to;
+  };
+
+  let initial: SetState | null = null;
+  const run = (path: string): boolean => {
+    initial ??= intern(close([start]));
+    let current = initial;
+    for (let k = 0; k < path.length && current.states.length > 0; k++) current = step(current, path[k]!);
+    return current.accepts;
   };
 
   return negate ? (path) => !run(path) : run;
