@@ -153,6 +153,44 @@ describe("per-user quotas refuse compatible batches in the provider's error shap
   });
 });
 
+describe("the compatible doors name the bad request by their own locator", () => {
+  it("OpenAI: `Line N: <param>: <message>` in errors.data; Anthropic: `requests.N.<param>: <message>`", async () => {
+    const user = await makeUser(tdb, "doors");
+    const bad = JSON.stringify({
+      custom_id: "b",
+      method: "POST",
+      url: "/v1/chat/completions",
+      body: { model: "simulator", messages: [] },
+    });
+    const file = await openai(user).files.create({
+      file: await toFile(Buffer.from(jsonl([chatLine("a", "fine"), bad])), "bad.jsonl"),
+      purpose: "batch",
+    });
+    const failed = await openai(user).batches.create({
+      input_file_id: file.id,
+      endpoint: "/v1/chat/completions",
+      completion_window: "24h",
+    });
+    expect(failed.status).toBe("failed");
+    expect(failed.errors?.data).toEqual([
+      { code: "invalid_body", line: 2, param: "body.messages", message: expect.stringMatching(/^Line 2: body\.messages: /) },
+    ]);
+
+    const { max_tokens: _dropped, ...noMax } = request("b").params;
+    const refused = await anthropic(user)
+      .messages.batches.create({ requests: [request("a"), { custom_id: "b", params: noMax as never }] })
+      .then(
+        () => null,
+        (err: unknown) => err as InstanceType<typeof Anthropic.BadRequestError>,
+      );
+    expect(refused?.status).toBe(400);
+    expect(refused?.error).toEqual({
+      type: "error",
+      error: { type: "invalid_request_error", message: expect.stringMatching(/^requests\.1\.params\.max_tokens: /) },
+    });
+  });
+});
+
 describe("compatible batches are priced and paused by the daily token quota", () => {
   it("cost_usd from the catalog entry's prices; pauses at quotas.max_tokens_per_day; the next create is refused", async () => {
     worker = spawnWorker(tdb, { FLOTILLA__MODELS: process.env.FLOTILLA__MODELS! });
