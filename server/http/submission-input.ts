@@ -8,14 +8,13 @@ import {
   type Locator,
   lineLocator,
   PROMPT_TEMPLATE_MAX_CHARS,
-  type Problem,
   parseItem,
-  problemText,
   type SubmitItem,
   submissionProblem,
   windowProblem,
 } from "@/lib/batch-rules";
 import type { FlotillaConfig } from "@/lib/config";
+import { refusal } from "@/server/batches/submit";
 import { AppError } from "@/server/errors";
 import { readBodyText } from "./route";
 
@@ -59,9 +58,6 @@ export function submissionFormat(contentType: string | null): SubmissionFormat {
   );
 }
 
-const refuse = (problem: Problem, locator: Locator = jsonLocator) =>
-  new AppError(problem.tooLarge ? "payload_too_large" : "validation_failed", problemText(problem, locator));
-
 const jsonEnvelopeSchema = submitBatchSchema.omit({ items: true }).extend({
   items: z.array(z.unknown()).min(1, "must contain at least one item"),
 });
@@ -75,28 +71,28 @@ export function parseJsonSubmission(text: string, limits: DoorLimits): BatchSubm
   }
   if (value !== null && typeof value === "object" && "files" in value) return parseFileSubmission(value, limits);
   const envelope = jsonEnvelopeSchema.safeParse(value);
-  if (!envelope.success) throw refuse(issueProblem(envelope.error.issues));
+  if (!envelope.success) throw refusal(issueProblem(envelope.error.issues));
   const { items: rawItems, ...rest } = envelope.data;
   if (rawItems.length > limits.maxItems)
-    throw refuse({ field: "items", message: `at most ${limits.maxItems} items per batch (got ${rawItems.length})` });
+    throw refusal({ field: "items", message: `at most ${limits.maxItems} items per batch (got ${rawItems.length})` });
   const items = rawItems.map((raw, index) => {
     const item = parseItem(raw, index);
-    if (isProblem(item)) throw refuse(item);
+    if (isProblem(item)) throw refusal(item);
     return item;
   });
   const input = { ...rest, items };
   const problem = submissionProblem(input, limits);
-  if (problem) throw refuse(problem);
+  if (problem) throw refusal(problem);
   return input;
 }
 
 /** A batch over workspace files: a glob instead of items (matched against the thread when written). */
 function parseFileSubmission(value: object, limits: DoorLimits): BatchSubmission {
-  if ("items" in value) throw refuse({ field: "files", message: "send either items or files, not both" });
+  if ("items" in value) throw refusal({ field: "files", message: "send either items or files, not both" });
   const parsed = submitFileBatchSchema.safeParse(value);
-  if (!parsed.success) throw refuse(issueProblem(parsed.error.issues));
+  if (!parsed.success) throw refusal(issueProblem(parsed.error.issues));
   const problem = windowProblem(parsed.data, limits);
-  if (problem) throw refuse(problem);
+  if (problem) throw refusal(problem);
   return parsed.data;
 }
 
@@ -139,15 +135,15 @@ function parseNdjsonLines(
 ): { input: SubmitBatchInput; locator: Locator } {
   const query: Record<string, string> = {};
   for (const [name, value] of params) {
-    if (name in query) throw refuse({ field: name, message: "given more than once" });
+    if (name in query) throw refusal({ field: name, message: "given more than once" });
     query[name] = value;
   }
   const parsedQuery = ndjsonParamsSchema.safeParse(query);
   if (!parsedQuery.success) {
     const issue = parsedQuery.error.issues[0];
     // A strict object reports unknown keys at the root; name them like any other field.
-    if (issue?.code === "unrecognized_keys") throw refuse({ field: issue.keys[0], message: "unknown query parameter" });
-    throw refuse(issueProblem(parsedQuery.error.issues));
+    if (issue?.code === "unrecognized_keys") throw refusal({ field: issue.keys[0], message: "unknown query parameter" });
+    throw refusal(issueProblem(parsedQuery.error.issues));
   }
 
   const items: SubmitItem[] = [];
@@ -159,23 +155,23 @@ function parseNdjsonLines(
     if (line.trim() === "") continue;
     const where = `line ${i + 1}`;
     // Stop reading at the first line past the bound.
-    if (items.length === limits.maxItems) throw refuse({ message: `${where}: at most ${limits.maxItems} items per batch` });
+    if (items.length === limits.maxItems) throw refusal({ message: `${where}: at most ${limits.maxItems} items per batch` });
     let value: unknown;
     try {
       value = JSON.parse(line);
     } catch {
-      throw refuse({ message: `${where}: not valid JSON` });
+      throw refusal({ message: `${where}: not valid JSON` });
     }
     lineOf.push(i + 1);
     const item = parseItem(value, items.length);
-    if (isProblem(item)) throw refuse(item, locator);
+    if (isProblem(item)) throw refusal(item, locator);
     items.push(item);
   }
   if (items.length === 0)
-    throw refuse({ field: "items", message: "must contain at least one item (one JSON string or object per line)" });
+    throw refusal({ field: "items", message: "must contain at least one item (one JSON string or object per line)" });
   const input = { ...parsedQuery.data, items };
   const problem = submissionProblem(input, limits);
-  if (problem) throw refuse(problem, locator);
+  if (problem) throw refusal(problem, locator);
   return { input, locator };
 }
 
@@ -194,7 +190,7 @@ export async function readSubmission(
   const params = new URL(req.url).searchParams;
   const firstParam = [...params.keys()][0];
   if (format === "json" && firstParam !== undefined)
-    throw refuse({ field: firstParam, message: "query parameters are only read with an application/x-ndjson body" });
+    throw refusal({ field: firstParam, message: "query parameters are only read with an application/x-ndjson body" });
   const text = await readBodyText(req, config.http.max_body_bytes);
   const limits = submissionLimits(config);
   if (format === "json") return { input: parseJsonSubmission(text, limits), locator: jsonLocator };
