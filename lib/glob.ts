@@ -7,7 +7,8 @@
  *   of folders (`a/**` also matches `a`), `[abc]` `[a-z]` `[!a]` `[^a]` `[[:digit:]]` classes,
  *   `{a,b}` alternatives (nested), `@(a|b)` `(a|b)` `?(a)` `*(a)` `+(a)` groups, `\x` a literal
  *   x, and a leading `!` negates the whole glob. `!(...)` is refused (not a regular language
- *   step a linear matcher takes).
+ *   step a linear matcher takes), and so is a glob whose unclosed groups would take the parser
+ *   more than MAX_PARSE_STEPS atoms.
  * Pure and client-safe: the server and the New batch dialog's preview use the same matcher.
  */
 
@@ -38,9 +39,17 @@ const POSIX_CLASSES: Record<string, (c: string) => boolean> = {
 
 const seq = (items: Node[]): Node => (items.length === 1 ? items[0]! : { t: "seq", items });
 
-/** Recursive-descent parser over the glob (bounded by its 512 characters). */
+/**
+ * Most atoms one parse may read. An unclosed `{` or `(` is read again as a literal, so deeply
+ * nested unclosed groups could cost exponential time; past this budget the glob is refused
+ * instead (ordinary globs read each character once or twice).
+ */
+const MAX_PARSE_STEPS = 10_000;
+
+/** Recursive-descent parser over the glob (at most 512 characters). */
 class Parser {
   i = 0;
+  steps = 0;
   constructor(readonly src: string) {}
 
   /** A sequence up to one of `stops` (not consumed) or the end. */
@@ -51,6 +60,8 @@ class Parser {
   }
 
   atom(before: Node[]): Node {
+    if (++this.steps > MAX_PARSE_STEPS)
+      throw new GlobError("the glob is too complex (nested groups that never close); simplify it");
     const s = this.src;
     const c = s[this.i]!;
     const next = s[this.i + 1];

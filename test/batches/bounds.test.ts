@@ -116,6 +116,18 @@ describe("a files glob is matched in time linear in the path", () => {
     expect(await rowCounts(tdb)).toEqual(before);
   });
 
+  it("a 510-character glob of groups that never close is refused within a second", async () => {
+    const threadId = await makeThread(tdb, alice);
+    await addFiles(threadId, names);
+    const { result, slowestHealthMs } = await withHealthProbe(() =>
+      submit(threadId, { submission_key: `nested-${Math.random()}`, files: "{a,".repeat(170), prompt_template: "{{file}}" }),
+    );
+    expect(result.status).toBe(400);
+    expect(result.body.error?.message).toMatch(/^files: the glob is too complex/);
+    expect(result.ms).toBeLessThan(1_000);
+    expect(slowestHealthMs).toBeLessThan(1_000);
+  });
+
   it("the matcher alone: each glob against 1,000 names of 200 characters in well under a second", () => {
     const many = Array.from({ length: 1_000 }, (_, i) => `${"a".repeat(195)}${String(i).padStart(5, "0")}`);
     for (const [, glob] of globs) {

@@ -59,6 +59,17 @@ describe("glob semantics", () => {
     expect(globProblem("reports/*.md")).toBeNull();
   });
 
+  it("refuses groups that never close quickly, instead of re-reading them without end", () => {
+    for (const glob of ["{a,".repeat(170), "{".repeat(512), "@(".repeat(256), "*(a|".repeat(128)]) {
+      const started = performance.now();
+      expect(globProblem(glob)).toContain("too complex");
+      expect(performance.now() - started).toBeLessThan(1_000);
+    }
+    // Closed groups of the same length are fine.
+    expect(globProblem("{a,b}".repeat(100))).toBeNull();
+    expect(globProblem("{a}".repeat(170))).toBeNull();
+  });
+
   it("agrees with picomatch on random globs and paths", () => {
     let seed = 42;
     const rnd = (n: number) => {
