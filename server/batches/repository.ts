@@ -106,6 +106,19 @@ export function parseItemStatus(value: string | null | undefined): ItemStatus | 
   return value as ItemStatus;
 }
 
+function countOf(batch: BatchRow, status: ItemStatus): number {
+  const counts: Record<ItemStatus, number> = {
+    pending: batch.pendingCount,
+    queued: batch.queuedCount,
+    leased: batch.leasedCount,
+    running: batch.runningCount,
+    succeeded: batch.succeededCount,
+    failed: batch.failedCount,
+    cancelled: batch.cancelledCount,
+  };
+  return counts[status];
+}
+
 /** The columns of an item page row: previews and errors cut to `previewMaxChars`, never the prompt or the full result. */
 export const itemSummaryColumns = (previewMaxChars = DEFAULT_PREVIEW_MAX_CHARS) => ({
   id: subagentBatchItems.id,
@@ -144,12 +157,16 @@ export async function listItems(
   const limit = args.limit ?? ITEM_PAGE_DEFAULT;
   if (!Number.isInteger(limit) || limit < 1 || limit > ITEM_PAGE_MAX)
     throw new AppError("validation_failed", `limit: must be a whole number between 1 and ${ITEM_PAGE_MAX}`);
-  await getBatch(db, args);
+  const batch = await getBatch(db, args);
+  // The batch's counters answer a status with no items without reading any.
+  if (status && countOf(batch, status) === 0) return { items: [], nextCursor: null };
   const i = subagentBatchItems;
   const rows = await db
     .select(itemSummaryColumns(args.previewMaxChars))
     .from(i)
-    .where(and(eq(i.batchId, args.batchId), gt(i.position, after), status ? eq(i.status, status) : undefined))
+    // The status as a literal (it is one of ITEM_STATUSES), so the planner can pick that
+    // status's partial index, which a bound parameter never matches.
+    .where(and(eq(i.batchId, args.batchId), gt(i.position, after), status ? sql`${i.status} = ${sql.raw(`'${status}'`)}` : undefined))
     .orderBy(asc(i.position))
     .limit(limit + 1);
   const more = rows.length > limit;

@@ -42,8 +42,6 @@ import type { BatchRow } from "./types";
  */
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
-/** Rows per item-write statement: bounded statements however large the batch. */
-const ITEM_CHUNK_ROWS = 1_000;
 
 /** A refusal as the door names it: 413 for a bound on size, 400 otherwise. */
 export function refusal(problem: Problem, locator: Locator = jsonLocator): AppError {
@@ -159,13 +157,10 @@ export async function submitBatch(db: Db, args: SubmitBatchArgs): Promise<{ batc
       maxCostUsd: input.max_cost_usd ?? null,
       // Only the lead's own submissions wake it when they settle (API and dialog batches never do).
       wakeLead: spec.caller.origin === "tool" && b.wake_lead,
-      chunks: chunked(rows),
+      // One COPY for the whole batch (insert-items.ts streams it in bounded messages).
+      chunks: [rows],
     }),
   );
-}
-
-function* chunked(rows: readonly ItemRow[]): Iterable<ItemRow[]> {
-  for (let at = 0; at < rows.length; at += ITEM_CHUNK_ROWS) yield rows.slice(at, at + ITEM_CHUNK_ROWS);
 }
 
 /** What every door's batch becomes: the row's fields and its items in position order. */
