@@ -1,4 +1,4 @@
-import { afterEach, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { batchProjectionSchema, itemDetailSchema, itemPageSchema } from "@/lib/api/batches";
 import { submissionRefusal } from "@/lib/batch-rules";
 import { configSchema } from "@/lib/config";
@@ -20,6 +20,10 @@ import type { TestDatabase } from "../helpers/db";
 // The web side's configuration, read lazily by the handlers: a preview cap above the old fixed 2,000.
 const PREVIEW_CAP = 5_000;
 process.env.FLOTILLA__SUBAGENT_BATCHES__RESULT_PREVIEW_MAX_CHARS = String(PREVIEW_CAP);
+// A worker process may run another suite next: leave the environment as it was.
+afterAll(() => {
+  delete process.env.FLOTILLA__SUBAGENT_BATCHES__RESULT_PREVIEW_MAX_CHARS;
+});
 
 let tdb: TestDatabase;
 let alice: TestUser;

@@ -54,6 +54,9 @@ beforeAll(async () => {
 });
 
 afterAll(async () => {
+  // A worker process may run another suite next: leave the environment as it was.
+  for (const name of ["MAX_QUEUED_ITEMS", "MAX_ACTIVE_BATCHES", "MAX_TOKENS_PER_DAY"]) delete process.env[`FLOTILLA__QUOTAS__${name}`];
+  delete process.env.FLOTILLA__MODELS;
   await stopWorker(worker);
   await server?.close();
   await fake?.close();
