@@ -63,6 +63,7 @@ function settlementPayload(settlements: readonly Settlement[]): string {
       retryable: s.kind === "failed" ? s.retryable !== false : true,
       delay_ms: s.kind === "deferred" || s.kind === "failed" ? Math.max(0, Math.round(s.delayMs ?? 0)) : 0,
       run_id: s.runId ?? null,
+      started_ms: s.startedAtMs ?? null,
     })),
   );
 }
@@ -91,6 +92,8 @@ export interface WorkerPassResult {
   marked: Set<string>;
   /** Claimed (leased) for the free slots first, then the local queue: marked running when a slot starts one. */
   claimed: ClaimedItem[];
+  /** The execution spec of every batch claimed from, as stored (parse with parseExecutionSpec). */
+  specs: Map<string, unknown>;
 }
 
 /**
@@ -115,17 +118,22 @@ export async function workerPass(
 ): Promise<WorkerPassResult> {
   checkRefs(args.settlements);
   checkRefs(args.marks);
-  const rows = await db.execute<ClaimRow & { kind: "settled" | "marked" | "claimed"; status: ItemStatus }>(sql`
+  const rows = await db.execute<
+    ClaimRow & { kind: "settled" | "marked" | "claimed"; status: ItemStatus; execution_spec: unknown }
+  >(sql`
     select * from flotilla_worker_pass(${args.workerId}, ${settlementPayload(args.settlements)}::jsonb,
       ${arrayLiteral(args.marks.map((m) => m.id))}::uuid[], ${arrayLiteral(args.marks.map((m) => m.leaseToken))}::bigint[],
       ${args.maxDeferrals}::int, ${Math.max(0, Math.floor(args.run))}::int, ${Math.max(0, Math.floor(args.ahead))}::int,
       ${args.leaseSeconds}::float8, ${args.maxBatches ?? 8}::int)
   `);
-  const out: WorkerPassResult = { settled: new Map(), marked: new Set(), claimed: [] };
+  const out: WorkerPassResult = { settled: new Map(), marked: new Set(), claimed: [], specs: new Map() };
   for (const r of rows) {
     if (r.kind === "settled") out.settled.set(r.item_id, r.status);
     else if (r.kind === "marked") out.marked.add(r.item_id);
-    else out.claimed.push(toClaimed(r));
+    else {
+      out.claimed.push(toClaimed(r));
+      if (r.execution_spec != null) out.specs.set(r.batch_id, r.execution_spec);
+    }
   }
   return out;
 }
@@ -230,24 +238,13 @@ export async function recoverExpiredLeases(
   return { requeued: rows.length - failed, failed };
 }
 
-/** Execution specs of the given batches (immutable; workers cache them). */
-export async function getExecutionSpecs(
-  db: DbOrTx,
-  args: { batchIds: readonly string[] },
-): Promise<Map<string, ExecutionSpec | Error>> {
-  const out = new Map<string, ExecutionSpec | Error>();
-  if (args.batchIds.length === 0) return out;
-  const rows = await db.execute<{ id: string; execution_spec: unknown }>(sql`
-    select id, execution_spec from subagent_batches where id = any(${arrayLiteral([...args.batchIds])}::uuid[])
-  `);
-  for (const r of rows) {
-    try {
-      out.set(r.id, parseExecutionSpec(r.execution_spec));
-    } catch (err) {
-      out.set(r.id, err as Error);
-    }
+/** An execution spec as stored, or the reason it cannot be rebuilt. */
+export function readExecutionSpec(stored: unknown): ExecutionSpec | Error {
+  try {
+    return parseExecutionSpec(stored);
+  } catch (err) {
+    return err as Error;
   }
-  return out;
 }
 
 /**

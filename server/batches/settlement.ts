@@ -11,9 +11,12 @@ export interface Usage {
   outputTokens: number;
 }
 
-/** How a held attempt ends. */
-export type Settlement = LeaseRef &
-  (
+/**
+ * How a held attempt ends. `startedAtMs`: the item started (epoch ms) and ends in the same round
+ * trip that would have marked it running; the settle writes the start time itself instead of a
+ * running row no other transaction could ever see.
+ */
+export type Settlement = LeaseRef & { startedAtMs?: number } & (
     | {
         kind: "succeeded";
         result: string;

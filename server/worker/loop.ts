@@ -1,7 +1,7 @@
 import type { FlotillaConfig } from "@/lib/config";
 import {
   findLostLeases,
-  getExecutionSpecs,
+  readExecutionSpec,
   recoverExpiredLeases,
   renewLeases,
   settleItems,
@@ -84,6 +84,7 @@ interface LocalItem {
 interface Mark {
   ref: LeaseRef;
   controller: AbortController;
+  startedAtMs: number;
 }
 
 export class BatchWorker {
@@ -229,9 +230,18 @@ export class BatchWorker {
     // Capacity held by something else in the process may have come back since the last look.
     this.fillSlots();
     const settlements = this.settlements;
-    const marks = this.marks;
+    const pending = this.marks;
     this.settlements = [];
     this.marks = [];
+    // An item that started and already ended since the last pass is settled with its start time
+    // instead of being marked running first (settle.sql: no running row anyone could see).
+    const ending = new Map(settlements.map((s, i) => [s.id, i]));
+    const marks: Mark[] = [];
+    for (const m of pending) {
+      const i = ending.get(m.ref.id);
+      if (i === undefined) marks.push(m);
+      else settlements[i] = { ...settlements[i]!, startedAtMs: m.startedAtMs };
+    }
     const run = this.stopping ? 0 : Math.max(0, this.freeSlots - this.queue.length);
     const ahead = this.stopping ? 0 : Math.max(0, this.localQueueSize - this.queue.length);
     if (settlements.length === 0 && marks.length === 0 && run === 0 && ahead === 0) return;
@@ -262,7 +272,8 @@ export class BatchWorker {
     if (claimed.length === 0) return;
     this.counters.claimed += claimed.length;
     recordClaims(claimed, this.log);
-    if (!(await this.loadSpecs(claimed))) return;
+    for (const [id, stored] of res.specs) if (!this.specs.has(id)) this.specs.set(id, readExecutionSpec(stored));
+    while (this.specs.size > 1024) this.specs.delete(this.specs.keys().next().value as string);
     if (this.stopping) {
       // Claimed while stop() waited for this pass: stop() hands them back with the rest.
       this.queue.push(...claimed);
@@ -272,22 +283,6 @@ export class BatchWorker {
     this.fillSlots();
     // A full claim may have left more work: look again right away (one pass at a time).
     if (run > 0 && claimed.length >= run + ahead) this.kick();
-  }
-
-  /** Execution specs of batches not seen before (immutable; cached). False: the items were handed back. */
-  private async loadSpecs(claimed: ClaimedItem[]): Promise<boolean> {
-    const unknown = [...new Set(claimed.map((c) => c.batchId))].filter((id) => !this.specs.has(id));
-    if (unknown.length === 0) return true;
-    try {
-      for (const [id, spec] of await getExecutionSpecs(this.db, { batchIds: unknown })) this.specs.set(id, spec);
-      while (this.specs.size > 1024) this.specs.delete(this.specs.keys().next().value as string);
-      return true;
-    } catch (err) {
-      // Could not read the specs: hand the items straight back (no attempt used) rather than sit on them.
-      for (const item of claimed) this.settlements.push({ kind: "released", id: item.id, leaseToken: item.leaseToken });
-      this.kick();
-      throw err;
-    }
   }
 
   /** Free slots take their next item from the local queue, without a round trip. */
@@ -331,7 +326,7 @@ export class BatchWorker {
     const onStarted = async () => {
       if (marked) return;
       marked = true;
-      this.marks.push({ ref, controller });
+      this.marks.push({ ref, controller, startedAtMs: Date.now() });
       this.kick();
     };
     let result: Awaited<ReturnType<ItemExecutor>>;
