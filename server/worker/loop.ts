@@ -78,12 +78,13 @@ interface LocalItem {
   item: ClaimedItem;
   controller: AbortController;
   done: Promise<void>;
+  /** Its settlement is queued: nothing else may settle it. */
+  ended: boolean;
 }
 
 /** A leased → running write requested by a slot that took an item from the local queue. */
 interface Mark {
-  ref: LeaseRef;
-  controller: AbortController;
+  entry: LocalItem;
   startedAtMs: number;
 }
 
@@ -112,7 +113,7 @@ export class BatchWorker {
   private stopping = false;
   private timers: ReturnType<typeof setInterval>[] = [];
   private unlisten: (() => Promise<void>) | undefined;
-  /** Counters for tests and benchmarks. */
+  /** Counters for tests and benchmarks, of rows written (released: handed back to the queue). */
   readonly counters = { claimed: 0, settled: 0, released: 0, lost: 0, claimCalls: 0 };
 
   constructor(private readonly options: BatchWorkerOptions) {
@@ -238,7 +239,7 @@ export class BatchWorker {
     const ending = new Map(settlements.map((s, i) => [s.id, i]));
     const marks: Mark[] = [];
     for (const m of pending) {
-      const i = ending.get(m.ref.id);
+      const i = ending.get(m.entry.item.id);
       if (i === undefined) marks.push(m);
       else settlements[i] = { ...settlements[i]!, startedAtMs: m.startedAtMs };
     }
@@ -251,7 +252,7 @@ export class BatchWorker {
       res = await workerPass(this.db, {
         workerId: this.id,
         settlements,
-        marks: marks.map((m) => m.ref),
+        marks: marks.map((m) => ({ id: m.entry.item.id, leaseToken: m.entry.item.leaseToken })),
         maxDeferrals: this.config.rate_limits.max_deferrals,
         run,
         ahead,
@@ -265,9 +266,15 @@ export class BatchWorker {
     }
     this.counters.settled += res.settled.size;
     this.counters.lost += settlements.length - res.settled.size;
+    for (const s of settlements) if (s.kind === "released" && res.settled.has(s.id)) this.counters.released++;
     recordSettlements(settlements, res.settled, this.log);
-    // A refused mark: the lease was lost or the item cancelled; the run stops and writes nothing.
-    for (const m of marks) if (!res.marked.has(m.ref.id)) m.controller.abort(new LeaseLostError());
+    // A refused mark: the lease expired, was lost or the item cancelled. The run stops and the row
+    // is handed back (fenced: a lease another worker or a cancel took changes nothing).
+    for (const m of marks)
+      if (!res.marked.has(m.entry.item.id) && !m.entry.ended) {
+        m.entry.controller.abort(new LeaseLostError());
+        this.end(m.entry, { kind: "released" });
+      }
     const claimed = res.claimed;
     if (claimed.length === 0) return;
     this.counters.claimed += claimed.length;
@@ -295,10 +302,9 @@ export class BatchWorker {
   }
 
   private startItem(item: ClaimedItem): void {
-    const controller = new AbortController();
-    const entry: LocalItem = { item, controller, done: Promise.resolve() };
+    const entry: LocalItem = { item, controller: new AbortController(), done: Promise.resolve(), ended: false };
     this.running.set(item.id, entry);
-    entry.done = this.runItem(item, controller).finally(() => {
+    entry.done = this.runItem(entry).finally(() => {
       // The item may already be re-claimed (a retry) under a new entry; leave that one alone.
       if (this.running.get(item.id) === entry) this.running.delete(item.id);
       this.fillSlots();
@@ -306,12 +312,18 @@ export class BatchWorker {
     });
   }
 
-  private async runItem(item: ClaimedItem, controller: AbortController): Promise<void> {
-    const ref = { id: item.id, leaseToken: item.leaseToken };
+  /** Queues the one settlement of a local item. */
+  private end(entry: LocalItem, s: DistributiveOmit<Settlement, "id" | "leaseToken">): void {
+    if (entry.ended) return;
+    entry.ended = true;
+    this.settlements.push({ ...s, id: entry.item.id, leaseToken: entry.item.leaseToken } as Settlement);
+  }
+
+  private async runItem(entry: LocalItem): Promise<void> {
+    const { item, controller } = entry;
     const spec = this.specs.get(item.batchId);
     if (!spec || spec instanceof Error) {
-      this.settlements.push({
-        ...ref,
+      this.end(entry, {
         kind: "failed",
         retryable: false,
         error: `cannot rebuild the execution boundary: ${spec instanceof Error ? spec.message : "execution spec missing"}`,
@@ -326,7 +338,7 @@ export class BatchWorker {
     const onStarted = async () => {
       if (marked) return;
       marked = true;
-      this.marks.push({ ref, controller, startedAtMs: Date.now() });
+      this.marks.push({ entry, startedAtMs: Date.now() });
       this.kick();
     };
     let result: Awaited<ReturnType<ItemExecutor>>;
@@ -335,18 +347,21 @@ export class BatchWorker {
     } catch (err) {
       if (controller.signal.aborted) return; // cancelled, lease lost or shutting down: no write
       if (isCapacityError(err) || isDatabaseUnavailable(err)) {
-        this.counters.released++;
-        this.settlements.push({ ...ref, kind: "released" });
+        this.end(entry, { kind: "released" });
         return;
       }
-      this.settlements.push({ ...ref, kind: "failed", error: errorText(err) });
+      this.end(entry, { kind: "failed", error: errorText(err) });
       return;
     }
     if (controller.signal.aborted) return;
     const b = this.config.subagent_batches;
-    this.settlements.push(
-      settlementOf(ref, result, { maxResultChars: b.max_result_chars, previewMaxChars: b.result_preview_max_chars }),
-    );
+    const ref = { id: item.id, leaseToken: item.leaseToken };
+    if (!entry.ended) {
+      entry.ended = true;
+      this.settlements.push(
+        settlementOf(ref, result, { maxResultChars: b.max_result_chars, previewMaxChars: b.result_preview_max_chars }),
+      );
+    }
   }
 
   private onNotify(payload: string): void {
@@ -419,6 +434,8 @@ function interleaveByBatch(items: ClaimedItem[]): ClaimedItem[] {
   for (let k = 0; out.length < items.length; k++) for (const g of groups.values()) if (k < g.length) out.push(g[k]!);
   return out;
 }
+
+type DistributiveOmit<T, K extends PropertyKey> = T extends unknown ? Omit<T, K> : never;
 
 function errorText(err: unknown): string {
   if (err instanceof Error) return err.message || err.name;

@@ -1,7 +1,8 @@
 -- leased → running when a local slot really starts an item that waited in the worker's local
--- queue (items started as they are claimed are written running by the claim). Fenced: only rows
--- this worker still holds under the same token, unexpired. Returns the ids that moved; any
--- other item must not run.
+-- queue or straight from the claim. Fenced: only rows this worker still holds under the same
+-- token, unexpired. A held lease still starts while its batch is paused (a pause stops claims;
+-- leased rows already count toward the running limit). Returns the ids that moved; any other
+-- item must not run.
 create or replace function flotilla_mark_running(
   p_owner text, p_ids uuid[], p_tokens bigint[], p_lease_seconds double precision
 ) returns table (item_id uuid) language plpgsql as $$
