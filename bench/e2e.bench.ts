@@ -180,7 +180,7 @@ async function efficiency(adminUrl: string, workers: number, slots: number, grap
  * configuration. The runner is up and idle before the jobs are added (as our workers are before
  * the batch is submitted); wall = add_jobs → the jobs table empty (every completion written).
  */
-export async function graphileEfficiency(adminUrl: string): Promise<number> {
+async function graphileEfficiency(adminUrl: string): Promise<number> {
   const bdb = await freshDatabase(adminUrl);
   const quiet = new Logger(() => (level, message) => {
     if (message.includes("terminating connection due to administrator command")) return;
