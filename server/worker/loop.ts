@@ -55,7 +55,13 @@ export interface BatchWorkerOptions {
   listen?: boolean;
   /** Write worker_heartbeats (default true). */
   heartbeat?: boolean;
-  /** Items claimed ahead of free slots (default: the capacity, i.e. one more item per slot). */
+  /**
+   * Items claimed ahead of free slots (default 0: off). Claimed-ahead rows are leased: they count
+   * toward their batch's running limit and are taken only from spare room, but while a slot is
+   * busy they wait behind it, and a batch whose items wait in a local queue does not read as
+   * waiting for capacity. Worth it when a batch's limit is far above the workers' slots and items
+   * are short (the raw benchmark).
+   */
   localQueueSize?: number;
   logger?: Logger;
 }
@@ -127,7 +133,7 @@ export class BatchWorker {
       subagentItemExecutor({ db: this.db, model: options.model, runtime: this.runtime });
     this.log = (options.logger ?? rootLog).child({ worker_id: this.id });
     this.leaseSeconds = options.config.subagent_batches.lease_seconds;
-    this.localQueueSize = Math.max(0, options.localQueueSize ?? this.runtime.capacity.maxRunning);
+    this.localQueueSize = Math.max(0, options.localQueueSize ?? 0);
     this.pass = new Coalescer(
       () => this.runPass(),
       (err) => this.log.error({ err }, "worker pass failed; retrying at the next poll"),
