@@ -6,7 +6,7 @@ import { DefaultChatTransport } from "ai";
 import { useEffect, useMemo, useRef, useState } from "react";
 import { filesKey } from "@/components/files/api";
 import { useAttachFiles } from "@/components/files/attach";
-import { requestNewBatch } from "@/components/batches/store";
+import { useBatchPanelRequests } from "@/components/batches/panel-state";
 import { Badge } from "@/components/ui/badge";
 import { Button } from "@/components/ui/button";
 import { Spinner } from "@/components/ui/spinner";
@@ -64,8 +64,9 @@ function MessageView({ message, threadId, streaming }: { message: ChatMessage; t
 }
 
 /** The first minute of a thread: what the agent can do, as buttons that fill the composer. */
-function EmptyState({ onPick }: { onPick: (text: string) => void }) {
+function EmptyState({ threadId, onPick }: { threadId: string; onPick: (text: string) => void }) {
   const [noWorker, setNoWorker] = useState(false);
+  const { openNewBatch } = useBatchPanelRequests(threadId);
   return (
     <section aria-label="Get started" className="mx-auto max-w-xl py-10 text-center">
       <p className="font-medium text-zinc-800">New conversation</p>
@@ -93,7 +94,7 @@ function EmptyState({ onPick }: { onPick: (text: string) => void }) {
           <button
             type="button"
             data-testid="example-new-batch"
-            onClick={() => setNoWorker(!requestNewBatch())}
+            onClick={() => setNoWorker(!openNewBatch())}
             className="w-full rounded-xl border border-dashed border-zinc-300 bg-white px-3 py-2 text-left hover:bg-zinc-50 focus-visible:outline-2 focus-visible:outline-sky-600"
           >
             <span className="block text-xs font-medium text-zinc-500">From a file</span>
@@ -236,6 +237,7 @@ export function Chat({ threadId, initialMessages }: { threadId: string; initialM
         <div className="mx-auto w-full max-w-3xl space-y-6 px-4 py-6">
           {messages.length === 0 && (
             <EmptyState
+              threadId={threadId}
               onPick={(text) => {
                 setInput(text);
                 composer.current?.focus();

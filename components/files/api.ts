@@ -1,5 +1,5 @@
 import { type FileProjection, fileListSchema, fileUrl } from "@/lib/api/files";
-import { parse, request } from "../batches/api";
+import { parse, request } from "@/lib/api/client";
 
 /** Browser helpers of the workspace: every answer parsed with the shared projection. */
 

@@ -303,25 +303,7 @@ export async function cancelBatch(db: Db, args: BatchScopeArgs): Promise<BatchRo
       .update(subagentBatches)
       .set({ status: "cancelled", finishedAt: sql`now()`, updatedAt: sql`now()` })
       .where(eq(subagentBatches.id, batch.id));
-    await tx.execute(sql`
-      with cur as (
-        select id, status as old_status, attempts, lease_owner, leased_at, started_at
-          from subagent_batch_items
-         where batch_id = ${batch.id} and status in ('pending', 'queued', 'leased', 'running')
-           for update
-      ),
-      upd as (
-        update subagent_batch_items it
-           set status = 'cancelled', lease_owner = null, lease_expires_at = null,
-               available_at = null, finished_at = now(), updated_at = now()
-          from cur where it.id = cur.id
-        returning it.id
-      )
-      insert into subagent_batch_item_attempts (item_id, batch_id, attempt, worker_id, outcome, error, leased_at, started_at, finished_at)
-      select cur.id, ${batch.id}::uuid, cur.attempts, coalesce(cur.lease_owner, 'unknown'), 'cancelled', 'batch cancelled',
-             coalesce(cur.leased_at, now()), case when cur.old_status = 'running' then cur.started_at end, now()
-        from cur where cur.old_status in ('leased', 'running')
-    `);
+    await tx.execute(sql`select flotilla_cancel_items(${batch.id}::uuid)`); // server/batches/sql/cancel.sql
     await notify(tx, "cancel", batch.id);
     return reread(tx, batch.id);
   });
@@ -348,26 +330,7 @@ export async function retryItem(
     if (batch.status === "cancelled") throw new AppError("conflict", "batch is cancelled; its items cannot be retried");
     if (item.status !== "failed")
       throw new AppError("conflict", `item is ${item.status}; only a failed item can be retried`);
-    if (batch.status === "completed" || batch.status === "failed")
-      await tx
-        .update(subagentBatches)
-        .set({ status: "running", finishedAt: null, updatedAt: sql`now()` })
-        .where(eq(subagentBatches.id, batch.id));
-    const live = batch.queuedCount + batch.leasedCount + batch.runningCount;
-    const next = live < batch.maxLiveItems ? "queued" : "pending";
-    await tx
-      .update(subagentBatchItems)
-      .set({
-        status: next,
-        attempts: 0,
-        deferrals: 0,
-        availableAt: null,
-        error: null,
-        finishedAt: null,
-        startedAt: null,
-        updatedAt: sql`now()`,
-      })
-      .where(eq(subagentBatchItems.id, item.id));
+    await tx.execute(sql`select flotilla_retry_item(${batch.id}::uuid, ${item.id}::uuid)`); // server/batches/sql/retry.sql
     await notify(tx, "retry", batch.id);
     const page = await tx
       .select(itemSummaryColumns(args.previewMaxChars))

@@ -3,12 +3,9 @@ import { beforeAll, describe, expect, it } from "vitest";
 import { type SubmitBatchInput, batchProjectionSchema, itemProjectionSchema, resultLineSchema } from "@/lib/api/batches";
 import {
   claimItems,
-  deferItem,
-  finalizeItem,
   findLostLeases,
   markRunning,
   recoverExpiredLeases,
-  releaseItem,
   renewLeases,
   settleItems,
 } from "@/server/batches/claim";
@@ -193,7 +190,7 @@ describe("claiming", () => {
     b = await getBatch(t.db, { ...owner, batchId: batch.id });
     expect(b).toMatchObject({ leasedCount: 1, runningCount: 1 });
     expect(await claimItems(t.db, { workerId: W2, limit: 10, leaseSeconds: 30 })).toEqual([]);
-    expect(await finalizeItem(t.db, { workerId: W1, maxDeferrals: 3, settlement: succeed(first[0]!) })).toBe(true);
+    expect((await settleItems(t.db, { workerId: W1, maxDeferrals: 3, settlements: [succeed(first[0]!)] })).has(first[0]!.id)).toBe(true);
     // One slot frees: the window refills from pending (position 5) and position 3 is leased.
     const next = await claimItems(t.db, { workerId: W2, limit: 10, leaseSeconds: 30 });
     expect(next.map((c) => c.position)).toEqual([3]);
@@ -314,7 +311,7 @@ describe("leases and fencing", () => {
     expect(row!.error).toMatch(/lease expired on attempt 1 of 2.*retrying/);
     // The old holder is fenced out everywhere.
     expect(await findLostLeases(t.db, { workerId: W1, items: [c1!] })).toEqual([c1!.id]);
-    expect(await finalizeItem(t.db, { workerId: W1, maxDeferrals: 3, settlement: succeed(c1!) })).toBe(false);
+    expect((await settleItems(t.db, { workerId: W1, maxDeferrals: 3, settlements: [succeed(c1!)] })).has(c1!.id)).toBe(false);
     expect(await renewLeases(t.db, { workerId: W1, leaseSeconds: 30, items: [c1!] })).toEqual({ renewed: [], lost: [c1!.id] });
 
     const [c2] = await claimItems(t.db, { workerId: W2, limit: 1, leaseSeconds: 0.2 });
@@ -397,13 +394,13 @@ describe("leases and fencing", () => {
     const { batch } = await submit(owner, input(["busy"]));
     await quiesceOthers(batch.id);
     const [c1] = await claimItems(t.db, { workerId: W1, limit: 1, leaseSeconds: 30 });
-    expect(await releaseItem(t.db, { workerId: W1, id: c1!.id, leaseToken: c1!.leaseToken })).toBe(true);
+    expect((await settleItems(t.db, { workerId: W1, maxDeferrals: 0, settlements: [{ kind: "released", id: c1!.id, leaseToken: c1!.leaseToken }] })).has(c1!.id)).toBe(true);
     let [row] = await itemsOf(t.db, batch.id);
     expect(row).toMatchObject({ status: "queued", attempts: 0, lease_owner: null });
     const [c2] = await claimItems(t.db, { workerId: W1, limit: 1, leaseSeconds: 30 });
     expect(c2!.attempt).toBe(1);
     // Deferred: not claimable until available_at, attempt refunded.
-    expect(await deferItem(t.db, { workerId: W1, id: c2!.id, leaseToken: c2!.leaseToken, delayMs: 400, error: "429", maxDeferrals: 1 })).toBe(true);
+    expect((await settleItems(t.db, { workerId: W1, maxDeferrals: 1, settlements: [{ kind: "deferred", id: c2!.id, leaseToken: c2!.leaseToken, delayMs: 400, error: "429" }] })).has(c2!.id)).toBe(true);
     [row] = await itemsOf(t.db, batch.id);
     expect(row).toMatchObject({ status: "queued", attempts: 0 });
     expect(row!.available_at).not.toBeNull();
