@@ -1,6 +1,6 @@
 import { sql } from "drizzle-orm";
 import { configSchema } from "@/lib/config";
-import { submitBatch } from "@/server/batches/repository";
+import { submitBatch } from "@/server/batches/submit";
 import { exportResultsStream } from "@/server/http/export";
 import { createDatabase } from "@/server/db/client";
 import { putFiles, workspaceLimits } from "@/server/workspace/files";

@@ -1,5 +1,5 @@
 import { Counter, collectDefaultMetrics, Histogram, Registry } from "prom-client";
-import type { Settlement } from "@/server/batches/types";
+import type { Settlement } from "@/server/batches/settlement";
 import type { Logger } from "@/server/log";
 
 /**
