@@ -1,6 +1,6 @@
 "use client";
 
-import type { ToolPartProps } from "@/components/chat/message-parts";
+import type { ToolPartProps } from "./part-props";
 import { requestBatchFocus } from "@/components/batches/store";
 import { StatusBadge } from "@/components/batches/ui";
 import { batchStatusSchema } from "@/lib/api/batches";
