@@ -1,8 +1,9 @@
 import { and, desc, eq, sql } from "drizzle-orm";
 import { z } from "zod";
 import type { DbOrTx } from "@/server/db/client";
-import { threads } from "@/server/db/schema";
+import { messages, subagentBatches, threads, workspaceFiles } from "@/server/db/schema";
 import { AppError } from "@/server/errors";
+import type { ThreadProjection } from "@/lib/api/threads";
 
 export const DEFAULT_THREAD_TITLE = "New thread";
 export const THREAD_TITLE_MAX = 200;
@@ -16,13 +17,7 @@ export interface ThreadRecord {
   updatedAt: Date;
 }
 
-/** The API shape of a thread (snake_case, no owner id). */
-export interface ThreadProjection {
-  id: string;
-  title: string;
-  created_at: string;
-  updated_at: string;
-}
+export type { ThreadProjection };
 
 export function toThreadProjection(t: ThreadRecord): ThreadProjection {
   return { id: t.id, title: t.title, created_at: t.createdAt.toISOString(), updated_at: t.updatedAt.toISOString() };
@@ -43,6 +38,29 @@ export async function createThread(db: DbOrTx, input: { userId: string; title?: 
     .values({ userId: input.userId, title: normalizeTitle(input.title) })
     .returning();
   return row;
+}
+
+/**
+ * "New thread" for a person: their newest thread when nothing happened in it yet (no message,
+ * batch or file), else a new one, so repeated clicks never pile up empty threads. A per-user
+ * transaction lock makes two clicks at once agree on one thread.
+ */
+export async function openBlankThread(db: DbOrTx, input: { userId: string }): Promise<{ thread: ThreadRecord; created: boolean }> {
+  return db.transaction(async (tx) => {
+    await tx.execute(sql`select pg_advisory_xact_lock(hashtextextended(${`new-thread:${input.userId}`}, 0))`);
+    const [newest] = await listThreads(tx, { userId: input.userId, limit: 1 });
+    if (newest) {
+      const used = (id: typeof threads.id) => sql`exists (select 1 from ${messages} where ${messages.threadId} = ${id})
+        or exists (select 1 from ${subagentBatches} where ${subagentBatches.threadId} = ${id})
+        or exists (select 1 from ${workspaceFiles} where ${workspaceFiles.threadId} = ${id})`;
+      const [row] = await tx
+        .select({ used: sql<boolean>`${used(threads.id)}` })
+        .from(threads)
+        .where(eq(threads.id, newest.id));
+      if (row && !row.used && newest.title === DEFAULT_THREAD_TITLE) return { thread: newest, created: false };
+    }
+    return { thread: await createThread(tx, { userId: input.userId }), created: true };
+  });
 }
 
 /** The caller's threads, most recently active first. */
