@@ -1,6 +1,6 @@
 "use client";
 
-import { useEffect, useRef, useState } from "react";
+import { useCallback, useEffect, useRef, useState } from "react";
 import { BatchPanel } from "@/components/batches/panel";
 import { FilesSection } from "@/components/files/section";
 import { onBatchFocus } from "@/components/batches/store";
@@ -8,6 +8,8 @@ import { Badge } from "@/components/ui/badge";
 import type { ChatMessage } from "@/server/chat/messages";
 import { Chat } from "./chat";
 import { useThreads } from "./threads-api";
+import { ThreadsMenuButton } from "./threads-drawer";
+import { useDismiss } from "./use-dismiss";
 
 const SIMULATOR_HELP =
   "No model endpoint is configured, so the built-in simulator answers: deterministic replies, no network. " +
@@ -82,11 +84,14 @@ export function ThreadView({
   }, []);
   // "View in batch panel" opens the drawer on a phone.
   useEffect(() => onBatchFocus(() => setDrawer(true)), []);
+  const closeDrawer = useCallback(() => setDrawer(false), []);
+  useDismiss(drawer, closeDrawer);
 
   return (
     <div className="flex min-h-0 flex-1 flex-col lg:flex-row">
       <section aria-label="Chat" className="flex min-h-0 min-w-0 flex-1 flex-col">
-        <header className="flex h-14 shrink-0 items-center gap-3 border-b border-zinc-200 bg-white px-4">
+        <header data-page-header="" className="flex h-12 shrink-0 items-center gap-2 border-b border-zinc-200 bg-white px-3 md:h-14 md:gap-3 md:px-4">
+          <ThreadsMenuButton className="-ml-1" />
           <h1 className="min-w-0 flex-1 truncate text-sm font-semibold">{title}</h1>
           {hasPanel ? (
             <button
