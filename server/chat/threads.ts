@@ -40,6 +40,19 @@ export async function createThread(db: DbOrTx, input: { userId: string; title?: 
   return row;
 }
 
+/** What a thread holds besides its title: messages, batches, workspace files (one round trip). */
+export async function threadUse(db: DbOrTx, threadId: string): Promise<{ messages: boolean; batches: boolean; files: boolean }> {
+  const [row] = await db
+    .select({
+      messages: sql<boolean>`exists (select 1 from ${messages} where ${messages.threadId} = ${threadId})`,
+      batches: sql<boolean>`exists (select 1 from ${subagentBatches} where ${subagentBatches.threadId} = ${threadId})`,
+      files: sql<boolean>`exists (select 1 from ${workspaceFiles} where ${workspaceFiles.threadId} = ${threadId})`,
+    })
+    .from(threads)
+    .where(eq(threads.id, threadId));
+  return row ?? { messages: false, batches: false, files: false };
+}
+
 /**
  * "New thread" for a person: their newest thread when nothing happened in it yet (no message,
  * batch or file), else a new one, so repeated clicks never pile up empty threads. A per-user
@@ -49,15 +62,9 @@ export async function openBlankThread(db: DbOrTx, input: { userId: string }): Pr
   return db.transaction(async (tx) => {
     await tx.execute(sql`select pg_advisory_xact_lock(hashtextextended(${`new-thread:${input.userId}`}, 0))`);
     const [newest] = await listThreads(tx, { userId: input.userId, limit: 1 });
-    if (newest) {
-      const used = (id: typeof threads.id) => sql`exists (select 1 from ${messages} where ${messages.threadId} = ${id})
-        or exists (select 1 from ${subagentBatches} where ${subagentBatches.threadId} = ${id})
-        or exists (select 1 from ${workspaceFiles} where ${workspaceFiles.threadId} = ${id})`;
-      const [row] = await tx
-        .select({ used: sql<boolean>`${used(threads.id)}` })
-        .from(threads)
-        .where(eq(threads.id, newest.id));
-      if (row && !row.used && newest.title === DEFAULT_THREAD_TITLE) return { thread: newest, created: false };
+    if (newest && newest.title === DEFAULT_THREAD_TITLE) {
+      const use = await threadUse(tx, newest.id);
+      if (!use.messages && !use.batches && !use.files) return { thread: newest, created: false };
     }
     return { thread: await createThread(tx, { userId: input.userId }), created: true };
   });
