@@ -3,7 +3,7 @@
 import Link from "next/link";
 import { usePathname, useRouter } from "next/navigation";
 import { signOut } from "next-auth/react";
-import { useCallback, useEffect, useRef, useState } from "react";
+import { type ReactNode, useCallback, useEffect, useRef, useState } from "react";
 import { Button } from "@/components/ui/button";
 import { SettledBadge } from "@/components/batches/notifications";
 import { NewThreadButton } from "./new-thread-button";
@@ -90,6 +90,19 @@ function AccountFooter({ email, pathname }: { email: string; pathname: string })
         </Button>
       </div>
     </div>
+  );
+}
+
+function MenuItem({ danger = false, onSelect, children }: { danger?: boolean; onSelect: () => void; children: ReactNode }) {
+  return (
+    <button
+      type="button"
+      role="menuitem"
+      className={`block w-full px-3 py-1.5 text-left ${danger ? "text-red-700 hover:bg-red-50" : "hover:bg-zinc-50"}`}
+      onClick={onSelect}
+    >
+      {children}
+    </button>
   );
 }
 
@@ -187,29 +200,24 @@ function ThreadRow({ thread, current }: { thread: ThreadSummary; current: boolea
       </button>
       {menu ? (
         <div ref={menuRef} role="menu" className="absolute top-9 right-1 z-10 w-36 rounded-lg border border-zinc-200 bg-white py-1 text-sm shadow-lg">
-          <button
-            type="button"
-            role="menuitem"
-            className="block w-full px-3 py-1.5 text-left hover:bg-zinc-50"
-            onClick={() => {
+          <MenuItem
+            onSelect={() => {
               setMenu(false);
               setTitle(thread.title);
               setEditing(true);
             }}
           >
             Rename
-          </button>
-          <button
-            type="button"
-            role="menuitem"
-            className="block w-full px-3 py-1.5 text-left text-red-700 hover:bg-red-50"
-            onClick={() => {
+          </MenuItem>
+          <MenuItem
+            danger
+            onSelect={() => {
               setMenu(false);
               setConfirming(true);
             }}
           >
             Delete…
-          </button>
+          </MenuItem>
         </div>
       ) : null}
       {confirming ? (
