@@ -19,8 +19,11 @@ const SIMULATOR_HELP =
 /** The Simulator badge explains itself: on hover (title) and on click (a small popover). */
 function SimulatorBadge() {
   const [open, setOpen] = useState(false);
+  const box = useRef<HTMLSpanElement>(null);
+  const close = useCallback(() => setOpen(false), []);
+  useDismiss(open, close, [box]);
   return (
-    <span className="relative">
+    <span ref={box} className="relative">
       <button
         type="button"
         data-testid="simulator-badge"
