@@ -4,7 +4,7 @@ import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
 import { useId, useState } from "react";
 import { z } from "zod";
 import { buttonClass, Spinner } from "@/components/batches/ui";
-import { humanMessage } from "@/components/settings/human-message";
+import { humanMessage } from "@/lib/human-message";
 import { OnceSecret } from "@/components/settings/once-secret";
 import { webhookSchema, webhookWithSecretSchema } from "@/lib/api/batches";
 import { fetchJson, sendJson } from "@/lib/api/client";

@@ -1,7 +1,7 @@
 "use client";
 
 import { useState } from "react";
-import { humanMessage } from "@/components/settings/human-message";
+import { humanMessage } from "@/lib/human-message";
 import { OnceSecret } from "@/components/settings/once-secret";
 import { createdTokenSchema, createTokenBodySchema, type TokenProjection } from "@/lib/api/auth";
 import { ApiError, request, sendJson } from "@/lib/api/client";
