@@ -37,23 +37,37 @@ test("a chat-submitted batch settles and the lead's summary appears in the open 
   test.setTimeout(120_000);
   const threadId = await createThreadViaApi(page, "Loop chat batch");
   await page.goto(`/threads/${threadId}`);
-  await page.getByLabel("Message").fill("batch: Describe {{item}} [[sleep:200]] | rivers; lakes; seas; oceans");
+  // One item fails on every attempt, so the report has a failure to explain.
+  await page.getByLabel("Message").fill("batch: Describe {{item}} [[sleep:200]] | rivers; lakes; seas; oceans [[fail]]");
   await page.keyboard.press("Enter");
   const receipt = page.getByTestId("batch-receipt");
   await expect(receipt).toContainText("Batch submitted", { timeout: 30_000 });
   const batchId = await receipt.getAttribute("data-batch-id");
   await expect(receipt).toContainText("completed", { timeout: 60_000 });
   // The web process's runner woke the lead; the tab polls the reply in (no navigation happened).
-  const summary = page.getByText(new RegExp(`Durable batch ${batchId} \\(sub-agent general\\) completed`));
-  await expect(summary).toBeVisible({ timeout: 60_000 });
+  // It reads like an assistant's report, never the internal notice it answers.
+  const report = () => page.locator('article[data-role="assistant"]').filter({ hasText: `Batch ${batchId!.slice(0, 8)} finished` });
+  await expect(report()).toBeVisible({ timeout: 60_000 });
+  await expect(report()).toContainText("3 of 4 items succeeded, 1 failed.");
+  await expect(report()).toContainText("What failed:");
+  await expect(report().getByRole("listitem")).toHaveText([/^1 item \(item-4\): Simulated model failure/]);
+  await expect(report()).toContainText("The failed items can be retried from there.");
+  await expect(report().getByRole("link", { name: "results.jsonl" })).toHaveAttribute(
+    "href",
+    `/api/threads/${threadId}/subagent-batches/${batchId}/results.jsonl`,
+  );
+  await expect(page.locator("main")).not.toContainText(/Automatic notice|Durable batch|Simulated answer to "\[/);
   expect(page.url()).toContain(`/threads/${threadId}`);
+  await report().scrollIntoViewIfNeeded();
   await shot(page, "01-wakeup-summary");
   await page.setViewportSize({ width: 390, height: 844 });
+  await report().scrollIntoViewIfNeeded();
   await shot(page, "02-wakeup-summary-narrow");
   await page.setViewportSize({ width: 1400, height: 900 });
   // After a reload it is still there, exactly once.
   await page.reload();
-  await expect(page.getByText(new RegExp(`Durable batch ${batchId} \\(sub-agent general\\) completed`))).toHaveCount(1);
+  await expect(report()).toHaveCount(1);
+  await expect(page.locator("main")).not.toContainText("Automatic notice");
 });
 
 test("the panel says Waiting: paused, and Waiting: budget until the budget is raised", async () => {

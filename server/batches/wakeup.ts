@@ -2,13 +2,13 @@ import { createUIMessageStream } from "ai";
 import { eq, sql } from "drizzle-orm";
 import type { FlotillaConfig } from "@/lib/config";
 import { startLeadResponse } from "@/server/agent/lead";
+import { type BatchSettledNotice, noticeOptions } from "@/server/agent/tools/model-facts";
 import { type ChatMessage, loadMessages } from "@/server/chat/messages";
 import { getConfig } from "@/server/config/load";
 import { type Db, getDatabase } from "@/server/db/client";
 import { messages, subagentBatches } from "@/server/db/schema";
 import { log } from "@/server/log";
 import { resolveModel } from "@/server/models";
-import { stripDirectives } from "@/server/models/simulator";
 import type { ResolvedModel } from "@/server/models/types";
 import { INSTANCE_ID } from "@/server/runtime/instance";
 import { usedCostUsd } from "./budget";
@@ -68,8 +68,13 @@ export async function claimWakeup(db: Db, owner: string, leaseSeconds = WAKEUP_L
   return row;
 }
 
-/** The bounded prompt: counts, usage, cost and the first failures grouped by error. */
-export async function buildWakeupSummary(db: Db, batch: BatchRow, settledStatus: string): Promise<string> {
+/** The settled batch's facts for the lead: counts, usage, cost and the first failures grouped by error. */
+export async function buildWakeupNotice(
+  db: Db,
+  batch: BatchRow,
+  settledStatus: string,
+  settlement: number,
+): Promise<BatchSettledNotice> {
   // Items that ended failed, found through their failed / lease-expired attempts (a small
   // partial index) instead of a walk over every item; a retried item that later succeeded
   // no longer counts. The error is the item's final one.
@@ -86,15 +91,37 @@ export async function buildWakeupSummary(db: Db, batch: BatchRow, settledStatus:
     const key = (f.error ?? "unknown error").replace(/\s+/g, " ").slice(0, 200);
     groups.set(key, [...(groups.get(key) ?? []), f.itemKey]);
   }
+  return {
+    kind: "batch_settled",
+    batch_id: batch.id,
+    thread_id: batch.threadId,
+    subagent: batch.subagent,
+    status: settledStatus,
+    settlement,
+    total: batch.total,
+    succeeded: batch.succeededCount,
+    failed: batch.failedCount,
+    cancelled: batch.cancelledCount,
+    usage: { input_tokens: Number(batch.inputTokens), output_tokens: Number(batch.outputTokens) },
+    cost_usd: usedCostUsd(batch),
+    failures: [...groups]
+      .sort((a, b) => b[1].length - a[1].length)
+      .slice(0, FAILURE_GROUPS)
+      .map(([error, keys]) => ({ error, count: keys.length, item_keys: keys.slice(0, 3) })),
+    failures_sampled: failed.length === FAILURE_SAMPLE,
+  };
+}
+
+/** The notice as the lead model reads it: the bounded facts, and what to do with them. */
+export function wakeupNoticeText(n: BatchSettledNotice): string {
   const lines = [
-    `[Automatic notice, not a user message] Durable batch ${batch.id} (sub-agent ${batch.subagent}) ${settledStatus}.`,
-    `Items: ${batch.total} total, ${batch.succeededCount} succeeded, ${batch.failedCount} failed, ${batch.cancelledCount} cancelled.`,
-    `Usage: ${Number(batch.inputTokens)} input + ${Number(batch.outputTokens)} output tokens, cost $${usedCostUsd(batch).toFixed(4)}.`,
+    `[Automatic notice, not a user message] Durable batch ${n.batch_id} (sub-agent ${n.subagent}) ${n.status}.`,
+    `Items: ${n.total} total, ${n.succeeded} succeeded, ${n.failed} failed, ${n.cancelled} cancelled.`,
+    `Usage: ${n.usage.input_tokens} input + ${n.usage.output_tokens} output tokens, cost $${n.cost_usd.toFixed(4)}.`,
   ];
-  if (groups.size > 0) {
-    lines.push(`First failures by error${failed.length === FAILURE_SAMPLE ? ` (of the first ${FAILURE_SAMPLE} failed items)` : ""}:`);
-    for (const [error, keys] of [...groups].sort((a, b) => b[1].length - a[1].length).slice(0, FAILURE_GROUPS))
-      lines.push(`- ${keys.length} × ${error} (e.g. ${keys.slice(0, 3).join(", ")})`);
+  if (n.failures.length > 0) {
+    lines.push(`First failures by error${n.failures_sampled ? ` (of the first ${FAILURE_SAMPLE} failed items)` : ""}:`);
+    for (const f of n.failures) lines.push(`- ${f.count} × ${f.error} (e.g. ${f.item_keys.join(", ")})`);
   }
   lines.push(
     "Read results with batch_results(batch_id, status?, cursor?, limit?) as needed, then tell the user in a short " +
@@ -116,14 +143,18 @@ async function runLead(args: {
   config: FlotillaConfig;
   model: ResolvedModel;
   batch: BatchRow;
-  summary: string;
+  notice: BatchSettledNotice;
   messageId: string;
 }): Promise<ChatMessage> {
   const { db, config, model, batch } = args;
   const history = await loadMessages(db, { threadId: batch.threadId });
-  // Item errors quote their prompts; the simulator must not take their test directives as its own.
-  const text = model.simulator ? stripDirectives(args.summary) : args.summary;
-  const notice: ChatMessage = { id: `${args.messageId}_notice`, role: "user", parts: [{ type: "text", text }] };
+  // The facts ride along the text, so the simulator answers from them (and never takes the test
+  // directives that item errors quote as its own).
+  const notice: ChatMessage = {
+    id: `${args.messageId}_notice`,
+    role: "user",
+    parts: [{ type: "text", text: wakeupNoticeText(args.notice), providerMetadata: noticeOptions(args.notice) }],
+  };
   const lead = await startLeadResponse({
     db,
     config,
@@ -211,10 +242,10 @@ export async function runOneWakeup(options: WakeupOptions): Promise<boolean> {
   const meta = { trigger: "batch_settled" as const, batch_id: row.batch_id };
   const [batch] = await db.select().from(subagentBatches).where(eq(subagentBatches.id, row.batch_id));
   if (!batch) return true; // cascade-deleted with its thread
-  const summary = await buildWakeupSummary(db, batch, row.settled_status);
+  const notice = await buildWakeupNotice(db, batch, row.settled_status, row.settlement_seq);
   try {
     const model = options.model ?? resolveModel(config);
-    const reply = await runLead({ db, config, model, batch, summary, messageId });
+    const reply = await runLead({ db, config, model, batch, notice, messageId });
     const stored = await complete(db, row, owner, { ...reply, id: messageId, metadata: { ...reply.metadata, ...meta } });
     wlog.info({ stored }, "lead woken for a settled batch");
   } catch (err) {

@@ -1,6 +1,6 @@
 import { createServer, type IncomingHttpHeaders, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
-import { parseToolCalls } from "@/server/models/simulator";
+import { parseToolCalls } from "@/server/models/simulator/grammar";
 
 /**
  * A local stand-in for an OpenAI-compatible endpoint (POST {url}/chat/completions), for tests of

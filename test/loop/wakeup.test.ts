@@ -108,6 +108,12 @@ describe("wake-up on settlement", () => {
       expect(msgs).toHaveLength(1);
       expect(msgs[0]!.metadata).toMatchObject({ trigger: "batch_settled", batch_id: b.id });
       expect(msgs[0]!.id).toBe(rows[0]!.message_id);
+      // The simulator's lead reports like an assistant: counts, the failing reason, where the results are.
+      const text = msgs[0]!.text;
+      expect(text).not.toMatch(/Automatic notice|Simulated answer|Durable batch/);
+      expect(text).toContain(`Batch ${b.id.slice(0, 8)} finished: 12 of 13 items succeeded, 1 failed.`);
+      expect(text).toMatch(/- 1 item \(item-13\): Simulated model failure/);
+      expect(text).toContain(`[results.jsonl](/api/threads/${threads[i]}/subagent-batches/${b.id}/results.jsonl)`);
     }
     // The lead's run saw the bounded summary, failures grouped by error.
     const [run] = await t.db.execute<{ prompt: string }>(
@@ -125,7 +131,11 @@ describe("wake-up on settlement", () => {
     await waitUntil("second wake-up done", async () => ((await wakeRows(batches[0]!.id))[1]?.done_at ? true : undefined), 60_000);
     const again = await wakeRows(batches[0]!.id);
     expect(again.map((r) => r.settlement_seq)).toEqual([1, 2]);
-    expect(await wakeMessages(threads[0]!)).toHaveLength(2);
+    const both = await wakeMessages(threads[0]!);
+    expect(both).toHaveLength(2);
+    // The retried item fails again ([[fail]] always does): the second report says so, once.
+    expect(both[1]!.text).toContain(`Batch ${batches[0]!.id.slice(0, 8)} finished again after the retry: 12 of 13 items succeeded, 1 failed.`);
+    expect(both[1]!.text).not.toMatch(/Automatic notice|Simulated answer/);
     await workers.stopAll();
     expect(runners.map((r) => r.exitCode)).toEqual([0, 0]);
   }, 180_000);
@@ -203,6 +213,10 @@ describe("wake-up on settlement", () => {
     expect(await wakeRows(off.id)).toHaveLength(0);
     const msgs = await wakeMessages(threadId);
     expect(msgs.map((m) => m.metadata.batch_id)).toEqual([cancelled.id]);
+    expect(msgs[0]!.text).toContain(
+      `Batch ${cancelled.id.slice(0, 8)} was cancelled: 2 of 12 items had succeeded before it stopped, 10 cancelled.`,
+    );
+    expect(msgs[0]!.text).not.toMatch(/Automatic notice|Simulated answer/);
   }, 120_000);
 
   it("retries a failing model with backoff, then stores a could-not-summarize message once", async () => {

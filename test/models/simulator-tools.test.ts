@@ -1,7 +1,8 @@
 import { generateText, stepCountIs, streamText, tool } from "ai";
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
-import { createSimulatorModel, parseToolDirectives, stripDirectives } from "@/server/models/simulator";
+import { createSimulatorModel, stripDirectives } from "@/server/models/simulator";
+import { parseToolDirectives } from "@/server/models/simulator/directives";
 
 /** [[tool:NAME {json}]] and [[echo]] exactly as DESIGN.md states them. */
 

@@ -2,13 +2,14 @@ import { APICallError, type LanguageModelV3CallOptions, type LanguageModelV3Stre
 import { generateText, RetryError, stepCountIs, streamText, tool } from "ai";
 import { beforeEach, describe, expect, it } from "vitest";
 import { z } from "zod";
+import type { SwarmResult } from "@/server/agent/swarm/types";
+import { type BatchSettledNotice, noticeOptions } from "@/server/agent/tools/model-facts";
+import { swarmModelOutput } from "@/server/agent/tools/swarm";
+import { type TaskToolOutput, taskModelOutput } from "@/server/agent/tools/task";
 import { classifyModelError, retryAfterMs } from "@/server/models/errors";
-import {
-  createSimulatorModel,
-  parseDirectives,
-  parseToolCalls,
-  resetSimulatorOnceState,
-} from "@/server/models/simulator";
+import { createSimulatorModel, resetSimulatorOnceState } from "@/server/models/simulator";
+import { parseDirectives } from "@/server/models/simulator/directives";
+import { parseToolCalls } from "@/server/models/simulator/grammar";
 
 const fast = createSimulatorModel({ latencyMs: 0 });
 
@@ -410,25 +411,52 @@ describe("simulator tool calls through streamText", () => {
 });
 
 describe("simulator answers a person can read", () => {
+  // The task and swarm tools' own model outputs: text for a real model, the typed output beside it.
+  const taskOutput = (prompt: string): TaskToolOutput => ({
+    runId: `r-${prompt}`,
+    status: prompt.includes("weather") ? "failed" : "completed",
+    definition: "general",
+    model: "simulator",
+    usage: { inputTokens: 1, outputTokens: 1 },
+    durationMs: 1,
+    stopReason: null,
+    result: prompt.includes("weather") ? "" : `Answer about ${prompt}.`,
+    ...(prompt.includes("weather") ? { error: "provider error" } : {}),
+  });
+  const row = (item_id: string, status: "completed" | "failed") => ({
+    item_id,
+    status,
+    profile: "general",
+    duration_ms: 1,
+    failure_class: status === "failed" ? "provider" : null,
+    summary: status === "completed" ? `Review of ${item_id}.` : null,
+    error: status === "failed" ? "provider error" : null,
+    child_run_id: null,
+    attempts: 1,
+    resumed_from_run_id: null,
+  });
+  const swarmOutput: SwarmResult = {
+    aggregate: {
+      status: "partial",
+      counts: { total: 3, queued: 0, running: 0, suspended: 0, completed: 2, failed: 1, cancelled: 0 },
+      started: 3,
+      concurrency: 3,
+      effective_capacity: 3,
+      duration_ms: 3,
+      usage: { input_tokens: 3, output_tokens: 3 },
+    },
+    items: [row("a", "completed"), row("b", "completed"), row("c", "failed")],
+  };
   const realTools = {
     task: tool({
       inputSchema: z.object({ subagent: z.string(), description: z.string(), prompt: z.string() }),
-      execute: async (input) => (input.prompt.includes("weather") ? "failed" : "ok"),
-      toModelOutput: ({ output, input }) => ({
-        type: "text" as const,
-        value:
-          output === "ok"
-            ? `Sub-agent "general" (run r-${input.description}) completed. Result:\nAnswer about ${input.prompt}.`
-            : `Sub-agent "general" (run r-2) failed: provider error. No result is available from this task.`,
-      }),
+      execute: async (input) => taskOutput(input.prompt),
+      toModelOutput: ({ output, input }) => taskModelOutput(output, input.description),
     }),
     agent_swarm: tool({
       inputSchema: z.object({ profile: z.string(), prompt_template: z.string(), items: z.array(z.string()) }),
-      execute: async () => "done",
-      toModelOutput: () => ({
-        type: "text" as const,
-        value: "agent_swarm completed: 3 items, 2 completed, 1 failed, 0 cancelled. Results in input order:\n\n[1] a ...",
-      }),
+      execute: async () => swarmOutput,
+      toModelOutput: ({ output }) => swarmModelOutput(output),
     }),
     batch_status: tool({
       inputSchema: z.object({ batch_id: z.string().optional() }),
@@ -454,5 +482,129 @@ describe("simulator answers a person can read", () => {
   it.each(["What can you do?", "what can you do", "help"])("answers %j with the phrasings", async (prompt) => {
     const { text } = await generateText({ model: fast, prompt });
     for (const phrase of ["task:", "swarm:", "batch:", "batch x300:", "batch status", "New batch"]) expect(text).toContain(phrase);
+  });
+});
+
+describe("the lead's report after a task and after a batch settled", () => {
+  const sentences = Array.from({ length: 14 }, (_, i) => `Fact ${i + 1} about the tides is written out in full here.`);
+  const taskTool = (result: string) => ({
+    task: tool({
+      inputSchema: z.object({ subagent: z.string(), description: z.string(), prompt: z.string() }),
+      execute: async (): Promise<TaskToolOutput> => ({
+        runId: "r-1",
+        status: "completed",
+        definition: "general",
+        model: "simulator",
+        usage: { inputTokens: 1, outputTokens: 1 },
+        durationMs: 1,
+        stopReason: null,
+        result,
+      }),
+      toModelOutput: ({ output, input }) => taskModelOutput(output, input.description),
+    }),
+  });
+  const reportOf = async (result: string) =>
+    (await generateText({ model: fast, prompt: "task: tides", tools: taskTool(result), stopWhen: stepCountIs(2) })).text;
+
+  it("quotes a short result whole, and a long one by whole sentences, never cut mid-word", async () => {
+    const short = sentences.slice(0, 3).join(" ");
+    expect(await reportOf(short)).toBe(`The general sub-agent finished: ${short}`);
+
+    const long = sentences.join(" ");
+    const report = await reportOf(long);
+    const quoted = report.replace("The general sub-agent finished: ", "").split("\n\n")[0]!;
+    expect(long.startsWith(quoted)).toBe(true);
+    expect(quoted.endsWith("here.")).toBe(true);
+    expect(quoted.length).toBeGreaterThan(200);
+    expect(report).toContain("(The whole answer is in the task card above.)");
+    expect(report).not.toContain("…");
+
+    // No sentence end at all: cut after a whole word, marked with "…".
+    const words = "tidal ".repeat(200).trim();
+    const cut = (await reportOf(words)).replace("The general sub-agent finished: ", "").split("\n\n")[0]!;
+    expect(cut.endsWith("tidal…")).toBe(true);
+    expect(words.startsWith(cut.slice(0, -1))).toBe(true);
+  });
+
+  it("labels a long task by its first whole words", () => {
+    const [call] = parseToolCalls(`task: ${"ferry ".repeat(30)}`, new Set(["task"])).calls;
+    const description = String(call!.input.description);
+    expect(description.length).toBeLessThanOrEqual(80);
+    expect(description.endsWith("ferry…")).toBe(true);
+  });
+
+  it("keeps a multi-line result's lines", async () => {
+    const result = "Three facts:\n- one\n- two\n- three";
+    expect(await reportOf(result)).toBe(`The general sub-agent finished:\n\n${result}`);
+  });
+
+  const notice: BatchSettledNotice = {
+    kind: "batch_settled",
+    batch_id: "ce574bc8-1111-2222-3333-444455556666",
+    thread_id: "9f1e0000-0000-0000-0000-000000000001",
+    subagent: "general",
+    status: "completed",
+    settlement: 1,
+    total: 13,
+    succeeded: 10,
+    failed: 3,
+    cancelled: 0,
+    usage: { input_tokens: 12345, output_tokens: 678 },
+    cost_usd: 0,
+    failures: [
+      { error: "Simulated model failure ([[fail]])", count: 2, item_keys: ["item-4", "item-9"] },
+      { error: "timed out after 30 s", count: 1, item_keys: ["item-12"] },
+    ],
+    failures_sampled: false,
+  };
+  const noticeTurn = (n: BatchSettledNotice) =>
+    generateText({
+      model: fast,
+      system: "You are the lead agent of Flotilla.",
+      messages: [
+        {
+          role: "user",
+          content: [
+            {
+              type: "text",
+              text: `[Automatic notice, not a user message] Durable batch ${n.batch_id} ${n.status}. [[fail]] [[chars:5]]`,
+              providerOptions: noticeOptions(n),
+            },
+          ],
+        },
+      ],
+      tools: taskTool("unused"),
+    });
+
+  it("answers a batch wake-up with what happened, what failed and where the results are", async () => {
+    const result = await noticeTurn(notice);
+    expect(result.toolCalls).toEqual([]);
+    expect(result.text).not.toMatch(/Automatic notice|Simulated answer|Durable batch|You are the lead/);
+    expect(result.text).toContain("Batch ce574bc8 finished: 10 of 13 items succeeded, 3 failed.");
+    expect(result.text).toContain("12,345 input and 678 output tokens");
+    expect(result.text).toContain("- 2 items (item-4, item-9): Simulated model failure ([[fail]]).");
+    expect(result.text).toContain("- 1 item (item-12): timed out after 30 s.");
+    expect(result.text).toContain(
+      `[results.jsonl](/api/threads/${notice.thread_id}/subagent-batches/${notice.batch_id}/results.jsonl)`,
+    );
+    expect(result.text).toContain("The failed items can be retried from there.");
+  });
+
+  it("says when a retry settled the batch again, and when it was cancelled", async () => {
+    const again = await noticeTurn({ ...notice, settlement: 2, succeeded: 13, failed: 0, failures: [] });
+    expect(again.text).toMatch(/^Batch ce574bc8 finished again after the retry: all 13 items succeeded\./);
+    expect(again.text).not.toContain("What failed");
+    const cancelled = await noticeTurn({ ...notice, status: "cancelled", succeeded: 2, failed: 0, cancelled: 11, failures: [] });
+    expect(cancelled.text).toMatch(/^Batch ce574bc8 was cancelled: 2 of 13 items had succeeded before it stopped, 11 cancelled\./);
+  });
+});
+
+describe("simulated answers", () => {
+  it("never repeat a sentence", async () => {
+    for (let i = 0; i < 40; i++) {
+      const { text } = await generateText({ model: fast, prompt: `describe the tides of port ${i}` });
+      const sentences = text.replace(/^Simulated answer to "[^"]*"\. /, "").split(/(?<=\.) /);
+      expect(new Set(sentences).size).toBe(sentences.length);
+    }
   });
 });

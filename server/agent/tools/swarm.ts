@@ -2,6 +2,7 @@ import { jsonSchema, tool } from "ai";
 import { z } from "zod";
 import type { FlotillaConfig } from "@/lib/config";
 import type { SubagentRuntime } from "@/server/runtime/admission";
+import { textWithOutput } from "./model-facts";
 import { listSubagents } from "../registry";
 import type { Clock, SwarmTimings } from "../swarm/clock";
 import { type SwarmInput, swarmInputSchema } from "../swarm/input";
@@ -57,6 +58,11 @@ export function swarmModelText(output: SwarmResult): string {
   return lines.join("\n");
 }
 
+/** What the model reads of a swarm result: the text above, with the typed output beside it. */
+export function swarmModelOutput(output: SwarmResult) {
+  return textWithOutput("agent_swarm", swarmModelText(output), output);
+}
+
 export function createSwarmTool(ctx: SwarmToolContext) {
   // The model sees the full shape; bounds and cross-field rules are checked (and traced) by runSwarm.
   const schema = jsonSchema<SwarmInput>(z.toJSONSchema(swarmInputSchema) as Parameters<typeof jsonSchema>[0]);
@@ -84,6 +90,6 @@ export function createSwarmTool(ctx: SwarmToolContext) {
         input,
       );
     },
-    toModelOutput: ({ output }) => ({ type: "text", value: swarmModelText(output) }),
+    toModelOutput: ({ output }) => swarmModelOutput(output),
   });
 }

@@ -1,11 +1,14 @@
 import { type ModelMessage, tool } from "ai";
-import { z } from "zod";
 import { effectiveTaskConcurrency, type FlotillaConfig } from "@/lib/config";
 import type { SubagentRuntime } from "@/server/runtime/admission";
 import { isCapacityError } from "@/server/runtime/capacity";
-import { runSubagent, type SubagentRunStatus, type SubagentStatusUpdate } from "../executor";
+import { runSubagent, type SubagentStatusUpdate } from "../executor";
+import { textWithOutput } from "./model-facts";
 import { describeSubagents, listSubagents } from "../registry";
 import type { LeadToolContext } from "./index";
+import { type TaskInput, type TaskNotRunReason, type TaskToolOutput, taskInputSchema } from "./task-schema";
+
+export type { TaskInput, TaskToolOutput } from "./task-schema";
 
 /**
  * `task`: ordinary delegation. The lead waits for the sub-agent's result. Three limits meet
@@ -15,34 +18,6 @@ import type { LeadToolContext } from "./index";
  * - per run: subagents.max_total_per_run delegations per lead run;
  * - the executor's admission (response lane, thread lane, process capacity).
  */
-
-export const taskInputSchema = z.object({
-  subagent: z.string().min(1).max(40).default("general").describe("Which sub-agent to use (default general)."),
-  description: z.string().min(1).max(200).describe("A short label for this task (3-8 words), shown to the user."),
-  prompt: z
-    .string()
-    .min(1)
-    .max(100_000)
-    .describe("The complete, self-contained instructions and material; the sub-agent sees nothing else."),
-});
-export type TaskInput = z.infer<typeof taskInputSchema>;
-
-/** Why a call did not run: over the per-response limit, over the per-run total, or invalid. */
-export type TaskNotRunReason = "response_limit" | "run_total" | "invalid" | "capacity";
-
-/** What the card renders and what is stored in the tool part. */
-export interface TaskToolOutput {
-  runId: string | null;
-  status: SubagentRunStatus | "not_run";
-  definition: string;
-  model: string | null;
-  usage: { inputTokens: number; outputTokens: number };
-  durationMs: number;
-  stopReason: string | null;
-  result: string;
-  error?: string;
-  notRunReason?: TaskNotRunReason;
-}
 
 /** Live status of a delegation, written as data part `data-subagent` with id = run id. */
 export interface SubagentDataPart extends SubagentStatusUpdate {
@@ -87,6 +62,11 @@ function toModelText(output: TaskToolOutput, description: string): string {
   const head = `Sub-agent "${output.definition}" (run ${output.runId}) ${output.status.replace("_", " ")}`;
   if (output.status === "completed") return `${head}. Result:\n${output.result}`;
   return `${head}: ${output.error ?? output.stopReason ?? "no result"}. No result is available from this task.`;
+}
+
+/** What the model reads of a task result: the text above, with the typed output beside it. */
+export function taskModelOutput(output: TaskToolOutput, description: string) {
+  return textWithOutput("task", toModelText(output, description), output);
 }
 
 export function createTaskTool(ctx: TaskToolContext) {
@@ -193,6 +173,6 @@ export function createTaskTool(ctx: TaskToolContext) {
         };
       }
     },
-    toModelOutput: ({ output, input }) => ({ type: "text", value: toModelText(output, input.description) }),
+    toModelOutput: ({ output, input }) => taskModelOutput(output, input.description),
   });
 }

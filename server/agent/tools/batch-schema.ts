@@ -1,0 +1,70 @@
+import { z } from "zod";
+
+/**
+ * The input schemas of the batch tools, in a file of their own (it imports nothing but zod) so
+ * the simulator's chat grammar can type its calls against them without importing the tools.
+ */
+
+const itemObject = z.object({
+  item_key: z.string().min(1).max(200).optional().describe("Stable key for this item (default item-1, item-2, ...)."),
+  prompt: z.string().min(1).describe("The complete, self-contained instructions for this item."),
+});
+
+export const batchTaskInputSchema = z.object({
+  subagent: z.string().min(1).max(40).optional().describe("Which sub-agent runs every item (default general)."),
+  prompt_template: z
+    .string()
+    .min(1)
+    .max(20_000)
+    .optional()
+    .describe(
+      "Template with {{item}}; each string item is substituted into it to form that item's prompt. " +
+        "With files: a template with {{file}}, replaced by each file's path.",
+    ),
+  items: z
+    .union([z.array(z.string().min(1)).min(1), z.array(itemObject).min(1)])
+    .optional()
+    .describe("The independent items: strings (with prompt_template) or {item_key?, prompt} objects."),
+  files: z
+    .string()
+    .min(1)
+    .max(512)
+    .optional()
+    .describe(
+      "Instead of items: a glob over this thread's workspace files (e.g. reports/*.md, **/*.csv). One item per " +
+        "matching file, keyed by its path; each item's sub-agent gets the workspace tools to read its file.",
+    ),
+  max_live_items: z.number().int().positive().optional().describe("Items admitted to the live window at once."),
+  max_running_items: z.number().int().positive().optional().describe("Items of this batch executing at once across all workers."),
+  max_total_tokens: z
+    .number()
+    .int()
+    .positive()
+    .optional()
+    .describe("Budget: the batch pauses once its items used this many tokens (in-flight items finish)."),
+  max_cost_usd: z.number().positive().optional().describe("Budget in US dollars, priced from the model catalog."),
+});
+export type BatchTaskInput = z.infer<typeof batchTaskInputSchema>;
+
+export const batchStatusInputSchema = z.object({
+  batch_id: z.string().optional().describe("A batch id from a batch_task receipt; omit for this thread's recent batches."),
+});
+
+export const BATCH_RESULTS_MAX_LIMIT = 50;
+export const BATCH_RESULTS_DEFAULT_LIMIT = 20;
+
+export const batchResultsInputSchema = z.object({
+  batch_id: z.string().describe("A batch of this thread."),
+  status: z
+    .enum(["succeeded", "failed", "cancelled", "pending", "queued", "leased", "running"])
+    .optional()
+    .describe("Only items of this status (e.g. failed)."),
+  cursor: z.string().optional().describe("next_cursor of the previous page."),
+  limit: z
+    .number()
+    .int()
+    .min(1)
+    .max(BATCH_RESULTS_MAX_LIMIT)
+    .optional()
+    .describe(`Items per page (default ${BATCH_RESULTS_DEFAULT_LIMIT}, at most ${BATCH_RESULTS_MAX_LIMIT}).`),
+});

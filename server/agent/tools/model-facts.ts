@@ -1,0 +1,74 @@
+import type { JSONObject, LanguageModelV3ToolResultOutput, SharedV3ProviderOptions } from "@ai-sdk/provider";
+import type { SwarmResult } from "../swarm/types";
+import type { TaskToolOutput } from "./task-schema";
+
+/**
+ * Typed facts that travel beside the text a model reads, as provider options under `flotilla`.
+ * A real provider ignores them (each provider reads only its own key); the built-in simulator
+ * answers from them instead of parsing the text. Two kinds:
+ * - a lead turn that is a notice, not a user message (a batch settled): on its text part;
+ * - the typed output of the `task` and `agent_swarm` tools: on the tool result.
+ * Both are written and read in the same process, so the types below are the contract.
+ */
+
+const KEY = "flotilla";
+
+/** The lead's wake-up after a batch it submitted settled (server/batches/wakeup.ts). */
+export interface BatchSettledNotice {
+  kind: "batch_settled";
+  batch_id: string;
+  thread_id: string;
+  subagent: string;
+  /** The batch status at settlement: completed, failed or cancelled. */
+  status: string;
+  /** 1 for the first settlement; more after retries re-opened the batch. */
+  settlement: number;
+  total: number;
+  succeeded: number;
+  failed: number;
+  cancelled: number;
+  usage: { input_tokens: number; output_tokens: number };
+  cost_usd: number;
+  /** Failed items grouped by their error, largest group first (a bounded sample). */
+  failures: Array<{ error: string; count: number; item_keys: string[] }>;
+  /** True when only the first failed items were grouped (there are more). */
+  failures_sampled: boolean;
+}
+
+export type LeadNotice = BatchSettledNotice;
+
+/** The tools whose typed output rides along their model text. */
+export interface TypedToolOutputs {
+  task: TaskToolOutput;
+  agent_swarm: SwarmResult;
+}
+
+/** JSON without undefined members (provider options are validated as JSON). */
+function json(value: object): JSONObject {
+  return JSON.parse(JSON.stringify(value)) as JSONObject;
+}
+
+/** Provider options (a UI text part's providerMetadata) marking a lead turn as this notice. */
+export function noticeOptions(notice: LeadNotice): SharedV3ProviderOptions {
+  return { [KEY]: { notice: json(notice) } };
+}
+
+/** The notice a prompt part carries, if it is one. */
+export function readNotice(providerOptions: SharedV3ProviderOptions | undefined): LeadNotice | undefined {
+  const notice = providerOptions?.[KEY]?.notice as LeadNotice | undefined;
+  return notice?.kind === "batch_settled" ? notice : undefined;
+}
+
+/** A tool's model output: the text the model reads, with the typed output beside it. */
+export function textWithOutput<N extends keyof TypedToolOutputs>(tool: N, text: string, output: TypedToolOutputs[N]) {
+  return { type: "text" as const, value: text, providerOptions: { [KEY]: { tool, output: json(output) } } };
+}
+
+/** The typed output of tool `tool` carried by a tool result's output, if it has one. */
+export function readToolOutput<N extends keyof TypedToolOutputs>(
+  tool: N,
+  output: LanguageModelV3ToolResultOutput,
+): TypedToolOutputs[N] | undefined {
+  const facts = "providerOptions" in output ? output.providerOptions?.[KEY] : undefined;
+  return facts?.tool === tool ? (facts.output as unknown as TypedToolOutputs[N]) : undefined;
+}

@@ -1,0 +1,125 @@
+/**
+ * The simulator's test directives, `[[...]]` anywhere in a prompt:
+ * [[sleep:MS]] answer after MS ms; [[fail]] a non-retryable provider error (HTTP 500);
+ * [[fail-once]] that error only on the first call with this exact message text in this process;
+ * [[429]] / [[429-once]] a retryable rate limit with `retry-after: 1`; [[chars:N]] an answer of
+ * exactly N characters; [[tool:NAME {json}]] call tool NAME with that input, one per model step;
+ * [[echo]] answer with the rest of the message verbatim. Unknown or malformed ones are ignored.
+ */
+
+/** The longest answer [[chars:N]] produces; keeps a typo from allocating gigabytes. */
+export const SIMULATOR_MAX_CHARS = 10_000_000;
+/** Node timers overflow (and fire at once) beyond 2^31-1 ms, so [[sleep]] is clamped there. */
+const MAX_SLEEP_MS = 2_147_483_647;
+
+export interface SimulatorDirectives {
+  sleepMs?: number;
+  fail: boolean;
+  failOnce: boolean;
+  rateLimit: boolean;
+  rateLimitOnce: boolean;
+  chars?: number;
+}
+
+/** A tool call the simulator makes: from a directive or from the chat grammar. */
+export interface SimulatedToolCall {
+  toolName: string;
+  input: Record<string, unknown>;
+}
+
+const DIRECTIVE_RE = /\[\[\s*(sleep|fail|fail-once|429|429-once|chars)\s*(?::\s*(\d+)\s*)?\]\]/gi;
+const ECHO_RE = /\[\[\s*echo\s*\]\]/gi;
+const TOOL_DIRECTIVE_RE = /\[\[tool:([A-Za-z0-9_.:-]+)\s*(\{(?:[^\]]|\](?!\]))*\})?\s*\]\]/g;
+
+/** Reads the test directives from a prompt text. */
+export function parseDirectives(text: string): SimulatorDirectives {
+  const out: SimulatorDirectives = { fail: false, failOnce: false, rateLimit: false, rateLimitOnce: false };
+  for (const match of text.matchAll(DIRECTIVE_RE)) {
+    const name = match[1].toLowerCase();
+    const arg = match[2] === undefined ? undefined : Number(match[2]);
+    if (name === "sleep" && arg !== undefined) out.sleepMs = Math.min(arg, MAX_SLEEP_MS);
+    else if (name === "chars" && arg !== undefined) out.chars = Math.min(arg, SIMULATOR_MAX_CHARS);
+    else if (name === "fail" && arg === undefined) out.fail = true;
+    else if (name === "fail-once" && arg === undefined) out.failOnce = true;
+    else if (name === "429" && arg === undefined) out.rateLimit = true;
+    else if (name === "429-once" && arg === undefined) out.rateLimitOnce = true;
+  }
+  return out;
+}
+
+/** The text without its test directives (each becomes a space). */
+export function stripDirectives(text: string): string {
+  return text.replace(DIRECTIVE_RE, " ").replace(ECHO_RE, " ").replace(TOOL_DIRECTIVE_RE, " ");
+}
+
+/** The message with [[echo]] removed, when it has one: the answer verbatim. */
+export function echoText(text: string): string | undefined {
+  if (!new RegExp(ECHO_RE.source, "i").test(text)) return undefined;
+  return text.replace(ECHO_RE, "").trim();
+}
+
+/** Reads one JSON object starting at `start` (which must be "{"); returns its end index (exclusive). */
+function scanJsonObject(text: string, start: number): number | undefined {
+  if (text[start] !== "{") return undefined;
+  let depth = 0;
+  let inString = false;
+  for (let i = start; i < text.length; i++) {
+    const c = text[i];
+    if (inString) {
+      if (c === "\\") i++;
+      else if (c === '"') inString = false;
+    } else if (c === '"') inString = true;
+    else if (c === "{") depth++;
+    else if (c === "}") {
+      depth--;
+      if (depth === 0) return i + 1;
+    }
+  }
+  return undefined;
+}
+
+/**
+ * Every `[[<opener>NAME {json}]]` of a text, in order, for the names `accept` takes ({} when the
+ * JSON is left out), and the text with them removed (each becomes a space). The JSON is scanned
+ * as JSON, so "]]" inside a string is fine; a malformed one is left in the text.
+ */
+export function scanCallDirectives(
+  text: string,
+  opener: "tool" | "call",
+  accept: (toolName: string) => boolean = () => true,
+): { calls: SimulatedToolCall[]; rest: string } {
+  const calls: SimulatedToolCall[] = [];
+  let rest = "";
+  let cursor = 0;
+  const re = opener === "tool" ? /\[\[tool:([A-Za-z0-9_.:-]+)\s*/g : /\[\[call:([A-Za-z0-9_-]+)\s*/g;
+  for (let m = re.exec(text); m; m = re.exec(text)) {
+    let end = m.index + m[0].length;
+    let input: Record<string, unknown> = {};
+    if (text[end] === "{") {
+      const jsonEnd = scanJsonObject(text, end);
+      if (jsonEnd === undefined) continue;
+      try {
+        const parsed = JSON.parse(text.slice(end, jsonEnd));
+        if (!parsed || typeof parsed !== "object" || Array.isArray(parsed)) continue;
+        input = parsed;
+      } catch {
+        continue;
+      }
+      end = jsonEnd;
+    }
+    const close = /^\s*\]\]/.exec(text.slice(end));
+    if (!close || !accept(m[1])) continue;
+    end += close[0].length;
+    calls.push({ toolName: m[1], input });
+    rest += `${text.slice(cursor, m.index)} `;
+    cursor = end;
+    re.lastIndex = end;
+  }
+  rest += text.slice(cursor);
+  return { calls, rest };
+}
+
+/** The [[tool:NAME {json}]] directives of a message, in order, and the message without them. */
+export function parseToolDirectives(text: string): { calls: SimulatedToolCall[]; rest: string } {
+  return scanCallDirectives(text, "tool");
+}
