@@ -23,11 +23,23 @@ async function copyText(text: string, input: HTMLInputElement | null): Promise<b
  * the value in a read-only box that selects itself, a Copy button that says when it copied,
  * and a reminder that it will not be shown again.
  */
-export function OnceSecret({ label, value, title, children }: { label: string; value: string; title: string; children?: ReactNode }) {
+export function OnceSecret({
+  label,
+  value,
+  title,
+  className = "mt-3",
+  children,
+}: {
+  label: string;
+  value: string;
+  title: string;
+  className?: string;
+  children?: ReactNode;
+}) {
   const input = useRef<HTMLInputElement>(null);
   const [copied, setCopied] = useState<"yes" | "no" | null>(null);
   return (
-    <div role="status" data-testid="once-secret" className="mt-3 rounded-lg border border-emerald-200 bg-emerald-50 p-3 text-sm">
+    <div role="status" data-testid="once-secret" className={`${className} rounded-lg border border-emerald-200 bg-emerald-50 p-3 text-sm`}>
       <p className="font-medium text-emerald-900">{title}</p>
       <div className="mt-2 flex items-center gap-2">
         <input

@@ -47,7 +47,7 @@ export function WebhookForm() {
   const error = save.error ?? remove.error;
 
   return (
-    <section aria-labelledby={`${id}-title`} data-testid="webhook-form" className="flex flex-col gap-3 rounded-lg border border-zinc-200 bg-white p-4 text-sm">
+    <section aria-labelledby={`${id}-title`} data-testid="webhook-form" className="flex flex-col gap-3 rounded-xl border border-zinc-200 bg-white p-5 text-sm shadow-xs">
       <div>
         <h2 id={`${id}-title`} className="text-base font-semibold">
           Batch webhook
@@ -68,7 +68,7 @@ export function WebhookForm() {
         )}
       </p>
       {secret ? (
-        <OnceSecret label="Signing secret" value={secret} title="Signing secret: copy it now, it is not shown again." />
+        <OnceSecret label="Signing secret" value={secret} title="Signing secret: copy it now, it is not shown again." className="" />
       ) : null}
       <form
         className="flex flex-wrap items-end gap-2"
