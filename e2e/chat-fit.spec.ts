@@ -102,6 +102,12 @@ test("a streaming reply stays pinned to the bottom; after scrolling up, Jump to 
   expect(await distanceToBottom(page)).toBeLessThanOrEqual(2);
   await expect(streaming).toHaveCount(0, { timeout: 20_000 });
   await expect.poll(() => distanceToBottom(page)).toBeLessThanOrEqual(2);
+
+  await page.setViewportSize(MOBILE);
+  await transcript(page).hover();
+  await page.mouse.wheel(0, -900);
+  await expect(jump).toBeVisible();
+  await shot(page, "02-jump-to-latest-390");
 });
 
 test("sign-out lands on /signin of the host the person came through", async ({ page }) => {
