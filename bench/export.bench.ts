@@ -60,7 +60,7 @@ async function benchServer(): Promise<{ adminUrl: string; stop(): Promise<void> 
 // ---------------------------------------------------------------------------------------------
 // Web process
 
-interface Web {
+export interface Web {
   kind: "next start" | "route handler in node:http";
   pid: number;
   base: string;
@@ -108,14 +108,19 @@ async function waitForLine(child: ChildProcess, pattern: RegExp, ms = 60_000): P
   });
 }
 
-async function startWeb(databaseUrl: string): Promise<Web> {
+/** The web process; `opts.mode` overrides EXPORT_BENCH_SERVER, `opts.env` adds to its environment. */
+export async function startWeb(
+  databaseUrl: string,
+  opts: { mode?: "next" | "handler"; env?: Record<string, string>; port?: number } = {},
+): Promise<Web> {
   const env: NodeJS.ProcessEnv = {
     ...process.env,
     DATABASE_URL: databaseUrl,
     NODE_ENV: "production",
     NEXTAUTH_SECRET: randomBytes(16).toString("hex"),
+    ...opts.env,
   };
-  const mode = process.env.EXPORT_BENCH_SERVER;
+  const mode = opts.mode ?? process.env.EXPORT_BENCH_SERVER;
   // EXPORT_BENCH_APP_DIR: an app directory with its own production build (kept as it is).
   const given = process.env.EXPORT_BENCH_APP_DIR;
   const app = mode === "handler" ? undefined : (given ?? snapshotBuild());
@@ -138,7 +143,7 @@ async function startWeb(databaseUrl: string): Promise<Web> {
       },
     };
   }
-  const port = 3222;
+  const port = opts.port ?? 3222;
   const child = spawn(path.join(root, "node_modules/.bin/tsx"), [path.join(root, "bench/export-server.ts"), String(port)], {
     env,
     cwd: root,
@@ -202,7 +207,7 @@ function treeRss(rootPid: number): number {
 // Measurements
 
 /** GETs a URL, counting bytes and newlines; never keeps the body. */
-function download(url: string, token: string): Promise<{ ms: number; bytes: number; lines: number; status: number }> {
+export function download(url: string, token: string): Promise<{ ms: number; bytes: number; lines: number; status: number }> {
   return new Promise((resolve, reject) => {
     const started = performance.now();
     const req = http.get(url, { headers: { authorization: `Bearer ${token}` } }, (res) => {
@@ -219,7 +224,7 @@ function download(url: string, token: string): Promise<{ ms: number; bytes: numb
   });
 }
 
-function psqlCopy(url: string, query: string): Promise<{ ms: number; bytes: number; lines: number }> {
+export function psqlCopy(url: string, query: string): Promise<{ ms: number; bytes: number; lines: number }> {
   return new Promise((resolve, reject) => {
     const started = performance.now();
     const child = spawn("psql", [url, "-X", "-q", "-v", "ON_ERROR_STOP=1", "-c", `COPY (${query}) TO STDOUT`], {

@@ -1,33 +1,53 @@
+import http from "node:http";
 import { sql } from "drizzle-orm";
 import { configSchema } from "@/lib/config";
+import { createApiToken } from "@/server/auth/tokens";
 import { claimItems } from "@/server/batches/claim";
-import { exportResults, getBatch, listItems, submitBatch } from "@/server/batches/repository";
+import { submitBatch } from "@/server/batches/repository";
 import { createDatabase, type Database } from "@/server/db/client";
-import { benchServer, freshDatabase, owner } from "./batch.bench";
+import { benchServer, freshDatabase, owner, waitTerminal } from "./batch.bench";
+import { download, psqlCopy, startWeb, type Web } from "./export.bench";
 import type { BenchRow } from "./run";
+import { spawnBenchWorkers, stopBenchWorkers } from "./workers";
 
 /**
- * A 100,000-item batch (max_items_per_batch raised to the schema's ceiling for the run), in
- * process against one PostgreSQL, each part in a fresh database. Rows (lower ratio is better):
- *   - submission vs one multi-row INSERT (insert ... select from unnest) of the same rows into a
- *     plain table (target <= 2)
- *   - batch detail read, first item page, and a status-filtered page that matches nothing: the
- *     100,000-item batch vs a 10-item batch (flat: target <= 1.3)
- *   - JSONL export (exportResults, each line serialized) vs COPY (select ...) TO STDOUT of the
- *     same columns (target <= 2, i.e. >= 0.5x COPY's throughput)
- *   - claim of 32 items with 100,000 pending vs 1,000 pending (flat: target <= 1.3)
- * Select parts with SCALE_BENCH=submit,read,export,claim (default all).
+ * A 100,000-item batch through the real batch routes over HTTP (bench/export-server.ts: the route
+ * handlers in a bare node:http server, its own process) against one PostgreSQL, each part in a
+ * fresh database, each row a ratio against a baseline measured in the same run (lower is better):
+ *   - NDJSON submission of 100,000 items vs one INSERT ... SELECT FROM unnest of the same rows
+ *     into a plain table (uuid primary key) through the driver (target <= 2)
+ *   - batch detail, first item page, and a `?status=failed` page that matches nothing: the
+ *     100,000-item batch vs a 10-item batch (target <= 1.5)
+ *   - results.jsonl of the 100,000 items vs psql's COPY (select the same columns) TO STDOUT
+ *     (target <= 2)
+ *   - claim (with promotion of pending rows) of 32 items with 100,000 pending vs 1,000 pending,
+ *     in process (target <= 1.3)
+ *   - the 100,000 items run by one real worker process with 64 slots (simulator, latency 0),
+ *     the batch's own first claim to finish: seconds vs 50 s, i.e. 2,000 items/s (target <= 1);
+ *     SCALE_RUN_ITEMS runs fewer
+ * Select parts with SCALE_BENCH=submit,read,export,claim,run (default all).
  */
 
 export const name = "scale";
 
 const BIG = 100_000;
+const PORT = 3223;
+const limits = { max_items_per_batch: BIG, max_live_items_per_batch: 10_000, default_max_live_items: 1_000, max_running_items_per_batch: 1_024 };
 const cfg = configSchema.parse({
-  subagent_batches: { max_items_per_batch: BIG, max_live_items_per_batch: 10_000, default_max_live_items: 1_000, max_running_items_per_batch: 1_024 },
+  subagent_batches: limits,
+  quotas: { max_queued_items: 100_000_000, max_active_batches: 100_000 },
   simulator: { latency_ms: 0 },
 });
+/** The same limits for the web process. */
+const webEnv = {
+  FLOTILLA__SUBAGENT_BATCHES: JSON.stringify(limits),
+  FLOTILLA__QUOTAS: JSON.stringify({ max_queued_items: 100_000_000, max_active_batches: 100_000 }),
+  FLOTILLA__HTTP: JSON.stringify({ max_body_bytes: 100 * 1024 * 1024 }),
+  LOG_LEVEL: "warn",
+};
 let submissions = 0;
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+const log = (msg: string) => process.stderr.write(`  scale: ${msg}\n`);
 
 async function timed(fn: () => Promise<unknown>): Promise<number> {
   const t0 = performance.now();
@@ -35,48 +55,53 @@ async function timed(fn: () => Promise<unknown>): Promise<number> {
   return performance.now() - t0;
 }
 
-/** Median ms of `rounds` rounds of `reps` calls each. */
-async function perCall(fn: () => Promise<unknown>, reps: number, rounds = 7): Promise<number> {
-  const out: number[] = [];
-  for (let r = 0; r < rounds; r++) out.push((await timed(async () => {
-    for (let i = 0; i < reps; i++) await fn();
-  })) / reps);
-  return median(out);
+const prompt = (i: number) => `Classify record ${i}: ${"lorem ipsum ".repeat(6)}`;
+const ndjson = (n: number) => Array.from({ length: n }, (_, i) => `${JSON.stringify({ item_key: `rec-${i}`, prompt: prompt(i) })}\n`).join("");
+
+type Scope = { userId: string; threadId: string; token: string; database: Database; url: string; web: Web };
+
+const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+
+function request(scope: Scope, method: string, path: string, body?: string): Promise<{ status: number; text: string }> {
+  return new Promise((resolve, reject) => {
+    const req = http.request(
+      `${scope.web.base}/api/threads/${scope.threadId}/subagent-batches${path}`,
+      {
+        method,
+        agent,
+        headers: { authorization: `Bearer ${scope.token}`, ...(body === undefined ? {} : { "content-type": "application/x-ndjson" }) },
+      },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on("data", (c: Buffer) => chunks.push(c));
+        res.on("end", () => resolve({ status: res.statusCode ?? 0, text: Buffer.concat(chunks).toString("utf8") }));
+        res.on("error", reject);
+      },
+    );
+    req.on("error", reject);
+    req.end(body);
+  });
 }
 
-type Scope = { userId: string; threadId: string };
-
-async function submit(database: Database, scope: Scope, n: number, extra: Record<string, unknown> = {}) {
-  const items = Array.from({ length: n }, (_, i) => ({ item_key: `rec-${i}`, prompt: `Classify record ${i}: ${"lorem ipsum ".repeat(6)}` }));
-  return (
-    await submitBatch(database.db, {
-      ...scope,
-      input: { submission_key: `scale-${++submissions}`, items, max_live_items: 1_000, ...extra },
-      config: cfg,
-      model: { name: "simulator", simulator: true },
-    })
-  ).batch;
+async function submitHttp(scope: Scope, body: string): Promise<string> {
+  const res = await request(scope, "POST", `?submission_key=scale-${++submissions}&max_live_items=1000`, body);
+  if (res.status !== 201) throw new Error(`submit: HTTP ${res.status} ${res.text.slice(0, 300)}`);
+  return (JSON.parse(res.text) as { id: string }).id;
 }
 
-async function submission(database: Database, scope: Scope): Promise<BenchRow> {
-  const items = Array.from({ length: BIG }, (_, i) => ({ item_key: `rec-${i}`, prompt: `Classify record ${i}: ${"lorem ipsum ".repeat(6)}` }));
+async function submission(scope: Scope): Promise<BenchRow> {
+  const { database } = scope;
+  const body = ndjson(BIG);
+  const items = Array.from({ length: BIG }, (_, i) => ({ item_key: `rec-${i}`, prompt: prompt(i) }));
   await database.sql.unsafe(
     `create table plain_items (id uuid primary key default gen_random_uuid(), batch_id uuid not null, position int not null,
       item_key text not null, prompt text not null, status text not null)`,
   );
+  await submitHttp(scope, ndjson(1_000)); // warm-up: module loading, prepared statements
   const ours: number[] = [];
   const plain: number[] = [];
   for (let round = 0; round < 3; round++) {
-    ours.push(
-      await timed(() =>
-        submitBatch(database.db, {
-          ...scope,
-          input: { submission_key: `scale-${++submissions}`, items, max_live_items: 1_000 },
-          config: cfg,
-          model: { name: "simulator", simulator: true },
-        }),
-      ),
-    );
+    ours.push(await timed(() => submitHttp(scope, body)));
     plain.push(
       await timed(
         () => database.sql`insert into plain_items (batch_id, position, item_key, prompt, status)
@@ -85,64 +110,90 @@ async function submission(database: Database, scope: Scope): Promise<BenchRow> {
                         ${database.sql.array(items.map((i) => i.prompt))}::text[]) as t(p, k, pr)`,
       ),
     );
+    log(`submit round ${round + 1}: HTTP NDJSON ${ours.at(-1)!.toFixed(0)} ms, INSERT ${plain.at(-1)!.toFixed(0)} ms`);
   }
   const o = median(ours);
   const p = median(plain);
-  return { metric: "scale: submit 100000 items: ms vs one multi-row INSERT of the same rows into a plain table", ours: o, baseline: p, ratio: o / p, target: 2 };
+  return {
+    metric: `scale: submit ${BIG} items as NDJSON over HTTP (${(body.length / 1e6).toFixed(0)} MB): ms vs one INSERT ... SELECT FROM unnest of the same rows into a plain table`,
+    ours: o,
+    baseline: p,
+    ratio: o / p,
+    target: 2,
+  };
 }
 
-async function reads(database: Database, scope: Scope): Promise<BenchRow[]> {
-  const big = await submit(database, scope, BIG);
-  const small = await submit(database, scope, 10);
+async function submitInProcess(scope: Scope, n: number, extra: Record<string, unknown> = {}) {
+  const items = Array.from({ length: n }, (_, i) => ({ item_key: `rec-${i}`, prompt: prompt(i) }));
+  return (
+    await submitBatch(scope.database.db, {
+      userId: scope.userId,
+      threadId: scope.threadId,
+      input: { submission_key: `scale-${++submissions}`, items, max_live_items: 1_000, ...extra },
+      config: cfg,
+      model: { name: "simulator", simulator: true },
+    })
+  ).batch;
+}
+
+async function reads(scope: Scope): Promise<BenchRow[]> {
+  const { database } = scope;
+  const big = await submitInProcess(scope, BIG);
+  const small = await submitInProcess(scope, 10);
   // A third finished, the rest waiting: what a long run looks like midway.
   for (const b of [big, small])
     await database.db.execute(sql`update subagent_batch_items set status = 'succeeded', result = 'done', preview = 'done', finished_at = now()
       where batch_id = ${b.id} and position <= (select count(*) / 3 from subagent_batch_items where batch_id = ${b.id})`);
   await database.sql`analyze subagent_batch_items`;
-  const row = (metric: string, fn: (batchId: string) => Promise<unknown>): Promise<BenchRow> =>
-    (async () => {
-      const o = await perCall(() => fn(big.id), 50);
-      const b = await perCall(() => fn(small.id), 50);
-      return { metric: `scale: ${metric}: us, 100000-item batch vs 10-item batch`, ours: o * 1000, baseline: b * 1000, ratio: o / b, target: 1.3 };
-    })();
+  const get = async (path: string) => {
+    const res = await request(scope, "GET", path);
+    if (res.status !== 200) throw new Error(`GET ${path}: HTTP ${res.status} ${res.text.slice(0, 300)}`);
+  };
+  const row = async (metric: string, path: (batchId: string) => string): Promise<BenchRow> => {
+    for (let i = 0; i < 20; i++) await get(path(big.id)), await get(path(small.id));
+    const o: number[] = [];
+    const b: number[] = [];
+    // Alternating, so both sides see the same machine.
+    for (let i = 0; i < 200; i++) {
+      o.push(await timed(() => get(path(big.id))));
+      b.push(await timed(() => get(path(small.id))));
+    }
+    return { metric: `scale: ${metric} over HTTP: median us, ${BIG}-item batch vs 10-item batch`, ours: median(o) * 1000, baseline: median(b) * 1000, ratio: median(o) / median(b), target: 1.5 };
+  };
   return [
-    await row("batch detail read", (batchId) => getBatch(database.db, { ...scope, batchId })),
-    await row("first item page", (batchId) => listItems(database.db, { ...scope, batchId })),
-    await row("status-filtered page with no matches (failed)", (batchId) => listItems(database.db, { ...scope, batchId, status: "failed" })),
+    await row("batch detail", (id) => `/${id}`),
+    await row("first item page", (id) => `/${id}/items`),
+    await row("?status=failed page with no match", (id) => `/${id}/items?status=failed`),
   ];
 }
 
-async function exportRow(database: Database, scope: Scope): Promise<BenchRow> {
-  const big = await submit(database, scope, BIG);
+async function exportRow(scope: Scope): Promise<BenchRow> {
+  const { database } = scope;
+  const big = await submitInProcess(scope, BIG);
   await database.db.execute(sql`update subagent_batch_items set status = 'succeeded', attempts = 1, input_tokens = 12, output_tokens = 40,
-      result = 'Record ' || position || ': ' || repeat('classified as routine; ', 10), finished_at = now() where batch_id = ${big.id}`);
+      result = 'Record ' || position || E':\\n' || repeat('classified as routine; ', 10), finished_at = now() where batch_id = ${big.id}`);
+  await database.sql`vacuum analyze subagent_batch_items`;
+  const url = `${scope.web.base}/api/threads/${scope.threadId}/subagent-batches/${big.id}/results.jsonl`;
+  const query = `select item_key, position, status, attempts, result, error, input_tokens, output_tokens, input
+    from subagent_batch_items where batch_id = '${big.id}' order by position`;
   const ours: number[] = [];
   const copy: number[] = [];
   let bytes = 0;
+  await download(url, scope.token); // warm-up
   for (let round = 0; round < 3; round++) {
-    ours.push(
-      await timed(async () => {
-        bytes = 0;
-        for await (const line of await exportResults(database.db, { ...scope, batchId: big.id })) bytes += JSON.stringify(line).length + 1;
-      }),
-    );
-    copy.push(
-      await timed(async () => {
-        // COPY takes no parameters; the id is a uuid this run created.
-        const stream = await database.sql
-          .unsafe(`copy (select item_key, position, status, attempts, result, error, input_tokens, output_tokens
-            from subagent_batch_items where batch_id = '${big.id}' order by position) to stdout`)
-          .readable();
-        for await (const _chunk of stream) {
-          // drained
-        }
-      }),
-    );
+    const c = await psqlCopy(scope.url, query);
+    if (c.lines !== BIG) throw new Error(`COPY returned ${c.lines} lines`);
+    copy.push(c.ms);
+    const o = await download(url, scope.token);
+    if (o.status !== 200 || o.lines !== BIG) throw new Error(`export returned ${o.status} with ${o.lines} lines`);
+    ours.push(o.ms);
+    bytes = o.bytes;
+    log(`export round ${round + 1}: results.jsonl ${o.ms.toFixed(0)} ms (${(o.bytes / 1e6).toFixed(0)} MB), COPY ${c.ms.toFixed(0)} ms (${(c.bytes / 1e6).toFixed(0)} MB)`);
   }
   const o = median(ours);
   const c = median(copy);
   return {
-    metric: `scale: JSONL export of 100000 items (${(bytes / 1e6).toFixed(0)} MB): ms vs COPY (select ...) TO STDOUT`,
+    metric: `scale: results.jsonl of ${BIG} items over HTTP (${(bytes / 1e6).toFixed(0)} MB): ms vs psql COPY (select the same columns) TO STDOUT`,
     ours: o,
     baseline: c,
     ratio: o / c,
@@ -150,9 +201,10 @@ async function exportRow(database: Database, scope: Scope): Promise<BenchRow> {
   };
 }
 
-async function claimRow(database: Database, scope: Scope): Promise<BenchRow> {
+async function claimRow(scope: Scope): Promise<BenchRow> {
+  const { database } = scope;
   const cost = async (n: number) => {
-    const b = await submit(database, scope, n, { max_running_items: 1_024 });
+    const b = await submitInProcess(scope, n, { max_running_items: 1_024 });
     await database.sql`analyze subagent_batch_items`;
     const times: number[] = [];
     for (let i = 0; i < 15; i++) {
@@ -164,30 +216,55 @@ async function claimRow(database: Database, scope: Scope): Promise<BenchRow> {
   };
   const small = await cost(1_000);
   const big = await cost(BIG);
-  return { metric: "scale: claim 32 items: ms with 100000 pending vs 1000 pending", ours: big, baseline: small, ratio: big / small, target: 1.3 };
+  return { metric: `scale: claim 32 items (promoting pending rows): ms with ${BIG} pending vs 1000 pending`, ours: big, baseline: small, ratio: big / small, target: 1.3 };
+}
+
+async function runRow(scope: Scope): Promise<BenchRow> {
+  const n = Number(process.env.SCALE_RUN_ITEMS ?? BIG);
+  const workers = spawnBenchWorkers({ databaseUrl: scope.url, count: 1, slots: 64, env: { FLOTILLA__SIMULATOR__LATENCY_MS: "0" } });
+  try {
+    const batch = await submitInProcess(scope, n, { max_running_items: 64 });
+    const done = await waitTerminal(scope.database.db, { ...scope, batchId: batch.id }, 30 * 60_000);
+    if (done.succeededCount !== n) throw new Error(`run: ${done.succeededCount} of ${n} succeeded (${done.status})`);
+    const seconds = (done.finishedAt!.getTime() - done.startedAt!.getTime()) / 1000;
+    const ideal = n / 2_000;
+    return {
+      metric: `scale: run ${n} zero-latency items, 1 worker x 64 slots (${(n / seconds).toFixed(0)} items/s): s from first claim to finish vs ${ideal} s (2000 items/s)`,
+      ours: seconds,
+      baseline: ideal,
+      ratio: seconds / ideal,
+      target: 1,
+    };
+  } finally {
+    await stopBenchWorkers(workers);
+  }
 }
 
 export async function run(): Promise<BenchRow[]> {
   const server = await benchServer();
   const rows: BenchRow[] = [];
-  const all = { submit: submission, read: reads, export: exportRow, claim: claimRow };
+  const all = { submit: submission, read: reads, export: exportRow, claim: claimRow, run: runRow };
   const only = new Set((process.env.SCALE_BENCH ?? Object.keys(all).join(",")).split(","));
   const parts = Object.entries(all)
     .filter(([k]) => only.has(k))
-    .map(([, f]) => f as (d: Database, s: Scope) => Promise<BenchRow | BenchRow[]>);
+    .map(([, f]) => f as (s: Scope) => Promise<BenchRow | BenchRow[]>);
   try {
     for (const part of parts) {
       const bdb = await freshDatabase(server.adminUrl);
       const database = createDatabase(bdb.url, { max: 2 });
+      const web = await startWeb(bdb.url, { mode: "handler", env: webEnv, port: PORT });
       try {
-        const scope = await owner(database.db);
-        rows.push(...[await part(database, scope)].flat());
+        const { userId, threadId } = await owner(database.db);
+        const token = await createApiToken(database.db, { userId });
+        rows.push(...[await part({ userId, threadId, token, database, url: bdb.url, web })].flat());
       } finally {
+        await web.stop();
         await database.close();
         await bdb.close();
       }
     }
   } finally {
+    agent.destroy();
     await server.stop();
   }
   return rows;

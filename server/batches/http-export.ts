@@ -2,18 +2,21 @@ import type postgres from "postgres";
 import { createDatabase, type Database, databaseUrlFromEnv } from "@/server/db/client";
 import { log } from "@/server/log";
 import { exportChunk } from "@/server/metrics";
-import { encodeResultLines, type RawExportRow } from "./http-jsonl";
 
 /**
  * results.jsonl as a byte stream: one READ ONLY, REPEATABLE READ transaction (so a batch that is
- * still running exports one consistent snapshot of every item, terminal or in flight) reading a
- * server-side cursor in position order. Rows are fetched only when the HTTP consumer asks for
- * more, so memory stays at a few fetches of rows however large the batch or slow the client.
- * Ownership must be checked by the caller before streaming (the route answers 404 first).
+ * still running exports one consistent snapshot of every item, terminal or in flight) reading
+ * keyset pages in position order, each cut at EXPORT_FETCH_BYTES of stored text. PostgreSQL
+ * writes every JSON line itself, so rows reach this process as finished bytes. Pages are read
+ * only when the HTTP consumer asks for more (one ahead), so memory stays at a few pages however
+ * large the batch or slow the client. Ownership must be checked by the caller before streaming
+ * (the route answers 404 first).
  */
 
-/** Rows per cursor fetch: with results ≤ max_result_chars (100k by default) that is ≤ ~1 MB per fetch (see bench/RESULTS.md). */
-export const EXPORT_FETCH_ROWS = 8;
+/** Stored text per page (at least one row): with results <= max_result_chars that is about 1 MB in flight. */
+export const EXPORT_FETCH_BYTES = 1024 * 1024;
+/** Rows per page at most; each page asks for as many rows as the last one's sizes say fit. */
+export const EXPORT_FETCH_ROWS = 5_000;
 /** A client that stops reading for this long releases the snapshot and its connection. */
 export const EXPORT_STALL_MS = 30_000;
 /** Exports at once per web process; more wait for a connection of this pool, never one of the main pool. */
@@ -35,32 +38,58 @@ export function exportPool(): postgres.Sql {
 }
 
 /**
- * The export projection, column by column (the one place a full result leaves the server).
- * The driver hands every column over as raw UTF-8 bytes and http-jsonl.ts writes the JSON
- * lines from them (read as latin1, one character per byte), so a 100k-character result is
- * never UTF-8 decoded and encoded back.
+ * One page of the export, each row's JSON line written by PostgreSQL (the one place a full
+ * result leaves the server). to_json escapes text exactly as JSON.stringify does (quote,
+ * backslash, \b \f \n \r \t, other control characters as lowercase \u00xx, nothing else), and
+ * the keys come in the wire schema's order, so each line is byte for byte what JSON.stringify
+ * writes (test/api/export-exactness.test.ts). A page takes rows after position $2 while the text
+ * stored in the rows before each one stays under $4 bytes, at most $3 rows; octet_length reads
+ * stored sizes without decompressing anything. Measured on 100,000 small rows (bench/scale):
+ * encoding lines in this process cost 5x a COPY of the same rows; PostgreSQL writes them at
+ * nearly COPY's speed.
  */
-const EXPORT_QUERY = `
-  select item_key, position, status, attempts, result, error, input_tokens, output_tokens, input
-    from subagent_batch_items
-   where batch_id = $1
+const EXPORT_PAGE = `
+  select '{"item_key":' || to_json(item_key)::text || ',"input":' || to_json(input)::text
+      || ',"position":' || position || ',"status":' || to_json(status)::text || ',"attempts":' || attempts
+      || ',"result":' || coalesce(to_json(result)::text, 'null') || ',"error":' || coalesce(to_json(error)::text, 'null')
+      || ',"usage":{"input_tokens":' || input_tokens || ',"output_tokens":' || output_tokens || '}}',
+         position
+    from (select item_key, input, position, status, attempts, result, error, input_tokens, output_tokens,
+                 coalesce(sum(octet_length(item_key) + octet_length(input) + coalesce(octet_length(result), 0)
+                              + coalesce(octet_length(error), 0))
+                            over (order by position rows between unbounded preceding and 1 preceding), 0) as before
+            from subagent_batch_items
+           where batch_id = $1 and position > $2
+           order by position
+           limit $3) page
+   where before < $4
    order by position`;
+
+/** A page's rows: [JSON line, position], as the bytes PostgreSQL sent. */
+type PageRow = readonly [Uint8Array, Uint8Array];
+
+/** The page's lines, each followed by a newline, in one buffer. */
+function joinLines(rows: readonly PageRow[]): Buffer {
+  let size = rows.length;
+  for (const row of rows) size += row[0].byteLength;
+  const out = Buffer.allocUnsafe(size);
+  let pos = 0;
+  for (const row of rows) {
+    out.set(row[0], pos);
+    pos += row[0].byteLength;
+    out[pos++] = 0x0a;
+  }
+  return out;
+}
 
 class ExportAborted extends Error {}
 
-/**
- * Yields until the driver has sent its request for the next fetch, so the database produces those
- * rows while this thread encodes the current ones (the export's time fell from 2.1× to 1.7× COPY's
- * on PostgreSQL 18; bench/RESULTS.md). postgres.js writes that request from a setImmediate
- * scheduled once the cursor callback settles, i.e. after one scheduled here: hence two turns.
- */
-const driverHasAskedForMore = () => new Promise<void>((resolve) => setImmediate(() => setImmediate(resolve)));
-
 export function exportResultsStream(
   sql: postgres.Sql,
-  args: { batchId: string; fetchRows?: number; stallMs?: number; signal?: AbortSignal },
+  args: { batchId: string; fetchRows?: number; fetchBytes?: number; stallMs?: number; signal?: AbortSignal },
 ): ReadableStream<Uint8Array> {
   const fetchRows = args.fetchRows ?? EXPORT_FETCH_ROWS;
+  const fetchBytes = args.fetchBytes ?? EXPORT_FETCH_BYTES;
   const stallMs = args.stallMs ?? EXPORT_STALL_MS;
   /** Why the export must stop early (client cancelled the body or disconnected); undefined while it may go on. */
   let stop: string | undefined;
@@ -101,37 +130,27 @@ export function exportResultsStream(
           check();
         };
 
-        // One fetch, encoded and handed over once the consumer has taken the previous chunk.
-        const deliver = async (rows: RawExportRow[]): Promise<void> => {
-          await driverHasAskedForMore();
-          check();
-          const chunk = encodeResultLines(rows);
-          await demand();
-          controller.enqueue(exportChunk(chunk));
-        };
-
-        // The callback form of the driver's cursor, not its async iterator: with the iterator,
-        // every fetch's socket buffers stay reachable until a full collection (about 64 MB of
-        // them on a 100 kB-per-row export), while here young-generation collections free them as
-        // they go (bench/RESULTS.md). The driver asks for the next fetch when the callback's
-        // promise settles: it returns the previous fetch's delivery (the backpressure) and
-        // chains its own rows behind it, so they are encoded while the database sends the next
-        // ones. A failed delivery fails the next callback, which ends the query. The driver does
-        // not wait for the callback of the final, partial fetch: its delivery is awaited here.
+        // Each page is asked for before the previous one is handed over, so the database writes
+        // it while the consumer reads. The first page is small; each next one asks for one row
+        // more than the last one's sizes say fit in fetchBytes, and the byte cut decides.
         const run = () =>
           sql.begin("isolation level repeatable read read only", async (tx) => {
-            let delivering: Promise<void> = Promise.resolve();
-            await tx
-              .unsafe(EXPORT_QUERY, [args.batchId])
-              .raw()
-              .cursor(fetchRows, (rows) => {
-                const previous = delivering;
-                delivering = previous.then(() => deliver(rows));
-                // Observed by the next callback or below, maybe a socket read later: not unhandled.
-                delivering.catch(() => {});
-                return previous;
-              });
-            await delivering;
+            const page = (after: number, rows: number) =>
+              tx.unsafe<PageRow[]>(EXPORT_PAGE, [args.batchId, after, rows, fetchBytes]).raw() as unknown as Promise<PageRow[]>;
+            let rows = Math.min(64, fetchRows);
+            let next = page(0, rows);
+            for (;;) {
+              const current = await next;
+              check();
+              if (current.length === 0) return;
+              const chunk = joinLines(current);
+              rows = Math.min(fetchRows, Math.ceil((current.length * fetchBytes) / chunk.byteLength) + 1);
+              next = page(Number(Buffer.from(current[current.length - 1]![1]).toString("latin1")), rows);
+              // Observed at the next turn, or dropped with the transaction when the export stops.
+              next.catch(() => {});
+              await demand();
+              controller.enqueue(exportChunk(chunk));
+            }
           });
 
         run().then(
@@ -157,7 +176,7 @@ export function exportResultsStream(
         nudge();
       },
     },
-    // Counted in chunks: one fetch queued for the socket while the next is read and encoded.
+    // Counted in chunks: one page queued for the socket while the next is read.
     { highWaterMark: 1 },
   );
 }

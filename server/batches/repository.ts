@@ -9,6 +9,7 @@ import { resolveModel } from "@/server/models/index";
 import { expandFileSubmission } from "@/server/workspace/batches";
 import { assertResumable, modelPrices } from "./budget";
 import { decodeCursor, encodeCursor } from "./cursor";
+import { insertItems } from "./insert-items";
 import { BATCH_CHANNEL, type BatchEvent, batchEventPayload } from "./notify";
 import { buildExecutionSpec, type SubmissionOrigin } from "./spec";
 import type { BatchRow, ItemPageResult, ItemSummary, ResultLine } from "./types";
@@ -70,8 +71,8 @@ export interface SubmitBatchArgs {
 /**
  * Creates a batch and all its items in one transaction, or returns the existing batch when
  * (userId, submission_key) was seen before (`created: false`). The whole input is validated
- * first; nothing is written on any error. Items go in with one INSERT ... SELECT over a JSON
- * array (one round trip for thousands of rows); the first max_live_items enter as queued.
+ * first; nothing is written on any error. Items are streamed in with COPY (insert-items.ts);
+ * the first max_live_items enter as queued.
  */
 export async function submitBatch(db: Db, args: SubmitBatchArgs): Promise<{ batch: BatchRow; created: boolean }> {
   checkIds({ threadId: args.threadId });
@@ -99,7 +100,6 @@ export async function submitBatch(db: Db, args: SubmitBatchArgs): Promise<{ batc
   const prices = modelPrices(args.config, spec.model.name);
   // Only the lead's own submissions wake it when they settle (API and dialog batches never do).
   const wakeLead = spec.caller.origin === "tool" && args.config.subagent_batches.wake_lead;
-  const itemsJson = JSON.stringify(sub.items.map((i) => [i.key, i.prompt, i.input]));
 
   // Per-user quotas, race-safe: one submission per user at a time takes the count and inserts
   // under a transaction-scoped advisory lock. A replay of an existing key is never refused.
@@ -110,7 +110,9 @@ export async function submitBatch(db: Db, args: SubmitBatchArgs): Promise<{ batc
       .from(subagentBatches)
       .where(and(eq(subagentBatches.userId, args.userId), eq(subagentBatches.submissionKey, sub.submissionKey)));
     if (!replay) await checkQuotas(tx, { userId: args.userId, total, quotas: args.config.quotas });
-    return insertSubmission(tx, { ...args, sub, spec, total, live, itemsJson, prices, wakeLead });
+    const created = await insertSubmission(tx, { ...args, sub, spec, total, live, prices, wakeLead });
+    if (created.length === 1) await insertItems(tx, { batchId: created[0]!.id, offset: 0, live, items: sub.items });
+    return created;
   });
   if (rows.length === 1) {
     const [batch] = await db.select().from(subagentBatches).where(eq(subagentBatches.id, rows[0]!.id));
@@ -151,14 +153,13 @@ async function insertSubmission(
     spec: ReturnType<typeof buildExecutionSpec>;
     total: number;
     live: number;
-    itemsJson: string;
     prices: { input: number; output: number };
     wakeLead: boolean;
   },
 ): Promise<{ id: string }[]> {
-  const { sub, spec, total, live, itemsJson, prices, wakeLead } = args;
-  // One statement: ownership, the idempotent batch insert, every item and the wake-up
-  // notification. Only a replay or a refusal needs a second look.
+  const { sub, spec, total, live, prices, wakeLead } = args;
+  // One statement: ownership, the idempotent batch insert and the wake-up notification (sent at
+  // commit, after the items). Only a replay or a refusal needs a second look.
   return db.execute<{ id: string }>(sql`
     with owner as (
       select 1 from threads where id = ${args.threadId} and user_id = ${args.userId}
@@ -176,11 +177,6 @@ async function insertSubmission(
         from owner
       on conflict (user_id, submission_key) do nothing
       returning id
-    ),
-    items as (
-      insert into subagent_batch_items (batch_id, position, item_key, prompt, input, status)
-      select ins.id, t.ord::int, t.v->>0, t.v->>1, t.v->>2, case when t.ord <= ${live} then 'queued' else 'pending' end
-        from ins cross join json_array_elements(${itemsJson}::json) with ordinality as t(v, ord)
     ),
     note as (
       select pg_notify(${BATCH_CHANNEL}, ${batchEventPayload("submit", "")} || ins.id::text) from ins
@@ -262,6 +258,19 @@ export function parseItemStatus(value: string | null | undefined): ItemStatus | 
   return value as ItemStatus;
 }
 
+function countOf(batch: BatchRow, status: ItemStatus): number {
+  const counts: Record<ItemStatus, number> = {
+    pending: batch.pendingCount,
+    queued: batch.queuedCount,
+    leased: batch.leasedCount,
+    running: batch.runningCount,
+    succeeded: batch.succeededCount,
+    failed: batch.failedCount,
+    cancelled: batch.cancelledCount,
+  };
+  return counts[status];
+}
+
 /** The columns of an item page row: bounded previews, never the prompt or the full result. */
 export const itemSummaryColumns = {
   id: subagentBatchItems.id,
@@ -294,12 +303,16 @@ export async function listItems(
   const limit = args.limit ?? ITEM_PAGE_DEFAULT;
   if (!Number.isInteger(limit) || limit < 1 || limit > ITEM_PAGE_MAX)
     throw new AppError("validation_failed", `limit: must be a whole number between 1 and ${ITEM_PAGE_MAX}`);
-  await getBatch(db, args);
+  const batch = await getBatch(db, args);
+  // The batch's counters answer a status with no items without reading any.
+  if (status && countOf(batch, status) === 0) return { items: [], nextCursor: null };
   const i = subagentBatchItems;
   const rows = await db
     .select(itemSummaryColumns)
     .from(i)
-    .where(and(eq(i.batchId, args.batchId), gt(i.position, after), status ? eq(i.status, status) : undefined))
+    // The status as a literal (it is one of ITEM_STATUSES), so the planner can pick that
+    // status's partial index, which a bound parameter never matches.
+    .where(and(eq(i.batchId, args.batchId), gt(i.position, after), status ? sql`${i.status} = ${sql.raw(`'${status}'`)}` : undefined))
     .orderBy(asc(i.position))
     .limit(limit + 1);
   const more = rows.length > limit;

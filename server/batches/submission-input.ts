@@ -61,6 +61,9 @@ function parseItem(value: unknown, where: string, separator: string): SubmitItem
   }
   if (value === null || typeof value !== "object" || Array.isArray(value))
     throw new AppError("validation_failed", `${where}: expected a string or an object {item_key?, prompt}`);
+  // The common shape passes without zod (half an NDJSON upload's parse time); anything else
+  // goes through the schema, which names the problem.
+  if (isPlainItem(value)) return value;
   const parsed = itemObjectSchema.safeParse(value);
   if (!parsed.success) {
     const issue = parsed.error.issues[0];
@@ -68,6 +71,18 @@ function parseItem(value: unknown, where: string, separator: string): SubmitItem
     throw new AppError("validation_failed", `${where}${field ? `${separator}${field}` : ""}: ${issue?.message}`);
   }
   return parsed.data;
+}
+
+/** What itemObjectSchema accepts, checked by hand: only item_key (1..200 characters) and a non-empty prompt. */
+function isPlainItem(value: object): value is { item_key?: string; prompt: string } {
+  let keys = 0;
+  for (const key in value) {
+    if (key !== "item_key" && key !== "prompt") return false;
+    keys++;
+  }
+  const { item_key: key, prompt } = value as { item_key?: unknown; prompt?: unknown };
+  if (typeof prompt !== "string" || prompt.length === 0) return false;
+  return key === undefined ? keys === 1 : typeof key === "string" && key.length >= 1 && key.length <= 200;
 }
 
 /** Same rules as the batch engine: explicit keys win, the rest are item-1, item-2, ... by position. */

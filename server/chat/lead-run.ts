@@ -49,19 +49,23 @@ function responseText(message: ChatMessage): string {
 
 /**
  * Takes the thread's lock: one active stream row per thread (partial unique index). A lock
- * left by a dead process is released first. Runs in the caller's transaction with the user
+ * left by a dead process is released and taken again (looked for only when the lock is held,
+ * so a free thread costs one statement). Runs in the caller's transaction with the user
  * message insert, so a 409 writes nothing.
  */
 async function lockThread(
   db: Parameters<Parameters<Db["transaction"]>[0]>[0],
   input: { threadId: string; userId: string; messageId: string },
 ): Promise<string> {
-  const rows = await db.execute<{ id: string }>(sql`
-    insert into ${chatStreams} (thread_id, user_id, message_id)
-    values (${input.threadId}, ${input.userId}, ${input.messageId})
-    on conflict (thread_id) where status = 'active' do nothing
-    returning id`);
-  const id = rows[0]?.id;
+  const take = async () =>
+    (
+      await db.execute<{ id: string }>(sql`
+        insert into ${chatStreams} (thread_id, user_id, message_id)
+        values (${input.threadId}, ${input.userId}, ${input.messageId})
+        on conflict (thread_id) where status = 'active' do nothing
+        returning id`)
+    )[0]?.id;
+  const id = (await take()) ?? ((await closeAbandonedStreams(db, { threadId: input.threadId })) > 0 ? await take() : undefined);
   if (!id) throw new AppError("conflict", THREAD_BUSY_MESSAGE);
   return id;
 }
@@ -80,7 +84,6 @@ export async function startLeadRun(
 ): Promise<StartedLeadRun> {
   const { config, model, userId, trigger } = input;
   const thread = await getThreadForUser(db, { userId, threadId: input.threadId });
-  await closeAbandonedStreams(db, { threadId: thread.id });
   const history = await loadMessages(db, { threadId: thread.id });
   const messageId = `msg_${randomUUID().replace(/-/g, "")}`;
 
@@ -106,12 +109,21 @@ export async function startLeadRun(
   let lead: Awaited<ReturnType<typeof startLeadResponse>>;
   try {
     lead = await startLeadResponse({ db, config, model, userId, threadId: thread.id, messages });
-    await db.update(chatStreams).set({ runId: lead.runId }).where(sql`${chatStreams.id} = ${streamId}`);
   } catch (err) {
     await writer.close();
     throw err;
   }
   const runId = lead.runId;
+  // Off the first token's path: the stream is a minute away from counting as abandoned
+  // without its run, and the writer finishes it only after this settles.
+  const attached = db
+    .update(chatStreams)
+    .set({ runId })
+    .where(sql`${chatStreams.id} = ${streamId}`)
+    .then(
+      () => undefined,
+      (err) => log.error({ err, stream_id: streamId, run_id: runId }, "could not attach the run to its chat stream"),
+    );
   // Stop pressed on another web process reaches this one as a notification.
   const unsubscribeStop = await onChatStreamEvent(db, (payload) => {
     if (payload === `stop:${runId}`) abortLiveRun(runId);
@@ -153,6 +165,7 @@ export async function startLeadRun(
       log.error({ err, run_id: runId }, "lead response stream failed");
     } finally {
       unsubscribeStop();
+      await attached;
       await writer.close().catch((err) => log.error({ err, stream_id: streamId }, "could not finish the chat stream"));
       await pruneFinishedStreams(db).catch((err) => log.warn({ err }, "could not prune finished chat streams"));
     }

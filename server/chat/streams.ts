@@ -1,7 +1,6 @@
 import type { UIMessageChunk } from "ai";
 import { and, asc, eq, gte, lt, sql } from "drizzle-orm";
-import type postgres from "postgres";
-import type { Db, DbOrTx } from "@/server/db/client";
+import { type Db, type DbOrTx, driverOf } from "@/server/db/client";
 import { agentRuns, chatStreamChunks, chatStreams } from "@/server/db/schema";
 import { log } from "@/server/log";
 
@@ -32,8 +31,7 @@ interface Hub {
 const hubs = new WeakMap<object, Hub>();
 
 function hubFor(db: Db): Hub {
-  // drizzle's postgres-js handle carries its driver client (the Db type leaves it out).
-  const client = (db as unknown as { $client: postgres.Sql }).$client;
+  const client = driverOf(db);
   let hub = hubs.get(client);
   if (!hub) {
     const listeners = new Set<Listener>();
@@ -91,23 +89,59 @@ export async function pruneFinishedStreams(db: DbOrTx): Promise<void> {
     .where(and(eq(chatStreams.status, "finished"), lt(chatStreams.finishedAt, new Date(Date.now() - KEEP_FINISHED_MS))));
 }
 
+/** The streams this process (this database client) is writing, while they are active. */
+const localWriters = new WeakMap<object, Map<string, ChunkWriter>>();
+
+function writersOf(db: Db): Map<string, ChunkWriter> {
+  const client = driverOf(db);
+  let writers = localWriters.get(client);
+  if (!writers) {
+    writers = new Map();
+    localWriters.set(client, writers);
+  }
+  return writers;
+}
+
 /**
  * Appends the chunks of one stream in order. Chunks are buffered and written in one insert
  * per flush (one notification each), so a fast model does not cost one round trip per token.
+ * While the stream is active, readers in this process follow it in memory (every chunk so far
+ * is kept here until close): the first token reaches the request that started the response
+ * without waiting for its insert, the notification and a read back (bench/chat: that round
+ * trip was most of the route's first-token overhead). Readers elsewhere read the table.
  */
 export class ChunkWriter {
   private seq = 0;
   private buffer: UIMessageChunk[] = [];
   private flushing: Promise<void> | null = null;
+  /** Every chunk written, by seq, for readers in this process. */
+  readonly written: UIMessageChunk[] = [];
+  /** Set once the stream is finished (after its last chunk is stored). */
+  finished = false;
+  private readonly followers = new Set<() => void>();
 
   constructor(
     private readonly db: Db,
     readonly streamId: string,
-  ) {}
+  ) {
+    writersOf(db).set(streamId, this);
+  }
 
   write(chunk: UIMessageChunk): void {
+    this.written.push(chunk);
     this.buffer.push(chunk);
     this.flushing ??= this.drain();
+    this.wakeFollowers();
+  }
+
+  /** Calls `wake` after each new chunk and at the end; returns the unsubscribe function. */
+  follow(wake: () => void): () => void {
+    this.followers.add(wake);
+    return () => this.followers.delete(wake);
+  }
+
+  private wakeFollowers(): void {
+    for (const wake of this.followers) wake();
   }
 
   private async drain(): Promise<void> {
@@ -131,13 +165,45 @@ export class ChunkWriter {
 
   /** Writes what is buffered, then marks the stream finished (releases the thread's lock). */
   async close(): Promise<void> {
-    while (this.flushing) await this.flushing;
-    await this.db
-      .update(chatStreams)
-      .set({ status: "finished", finishedAt: sql`now()` })
-      .where(and(eq(chatStreams.id, this.streamId), eq(chatStreams.status, "active")));
-    await notifyChatStream(this.db, `chunks:${this.streamId}`);
+    try {
+      while (this.flushing) await this.flushing;
+      await this.db
+        .update(chatStreams)
+        .set({ status: "finished", finishedAt: sql`now()` })
+        .where(and(eq(chatStreams.id, this.streamId), eq(chatStreams.status, "active")));
+      await notifyChatStream(this.db, `chunks:${this.streamId}`);
+    } finally {
+      this.finished = true;
+      writersOf(this.db).delete(this.streamId);
+      this.wakeFollowers();
+    }
   }
+}
+
+/** Follows a stream this process writes, from memory. */
+function followLocal(writer: ChunkWriter, fromSeq: number): ReadableStream<UIMessageChunk> {
+  let cursor = fromSeq;
+  let cancelled = false;
+  let wake: (() => void) | null = null;
+  const unfollow = writer.follow(() => wake?.());
+  return new ReadableStream<UIMessageChunk>({
+    async pull(controller) {
+      while (cursor >= writer.written.length && !writer.finished && !cancelled) await new Promise<void>((resolve) => (wake = resolve));
+      wake = null;
+      if (cancelled) return;
+      if (cursor < writer.written.length) {
+        for (; cursor < writer.written.length; cursor++) controller.enqueue(writer.written[cursor]!);
+        return;
+      }
+      unfollow();
+      controller.close();
+    },
+    cancel() {
+      cancelled = true;
+      unfollow();
+      wake?.();
+    },
+  });
 }
 
 /** The active stream of a thread, if any (callers have checked ownership). */
@@ -155,6 +221,8 @@ export async function activeStreamOf(db: DbOrTx, input: { threadId: string }) {
  * the returned stream only stops this reader, never the response.
  */
 export function readChatStream(db: Db, input: { streamId: string; fromSeq?: number }): ReadableStream<UIMessageChunk> {
+  const local = writersOf(db).get(input.streamId);
+  if (local) return followLocal(local, input.fromSeq ?? 0);
   let cursor = input.fromSeq ?? 0;
   let cancelled = false;
   let wake: (() => void) | null = null;

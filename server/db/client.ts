@@ -1,10 +1,19 @@
 import { drizzle, type PostgresJsDatabase } from "drizzle-orm/postgres-js";
+import type { PostgresJsSession } from "drizzle-orm/postgres-js/session";
 import postgres from "postgres";
 import * as schema from "./schema";
 
 export type Db = PostgresJsDatabase<typeof schema>;
 /** A database handle or an open transaction; repository functions accept either. */
 export type DbOrTx = Db | Parameters<Parameters<Db["transaction"]>[0]>[0];
+
+/**
+ * The postgres.js connection behind a handle, or the transaction's own connection: for what
+ * drizzle has no form of (COPY streams). Statements sent here run inside the same transaction.
+ */
+export function driverOf(db: DbOrTx): postgres.Sql {
+  return (db._.session as unknown as PostgresJsSession<postgres.Sql, typeof schema, never>).client;
+}
 
 export interface Database {
   db: Db;

@@ -4,8 +4,8 @@ import { exportResultsStream } from "@/server/batches/http-export";
 import { call, makeThread, makeUser, setupApiDatabase, type TestUser } from "./helpers";
 
 /**
- * The export writes JSON lines from the driver's raw bytes. Whatever PostgreSQL stores, each
- * line must be byte for byte what JSON.stringify writes for the same values read normally.
+ * PostgreSQL writes the export's JSON lines. Whatever it stores, each line must be byte for byte
+ * what JSON.stringify writes for the same values read normally.
  */
 
 const tdb = await setupApiDatabase();
@@ -46,7 +46,78 @@ interface Expected {
   usage: { input_tokens: number; output_tokens: number };
 }
 
+/** Deterministic pseudo-random text drawn from every class JSON escaping distinguishes (PostgreSQL text holds no NUL). */
+function randomText(seed: number, length: number): string {
+  const pool = [..."abcXYZ019 /'`<>&{}[]", '"', "\\", "\n", "\r", "\t", "\b", "\f", "\u0001", "\u001f", "\u007f", "é", "✓", "\u2028", "\u2029", "😀", "中文"];
+  let x = seed;
+  let out = "";
+  while (out.length < length) {
+    x = (x * 1103515245 + 12345) & 0x7fffffff;
+    out += pool[x % pool.length];
+  }
+  return out;
+}
+
+async function exportText(batchId: string, options: { fetchRows?: number; fetchBytes?: number } = {}): Promise<{ text: string; chunks: string[] }> {
+  const decoder = new TextDecoder();
+  const chunks: string[] = [];
+  for await (const chunk of exportResultsStream(tdb.sql, { batchId, ...options }) as unknown as AsyncIterable<Uint8Array>)
+    chunks.push(decoder.decode(chunk, { stream: true }));
+  return { text: chunks.join(""), chunks };
+}
+
+async function expectedLines(batchId: string): Promise<string> {
+  const rows = await tdb.sql<{ item_key: string; position: number; status: string; attempts: number; result: string | null; error: string | null; input_tokens: string; output_tokens: string; input: string }[]>`
+    select item_key, position, status, attempts, result, error, input_tokens, output_tokens, input
+      from subagent_batch_items where batch_id = ${batchId} order by position`;
+  return rows
+    .map((r) => {
+      const line: Expected = {
+        item_key: r.item_key,
+        input: r.input,
+        position: r.position,
+        status: r.status,
+        attempts: r.attempts,
+        result: r.result,
+        error: r.error,
+        usage: { input_tokens: Number(r.input_tokens), output_tokens: Number(r.output_tokens) },
+      };
+      return `${JSON.stringify(line)}\n`;
+    })
+    .join("");
+}
+
+async function submit(key: string, items: { item_key: string; prompt: string }[]): Promise<string> {
+  const res = await call("POST", `/api/threads/${thread}/subagent-batches`, { token: user.token, json: { submission_key: key, items } });
+  expect(res.status).toBe(201);
+  return batchProjectionSchema.parse(await res.json()).id;
+}
+
 describe("results.jsonl bytes", () => {
+  it("matches JSON.stringify for pseudo-random text of every escape class", async () => {
+    const items = Array.from({ length: 120 }, (_, i) => ({ item_key: `r${i} ${randomText(i + 500, 30)}`, prompt: randomText(i + 900, 200) }));
+    const batchId = await submit("random", items);
+    for (let seed = 1; seed <= 120; seed++)
+      await tdb.sql`
+        update subagent_batch_items set status = 'succeeded', result = ${randomText(seed, seed * 37)},
+               error = ${seed % 3 ? null : randomText(seed + 7, 50)}
+         where batch_id = ${batchId} and position = ${seed}`;
+    expect((await exportText(batchId)).text).toBe(await expectedLines(batchId));
+  });
+
+  it("cuts each page at fetchBytes of stored text (always at least one row)", async () => {
+    const batchId = await submit("pages", Array.from({ length: 12 }, (_, i) => ({ item_key: `p${i}`, prompt: "x" })));
+    await tdb.sql`update subagent_batch_items set status = 'succeeded', result = repeat('r', 20000) where batch_id = ${batchId}`;
+    // Rows start a page's 1st, 2nd and 3rd 20 kB under 50 kB; the 4th would start at 60 kB.
+    const small = await exportText(batchId, { fetchBytes: 50_000 });
+    expect(small.text).toBe(await expectedLines(batchId));
+    expect(small.chunks.map((c) => c.split("\n").length - 1)).toEqual([3, 3, 3, 3]);
+    // A row larger than the budget still goes, alone.
+    const tiny = await exportText(batchId, { fetchBytes: 1_000 });
+    expect(tiny.chunks.map((c) => c.split("\n").length - 1)).toEqual(Array(12).fill(1));
+  });
+
+
   it("matches JSON.stringify for every kind of stored text, in result, error, item_key and input", async () => {
     const items = TRICKY.map((_, i) => ({ item_key: `k${i} "${TRICKY[i] === null ? "" : (TRICKY[i] as string).slice(0, 40)}`, prompt: `p ${(TRICKY[i] ?? "").slice(0, 5_000)}` }));
     const res = await call("POST", `/api/threads/${thread}/subagent-batches`, {

@@ -90,9 +90,10 @@ export const subagentBatchItems = pgTable(
   "subagent_batch_items",
   {
     id: uuid("id").primaryKey().defaultRandom(),
-    batchId: uuid("batch_id")
-      .notNull()
-      .references(() => subagentBatches.id, { onDelete: "cascade" }),
+    // No foreign key: its per-row check was a third of writing 100,000 items (drizzle/0010_scale_items.sql).
+    // Items are written only with their batch (insert-items.ts, same transaction) and leave with
+    // it: the subagent_batches_delete_items trigger deletes them.
+    batchId: uuid("batch_id").notNull(),
     position: integer("position").notNull(),
     itemKey: text("item_key").notNull(),
     prompt: text("prompt").notNull(),
@@ -124,16 +125,25 @@ export const subagentBatchItems = pgTable(
     finishedAt: timestamp("finished_at", { withTimezone: true }),
   },
   (t) => [
-    uniqueIndex("subagent_batch_items_key_uq").on(t.batchId, t.itemKey),
+    // Paging, export and claim order. Item keys are unique per batch by the submission's own
+    // check; no query looks one up, so they carry no index (it cost 15% of a 100,000-item write).
     uniqueIndex("subagent_batch_items_position_uq").on(t.batchId, t.position),
     // No (batch_id, status, position) index: status changes on every transition, and maintaining
-    // it cost ~40% of each transition's time. Status-filtered pages walk the position index.
+    // it cost ~40% of each transition's time. A status-filtered page uses the partial index of
+    // its status where there is one (pending and queued for promote and claim; failed and
+    // cancelled, rare and terminal, for pages) and otherwise walks the position index.
     index("subagent_batch_items_queued_idx")
       .on(t.batchId, t.position)
       .where(sql`status = 'queued'`),
     index("subagent_batch_items_pending_idx")
       .on(t.batchId, t.position)
       .where(sql`status = 'pending'`),
+    index("subagent_batch_items_failed_idx")
+      .on(t.batchId, t.position)
+      .where(sql`status = 'failed'`),
+    index("subagent_batch_items_cancelled_idx")
+      .on(t.batchId, t.position)
+      .where(sql`status = 'cancelled'`),
     index("subagent_batch_items_lease_idx")
       .on(t.leaseExpiresAt)
       .where(sql`status in ('leased', 'running')`),
