@@ -213,9 +213,9 @@ test("retry a failed item: it runs again, fails again, and shows its attempts", 
   await expect(first.getByTestId("item-attempts")).toHaveText("3/3");
 
   // Keyboard: expand the row to read the full error.
-  await first.getByRole("button", { name: "item-50", exact: true }).focus();
+  await first.getByRole("button", { name: "topic 50 [[fail]]", exact: true }).focus();
   await page.keyboard.press("Enter");
-  await expect(first.getByRole("button", { name: "item-50", exact: true })).toHaveAttribute("aria-expanded", "true");
+  await expect(first.getByRole("button", { name: "topic 50 [[fail]]", exact: true })).toHaveAttribute("aria-expanded", "true");
   await expect(detail.getByTestId("item-detail")).toContainText("Simulated model failure");
   await shot(page, "08-failed-item-expanded");
 

@@ -243,7 +243,7 @@ test("a finished batch with failures says so in amber and shows each item's inpu
   // Inputs: which city failed is visible on the row and in its detail.
   const failedRow = detail.locator('[data-testid="item-row"][data-status="failed"]').first();
   await expect(failedRow.getByTestId("item-input")).toHaveText("Oslo [[fail]]");
-  await failedRow.getByRole("button", { name: "item-2", exact: true }).click();
+  await failedRow.getByRole("button", { name: "Oslo [[fail]]", exact: true }).click();
   await expect(detail.getByTestId("item-detail-input").first()).toContainText("Oslo [[fail]]");
   const jsonl = await (await page.request.get(`/api/threads/${threadId}/subagent-batches/${await detail.getAttribute("data-batch-id")}/results.jsonl`)).text();
   expect(jsonl.trim().split("\n").map((l) => JSON.parse(l).input)).toEqual(["Lisbon", "Oslo [[fail]]", "Nairobi", "Lima [[fail]]", "Osaka"]);

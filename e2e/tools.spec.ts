@@ -70,7 +70,7 @@ test("task, swarm and batch item show the tool calls their sub-agents made", asy
   await expect(detail.getByTestId("progress-pct")).toHaveText("100%", { timeout: 60_000 });
   const item = panel.locator('[data-testid="item-row"][data-item-key="item-2"]');
   await expect(item).toHaveAttribute("data-status", "succeeded");
-  await item.getByRole("button", { name: "item-2" }).click();
+  await item.getByRole("button", { name: "green blue" }).click();
   const itemDetail = panel.getByTestId("item-detail");
   await expect(itemDetail).toContainText("1 tool call");
   const itemCall = itemDetail.getByTestId("tool-call");

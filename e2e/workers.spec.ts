@@ -50,6 +50,15 @@ test("workers view lists a live worker with the batch it works on, then shows it
   expect(workerId).toMatch(/^[^:]+:\d+:[0-9a-f]{6}$/);
   await expect(row.getByRole("cell", { name: workerId!.split(":")[1], exact: true })).toBeVisible(); // pid
   await page.screenshot({ path: path.join(SCREENSHOT_DIR, "workers-live.png"), fullPage: true });
+  // On a phone each worker is a card: nothing is cut or runs off the screen.
+  await page.setViewportSize({ width: 390, height: 844 });
+  await expect(row).toBeVisible();
+  const rowBox = await row.boundingBox();
+  expect(rowBox!.x).toBeGreaterThanOrEqual(0);
+  expect(rowBox!.x + rowBox!.width).toBeLessThanOrEqual(390);
+  expect(await table.evaluate((t) => t.parentElement!.scrollWidth - t.parentElement!.clientWidth)).toBeLessThanOrEqual(0);
+  await page.screenshot({ path: path.join(SCREENSHOT_DIR, "workers-live-phone.png"), fullPage: true });
+  await page.setViewportSize({ width: 1400, height: 900 });
 
   // The batch link leads to its thread.
   await expect(batchLink).toHaveAttribute("href", `/threads/${threadId}`);

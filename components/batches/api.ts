@@ -1,49 +1,42 @@
 import {
   type BatchProjection,
   batchListSchema,
+  batchNotificationsSchema,
   batchProjectionSchema,
   type Features,
   featuresSchema,
   type ItemDetail,
-  itemDetailSchema,
   type ItemPage,
-  type ItemProjection,
+  type ItemRetryResponse,
   type ItemStatus,
+  itemDetailSchema,
   itemPageSchema,
-  itemProjectionSchema,
+  itemRetryResponseSchema,
+  settlementsSeenSchema,
 } from "@/lib/api/batches";
+import { threadMessagesSchema } from "@/lib/api/chat";
+import { fetchJson, sendJson } from "@/lib/api/client";
 import type { BatchSubmission } from "@/lib/api/files";
+import type { ChatMessage } from "@/server/chat/messages";
 
-import { ApiError, parse, request } from "@/lib/api/client";
-
-export { ApiError, parse, request };
-
-/** The batch panel's calls; every response is parsed with the shared zod projection. */
+/** The batch panel's calls, each through lib/api/client with its lib/api projection schema. */
 
 export const ITEM_PAGE_SIZE = 50;
 
-/** Mutations answer with the projection itself or wrapped as { batch } / { item }. */
-function unwrap(body: unknown, key: string): unknown {
-  if (body && typeof body === "object" && key in body) return (body as Record<string, unknown>)[key];
-  return body;
-}
-
 const base = (threadId: string) => `/api/threads/${encodeURIComponent(threadId)}/subagent-batches`;
 const batchPath = (threadId: string, batchId: string) => `${base(threadId)}/${encodeURIComponent(batchId)}`;
+const itemPath = (threadId: string, batchId: string, itemId: string) =>
+  `${batchPath(threadId, batchId)}/items/${encodeURIComponent(itemId)}`;
 
-export async function fetchFeatures(signal?: AbortSignal): Promise<Features> {
-  return parse(featuresSchema, await request("/api/features", { signal }), "feature list");
+export function fetchFeatures(signal?: AbortSignal): Promise<Features> {
+  return fetchJson(featuresSchema, "/api/features", "feature list", { signal });
 }
 
 export async function fetchBatches(threadId: string, signal?: AbortSignal): Promise<BatchProjection[]> {
-  return parse(batchListSchema, await request(base(threadId), { signal }), "batch list").batches;
+  return (await fetchJson(batchListSchema, base(threadId), "batch list", { signal })).batches;
 }
 
-export async function fetchBatch(threadId: string, batchId: string, signal?: AbortSignal): Promise<BatchProjection> {
-  return parse(batchProjectionSchema, unwrap(await request(batchPath(threadId, batchId), { signal }), "batch"), "batch");
-}
-
-export async function fetchItems(
+export function fetchItems(
   threadId: string,
   batchId: string,
   opts: { status?: ItemStatus | null; cursor?: string | null; limit?: number },
@@ -53,46 +46,50 @@ export async function fetchItems(
   if (opts.status) q.set("status", opts.status);
   if (opts.cursor) q.set("cursor", opts.cursor);
   q.set("limit", String(opts.limit ?? ITEM_PAGE_SIZE));
-  return parse(itemPageSchema, await request(`${batchPath(threadId, batchId)}/items?${q}`, { signal }), "item page");
+  return fetchJson(itemPageSchema, `${batchPath(threadId, batchId)}/items?${q}`, "item page", { signal });
 }
 
 /** One item with the tool calls of its latest run. */
-export async function fetchItemDetail(threadId: string, batchId: string, itemId: string, signal?: AbortSignal): Promise<ItemDetail> {
-  const path = `${batchPath(threadId, batchId)}/items/${encodeURIComponent(itemId)}`;
-  return parse(itemDetailSchema, await request(path, { signal }), "item");
+export function fetchItemDetail(threadId: string, batchId: string, itemId: string, signal?: AbortSignal): Promise<ItemDetail> {
+  return fetchJson(itemDetailSchema, itemPath(threadId, batchId, itemId), "item", { signal });
 }
-
-const post = (path: string, body?: unknown) =>
-  request(path, {
-    method: "POST",
-    headers: body === undefined ? undefined : { "content-type": "application/json" },
-    body: body === undefined ? undefined : JSON.stringify(body),
-  });
 
 export type BatchAction = "pause" | "resume" | "cancel";
 
-export async function controlBatch(threadId: string, batchId: string, action: BatchAction): Promise<BatchProjection> {
-  const body = await post(`${batchPath(threadId, batchId)}/${action}`);
-  return parse(batchProjectionSchema, unwrap(body, "batch"), "batch");
+export function controlBatch(threadId: string, batchId: string, action: BatchAction): Promise<BatchProjection> {
+  return sendJson(batchProjectionSchema, `${batchPath(threadId, batchId)}/${action}`, "batch");
 }
 
-export async function retryItem(threadId: string, batchId: string, itemId: string): Promise<ItemProjection> {
-  const body = await post(`${batchPath(threadId, batchId)}/items/${encodeURIComponent(itemId)}/retry`);
-  return parse(itemProjectionSchema, unwrap(body, "item"), "item");
+export function retryItem(threadId: string, batchId: string, itemId: string): Promise<ItemRetryResponse> {
+  return sendJson(itemRetryResponseSchema, `${itemPath(threadId, batchId, itemId)}/retry`, "retried item");
 }
 
-export async function submitBatch(threadId: string, input: BatchSubmission): Promise<BatchProjection> {
-  return parse(batchProjectionSchema, unwrap(await post(base(threadId), input), "batch"), "batch");
+export function submitBatch(threadId: string, input: BatchSubmission): Promise<BatchProjection> {
+  return sendJson(batchProjectionSchema, base(threadId), "batch", input);
+}
+
+export function updateBudget(
+  threadId: string,
+  batchId: string,
+  budget: { max_total_tokens?: number | null; max_cost_usd?: number | null },
+): Promise<BatchProjection> {
+  return sendJson(batchProjectionSchema, `${batchPath(threadId, batchId)}/budget`, "batch", budget);
 }
 
 export function resultsUrl(threadId: string, batchId: string): string {
   return `${batchPath(threadId, batchId)}/results.jsonl`;
 }
 
-export async function updateBudget(
-  threadId: string,
-  batchId: string,
-  budget: { max_total_tokens?: number | null; max_cost_usd?: number | null },
-): Promise<BatchProjection> {
-  return parse(batchProjectionSchema, unwrap(await post(`${batchPath(threadId, batchId)}/budget`, budget), "batch"), "batch");
+export function fetchNotifications(signal?: AbortSignal) {
+  return fetchJson(batchNotificationsSchema, "/api/batch-notifications", "batch notifications", { signal });
+}
+
+export function markSettlementsSeen(threadId: string) {
+  return sendJson(settlementsSeenSchema, `${base(threadId)}/seen`, "seen settlements");
+}
+
+/** The thread's stored messages (the chat polls them for a lead wake-up reply). */
+export async function fetchThreadMessages(threadId: string, signal?: AbortSignal): Promise<ChatMessage[]> {
+  const thread = await fetchJson(threadMessagesSchema, `/api/threads/${encodeURIComponent(threadId)}`, "thread", { signal });
+  return thread.messages as unknown as ChatMessage[];
 }

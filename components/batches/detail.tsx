@@ -1,28 +1,29 @@
 "use client";
 
 import { useMutation, useQueryClient } from "@tanstack/react-query";
-import { useEffect, useId, useRef, useState } from "react";
-import { type BatchProjection, clampProgress } from "@/lib/api/batches";
+import { useEffect, useId, useState } from "react";
+import type { BatchProjection } from "@/lib/api/batches";
+import { ApiError } from "@/lib/api/client";
+import { formatCount, formatDuration, formatTime, formatTokens } from "@/lib/format";
+import { BatchArtifacts } from "../files/batch-artifacts";
+import { type BatchAction, controlBatch, resultsUrl } from "./api";
+import { ItemsSection } from "./items";
+import { BudgetSection } from "./budget";
+import { etaText, WaitingNotice } from "./waiting";
+import { ConfirmCancel } from "./confirm-cancel";
+import { batchKeys } from "./panel-state";
+import { errorMessage, NO_WORKER_TITLE } from "./shared";
 import {
   allowedControls,
+  barProgress,
   batchStatusText,
-  batchTiming,
   COUNTER_WORDS,
-  formatCount,
-  formatDuration,
-  formatTokens,
   isActiveBatch,
   optimisticStatus,
   progressSplit,
-  type RateSample,
-} from "@/lib/batches-ui";
-import { BatchArtifacts } from "../files/batch-artifacts";
-import { ApiError, type BatchAction, controlBatch, resultsUrl } from "./api";
-import { ItemsSection } from "./items";
-import { BudgetSection, etaText, WaitingNotice } from "./loop";
-import { errorMessage, NO_WORKER_TITLE } from "./shared";
+} from "./status";
+import { batchTiming, type RateSample } from "./timing";
 import { buttonClass, ProgressBar, StatusBadge, Spinner, shortId } from "./ui";
-
 
 function useNow(intervalMs: number | null): number {
   const [now, setNow] = useState(() => Date.now());
@@ -48,6 +49,12 @@ const COUNT_CELLS = [
 
 const cellTitle = (cell: (typeof COUNT_CELLS)[number]) => ("engine" in cell ? `${cell.label}: ${cell.engine}` : cell.title);
 
+const CONTROLS: { action: BatchAction; label: string; danger?: boolean }[] = [
+  { action: "pause", label: "Pause" },
+  { action: "resume", label: "Resume" },
+  { action: "cancel", label: "Cancel", danger: true },
+];
+
 /** Overview, controls and items of one batch. */
 export function BatchDetail({
   threadId,
@@ -61,7 +68,7 @@ export function BatchDetail({
   samples: RateSample[];
 }) {
   const qc = useQueryClient();
-  const listKey = ["batches", threadId];
+  const listKey = batchKeys.list(threadId);
   const headingId = useId();
   const now = useNow(isActiveBatch(batch.status) ? 1_000 : null);
   const [error, setError] = useState<string | null>(null);
@@ -82,7 +89,7 @@ export function BatchDetail({
     onError: (err, _action, ctx) => {
       if (ctx?.previous) qc.setQueryData(listKey, ctx.previous);
       setError(errorMessage(err));
-      if (err instanceof ApiError && err.status === 503) void qc.invalidateQueries({ queryKey: ["features"] });
+      if (err instanceof ApiError && err.status === 503) void qc.invalidateQueries({ queryKey: batchKeys.features });
     },
     onSuccess: (fresh) => {
       qc.setQueryData<BatchProjection[]>(listKey, (list) => list?.map((b) => (b.id === fresh.id ? fresh : b)));
@@ -92,11 +99,11 @@ export function BatchDetail({
 
   const allowed = allowedControls(batch.status, workerAlive);
   const busy = control.isPending;
-  const pct = clampProgress(batch.terminal, batch.total);
+  const pct = barProgress(batch);
+  const cancelled = batch.status === "cancelled";
   const timing = batchTiming(batch, now, samples);
   const c = batch.counts;
   const words = batchStatusText(batch.status, c);
-  const remaining = Math.max(0, batch.total - batch.terminal);
   const disabledTitle = workerAlive ? undefined : NO_WORKER_TITLE;
 
   return (
@@ -118,7 +125,7 @@ export function BatchDetail({
           sub-agent <span className="font-medium text-zinc-800">{batch.subagent}</span>
         </span>
         <span className="ml-auto text-xs text-zinc-500 tabular-nums" title={`Created ${batch.created_at}`}>
-          {formatCreated(batch.created_at, now)}
+          created {formatTime(batch.created_at, now)}
         </span>
       </div>
 
@@ -128,10 +135,10 @@ export function BatchDetail({
           status={batch.status}
           tone={words.tone === "warn" ? "warn" : undefined}
           label="Batch progress"
-          valueText={`${pct}% finished: ${progressSplit(batch.total, c)}`}
+          valueText={`${pct}% ${cancelled ? "ran before the cancel" : "finished"}: ${progressSplit(batch.total, c)}`}
         />
-        <span data-testid="progress-pct" className="w-12 shrink-0 text-right font-medium tabular-nums">
-          {pct}%
+        <span data-testid="progress-pct" className="min-w-12 shrink-0 text-right font-medium whitespace-nowrap tabular-nums">
+          {cancelled ? `${pct}% ran` : `${pct}%`}
         </span>
       </div>
       <p data-testid="progress-text" className="-mt-2 text-xs text-zinc-600 tabular-nums">
@@ -182,28 +189,18 @@ export function BatchDetail({
           aria-busy={busy}
           className="flex min-w-0 flex-wrap items-center gap-1.5"
         >
-          <ControlButton
-            label="Pause"
-            enabled={allowed.pause && !busy}
-            pending={busy && control.variables === "pause"}
-            title={disabledTitle}
-            onClick={() => control.mutate("pause")}
-          />
-          <ControlButton
-            label="Resume"
-            enabled={allowed.resume && !busy}
-            pending={busy && control.variables === "resume"}
-            title={disabledTitle}
-            onClick={() => control.mutate("resume")}
-          />
-          <ControlButton
-            label="Cancel"
-            danger
-            enabled={allowed.cancel && !busy}
-            pending={busy && control.variables === "cancel"}
-            title={disabledTitle}
-            onClick={() => setConfirming(true)}
-          />
+          {CONTROLS.map(({ action, label, danger }) => (
+            <ControlButton
+              key={action}
+              label={label}
+              danger={danger}
+              enabled={allowed[action] && !busy}
+              pending={busy && control.variables === action}
+              title={disabledTitle}
+              // Cancel asks first.
+              onClick={() => (action === "cancel" ? setConfirming(true) : control.mutate(action))}
+            />
+          ))}
         </fieldset>
         <a
           href={resultsUrl(threadId, batch.id)}
@@ -229,7 +226,8 @@ export function BatchDetail({
 
       {confirming ? (
         <ConfirmCancel
-          remaining={remaining}
+          threadId={threadId}
+          batchId={batch.id}
           onClose={() => setConfirming(false)}
           onConfirm={() => {
             setConfirming(false);
@@ -239,16 +237,6 @@ export function BatchDetail({
       ) : null}
     </section>
   );
-}
-
-/** Time only for today, date and time otherwise. */
-function formatCreated(iso: string, now: number): string {
-  const d = new Date(iso);
-  if (Number.isNaN(d.getTime())) return "";
-  const sameDay = d.toDateString() === new Date(now).toDateString();
-  return sameDay
-    ? `created ${d.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit", second: "2-digit" })}`
-    : `created ${d.toLocaleString([], { dateStyle: "medium", timeStyle: "short" })}`;
 }
 
 function Stat({ label, testId, children }: { label: string; testId: string; children: React.ReactNode }) {
@@ -289,51 +277,5 @@ function ControlButton({
       {pending ? <Spinner /> : null}
       {label}
     </button>
-  );
-}
-
-function ConfirmCancel({
-  remaining,
-  onConfirm,
-  onClose,
-}: {
-  remaining: number;
-  onConfirm: () => void;
-  onClose: () => void;
-}) {
-  const ref = useRef<HTMLDialogElement>(null);
-  const titleId = useId();
-  const descId = useId();
-  useEffect(() => {
-    const d = ref.current;
-    if (d && !d.open) d.showModal();
-    return () => d?.close();
-  }, []);
-  return (
-    <dialog
-      ref={ref}
-      role="alertdialog"
-      aria-labelledby={titleId}
-      aria-describedby={descId}
-      onClose={onClose}
-      className="m-auto w-[min(24rem,calc(100vw-2rem))] rounded-lg bg-white p-4 text-sm shadow-xl backdrop:bg-zinc-900/40"
-    >
-      <h3 id={titleId} className="text-base font-semibold">
-        Cancel this batch?
-      </h3>
-      <p id={descId} className="mt-2 text-zinc-700">
-        {remaining === 1 ? "The 1 unfinished item" : `All ${formatCount(remaining)} unfinished items`} will be
-        cancelled and running ones stopped. Finished results stay available for download.
-      </p>
-      <div className="mt-4 flex justify-end gap-2">
-        {/* biome-ignore lint/a11y/noAutofocus: the safe choice takes focus in a confirmation */}
-        <button type="button" autoFocus onClick={onClose} className={`${buttonClass.base} ${buttonClass.neutral}`}>
-          Keep running
-        </button>
-        <button type="button" onClick={onConfirm} className={`${buttonClass.base} ${buttonClass.dangerSolid}`}>
-          Confirm
-        </button>
-      </div>
-    </dialog>
   );
 }

@@ -3,7 +3,8 @@
 import { useQuery, useQueryClient } from "@tanstack/react-query";
 import { useEffect } from "react";
 import type { ChatMessage } from "@/server/chat/messages";
-import { useLiveBatches } from "./store";
+import { fetchNotifications, fetchThreadMessages, markSettlementsSeen } from "./api";
+import { batchKeys, useLiveBatches } from "./panel-state";
 
 /**
  * Settlement notifications in the open app: the sidebar badge of threads whose batches settled
@@ -12,28 +13,11 @@ import { useLiveBatches } from "./store";
  * thread is pending; the chat's resumable stream replaces this at merge).
  */
 
-interface Unseen {
-  thread_id: string;
-  batch_id: string;
-  status: string;
-}
-
-const UNSEEN_KEY = ["batch-notifications"] as const;
-
-interface Notifications {
-  unseen: Unseen[];
-  pending_wakeups: string[];
-}
-
 /** One poll every 5 s serves both the badges and the chats' wake-up watch. */
 function useNotifications() {
   return useQuery({
-    queryKey: UNSEEN_KEY,
-    queryFn: async ({ signal }): Promise<Notifications> => {
-      const res = await fetch("/api/batch-notifications", { cache: "no-store", signal });
-      if (!res.ok) return { unseen: [], pending_wakeups: [] };
-      return (await res.json()) as Notifications;
-    },
+    queryKey: batchKeys.notifications,
+    queryFn: ({ signal }) => fetchNotifications(signal),
     refetchInterval: 5_000,
   });
 }
@@ -46,9 +30,9 @@ export function SettledBadge({ threadId, current }: { threadId: string; current:
   const has = mine.length > 0;
   useEffect(() => {
     if (!current || !has) return;
-    void fetch(`/api/threads/${encodeURIComponent(threadId)}/subagent-batches/seen`, { method: "POST" }).then(() =>
-      qc.invalidateQueries({ queryKey: UNSEEN_KEY }),
-    );
+    void markSettlementsSeen(threadId)
+      .catch(() => null)
+      .then(() => qc.invalidateQueries({ queryKey: batchKeys.notifications }));
   }, [current, has, threadId, qc]);
   if (!has || current) return null;
   const failed = mine.some((u) => u.status === "failed");
@@ -84,10 +68,10 @@ export function useWakeupMessages(args: {
   const { threadId, messages, idle, append } = args;
   const { data } = useNotifications();
   const pending = (data?.pending_wakeups ?? []).includes(threadId);
-  const batches = useLiveBatches();
+  const batches = useLiveBatches(threadId);
   const replied = new Set(messages.map((m) => m.metadata?.batch_id).filter(Boolean));
   const now = Date.now();
-  const recentlySettled = [...batches.values()].some(
+  const recentlySettled = batches.some(
     (b) =>
       b.thread_id === threadId &&
       b.finished_at !== null &&
@@ -97,11 +81,7 @@ export function useWakeupMessages(args: {
   const known = new Set(messages.map((m) => m.id));
   const poll = useQuery({
     queryKey: ["thread-messages", threadId],
-    queryFn: async ({ signal }): Promise<ChatMessage[]> => {
-      const res = await fetch(`/api/threads/${encodeURIComponent(threadId)}`, { cache: "no-store", signal });
-      if (!res.ok) return [];
-      return ((await res.json()) as { messages: ChatMessage[] }).messages;
-    },
+    queryFn: ({ signal }) => fetchThreadMessages(threadId, signal),
     enabled: idle && (pending || recentlySettled),
     refetchInterval: 2_000,
   });

@@ -1,48 +1,26 @@
 "use client";
 
-import { QueryClient, QueryClientProvider, useQuery, useQueryClient } from "@tanstack/react-query";
+import { useQuery, useQueryClient } from "@tanstack/react-query";
 import { useEffect, useId, useMemo, useRef, useState } from "react";
-import { type BatchProjection, clampProgress } from "@/lib/api/batches";
-import {
-  batchStatusText,
-  executedCount,
-  isActiveBatch,
-  progressSplit,
-  pushSample,
-  type RateSample,
-} from "@/lib/batches-ui";
-import { ApiError, fetchBatches, fetchFeatures } from "./api";
+import { CollapsibleHeader, CountPill } from "@/components/ui/collapsible-header";
+import type { BatchProjection } from "@/lib/api/batches";
+import { fetchBatches, fetchFeatures } from "./api";
 import { BatchDetail } from "./detail";
-import { NewBatchDialog } from "./new-batch-dialog";
+import { NewBatchDialog } from "./new-batch/dialog";
+import { batchIdFromHash, batchKeys, retryUnlessClientError, usePanelRequest, workerIsAlive } from "./panel-state";
 import { ACTIVE_POLL_MS, FEATURES_POLL_MS, IDLE_POLL_MS, NO_WORKER_TITLE } from "./shared";
-import { batchIdFromHash, onBatchAnnounced, onBatchFocus, onNewBatchRequest, publishBatches } from "./store";
+import { barProgress, batchStatusText, isActiveBatch, progressSplit } from "./status";
+import { formatCount } from "@/lib/format";
+import { executedCount, pushSample, type RateSample } from "./timing";
 import { buttonClass, ProgressBar, StatusBadge, shortId } from "./ui";
-
-
-function makeClient() {
-  return new QueryClient({
-    defaultOptions: {
-      queries: {
-        staleTime: 1_000,
-        // A 4xx will not fix itself; a network blip might.
-        retry: (count, err) => !(err instanceof ApiError && err.status >= 400 && err.status < 500) && count < 2,
-      },
-    },
-  });
-}
 
 /**
  * The batch panel of one thread. Feature-gated by /api/features: with a live worker it is
  * shown on every thread; without one only on threads that have batch history, read-only;
- * otherwise it renders nothing.
+ * otherwise it renders nothing. Its queries live in the app's one React Query cache.
  */
 export function BatchPanel({ threadId }: { threadId: string }) {
-  const [client] = useState(makeClient);
-  return (
-    <QueryClientProvider client={client}>
-      <PanelGate key={threadId} threadId={threadId} />
-    </QueryClientProvider>
-  );
+  return <PanelGate key={threadId} threadId={threadId} />;
 }
 
 function byNewest(a: BatchProjection, b: BatchProjection) {
@@ -53,16 +31,18 @@ const newestFirst = (list: BatchProjection[]) => [...list].sort(byNewest);
 
 function PanelGate({ threadId }: { threadId: string }) {
   const features = useQuery({
-    queryKey: ["features"],
+    queryKey: batchKeys.features,
     queryFn: ({ signal }) => fetchFeatures(signal),
     refetchInterval: FEATURES_POLL_MS,
+    retry: retryUnlessClientError,
   });
   const sqlAvailable = features.data?.sql_repository.available ?? false;
-  const workerAlive = !!features.data?.worker_runtime.alive && !!features.data?.batches.enabled;
+  const workerAlive = workerIsAlive(features.data);
   const batches = useQuery({
-    queryKey: ["batches", threadId],
+    queryKey: batchKeys.list(threadId),
     queryFn: ({ signal }) => fetchBatches(threadId, signal),
     enabled: sqlAvailable,
+    retry: retryUnlessClientError,
     refetchInterval: (q) => (q.state.data?.some((b) => isActiveBatch(b.status)) ? ACTIVE_POLL_MS : IDLE_POLL_MS),
     select: newestFirst,
   });
@@ -113,48 +93,39 @@ function PanelBody({
       if (prev[prev.length - 1]?.at === dataUpdatedAt) continue;
       samples.current.set(b.id, pushSample(prev, { at: dataUpdatedAt, done: executedCount(b) }));
     }
-    publishBatches(batches);
   }, [batches, dataUpdatedAt]);
 
-  // The chat's "New batch from a file" example opens the dialog here (only with a live worker).
-  useEffect(
-    () =>
-      workerAlive
-        ? onNewBatchRequest(() => {
-            setCollapsed(false);
-            setNewOpen(true);
-          })
-        : undefined,
-    [workerAlive],
-  );
+  const focus = (id: string) => {
+    setSelectedId(id);
+    setCollapsed(false);
+    if (!knownRef.current.has(id)) void qc.invalidateQueries({ queryKey: batchKeys.list(threadId) });
+    requestAnimationFrame(() => {
+      rootRef.current?.scrollIntoView({ block: "nearest", behavior: "smooth" });
+      document.getElementById(`batch-detail-${id}`)?.focus({ preventScroll: true });
+    });
+  };
+  const focusRef = useRef(focus);
+  focusRef.current = focus;
 
-  // Receipt cards and #batch-<id> links select a batch here.
-  useEffect(() => {
-    const focus = (id: string) => {
-      setSelectedId(id);
+  // Receipt cards and the chat's "New batch from a file" example ask here.
+  usePanelRequest(threadId, (request) => {
+    if (request.kind === "focus") focusRef.current(request.batchId);
+    else if (workerAlive) {
       setCollapsed(false);
-      if (!knownRef.current.has(id)) void qc.invalidateQueries({ queryKey: ["batches", threadId] });
-      requestAnimationFrame(() => {
-        rootRef.current?.scrollIntoView({ block: "nearest", behavior: "smooth" });
-        document.getElementById(`batch-detail-${id}`)?.focus({ preventScroll: true });
-      });
-    };
+      setNewOpen(true);
+    }
+  });
+
+  // #batch-<id> links select a batch here.
+  useEffect(() => {
     const fromHash = () => {
       const id = batchIdFromHash(window.location.hash);
-      if (id) focus(id);
+      if (id) focusRef.current(id);
     };
     fromHash();
     window.addEventListener("hashchange", fromHash);
-    const offFocus = onBatchFocus(focus);
-    const offAnnounce = onBatchAnnounced((id) => {
-      if (!knownRef.current.has(id)) void qc.invalidateQueries({ queryKey: ["batches", threadId] });
-    });
-    return () => {
-      window.removeEventListener("hashchange", fromHash);
-      offFocus();
-      offAnnounce();
-    };
-  }, [qc, threadId]);
+    return () => window.removeEventListener("hashchange", fromHash);
+  }, []);
 
   return (
     <aside
@@ -164,27 +135,15 @@ function PanelBody({
       data-mode={workerAlive ? "live" : "read-only"}
       className="@container flex min-w-0 flex-col bg-white text-sm"
     >
-      <header className="flex min-h-14 flex-wrap items-center gap-2 border-b border-zinc-200 px-4 py-2">
-        <button
-          type="button"
-          aria-expanded={!collapsed}
-          aria-controls={bodyId}
-          onClick={() => setCollapsed((c) => !c)}
-          className="-ml-1 inline-flex items-center gap-1 rounded px-1 py-0.5 focus-visible:outline-2 focus-visible:outline-sky-600"
-        >
-          <svg aria-hidden viewBox="0 0 16 16" className={`size-4 transition-transform ${collapsed ? "-rotate-90" : ""}`}>
-            <path d="M4 6l4 4 4-4" fill="none" stroke="currentColor" strokeWidth="1.75" />
-          </svg>
-          <h2 id={headingId} className="text-base font-semibold">
-            Batches
-          </h2>
-        </button>
-        <span
-          data-testid="active-count"
-          className="rounded-full bg-zinc-100 px-2 py-0.5 text-xs font-medium text-zinc-700 tabular-nums"
-        >
-          {active.length} active
-        </span>
+      <CollapsibleHeader
+        title="Batches"
+        headingId={headingId}
+        bodyId={bodyId}
+        collapsed={collapsed}
+        onToggle={() => setCollapsed((c) => !c)}
+        className="border-b"
+      >
+        <CountPill testId="active-count">{active.length} active</CountPill>
         <span className="ml-auto" title={workerAlive ? undefined : NO_WORKER_TITLE}>
           <button
             type="button"
@@ -195,7 +154,7 @@ function PanelBody({
             New batch
           </button>
         </span>
-      </header>
+      </CollapsibleHeader>
 
       <div id={bodyId} hidden={collapsed} className="flex min-w-0 flex-col">
         {!workerAlive ? (
@@ -267,14 +226,14 @@ function BatchList({
             >
               <span className="font-mono text-xs text-zinc-700">{shortId(b.id)}</span>
               <ProgressBar
-                value={clampProgress(b.terminal, b.total)}
+                value={barProgress(b)}
                 status={b.status}
                 tone={batchStatusText(b.status, b.counts).tone === "warn" ? "warn" : undefined}
                 size="sm"
               />
               <span className="flex items-center gap-2">
                 <span className="text-right text-xs text-zinc-600 tabular-nums" title={progressSplit(b.total, b.counts)}>
-                  {b.counts.succeeded.toLocaleString("en-US")}/{b.total.toLocaleString("en-US")}
+                  {formatCount(b.counts.succeeded)}/{formatCount(b.total)}
                 </span>
                 <StatusBadge status={b.status} counts={b.counts} className="justify-center" />
               </span>

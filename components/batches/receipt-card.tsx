@@ -1,21 +1,18 @@
 "use client";
 
+import { useQueryClient } from "@tanstack/react-query";
+import type { DynamicToolUIPart, ToolUIPart } from "ai";
 import { useEffect } from "react";
-import { type BatchStatus, batchStatusSchema, clampProgress } from "@/lib/api/batches";
-import { batchStatusText, formatCount, progressSplit } from "@/lib/batches-ui";
-import { usageShort, waitingText } from "./loop";
-import { announceBatch, batchHash, requestBatchFocus, useLiveBatch } from "./store";
+import { type BatchStatus, batchStatusSchema } from "@/lib/api/batches";
+import { formatCount } from "@/lib/format";
+import { usageShort } from "./budget";
+import { announceBatch, batchHash, useBatchPanelRequests, useLiveBatch } from "./panel-state";
+import { barProgress, batchStatusText, progressSplit } from "./status";
 import { ProgressBar, StatusBadge, Spinner, shortId } from "./ui";
+import { waitingText } from "./waiting";
 
-/** The `tool-batch_task` part of a chat message (AI SDK tool UI part, loosely typed on purpose). */
-export interface BatchToolPart {
-  type: string;
-  toolCallId?: string;
-  state: string;
-  input?: unknown;
-  output?: unknown;
-  errorText?: string;
-}
+/** The `tool-batch_task` part of a chat message (an AI SDK tool UI part). */
+export type BatchToolPart = ToolUIPart | DynamicToolUIPart;
 
 export interface Receipt {
   batchId: string | null;
@@ -30,7 +27,7 @@ const num = (v: unknown): number | null => (typeof v === "number" && Number.isFi
 const str = (v: unknown): string | null => (typeof v === "string" && v !== "" ? v : null);
 
 /** Reads the receipt from the tool's output (flat or under `batch`), the count from the input as a fallback. */
-export function readReceipt(part: Pick<BatchToolPart, "input" | "output">): Receipt {
+export function readReceipt(part: { input?: unknown; output?: unknown }): Receipt {
   const out = rec(part.output);
   const nested = rec(out?.batch);
   const pick = (k: string) => out?.[k] ?? nested?.[k];
@@ -49,15 +46,17 @@ export function readReceipt(part: Pick<BatchToolPart, "input" | "output">): Rece
 }
 
 /** A compact receipt in the transcript when the agent submits a batch; links to it in the panel. */
-export function BatchReceiptCard({ part }: { part: BatchToolPart }) {
+export function BatchReceiptCard({ part, threadId }: { part: BatchToolPart; threadId: string }) {
+  const qc = useQueryClient();
   const receipt = readReceipt(part);
-  const live = useLiveBatch(receipt.batchId);
+  const live = useLiveBatch(threadId, receipt.batchId);
+  const { focusBatch } = useBatchPanelRequests(threadId);
   const done = part.state === "output-available";
   const failed = part.state === "output-error" || (done && !receipt.batchId);
 
   useEffect(() => {
-    if (receipt.batchId) announceBatch(receipt.batchId);
-  }, [receipt.batchId]);
+    if (receipt.batchId) announceBatch(qc, threadId, receipt.batchId);
+  }, [qc, threadId, receipt.batchId]);
 
   const status = live?.status ?? receipt.status;
   const total = live?.total ?? receipt.total;
@@ -78,7 +77,7 @@ export function BatchReceiptCard({ part }: { part: BatchToolPart }) {
         {status ? <StatusBadge status={status} counts={live?.counts} className="ml-auto" /> : null}
       </div>
       {failed ? (
-        <p className="text-xs text-red-700">{part.errorText ?? receipt.message ?? "The batch was not created."}</p>
+        <p className="text-xs text-red-700">{(part.state === "output-error" ? part.errorText : null) ?? receipt.message ?? "The batch was not created."}</p>
       ) : (
         <div className="flex flex-wrap items-center gap-x-3 gap-y-1 text-xs text-zinc-600">
           {receipt.batchId ? (
@@ -99,7 +98,7 @@ export function BatchReceiptCard({ part }: { part: BatchToolPart }) {
           {receipt.batchId ? (
             <a
               href={batchHash(receipt.batchId)}
-              onClick={() => requestBatchFocus(receipt.batchId!)}
+              onClick={() => focusBatch(receipt.batchId!)}
               className="ml-auto font-medium text-sky-800 underline underline-offset-2 hover:text-sky-900 focus-visible:outline-2 focus-visible:outline-sky-600"
             >
               View in batch panel
@@ -109,7 +108,7 @@ export function BatchReceiptCard({ part }: { part: BatchToolPart }) {
       )}
       {live ? (
         <ProgressBar
-          value={clampProgress(live.terminal, live.total)}
+          value={barProgress(live)}
           status={live.status}
           tone={batchStatusText(live.status, live.counts).tone === "warn" ? "warn" : undefined}
           size="sm"

@@ -1,4 +1,4 @@
-import { ApiError } from "./api";
+import { ApiError } from "@/lib/api/client";
 
 /** Poll cadence: about every 2 s while anything can still change, rarely once all is terminal. */
 export const ACTIVE_POLL_MS = 2_000;

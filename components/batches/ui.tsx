@@ -1,7 +1,7 @@
 "use client";
 
 import type { BatchStatus, ItemStatus } from "@/lib/api/batches";
-import { batchStatusText, type OutcomeCounts } from "@/lib/batches-ui";
+import { batchStatusText, ITEM_STATUS_WORDS, type OutcomeCounts } from "./status";
 
 /** Small presentational pieces of the batch panel. */
 
@@ -16,6 +16,10 @@ const STATUS_STYLE: Record<BatchStatus | ItemStatus, string> = {
   failed: "bg-red-50 text-red-800 ring-red-200",
   cancelled: "bg-zinc-200 text-zinc-800 ring-zinc-300",
 };
+
+/** A batch's own state word, or an item's plain word ("done", "starting"). */
+const itemWords = (status: BatchStatus | ItemStatus) =>
+  status in ITEM_STATUS_WORDS ? ITEM_STATUS_WORDS[status as ItemStatus].toLowerCase() : status;
 
 const WARN_STYLE = "bg-amber-50 text-amber-900 ring-amber-300";
 
@@ -43,7 +47,7 @@ export function StatusBadge({
       {status === "running" || status === "leased" ? (
         <span aria-hidden className="mr-1 size-1.5 animate-pulse rounded-full bg-current" />
       ) : null}
-      {words?.label ?? status}
+      {words?.label ?? itemWords(status)}
     </span>
   );
 }

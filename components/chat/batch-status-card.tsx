@@ -1,10 +1,10 @@
 "use client";
 
+import { useBatchPanelRequests } from "@/components/batches/panel-state";
 import type { ToolPartProps } from "./part-props";
-import { requestBatchFocus } from "@/components/batches/store";
 import { StatusBadge } from "@/components/batches/ui";
 import { batchStatusSchema } from "@/lib/api/batches";
-import { progressSplit } from "@/lib/batches-ui";
+import { progressSplit } from "@/components/batches/status";
 import { Spinner } from "@/components/ui/spinner";
 
 /** One batch as the `batch_status` tool reports it (compactBatch in server/agent/tools/batch.ts). */
@@ -34,7 +34,8 @@ export function readBatchStatus(output: unknown): { batches: CompactBatch[]; err
 }
 
 /** The `tool-batch_status` card: one compact line per batch (status in words, done / total with the split). */
-export function BatchStatusCard({ part }: ToolPartProps) {
+export function BatchStatusCard({ part, threadId }: ToolPartProps) {
+  const { focusBatch } = useBatchPanelRequests(threadId);
   const done = part.state === "output-available";
   const { batches, error } = readBatchStatus(done ? part.output : undefined);
   return (
@@ -58,7 +59,7 @@ export function BatchStatusCard({ part }: ToolPartProps) {
               <li key={b.batch_id} className="flex flex-wrap items-center gap-x-2 gap-y-0.5 text-xs">
                 <a
                   href={`#batch-${b.batch_id}`}
-                  onClick={() => requestBatchFocus(b.batch_id)}
+                  onClick={() => focusBatch(b.batch_id)}
                   className="font-mono text-sky-800 underline underline-offset-2"
                 >
                   {b.batch_id.slice(0, 8)}

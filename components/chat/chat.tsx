@@ -49,6 +49,7 @@ export function Chat({ threadId, initialMessages }: { threadId: string; initialM
         follow={sends}
         empty={
           <EmptyState
+            threadId={threadId}
             onPick={(text) => {
               setInput(text);
               textarea.current?.focus();

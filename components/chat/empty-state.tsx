@@ -1,7 +1,7 @@
 "use client";
 
 import { useState } from "react";
-import { requestNewBatch } from "@/components/batches/store";
+import { useBatchPanelRequests } from "@/components/batches/panel-state";
 
 /** One example per way of working, in the simulator's phrasings (a real model understands them too). */
 export const EXAMPLE_PROMPTS = [
@@ -12,8 +12,9 @@ export const EXAMPLE_PROMPTS = [
 ] as const;
 
 /** The first minute of a thread: what the agent can do, as buttons that fill the composer. */
-export function EmptyState({ onPick }: { onPick: (text: string) => void }) {
+export function EmptyState({ threadId, onPick }: { threadId: string; onPick: (text: string) => void }) {
   const [noWorker, setNoWorker] = useState(false);
+  const { openNewBatch } = useBatchPanelRequests(threadId);
   return (
     <section aria-label="Get started" className="mx-auto max-w-xl py-10 text-center">
       <p className="font-medium text-zinc-800">New conversation</p>
@@ -41,7 +42,7 @@ export function EmptyState({ onPick }: { onPick: (text: string) => void }) {
           <button
             type="button"
             data-testid="example-new-batch"
-            onClick={() => setNoWorker(!requestNewBatch())}
+            onClick={() => setNoWorker(!openNewBatch())}
             className="w-full rounded-xl border border-dashed border-zinc-300 bg-white px-3 py-2 text-left hover:bg-zinc-50 focus-visible:outline-2 focus-visible:outline-sky-600"
           >
             <span className="block text-xs font-medium text-zinc-500">From a file</span>

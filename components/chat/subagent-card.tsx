@@ -8,6 +8,7 @@ import { fetchRun, RunToolCalls } from "@/components/tool-calls";
 import { Spinner } from "@/components/ui/spinner";
 import { sendJson } from "@/lib/api/client";
 import { isTerminalRunStatus, type RunDetail, type StopReportProjection, stopReportSchema } from "@/lib/api/runs";
+import { formatDuration, formatTokens } from "@/lib/format";
 import type { SubagentDataPart, TaskInput, TaskToolOutput } from "@/server/agent/tools/task";
 
 /**
@@ -57,17 +58,6 @@ export function findSubagentLive(parts: readonly unknown[] | undefined, toolCall
     if (p?.type === "data-subagent" && data?.toolCallId === toolCallId) return data as unknown as SubagentDataPart;
   }
   return null;
-}
-
-export function formatDuration(ms: number | null | undefined): string {
-  if (ms === null || ms === undefined) return "–";
-  if (ms < 1_000) return `${ms} ms`;
-  if (ms < 60_000) return `${(ms / 1000).toFixed(ms < 10_000 ? 1 : 0)} s`;
-  return `${Math.floor(ms / 60_000)} min ${Math.round((ms % 60_000) / 1000)} s`;
-}
-
-export function formatTokens(n: number): string {
-  return n >= 10_000 ? `${(n / 1000).toFixed(1)}k` : String(n);
 }
 
 /** Polls a run's row while it is not final (after a Stop or a reload mid-run). */

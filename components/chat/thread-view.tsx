@@ -3,7 +3,7 @@
 import { useCallback, useEffect, useRef, useState } from "react";
 import { BatchPanel } from "@/components/batches/panel";
 import { FilesSection } from "@/components/files/section";
-import { onBatchFocus } from "@/components/batches/store";
+import { usePanelRequest } from "@/components/batches/panel-state";
 import { Badge } from "@/components/ui/badge";
 import type { ChatMessage } from "@/server/chat/messages";
 import { Chat } from "./chat";
@@ -118,7 +118,7 @@ export function ThreadView({
     };
   }, []);
   // "View in batch panel" opens the drawer on a phone.
-  useEffect(() => onBatchFocus(() => setDrawer(true)), []);
+  usePanelRequest(thread.id, (request) => request.kind === "focus" && setDrawer(true));
   const closeDrawer = useCallback(() => setDrawer(false), []);
   useDismiss(drawer, closeDrawer);
 

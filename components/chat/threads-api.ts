@@ -2,8 +2,7 @@
 
 import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
 import { fetchJson, sendJson } from "@/lib/api/client";
-import { type ThreadProjection, threadDeletedSchema, threadDetailSchema, threadListSchema, threadProjectionSchema } from "@/lib/api/threads";
-import type { ChatMessage } from "@/server/chat/messages";
+import { type ThreadProjection, threadDeletedSchema, threadListSchema, threadProjectionSchema } from "@/lib/api/threads";
 
 export type ThreadSummary = ThreadProjection;
 
@@ -11,12 +10,6 @@ export const THREADS_KEY = ["threads"] as const;
 type ThreadList = { threads: ThreadSummary[] };
 
 const threadUrl = (id: string) => `/api/threads/${encodeURIComponent(id)}`;
-
-/** The stored messages of a thread (after another tab answered in it). */
-export async function fetchThreadMessages(threadId: string, signal?: AbortSignal): Promise<ChatMessage[]> {
-  const thread = await fetchJson(threadDetailSchema, threadUrl(threadId), "thread", { signal });
-  return thread.messages as ChatMessage[];
-}
 
 /** The signed-in user's threads (the sidebar seeds it with the server-rendered list). */
 export function useThreads(initial?: ThreadSummary[]) {

@@ -4,12 +4,13 @@ import { useChat } from "@ai-sdk/react";
 import { useQueryClient } from "@tanstack/react-query";
 import { DefaultChatTransport } from "ai";
 import { useEffect, useMemo, useRef } from "react";
+import { fetchThreadMessages } from "@/components/batches/api";
 import { useWakeupMessages } from "@/components/batches/notifications";
 import { filesKey } from "@/components/files/api";
 import { THREAD_BUSY_MESSAGE } from "@/lib/api/chat";
 import type { ChatMessage } from "@/server/chat/messages";
 import { stopLeadRun } from "./subagent-card";
-import { fetchThreadMessages, THREADS_KEY } from "./threads-api";
+import { THREADS_KEY } from "./threads-api";
 
 /** useChat throws the response body as the message; show the API's `error.message` when it is one. */
 export function chatErrorMessage(error: Error): string {

@@ -4,7 +4,7 @@ import { useQuery, useQueryClient } from "@tanstack/react-query";
 import { useEffect, useId, useRef } from "react";
 import type { BatchProjection } from "@/lib/api/batches";
 import { fileUrl } from "@/lib/api/files";
-import { isActiveBatch } from "@/lib/batches-ui";
+import { isActiveBatch } from "@/components/batches/status";
 import { errorMessage } from "../batches/shared";
 import { buttonClass } from "../batches/ui";
 import { batchArtifactsKey, fetchBatchArtifacts, filesKey, formatBytes } from "./api";

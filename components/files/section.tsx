@@ -2,7 +2,9 @@
 
 import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
 import { useEffect, useId, useRef, useState } from "react";
+import { CollapsibleHeader, CountPill } from "@/components/ui/collapsible-header";
 import { type FileProjection, fileUrl } from "@/lib/api/files";
+import { formatTime } from "@/lib/format";
 import { errorMessage } from "../batches/shared";
 import { buttonClass, shortId } from "../batches/ui";
 import { deleteFile, fetchFiles, filesKey, formatBytes } from "./api";
@@ -34,26 +36,19 @@ export function FilesSection({ threadId }: { threadId: string }) {
       data-placeholder={!files.isError && list.length === 0 ? "" : undefined}
       className="flex min-w-0 flex-col bg-white text-sm"
     >
-      <header className="flex min-h-12 items-center gap-2 border-y border-zinc-200 px-4 py-2">
-        <button
-          type="button"
-          aria-expanded={!collapsed}
-          aria-controls={bodyId}
-          onClick={() => setCollapsed((c) => !c)}
-          className="-ml-1 inline-flex items-center gap-1 rounded px-1 py-0.5 focus-visible:outline-2 focus-visible:outline-sky-600"
-        >
-          <svg aria-hidden viewBox="0 0 16 16" className={`size-4 transition-transform ${collapsed ? "-rotate-90" : ""}`}>
-            <path d="M4 6l4 4 4-4" fill="none" stroke="currentColor" strokeWidth="1.75" />
-          </svg>
-          <h2 id={headingId} className="text-base font-semibold">
-            Files
-          </h2>
-        </button>
-        <span data-testid="files-count" className="rounded-full bg-zinc-100 px-2 py-0.5 text-xs font-medium text-zinc-700 tabular-nums">
+      <CollapsibleHeader
+        title="Files"
+        headingId={headingId}
+        bodyId={bodyId}
+        collapsed={collapsed}
+        onToggle={() => setCollapsed((c) => !c)}
+        className="border-y"
+      >
+        <CountPill testId="files-count">
           {list.length} {list.length === 1 ? "file" : "files"}
           {list.length > 0 ? ` · ${formatBytes(total)}` : ""}
-        </span>
-      </header>
+        </CountPill>
+      </CollapsibleHeader>
       <div id={bodyId} hidden={collapsed}>
         {files.isError ? (
           <p role="alert" className="px-4 py-3 text-xs text-red-700">
@@ -111,7 +106,7 @@ function FileRow({ threadId, file }: { threadId: string; file: FileProjection })
           )}
           {" · "}
           <time dateTime={file.created_at}>
-            {new Date(file.created_at).toLocaleString(undefined, { dateStyle: "short", timeStyle: "short" })}
+            {formatTime(file.created_at)}
           </time>
         </p>
         {remove.isError ? (

@@ -215,3 +215,21 @@ export const webhookSchema = z.object({ url: z.string(), created_at: z.string(),
 export const webhookWithSecretSchema = webhookSchema.extend({ secret: z.string() }).strict();
 export type Webhook = z.infer<typeof webhookSchema>;
 export type WebhookWithSecret = z.infer<typeof webhookWithSecretSchema>;
+
+/** POST .../items/{item_id}/retry answers the re-queued item and its (possibly reopened) batch. */
+export const itemRetryResponseSchema = z.object({ item: itemProjectionSchema, batch: batchProjectionSchema }).strict();
+export type ItemRetryResponse = z.infer<typeof itemRetryResponseSchema>;
+
+/** GET /api/batch-notifications: settled batches not seen yet, and threads whose lead wake-up is pending. */
+export const batchNotificationsSchema = z
+  .object({
+    pending_wakeups: z.array(z.string()),
+    unseen: z.array(
+      z.object({ thread_id: z.string(), batch_id: z.string(), status: z.string(), finished_at: z.string().nullable() }).strict(),
+    ),
+  })
+  .strict();
+export type BatchNotifications = z.infer<typeof batchNotificationsSchema>;
+
+/** POST .../subagent-batches/seen: how many settlements it cleared. */
+export const settlementsSeenSchema = z.object({ cleared: z.number() }).strict();

@@ -56,3 +56,15 @@ export type ChatRequest = z.output<typeof chatRequestSchema>;
 /** The 409 a thread answers while its lead response runs. */
 export const THREAD_BUSY_MESSAGE =
   "The lead agent is still answering your previous message in this thread. Wait for it to finish or press Stop, then send again.";
+
+/** GET /api/threads/{id}: the thread with its stored messages (parts as the AI SDK wrote them). */
+export const threadMessagesSchema = z.looseObject({
+  messages: z.array(
+    z.looseObject({
+      id: z.string(),
+      role: z.enum(["user", "assistant", "system"]),
+      parts: z.array(z.unknown()),
+      metadata: z.record(z.string(), z.unknown()).nullish(),
+    }),
+  ),
+});

@@ -83,8 +83,11 @@ export async function startLeadRun(
   input: { config: FlotillaConfig; model: ResolvedModel; userId: string; threadId: string; trigger: LeadTrigger },
 ): Promise<StartedLeadRun> {
   const { config, model, userId, trigger } = input;
-  const thread = await getThreadForUser(db, { userId, threadId: input.threadId });
-  const history = await loadMessages(db, { threadId: thread.id });
+  // In parallel: the history is used only once the ownership check has passed.
+  const [thread, history] = await Promise.all([
+    getThreadForUser(db, { userId, threadId: input.threadId }),
+    loadMessages(db, { threadId: input.threadId }),
+  ]);
   const messageId = `msg_${randomUUID().replace(/-/g, "")}`;
 
   const streamId = await db.transaction(async (tx) => {
@@ -92,6 +95,13 @@ export async function startLeadRun(
     if (trigger.kind === "user") await insertMessage(tx, { threadId: thread.id, message: trigger.message });
     return id;
   });
+  // The thread's activity and title, beside the run's start rather than before it (one commit
+  // less on the first token's path); a failure here only leaves the sidebar order stale.
+  const touched = touchThread(db, {
+    userId,
+    threadId: thread.id,
+    titleIfDefault: trigger.kind === "user" && history.length === 0 ? titleFrom(trigger.message, model) : undefined,
+  }).catch((err) => log.warn({ err, thread_id: thread.id }, "could not mark the thread's activity"));
   const writer = new ChunkWriter(db, streamId);
 
   const turn: ChatMessage =
@@ -99,16 +109,12 @@ export async function startLeadRun(
       ? trigger.message
       : { id: `trigger_${messageId}`, role: "user", parts: [{ type: "text", text: trigger.text }] };
   const triggerMetadata = trigger.kind === "system" ? trigger.metadata : undefined;
-  await touchThread(db, {
-    userId,
-    threadId: thread.id,
-    titleIfDefault: trigger.kind === "user" && history.length === 0 ? titleFrom(trigger.message, model) : undefined,
-  });
 
   const messages = [...history, turn];
   let lead: Awaited<ReturnType<typeof startLeadResponse>>;
   try {
     lead = await startLeadResponse({ db, config, model, userId, threadId: thread.id, messages });
+    await touched;
   } catch (err) {
     await writer.close();
     throw err;

@@ -1,30 +1,11 @@
 import { describe, expect, it } from "vitest";
 import { type BatchProjection, clampProgress, type ItemProjection, submitBatchSchema } from "@/lib/api/batches";
-import {
-  batchStatusText,
-  progressSplit,
-  allowedControls,
-  appendPage,
-  applyRefresh,
-  batchTiming,
-  buildSubmission,
-  canRetryItem,
-  chainItems,
-  detectFormat,
-  draftPrompt,
-  expandTemplate,
-  firstPageChain,
-  formatDuration,
-  formatRate,
-  formatTokens,
-  isActiveBatch,
-  newSubmissionKey,
-  parseCsvRows,
-  parseItemsInput,
-  pushSample,
-  refreshIndex,
-  replaceItem,
-} from "@/lib/batches-ui";
+import { appendPage, applyRefresh, chainItems, firstPageChain, refreshIndex, replaceItem } from "@/components/batches/item-pages";
+import { detectFormat, draftPrompt, expandTemplate, parseCsvRows, parseItemsInput } from "@/components/batches/new-batch/items-input";
+import { buildSubmission, newSubmissionKey } from "@/components/batches/new-batch/submission";
+import { allowedControls, barProgress, batchStatusText, canRetryItem, isActiveBatch, progressSplit } from "@/components/batches/status";
+import { batchTiming, pushSample } from "@/components/batches/timing";
+import { formatDuration, formatRate, formatTime, formatTokens } from "@/lib/format";
 
 const LIMITS = { maxItems: 5000, maxLiveItems: 1000, maxRunningItems: 64 };
 
@@ -335,12 +316,15 @@ describe("timing", () => {
     expect(t.etaMs).toBeNull();
   });
 
-  it("formats durations, rates and tokens", () => {
-    expect(formatDuration(0)).toBe("0s");
-    expect(formatDuration(42_400)).toBe("42s");
-    expect(formatDuration(185_000)).toBe("3m 05s");
-    expect(formatDuration(2 * 3600_000 + 7 * 60_000)).toBe("2h 07m");
+  it("formats durations, rates and tokens (the chat's cards use the same lib/format)", () => {
+    expect(formatDuration(0)).toBe("0 ms");
+    expect(formatDuration(850)).toBe("850 ms");
+    expect(formatDuration(1_500)).toBe("1.5 s");
+    expect(formatDuration(42_400)).toBe("42 s");
+    expect(formatDuration(185_000)).toBe("3 min 05 s");
+    expect(formatDuration(2 * 3600_000 + 7 * 60_000)).toBe("2 h 07 min");
     expect(formatDuration(Number.NaN)).toBe("—");
+    expect(formatDuration(null)).toBe("—");
     expect(formatRate(12.34)).toBe("12.3/s");
     expect(formatRate(0.075)).toBe("4.5/min");
     expect(formatRate(null)).toBe("—");
@@ -413,5 +397,23 @@ describe("batch status in words", () => {
     expect(progressSplit(5, counts(3, 2))).toBe("3 / 5 done · 2 failed");
     expect(progressSplit(50, counts(30, 0, 20))).toBe("30 / 50 done · 20 cancelled");
     expect(progressSplit(1200, counts(1000))).toBe("1,000 / 1,200 done");
+  });
+});
+
+describe("cancelled bar and times", () => {
+  it("a cancelled batch's bar shows the share that ran, never a full bar", () => {
+    const c = { pending: 0, queued: 0, leased: 0, running: 0, succeeded: 30, failed: 10, cancelled: 60 };
+    expect(barProgress({ status: "cancelled", total: 100, terminal: 100, counts: c })).toBe(40);
+    expect(barProgress({ status: "completed", total: 100, terminal: 100, counts: { ...c, succeeded: 90, cancelled: 0 } })).toBe(100);
+    expect(barProgress({ status: "running", total: 200, terminal: 50, counts: c })).toBe(25);
+  });
+
+  it("prints a moment one way: the time today, a short date before", () => {
+    const now = new Date(2026, 11, 1, 16, 0, 0).getTime();
+    expect(formatTime(new Date(2026, 11, 1, 9, 5, 7).toISOString(), now)).toBe("09:05:07");
+    expect(formatTime(new Date(2026, 10, 28, 14, 3, 0).toISOString(), now)).toBe("28 Nov 14:03");
+    expect(formatTime(new Date(2025, 10, 28, 14, 3, 0).toISOString(), now)).toBe("28 Nov 2025 14:03");
+    expect(formatTime(null, now)).toBe("—");
+    expect(formatTime("garbage", now)).toBe("—");
   });
 });

@@ -60,7 +60,13 @@ export default async function WorkersPage() {
   const now = Date.now();
   const live = workers.filter((w) => w.alive);
   const th = "px-3 py-2 text-left text-xs font-medium uppercase tracking-wide text-zinc-500";
-  const td = "px-3 py-2 align-top text-sm";
+  // Below md each row is a card: cells stack in two columns, each named by its data-label.
+  const td =
+    "px-3 py-2 align-top text-sm max-md:flex max-md:flex-col max-md:items-start max-md:gap-0.5 max-md:px-0 max-md:py-1 max-md:before:text-[11px] max-md:before:font-medium max-md:before:uppercase max-md:before:tracking-wide max-md:before:text-zinc-500 max-md:before:content-[attr(data-label)]";
+  const table = "w-full max-md:block";
+  const head = "border-b border-zinc-200 bg-zinc-50 max-md:sr-only";
+  const body = "divide-y divide-zinc-100 max-md:block";
+  const row = "max-md:grid max-md:grid-cols-2 max-md:gap-x-4 max-md:px-4 max-md:py-3";
 
   return (
     <div className="min-h-0 flex-1 overflow-y-auto p-6">
@@ -80,8 +86,8 @@ export default async function WorkersPage() {
           </p>
         ) : (
           <div className="overflow-x-auto rounded-lg border border-zinc-200 bg-white">
-            <table className="w-full min-w-[56rem]" aria-label="Workers">
-              <thead className="border-b border-zinc-200 bg-zinc-50">
+            <table className={`${table} md:min-w-[56rem]`} aria-label="Workers">
+              <thead className={head}>
                 <tr>
                   <th className={th}>State</th>
                   <th className={th}>Host</th>
@@ -94,26 +100,26 @@ export default async function WorkersPage() {
                   <th className={th}>Working on</th>
                 </tr>
               </thead>
-              <tbody className="divide-y divide-zinc-100">
+              <tbody className={body}>
                 {workers.map((w) => (
-                  <tr key={w.id} data-worker-id={w.id} className={w.alive ? "" : "text-zinc-500"}>
-                    <td className={td}>
+                  <tr key={w.id} data-worker-id={w.id} className={`${row} ${w.alive ? "" : "text-zinc-500"}`}>
+                    <td data-label="State" className={td}>
                       <State w={w} />
                     </td>
-                    <td className={`${td} font-mono text-xs`} title={w.id}>
+                    <td data-label="Host" className={`${td} font-mono text-xs`} title={w.id}>
                       {w.host}
                     </td>
-                    <td className={`${td} font-mono text-xs`}>{w.pid}</td>
-                    <td className={td}>{w.version}</td>
-                    <td className={td}>{w.capacity}</td>
-                    <td className={td}>{w.running}</td>
-                    <td className={td}>
+                    <td data-label="PID" className={`${td} font-mono text-xs`}>{w.pid}</td>
+                    <td data-label="Version" className={td}>{w.version}</td>
+                    <td data-label="Capacity" className={td}>{w.capacity}</td>
+                    <td data-label="Running" className={td}>{w.running}</td>
+                    <td data-label="Last heartbeat" className={td}>
                       <Time iso={w.last_heartbeat_at} now={now} />
                     </td>
-                    <td className={td}>
+                    <td data-label="Started" className={td}>
                       <Time iso={w.started_at} now={now} />
                     </td>
-                    <td className={td}>
+                    <td data-label="Working on" className={`${td} max-md:col-span-2`}>
                       {w.batches.length === 0 && w.other_items === 0 ? (
                         <span className="text-zinc-400">—</span>
                       ) : (
@@ -161,8 +167,8 @@ export default async function WorkersPage() {
             </p>
           ) : (
             <div className="overflow-x-auto rounded-lg border border-zinc-200 bg-white">
-              <table className="w-full" aria-label="Model endpoints">
-                <thead className="border-b border-zinc-200 bg-zinc-50">
+              <table className={table} aria-label="Model endpoints">
+                <thead className={head}>
                   <tr>
                     <th className={th}>Endpoint</th>
                     <th className={th}>Requests</th>
@@ -172,15 +178,15 @@ export default async function WorkersPage() {
                     <th className={th}>Back-off</th>
                   </tr>
                 </thead>
-                <tbody className="divide-y divide-zinc-100">
+                <tbody className={body}>
                   {endpoints.map((e) => (
-                    <tr key={e.endpoint}>
-                      <td className={`${td} font-mono text-xs`}>{e.endpoint}</td>
-                      <td className={td}>{e.requests}</td>
-                      <td className={td}>{e.tokens || "—"}</td>
-                      <td className={td}>{e.rate_limited}</td>
-                      <td className={td}>{e.last_rate_limited_at ? <Time iso={e.last_rate_limited_at} now={now} /> : "—"}</td>
-                      <td className={td}>
+                    <tr key={e.endpoint} className={row}>
+                      <td data-label="Endpoint" className={`${td} font-mono text-xs max-md:col-span-2`}>{e.endpoint}</td>
+                      <td data-label="Requests" className={td}>{e.requests}</td>
+                      <td data-label="Tokens (budgeted)" className={td}>{e.tokens || "—"}</td>
+                      <td data-label="429s" className={td}>{e.rate_limited}</td>
+                      <td data-label="Last 429" className={td}>{e.last_rate_limited_at ? <Time iso={e.last_rate_limited_at} now={now} /> : "—"}</td>
+                      <td data-label="Back-off" className={td}>
                         {e.slowed_for_ms > 0 ? <Badge tone="amber">{(e.slowed_for_ms / 1000).toFixed(1)} s</Badge> : "—"}
                       </td>
                     </tr>

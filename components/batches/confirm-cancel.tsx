@@ -1,0 +1,65 @@
+"use client";
+
+import { useEffect, useId, useRef } from "react";
+import { formatCount } from "@/lib/format";
+import { useLiveBatch } from "./panel-state";
+import { isActiveBatch } from "./status";
+import { buttonClass } from "./ui";
+
+/** Asks before cancelling; the count follows the panel's polls while the dialog is open. */
+export function ConfirmCancel({
+  threadId,
+  batchId,
+  onConfirm,
+  onClose,
+}: {
+  threadId: string;
+  batchId: string;
+  onConfirm: () => void;
+  onClose: () => void;
+}) {
+  const ref = useRef<HTMLDialogElement>(null);
+  const titleId = useId();
+  const descId = useId();
+  const batch = useLiveBatch(threadId, batchId);
+  const remaining = batch ? Math.max(0, batch.total - batch.terminal) : 0;
+  const cancellable = !!batch && isActiveBatch(batch.status) && remaining > 0;
+  useEffect(() => {
+    const d = ref.current;
+    if (d && !d.open) d.showModal();
+    return () => d?.close();
+  }, []);
+  return (
+    <dialog
+      ref={ref}
+      role="alertdialog"
+      aria-labelledby={titleId}
+      aria-describedby={descId}
+      onClose={onClose}
+      className="m-auto w-[min(24rem,calc(100vw-2rem))] rounded-lg bg-white p-4 text-sm shadow-xl backdrop:bg-zinc-900/40"
+    >
+      <h3 id={titleId} className="text-base font-semibold">
+        Cancel this batch?
+      </h3>
+      <p id={descId} data-testid="cancel-remaining" aria-live="polite" className="mt-2 text-zinc-700">
+        {!cancellable
+          ? "This batch has already finished: there is nothing left to cancel."
+          : `${remaining === 1 ? "The 1 unfinished item" : `All ${formatCount(remaining)} unfinished items`} will be cancelled and running ones stopped. Finished results stay available for download.`}
+      </p>
+      <div className="mt-4 flex justify-end gap-2">
+        {/* biome-ignore lint/a11y/noAutofocus: the safe choice takes focus in a confirmation */}
+        <button type="button" autoFocus onClick={onClose} className={`${buttonClass.base} ${buttonClass.neutral}`}>
+          Keep running
+        </button>
+        <button
+          type="button"
+          disabled={!cancellable}
+          onClick={onConfirm}
+          className={`${buttonClass.base} ${buttonClass.dangerSolid}`}
+        >
+          Confirm
+        </button>
+      </div>
+    </dialog>
+  );
+}

@@ -1,0 +1,246 @@
+"use client";
+
+import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
+import { useDeferredValue, useEffect, useId, useMemo, useRef, useState } from "react";
+import { FilesBatchSource, type FilesSelection } from "@/components/files/batch-source";
+import type { BatchProjection, Features } from "@/lib/api/batches";
+import { type BatchSubmission, FILE_PLACEHOLDER } from "@/lib/api/files";
+import { fetchFeatures, submitBatch } from "../api";
+import { budgetBody, fieldClass, labelClass } from "../budget";
+import { batchKeys } from "../panel-state";
+import { errorMessage } from "../shared";
+import { buttonClass, Spinner } from "../ui";
+import { detectFormat, draftPrompt, ITEM_PLACEHOLDER, type ItemsFormat, parseItemsInput } from "./items-input";
+import { ItemsInput, type ItemsFile, ItemsSourceSwitch } from "./items-source";
+import { LimitsSection, type LimitsDraft } from "./limits";
+import { DraftSummary } from "./preview";
+import { buildSubmission, newSubmissionKey } from "./submission";
+
+const PREVIEW_COUNT = 3;
+
+function optionalInt(value: string): number | undefined {
+  return value.trim() === "" ? undefined : Number(value);
+}
+
+/** Starts a batch without the chat: source, sub-agent, template, items (pasted, uploaded or files), limits, preview, submit. */
+export function NewBatchDialog({
+  threadId,
+  onClose,
+  onCreated,
+}: {
+  threadId: string;
+  onClose: () => void;
+  onCreated: (batch: BatchProjection) => void;
+}) {
+  const qc = useQueryClient();
+  const features = useQuery({ queryKey: batchKeys.features, queryFn: ({ signal }) => fetchFeatures(signal) });
+  const limits = features.data?.batches;
+  const ref = useRef<HTMLDialogElement>(null);
+  const ids = { title: useId(), count: useId() };
+
+  const [subagent, setSubagent] = useState<string>("");
+  const [template, setTemplate] = useState(ITEM_PLACEHOLDER);
+  const [text, setText] = useState("");
+  const [file, setFile] = useState<ItemsFile | null>(null);
+  const [format, setFormat] = useState<ItemsFormat | "auto">("auto");
+  const [limitsDraft, setLimitsDraft] = useState<LimitsDraft>({ maxLive: "", maxRunning: "", maxTokens: "", maxCost: "" });
+  // "From files": a glob over the thread's workspace instead of typed items.
+  const [fromFiles, setFromFiles] = useState(false);
+  const [glob, setGlob] = useState("**");
+  const [selection, setSelection] = useState<FilesSelection | null>(null);
+  // One idempotency key per draft: a repeated click or a retry after a lost answer replays, an edit starts afresh.
+  const keyRef = useRef<string | null>(null);
+
+  const subagents = features.data?.subagents ?? [];
+  const chosenSubagent = subagent || subagents.find((s) => s.name === "general")?.name || subagents[0]?.name || "";
+  const source = useDeferredValue(file ? file.text : text);
+  const effective = format === "auto" ? detectFormat(file?.name ?? null, source) : format;
+  const parsed = useMemo(() => parseItemsInput(source, effective), [source, effective]);
+  const budget = budgetBody(limitsDraft.maxTokens, limitsDraft.maxCost);
+  const maxLiveItems = optionalInt(limitsDraft.maxLive);
+  const maxRunningItems = optionalInt(limitsDraft.maxRunning);
+  const built = limits
+    ? buildSubmission(
+        { submissionKey: "", subagent: chosenSubagent || undefined, template, items: parsed.items, maxLiveItems, maxRunningItems },
+        {
+          maxItems: limits.max_items_per_batch,
+          maxLiveItems: limits.max_live_items_per_batch,
+          maxRunningItems: limits.max_running_items_per_batch,
+        },
+      )
+    : null;
+  const problem = fromFiles
+    ? (selection?.problem ?? budget.error ?? null)
+    : (parsed.error ?? (parsed.items.length > 0 ? (built?.error ?? budget.error) : null) ?? null);
+
+  const submit = useMutation({
+    mutationFn: (body: BatchSubmission) => submitBatch(threadId, body),
+    onSuccess: (batch) => {
+      qc.setQueryData<BatchProjection[]>(batchKeys.list(threadId), (list) => [batch, ...(list ?? []).filter((b) => b.id !== batch.id)]);
+      void qc.invalidateQueries({ queryKey: batchKeys.list(threadId) });
+      onCreated(batch);
+    },
+  });
+  const { reset } = submit;
+
+  // biome-ignore lint/correctness/useExhaustiveDependencies: any edit of the draft invalidates its key
+  useEffect(() => {
+    keyRef.current = null;
+    reset();
+  }, [chosenSubagent, template, source, effective, limitsDraft, fromFiles, glob]);
+
+  useEffect(() => {
+    const d = ref.current;
+    if (d && !d.open) d.showModal();
+    return () => d?.close();
+  }, []);
+
+  const canSubmit = (fromFiles ? !!selection && selection.count > 0 : !!built?.body) && !problem && !submit.isPending;
+  const onSubmit = () => {
+    if (!canSubmit) return;
+    keyRef.current ??= newSubmissionKey();
+    if (fromFiles)
+      submit.mutate({
+        submission_key: keyRef.current,
+        subagent: chosenSubagent || undefined,
+        files: glob,
+        prompt_template: template,
+        max_live_items: maxLiveItems,
+        max_running_items: maxRunningItems,
+        ...budget.body,
+      });
+    else if (built?.body) submit.mutate({ ...built.body, ...budget.body, submission_key: keyRef.current });
+  };
+
+  return (
+    <dialog
+      ref={ref}
+      aria-labelledby={ids.title}
+      onClose={onClose}
+      data-testid="new-batch-dialog"
+      className="m-auto max-h-[calc(100dvh-2rem)] w-[min(40rem,calc(100vw-2rem))] overflow-y-auto rounded-lg bg-white p-0 text-sm text-zinc-900 shadow-xl backdrop:bg-zinc-900/40"
+    >
+      <form
+        method="dialog"
+        className="flex flex-col gap-3 p-4"
+        onSubmit={(e) => {
+          e.preventDefault();
+          onSubmit();
+        }}
+      >
+        <div className="flex items-center gap-2">
+          <h3 id={ids.title} className="text-base font-semibold">
+            New batch
+          </h3>
+          <button type="button" onClick={() => ref.current?.close()} className={`${buttonClass.base} ${buttonClass.neutral} ml-auto`}>
+            Close
+          </button>
+        </div>
+
+        <ItemsSourceSwitch
+          fromFiles={fromFiles}
+          onChange={(files) => {
+            setFromFiles(files);
+            // Swap the untouched default template for the other mode's placeholder.
+            if (template === (files ? ITEM_PLACEHOLDER : FILE_PLACEHOLDER)) setTemplate(files ? FILE_PLACEHOLDER : ITEM_PLACEHOLDER);
+          }}
+        />
+        <SubagentField subagents={subagents} value={chosenSubagent} onChange={setSubagent} />
+        <TemplateField value={template} onChange={setTemplate} fromFiles={fromFiles} />
+
+        {fromFiles ? (
+          <FilesBatchSource threadId={threadId} glob={glob} template={template} onGlobChange={setGlob} onSelection={setSelection} />
+        ) : null}
+        <ItemsInput
+          hidden={fromFiles}
+          text={text}
+          onText={setText}
+          file={file}
+          onFile={setFile}
+          format={format}
+          effective={effective}
+          onFormat={setFormat}
+        />
+        <LimitsSection limits={limits} draft={limitsDraft} onChange={(next) => setLimitsDraft((d) => ({ ...d, ...next }))} />
+        {fromFiles ? null : (
+          <DraftSummary
+            countId={ids.count}
+            parsed={parsed}
+            prompts={parsed.items.slice(0, PREVIEW_COUNT).map((item) => draftPrompt(item, template))}
+            maxItems={limits?.max_items_per_batch}
+            problem={problem}
+          />
+        )}
+
+        {submit.isError ? (
+          <p role="alert" className="rounded-md bg-red-50 px-2 py-1.5 text-xs text-red-800 ring-1 ring-red-200 ring-inset">
+            {errorMessage(submit.error)}
+          </p>
+        ) : null}
+
+        <div className="flex justify-end gap-2">
+          <button type="submit" disabled={!canSubmit} className={`${buttonClass.base} ${buttonClass.primary}`}>
+            {submit.isPending ? <Spinner /> : null}
+            Start batch
+          </button>
+        </div>
+      </form>
+    </dialog>
+  );
+}
+
+function SubagentField({
+  subagents,
+  value,
+  onChange,
+}: {
+  subagents: Features["subagents"];
+  value: string;
+  onChange: (name: string) => void;
+}) {
+  const id = useId();
+  return (
+    <div className="flex flex-col gap-1">
+      <label htmlFor={id} className={labelClass}>
+        Sub-agent
+      </label>
+      <select id={id} value={value} onChange={(e) => onChange(e.target.value)} className={fieldClass}>
+        {subagents.map((s) => (
+          <option key={s.name} value={s.name}>
+            {s.name}
+          </option>
+        ))}
+      </select>
+      <p className="text-xs text-zinc-600">{subagents.find((s) => s.name === value)?.description}</p>
+    </div>
+  );
+}
+
+function TemplateField({ value, onChange, fromFiles }: { value: string; onChange: (v: string) => void; fromFiles: boolean }) {
+  const ids = { field: useId(), hint: useId() };
+  return (
+    <div className="flex flex-col gap-1">
+      <label htmlFor={ids.field} className={labelClass}>
+        Prompt template
+      </label>
+      <textarea
+        id={ids.field}
+        // biome-ignore lint/a11y/noAutofocus: the dialog opens to write the template
+        autoFocus
+        value={value}
+        onChange={(e) => onChange(e.target.value)}
+        rows={3}
+        aria-describedby={ids.hint}
+        className={`${fieldClass} font-mono`}
+      />
+      <p id={ids.hint} className="text-xs text-zinc-600">
+        <code className="font-mono">{fromFiles ? FILE_PLACEHOLDER : ITEM_PLACEHOLDER}</code> is replaced by each{" "}
+        {fromFiles ? "file's path." : "item."}
+        <span hidden={fromFiles}>
+          {" "}
+          Items with their own <code className="font-mono">prompt</code> (JSONL or a CSV prompt column) are used as written.
+        </span>
+      </p>
+    </div>
+  );
+}

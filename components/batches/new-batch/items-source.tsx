@@ -1,0 +1,131 @@
+import { useId, useState } from "react";
+import { buttonClass } from "../ui";
+import { fieldClass, labelClass } from "../budget";
+import type { ItemsFormat } from "./items-input";
+
+const MAX_FILE_BYTES = 20 * 1024 * 1024;
+const FORMAT_LABEL: Record<ItemsFormat, string> = { lines: "one item per line", jsonl: "JSONL", csv: "CSV" };
+
+export interface ItemsFile {
+  name: string;
+  size: number;
+  text: string;
+}
+
+/** Items typed or uploaded here, or the thread's workspace files. */
+export function ItemsSourceSwitch({ fromFiles, onChange }: { fromFiles: boolean; onChange: (fromFiles: boolean) => void }) {
+  const option = (files: boolean, label: string) => (
+    <label
+      className={`flex cursor-pointer items-center gap-1.5 rounded px-2 py-1 text-xs font-medium has-[:focus-visible]:outline-2 has-[:focus-visible]:outline-sky-600 ${fromFiles === files ? "bg-white text-zinc-900 shadow-xs" : "text-zinc-600"}`}
+    >
+      <input type="radio" name="items-source" className="sr-only" checked={fromFiles === files} onChange={() => onChange(files)} />
+      {label}
+    </label>
+  );
+  return (
+    <fieldset className="flex w-fit gap-1 rounded-md bg-zinc-100 p-1">
+      <legend className="sr-only">Source of items</legend>
+      {option(false, "Item list")}
+      {option(true, "From files")}
+    </fieldset>
+  );
+}
+
+/** The item list: pasted text or an uploaded file, and the format it is read in. */
+export function ItemsInput({
+  hidden,
+  text,
+  onText,
+  file,
+  onFile,
+  format,
+  effective,
+  onFormat,
+}: {
+  hidden: boolean;
+  text: string;
+  onText: (text: string) => void;
+  file: ItemsFile | null;
+  onFile: (file: ItemsFile | null) => void;
+  format: ItemsFormat | "auto";
+  effective: ItemsFormat;
+  onFormat: (format: ItemsFormat | "auto") => void;
+}) {
+  const ids = { items: useId(), file: useId(), format: useId() };
+  const [fileError, setFileError] = useState<string | null>(null);
+  const read = async (f: File | undefined) => {
+    setFileError(null);
+    if (!f) return;
+    if (f.size > MAX_FILE_BYTES) {
+      setFileError(`${f.name} is larger than ${MAX_FILE_BYTES / 1024 / 1024} MB.`);
+      return;
+    }
+    onFile({ name: f.name, size: f.size, text: await f.text() });
+  };
+  return (
+    <div className="flex flex-col gap-1" hidden={hidden}>
+      <label htmlFor={ids.items} className={labelClass}>
+        Items
+      </label>
+      <textarea
+        id={ids.items}
+        value={file ? "" : text}
+        onChange={(e) => onText(e.target.value)}
+        disabled={!!file}
+        rows={6}
+        placeholder={file ? `Using ${file.name}` : "One item per line (or paste JSONL / CSV)"}
+        className={`${fieldClass} font-mono`}
+      />
+      <div className="flex flex-wrap items-center gap-2">
+        <label htmlFor={ids.file} className={labelClass}>
+          Upload items file
+        </label>
+        <input
+          id={ids.file}
+          type="file"
+          accept=".txt,.csv,.jsonl,.ndjson,text/plain,text/csv,application/x-ndjson"
+          onChange={(e) => {
+            void read(e.target.files?.[0]);
+            e.target.value = "";
+          }}
+          className="max-w-full text-xs file:mr-2 file:rounded-md file:border-0 file:bg-zinc-100 file:px-2 file:py-1 file:text-zinc-800 hover:file:bg-zinc-200"
+        />
+        {file ? (
+          <span className="flex items-center gap-2 text-xs text-zinc-700">
+            <span data-testid="new-batch-file">
+              {file.name} ({Math.max(1, Math.round(file.size / 1024))} KB)
+            </span>
+            <button
+              type="button"
+              onClick={() => onFile(null)}
+              className={`${buttonClass.base} ${buttonClass.neutral} px-2 py-0.5 text-xs`}
+            >
+              Remove file
+            </button>
+          </span>
+        ) : null}
+      </div>
+      {fileError ? (
+        <p role="alert" className="text-xs text-red-700">
+          {fileError}
+        </p>
+      ) : null}
+      <div className="flex items-center gap-2">
+        <label htmlFor={ids.format} className={labelClass}>
+          Format
+        </label>
+        <select
+          id={ids.format}
+          value={format}
+          onChange={(e) => onFormat(e.target.value as ItemsFormat | "auto")}
+          className="rounded-md border border-zinc-300 bg-white px-2 py-1 text-xs"
+        >
+          <option value="auto">Detect ({FORMAT_LABEL[effective]})</option>
+          <option value="lines">One item per line</option>
+          <option value="jsonl">JSONL</option>
+          <option value="csv">CSV</option>
+        </select>
+      </div>
+    </div>
+  );
+}

@@ -1,0 +1,63 @@
+import { useId } from "react";
+import type { Features } from "@/lib/api/batches";
+import { BudgetInputs, NumberField } from "../budget";
+
+export interface LimitsDraft {
+  maxLive: string;
+  maxRunning: string;
+  maxTokens: string;
+  maxCost: string;
+}
+
+/** "Limits and budget": how many items may be live and running at once, and the batch's budget. */
+export function LimitsSection({
+  limits,
+  draft,
+  onChange,
+}: {
+  limits: Features["batches"] | undefined;
+  draft: LimitsDraft;
+  onChange: (next: Partial<LimitsDraft>) => void;
+}) {
+  const ids = { live: useId(), running: useId() };
+  const fields = [
+    { id: ids.live, label: "Max live items", key: "maxLive", max: limits?.max_live_items_per_batch, default: limits?.default_max_live_items },
+    {
+      id: ids.running,
+      label: "Max running items",
+      key: "maxRunning",
+      max: limits?.max_running_items_per_batch,
+      default: limits?.default_max_running_items,
+    },
+  ] as const;
+  return (
+    <details className="rounded-md border border-zinc-200 px-2 py-1">
+      <summary className="cursor-pointer text-xs font-medium text-zinc-700">Limits and budget</summary>
+      <div className="grid grid-cols-1 gap-2 py-2 sm:grid-cols-2">
+        {fields.map((f) => (
+          <NumberField
+            key={f.id}
+            id={f.id}
+            label={f.label}
+            min={1}
+            max={f.max}
+            value={draft[f.key]}
+            onChange={(v) => onChange({ [f.key]: v })}
+            placeholder={f.default !== undefined ? `default ${f.default}` : ""}
+          />
+        ))}
+      </div>
+      <BudgetInputs
+        tokens={draft.maxTokens}
+        cost={draft.maxCost}
+        onTokens={(maxTokens) => onChange({ maxTokens })}
+        onCost={(maxCost) => onChange({ maxCost })}
+        placeholder="no limit"
+      />
+      <p className="mt-2 mb-1 text-xs text-zinc-500">
+        The batch pauses when its items reach the budget; items already running finish, so it can end up to max running
+        items × one item over.
+      </p>
+    </details>
+  );
+}

@@ -1,0 +1,66 @@
+import type { SubmitBatchInput } from "@/lib/api/batches";
+import { type DraftItem, draftPrompt, ITEM_PLACEHOLDER } from "./items-input";
+
+/** Turns a dialog draft into the JSON submission, or the first problem the server would report. */
+
+export interface SubmissionDraft {
+  submissionKey: string;
+  subagent?: string;
+  template: string;
+  items: DraftItem[];
+  maxLiveItems?: number;
+  maxRunningItems?: number;
+}
+
+/**
+ * Builds the JSON submission, or the first problem the server would report. Plain values
+ * travel as strings with the template (so the body stays small); keyed values are expanded
+ * here because the server's string items carry no key.
+ */
+export function buildSubmission(
+  d: SubmissionDraft,
+  limits: { maxItems: number; maxLiveItems: number; maxRunningItems: number },
+): { body: SubmitBatchInput; error: null } | { body: null; error: string } {
+  if (d.items.length === 0) return { body: null, error: "Add at least one item." };
+  if (d.items.length > limits.maxItems)
+    return { body: null, error: `At most ${limits.maxItems} items per batch (got ${d.items.length}).` };
+  const usesValues = d.items.some((i) => i.kind === "value");
+  if (usesValues && !d.template.includes(ITEM_PLACEHOLDER))
+    return { body: null, error: `The prompt template must contain ${ITEM_PLACEHOLDER}.` };
+  if (d.template.length > 20_000) return { body: null, error: "The prompt template must be at most 20000 characters." };
+  for (const [name, value, max] of [
+    ["Max live items", d.maxLiveItems, limits.maxLiveItems],
+    ["Max running items", d.maxRunningItems, limits.maxRunningItems],
+  ] as const) {
+    if (value === undefined) continue;
+    if (!Number.isInteger(value) || value < 1 || value > max)
+      return { body: null, error: `${name} must be a whole number from 1 to ${max}.` };
+  }
+  const seen = new Map<string, number>();
+  const items: SubmitBatchInput["items"] = [];
+  for (let i = 0; i < d.items.length; i++) {
+    const item = d.items[i];
+    const key = item.key ?? `item-${i + 1}`;
+    const first = seen.get(key);
+    if (first !== undefined)
+      return { body: null, error: `Item ${i + 1}: duplicate key "${key}" (first used by item ${first + 1}).` };
+    seen.set(key, i);
+    if (item.kind === "value" && item.key === undefined) items.push(item.value);
+    else items.push({ ...(item.key !== undefined ? { item_key: item.key } : {}), prompt: draftPrompt(item, d.template) });
+  }
+  const body: SubmitBatchInput = { submission_key: d.submissionKey, items };
+  if (d.subagent) body.subagent = d.subagent;
+  if (usesValues && items.some((i) => typeof i === "string")) body.prompt_template = d.template;
+  if (d.maxLiveItems !== undefined) body.max_live_items = d.maxLiveItems;
+  if (d.maxRunningItems !== undefined) body.max_running_items = d.maxRunningItems;
+  return { body, error: null };
+}
+
+/** A fresh idempotency key per dialog submission (randomUUID is missing outside secure contexts). */
+export function newSubmissionKey(): string {
+  const c = globalThis.crypto;
+  if (typeof c?.randomUUID === "function") return `panel:${c.randomUUID()}`;
+  const bytes = new Uint8Array(16);
+  c.getRandomValues(bytes);
+  return `panel:${Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("")}`;
+}

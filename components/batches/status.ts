@@ -1,0 +1,103 @@
+import { type BatchProjection, type BatchStatus, clampProgress, type ItemStatus } from "@/lib/api/batches";
+import { formatCount } from "@/lib/format";
+
+/** A batch's and an item's states in words, and which controls each state allows. No React, no fetch. */
+
+const ACTIVE: ReadonlySet<BatchStatus> = new Set(["queued", "running", "paused"]);
+
+/** A batch that may still change by itself (so the panel keeps polling it). */
+export function isActiveBatch(status: BatchStatus): boolean {
+  return ACTIVE.has(status);
+}
+
+export interface ControlState {
+  pause: boolean;
+  resume: boolean;
+  cancel: boolean;
+}
+
+/** Which controls a batch state allows; every control needs a live worker to take effect. */
+export function allowedControls(status: BatchStatus, workerAlive: boolean): ControlState {
+  if (!workerAlive) return { pause: false, resume: false, cancel: false };
+  return {
+    pause: status === "queued" || status === "running",
+    resume: status === "paused",
+    cancel: ACTIVE.has(status),
+  };
+}
+
+/** Retry re-queues a failed item (and reopens a finished batch), except in a cancelled batch. */
+export function canRetryItem(item: ItemStatus, batch: BatchStatus, workerAlive: boolean): boolean {
+  return workerAlive && item === "failed" && batch !== "cancelled";
+}
+
+/** The status a control moves a batch to at once, shown optimistically until the server answers. */
+export function optimisticStatus(action: "pause" | "resume" | "cancel", batch: BatchProjection): BatchProjection {
+  if (action === "pause") return { ...batch, status: "paused" };
+  if (action === "resume") return { ...batch, status: "running" };
+  return { ...batch, status: "cancelled" };
+}
+
+/** The outcome counts of a batch that its status words depend on. */
+export interface OutcomeCounts {
+  succeeded: number;
+  failed: number;
+  cancelled: number;
+}
+
+export type StatusTone = "active" | "paused" | "ok" | "warn" | "bad" | "neutral";
+
+/**
+ * The status of a batch in words: a batch that completed with failed or cancelled items says
+ * so ("completed · 2 failed") in amber instead of a green "completed".
+ */
+export function batchStatusText(status: BatchStatus, counts: OutcomeCounts): { label: string; tone: StatusTone } {
+  if (status === "completed") {
+    const extra = [
+      counts.failed ? `${formatCount(counts.failed)} failed` : "",
+      counts.cancelled ? `${formatCount(counts.cancelled)} cancelled` : "",
+    ].filter(Boolean);
+    return extra.length ? { label: `completed · ${extra.join(" · ")}`, tone: "warn" } : { label: "completed", tone: "ok" };
+  }
+  if (status === "failed") return { label: "failed", tone: "bad" };
+  if (status === "cancelled") return { label: "cancelled", tone: "neutral" };
+  if (status === "paused") return { label: "paused", tone: "paused" };
+  return { label: status, tone: "active" };
+}
+
+/** Progress as people read it: "3 / 5 done · 2 failed · 1 cancelled" (finished items of the total, then the split). */
+export function progressSplit(total: number, counts: OutcomeCounts): string {
+  const parts = [`${formatCount(counts.succeeded)} / ${formatCount(total)} done`];
+  if (counts.failed) parts.push(`${formatCount(counts.failed)} failed`);
+  if (counts.cancelled) parts.push(`${formatCount(counts.cancelled)} cancelled`);
+  return parts.join(" · ");
+}
+
+/** Item states in plain words (the filter, the badges); the engine's names stay in data-status. */
+export const ITEM_STATUS_WORDS: Record<ItemStatus, string> = {
+  pending: "Waiting",
+  queued: "Queued",
+  leased: "Starting",
+  running: "Running",
+  succeeded: "Done",
+  failed: "Failed",
+  cancelled: "Cancelled",
+};
+
+/**
+ * What the progress bar shows: the finished share, except for a cancelled batch, whose
+ * cancelled items never ran: its bar shows the share that ran (done + failed), not a full bar.
+ */
+export function barProgress(batch: Pick<BatchProjection, "status" | "total" | "terminal" | "counts">): number {
+  if (batch.status === "cancelled") return clampProgress(batch.counts.succeeded + batch.counts.failed, batch.total);
+  return clampProgress(batch.terminal, batch.total);
+}
+
+/** Counters named for people, with the engine's terms for operators (shown as a tooltip). */
+export const COUNTER_WORDS = {
+  waiting: { label: "Waiting", engine: "pending + queued: not started yet (pending wait outside the live window)" },
+  in_progress: { label: "In progress", engine: "leased + running: a worker holds the item (leased) or is executing it" },
+  done: { label: "Done", engine: "succeeded" },
+  failed: { label: "Failed", engine: "failed: every attempt failed" },
+  cancelled: { label: "Cancelled", engine: "cancelled: stopped before it finished" },
+} as const;

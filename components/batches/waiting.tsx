@@ -1,0 +1,66 @@
+import type { BatchProjection } from "@/lib/api/batches";
+import { formatCount, formatDuration, formatTime, formatUsd } from "@/lib/format";
+
+/** Why a batch waits, in words, and the server's ETA from recent completions. */
+
+/** One sentence: "Waiting: …", or null while items move. */
+export function waitingText(b: BatchProjection): string | null {
+  switch (b.waiting_reason) {
+    case "paused":
+      return "Waiting: paused — resume to continue.";
+    case "budget":
+      if (b.pause_reason === "quota") return "Waiting: budget — your daily token quota is used up; resume after 00:00 UTC.";
+      return `Waiting: budget — ${budgetUsage(b)}; raise the budget, then resume.`;
+    case "no_worker":
+      return b.waiting_since
+        ? `Waiting: no worker has been alive since ${formatTime(b.waiting_since)} — start one with \`npm run worker\`.`
+        : "Waiting: no worker is running — start one with `npm run worker`.";
+    case "rate_limited":
+      return `Waiting: rate limited by the model provider${b.waiting_until ? ` until ${formatTime(b.waiting_until)}` : ""}.`;
+    case "capacity":
+      return "Waiting: every worker slot is busy with other work; items start as slots free up.";
+    default:
+      return null;
+  }
+}
+
+/** "1,200 of 5,000 tokens used, $0.0100 of $1.00 spent". */
+export function budgetUsage(b: BatchProjection): string {
+  const parts: string[] = [];
+  if (b.budget.max_total_tokens !== null)
+    parts.push(`${formatCount(b.budget.used_tokens)} of ${formatCount(b.budget.max_total_tokens)} tokens used`);
+  if (b.budget.max_cost_usd !== null) parts.push(`${formatUsd(b.budget.used_cost_usd)} of ${formatUsd(b.budget.max_cost_usd)} spent`);
+  return parts.join(", ") || "budget reached";
+}
+
+const TONE: Record<string, string> = {
+  paused: "bg-amber-50 text-amber-900 ring-amber-200",
+  budget: "bg-amber-50 text-amber-900 ring-amber-200",
+  no_worker: "bg-red-50 text-red-900 ring-red-200",
+  rate_limited: "bg-sky-50 text-sky-900 ring-sky-200",
+  capacity: "bg-zinc-50 text-zinc-800 ring-zinc-200",
+};
+
+/** The panel's waiting banner. */
+export function WaitingNotice({ batch }: { batch: BatchProjection }) {
+  const text = waitingText(batch);
+  if (!text) return null;
+  return (
+    <p
+      data-testid="batch-waiting"
+      data-reason={batch.waiting_reason ?? undefined}
+      role="status"
+      className={`rounded-md px-2 py-1.5 text-xs ring-1 ring-inset ${TONE[batch.waiting_reason ?? ""] ?? TONE.capacity}`}
+    >
+      {text}
+    </p>
+  );
+}
+
+/** Throughput and ETA from recent completions; a rate-limited batch shows the limit instead. */
+export function etaText(b: BatchProjection): { throughput: string; eta: string } {
+  if (b.waiting_reason === "rate_limited")
+    return { throughput: "rate limited", eta: b.waiting_until ? `after ${formatTime(b.waiting_until)}` : "—" };
+  if (!b.eta) return { throughput: "—", eta: "—" };
+  return { throughput: `${b.eta.items_per_minute}/min`, eta: formatDuration(b.eta.eta_seconds * 1000) };
+}
