@@ -8,7 +8,7 @@ import postgres from "postgres";
 import { configSchema } from "@/lib/config";
 import { createApiToken } from "@/server/auth/tokens";
 import { createUser } from "@/server/auth/users";
-import { submitBatch } from "@/server/batches/repository";
+import { submitBatch } from "@/server/batches/submit";
 import { createThread } from "@/server/chat/threads";
 import { createDatabase } from "@/server/db/client";
 import { startEmbeddedPostgres } from "@/server/db/embedded";

@@ -3,7 +3,7 @@ import { sql } from "drizzle-orm";
 import { configSchema } from "@/lib/config";
 import { createApiToken } from "@/server/auth/tokens";
 import { claimItems } from "@/server/batches/claim";
-import { submitBatch } from "@/server/batches/repository";
+import { submitBatch } from "@/server/batches/submit";
 import { createDatabase, type Database } from "@/server/db/client";
 import { benchServer, freshDatabase, owner, waitTerminal } from "./batch.bench";
 import { download, psqlCopy, startWeb, type Web } from "./export.bench";

@@ -1,6 +1,7 @@
 import { sql } from "drizzle-orm";
 import { configSchema } from "@/lib/config";
-import { exportResults, submitBatch } from "@/server/batches/repository";
+import { exportResults } from "@/server/batches/repository";
+import { submitBatch } from "@/server/batches/submit";
 import { createDatabase } from "@/server/db/client";
 import { putFiles, workspaceLimits } from "@/server/workspace/files";
 import { benchServer, freshDatabase, owner, waitTerminal } from "./batch.bench";

@@ -4,7 +4,7 @@ import { sql } from "drizzle-orm";
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from "prom-client";
 import type { Db } from "@/server/db/client";
 import { ITEM_STATUSES } from "@/server/db/schema";
-import type { Settlement } from "@/server/batches/types";
+import type { Settlement } from "@/server/batches/settlement";
 import { loadClusterState, waitingFor } from "@/server/batches/waiting";
 import { getConfig } from "@/server/config/load";
 import { subagentBatches } from "@/server/db/schema";

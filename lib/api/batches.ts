@@ -1,4 +1,11 @@
 import { z } from "zod";
+import {
+  ITEM_KEY_MAX_CHARS,
+  MAX_COST_USD,
+  PROMPT_TEMPLATE_MAX_CHARS,
+  SUBAGENT_NAME_MAX_CHARS,
+  SUBMISSION_KEY_MAX_CHARS,
+} from "@/lib/batch-rules";
 import { toolCallRecordSchema } from "./runs";
 
 /**
@@ -139,20 +146,41 @@ export const resultLineSchema = z
 /** Submission body (JSON). For application/x-ndjson the items are the body lines and the rest are query parameters. */
 export const submitItemSchema = z.union([
   z.string().min(1, "must not be empty"),
-  z.object({ item_key: z.string().min(1).max(200).optional(), prompt: z.string().min(1, "must not be empty") }).strict(),
+  z
+    .object({
+      item_key: z.string().min(1, "must not be empty").max(ITEM_KEY_MAX_CHARS, `must be at most ${ITEM_KEY_MAX_CHARS} characters`).optional(),
+      prompt: z.string().min(1, "must not be empty"),
+    })
+    .strict(),
 ]);
+
+/** Budget fields every submission may carry (items or files, any door). */
+export const submissionBudgetShape = {
+  /** Budget: the batch pauses (pause_reason "budget") once its items used this many tokens. */
+  max_total_tokens: z.number().int("must be a whole number").positive("must be a positive number").max(Number.MAX_SAFE_INTEGER).optional(),
+  /** Budget in US dollars, priced from the model catalog. */
+  max_cost_usd: z.number().positive("must be a positive number").max(MAX_COST_USD).optional(),
+};
+
+/** The fields every submission has besides its items (or files). */
+export const submissionFieldsShape = {
+  submission_key: z.string().min(1, "must not be empty").max(SUBMISSION_KEY_MAX_CHARS, `must be at most ${SUBMISSION_KEY_MAX_CHARS} characters`),
+  subagent: z.string().min(1, "must not be empty").max(SUBAGENT_NAME_MAX_CHARS, `must be at most ${SUBAGENT_NAME_MAX_CHARS} characters`).optional(),
+  max_live_items: z.number().int("must be a whole number").positive("must be a positive whole number").optional(),
+  max_running_items: z.number().int("must be a whole number").positive("must be a positive whole number").optional(),
+  ...submissionBudgetShape,
+};
+
+export const promptTemplateSchema = z
+  .string()
+  .min(1, "must not be empty")
+  .max(PROMPT_TEMPLATE_MAX_CHARS, `must be at most ${PROMPT_TEMPLATE_MAX_CHARS} characters`);
+
 export const submitBatchSchema = z
   .object({
-    submission_key: z.string().min(1).max(200),
-    subagent: z.string().min(1).max(40).optional(),
+    ...submissionFieldsShape,
     items: z.array(submitItemSchema).min(1, "must contain at least one item"),
-    prompt_template: z.string().min(1).max(20_000).optional(),
-    max_live_items: z.number().int().positive().optional(),
-    max_running_items: z.number().int().positive().optional(),
-    /** Budget: the batch pauses (pause_reason "budget") once its items used this many tokens. */
-    max_total_tokens: z.number().int("must be a whole number").positive("must be a positive number").max(Number.MAX_SAFE_INTEGER).optional(),
-    /** Budget in US dollars, priced from the model catalog. */
-    max_cost_usd: z.number().positive("must be a positive number").max(1_000_000_000).optional(),
+    prompt_template: promptTemplateSchema.optional(),
   })
   .strict();
 export type SubmitBatchInput = z.infer<typeof submitBatchSchema>;
@@ -200,7 +228,7 @@ export const budgetUpdateSchema = z
     max_cost_usd: z
       .number({ error: "must be a number or null" })
       .positive("must be a positive number")
-      .max(1_000_000_000)
+      .max(MAX_COST_USD)
       .nullable()
       .optional(),
   })

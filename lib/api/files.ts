@@ -1,6 +1,7 @@
-import picomatch from "picomatch/posix";
 import { z } from "zod";
-import type { SubmitBatchInput } from "./batches";
+import { FILE_PLACEHOLDER, GLOB_MAX_CHARS } from "@/lib/batch-rules";
+import { compileGlob, GlobError } from "@/lib/glob";
+import { promptTemplateSchema, type SubmitBatchInput, submissionFieldsShape } from "./batches";
 
 /** Public projections of a thread's workspace files (snake_case JSON); never the bytes. */
 export const fileProjectionSchema = z
@@ -19,9 +20,9 @@ export type FileProjection = z.infer<typeof fileProjectionSchema>;
 export const fileListSchema = z.object({ files: z.array(fileProjectionSchema) }).strict();
 export type FileList = z.infer<typeof fileListSchema>;
 
-export const FILE_PLACEHOLDER = "{{file}}";
+export { FILE_PLACEHOLDER };
 /** Longest `files` glob a submission accepts. */
-export const MAX_GLOB_CHARS = 512;
+export const MAX_GLOB_CHARS = GLOB_MAX_CHARS;
 
 /** The download URL of a file: each path segment encoded on its own, `/` kept. */
 export function fileUrl(threadId: string, path: string): string {
@@ -34,16 +35,9 @@ export function fileUrl(threadId: string, path: string): string {
  */
 export const submitFileBatchSchema = z
   .object({
-    submission_key: z.string().min(1).max(200),
-    subagent: z.string().min(1).max(40).optional(),
-    files: z.string().min(1, "must be a glob such as reports/*.md").max(MAX_GLOB_CHARS),
-    prompt_template: z
-      .string()
-      .min(1)
-      .max(20_000)
-      .refine((t) => t.includes(FILE_PLACEHOLDER), `must contain ${FILE_PLACEHOLDER}`),
-    max_live_items: z.number().int().positive().optional(),
-    max_running_items: z.number().int().positive().optional(),
+    ...submissionFieldsShape,
+    files: z.string().min(1, "must be a glob such as reports/*.md").max(MAX_GLOB_CHARS, `must be at most ${MAX_GLOB_CHARS} characters`),
+    prompt_template: promptTemplateSchema.refine((t) => t.includes(FILE_PLACEHOLDER), `must contain ${FILE_PLACEHOLDER}`),
   })
   .strict();
 export type SubmitFileBatchInput = z.infer<typeof submitFileBatchSchema>;
@@ -57,10 +51,27 @@ export function isFileSubmission(input: BatchSubmission): input is SubmitFileBat
 
 /**
  * The glob of a batch over files, the same on the server and in the New batch dialog's preview:
- * picomatch, POSIX separators, `*` within a folder, `**` across folders, dotfiles included.
+ * lib/glob.ts (linear in the path, POSIX separators, `*` within a folder, `**` across folders,
+ * dotfiles included). A glob it refuses matches nothing here; globProblem says why.
  */
 export function fileGlobMatcher(glob: string): (path: string) => boolean {
-  return picomatch(glob, { dot: true });
+  try {
+    return compileGlob(glob);
+  } catch (err) {
+    if (err instanceof GlobError) return () => false;
+    throw err;
+  }
+}
+
+/** Why a glob is refused (its syntax), or null. */
+export function globProblem(glob: string): string | null {
+  try {
+    compileGlob(glob);
+    return null;
+  } catch (err) {
+    if (err instanceof GlobError) return err.message;
+    throw err;
+  }
 }
 
 /** A glob matching exactly these paths (glob syntax escaped), for picking files one by one. */

@@ -2,13 +2,15 @@ import { sql } from "drizzle-orm";
 import type { DbOrTx } from "@/server/db/client";
 import type { ItemStatus } from "@/server/db/schema/batches";
 import { type ExecutionSpec, parseExecutionSpec } from "./spec";
-import type { ClaimedItem, LeaseRef, Settlement } from "./types";
+import type { Settlement } from "./settlement";
+import type { ClaimedItem, LeaseRef } from "./types";
 
 /**
  * Worker-side transitions. These are not owner-scoped: the caller is a worker acting on rows
- * it claimed. Each is one round trip to a PL/pgSQL function (drizzle/0001_batch_engine.sql)
- * so batch row locks are held for microseconds, never across a network hop, and every write
- * after the claim is fenced by lease owner + token.
+ * it claimed. Each is one round trip to a function whose text lives in one file of
+ * server/batches/sql/ (claim.sql, mark-running.sql, renew.sql, settle.sql, recover.sql,
+ * worker-pass.sql), so batch row locks are held for microseconds, never across a network hop,
+ * and every write after the claim is fenced by lease owner + token.
  */
 
 /** Postgres array literal for uuid[] / bigint[] parameters (values are uuids and integers only). */
@@ -61,15 +63,16 @@ function settlementPayload(settlements: readonly Settlement[]): string {
       retryable: s.kind === "failed" ? s.retryable !== false : true,
       delay_ms: s.kind === "deferred" || s.kind === "failed" ? Math.max(0, Math.round(s.delayMs ?? 0)) : 0,
       run_id: s.runId ?? null,
+      started_ms: s.startedAtMs ?? null,
     })),
   );
 }
 
 /**
- * Promotes and claims up to `limit` items for `workerId` across active batches (fair
- * round-robin by last claim, equal shares), honouring each batch's live window and running
- * limit (leased + running across all workers). Paused, cancelled and finished batches are
- * never claimed. Each claim takes one attempt and a fresh fencing token.
+ * Promotes and claims up to `limit` items for `workerId` across active batches (users first,
+ * then batches, equal shares), honouring each batch's live window and running limit (leased +
+ * running across all workers). Paused, cancelled and finished batches are never claimed. Each
+ * claim takes one attempt and a fresh fencing token; the rows stay `leased` until markRunning.
  */
 export async function claimItems(
   db: DbOrTx,
@@ -77,39 +80,62 @@ export async function claimItems(
 ): Promise<ClaimedItem[]> {
   if (args.limit <= 0) return [];
   const rows = await db.execute<ClaimRow>(
-    sql`select * from flotilla_claim_items(${args.workerId}, ${Math.floor(args.limit)}::int, ${args.leaseSeconds}::float8, ${args.maxBatches ?? 8}::int)`,
+    sql`select * from flotilla_claim(${args.workerId}, ${Math.floor(args.limit)}::int, 0, ${args.leaseSeconds}::float8, ${args.maxBatches ?? 8}::int)`,
   );
   return rows.map(toClaimed);
 }
 
+export interface WorkerPassResult {
+  /** New status of every settled item (fenced-out settlements are absent). */
+  settled: Map<string, ItemStatus>;
+  /** Items of `marks` that moved to running; any other must not run. */
+  marked: Set<string>;
+  /** Claimed (leased) for the free slots first, then the local queue: marked running when a slot starts one. */
+  claimed: ClaimedItem[];
+  /** The execution spec of every batch claimed from, as stored (parse with parseExecutionSpec). */
+  specs: Map<string, unknown>;
+}
+
 /**
- * A worker's completions and its next claim in one transaction (one round trip, one commit).
- * While it holds the locks of the batches it settled it does not wait for a batch another
- * worker holds, so `claimed` can come back empty under contention: call claimItems then.
+ * One round trip of the worker loop (worker-pass.sql): mark `marks` running, settle
+ * `settlements`, claim `run` items for free slots and up to `ahead` for the local queue (from
+ * batches' spare room only). While it holds the locks of the batches it
+ * settled or marked it does not wait for a batch another worker holds, so the claim can come
+ * back empty under contention.
  */
-export async function settleAndClaim(
+export async function workerPass(
   db: DbOrTx,
   args: {
     workerId: string;
     settlements: readonly Settlement[];
+    marks: readonly LeaseRef[];
     maxDeferrals: number;
-    limit: number;
+    run: number;
+    ahead: number;
     leaseSeconds: number;
     maxBatches?: number;
   },
-): Promise<{ settled: Map<string, ItemStatus>; claimed: ClaimedItem[] }> {
+): Promise<WorkerPassResult> {
   checkRefs(args.settlements);
-  const rows = await db.execute<ClaimRow & { settled_status: ItemStatus | null }>(sql`
-    select * from flotilla_settle_and_claim(${args.workerId}, ${settlementPayload(args.settlements)}::jsonb,
-      ${args.maxDeferrals}::int, ${Math.max(0, Math.floor(args.limit))}::int, ${args.leaseSeconds}::float8, ${args.maxBatches ?? 8}::int)
+  checkRefs(args.marks);
+  const rows = await db.execute<
+    ClaimRow & { kind: "settled" | "marked" | "claimed"; status: ItemStatus; execution_spec: unknown }
+  >(sql`
+    select * from flotilla_worker_pass(${args.workerId}, ${settlementPayload(args.settlements)}::jsonb,
+      ${arrayLiteral(args.marks.map((m) => m.id))}::uuid[], ${arrayLiteral(args.marks.map((m) => m.leaseToken))}::bigint[],
+      ${args.maxDeferrals}::int, ${Math.max(0, Math.floor(args.run))}::int, ${Math.max(0, Math.floor(args.ahead))}::int,
+      ${args.leaseSeconds}::float8, ${args.maxBatches ?? 8}::int)
   `);
-  const settled = new Map<string, ItemStatus>();
-  const claimed: ClaimedItem[] = [];
+  const out: WorkerPassResult = { settled: new Map(), marked: new Set(), claimed: [], specs: new Map() };
   for (const r of rows) {
-    if (r.settled_status) settled.set(r.item_id, r.settled_status);
-    else claimed.push(toClaimed(r));
+    if (r.kind === "settled") out.settled.set(r.item_id, r.status);
+    else if (r.kind === "marked") out.marked.add(r.item_id);
+    else {
+      out.claimed.push(toClaimed(r));
+      if (r.execution_spec != null) out.specs.set(r.batch_id, r.execution_spec);
+    }
   }
-  return { settled, claimed };
+  return out;
 }
 
 /**
@@ -144,32 +170,15 @@ export async function renewLeases(
 ): Promise<{ renewed: string[]; lost: string[] }> {
   if (args.items.length === 0) return { renewed: [], lost: [] };
   checkRefs(args.items);
-  const ids = arrayLiteral(args.items.map((i) => i.id));
-  const tokens = arrayLiteral(args.items.map((i) => i.leaseToken));
-  const rows = await db.execute<{ id: string; renewed: boolean; held: boolean }>(sql`
-    with r as (select * from unnest(${ids}::uuid[], ${tokens}::bigint[]) as r(id, token)),
-    upd as (
-      update subagent_batch_items it
-         set lease_expires_at = now() + make_interval(secs => ${args.leaseSeconds}::float8)
-       where it.id in (
-         select i.id from subagent_batch_items i join r on r.id = i.id
-          where i.lease_owner = ${args.workerId} and i.lease_token = r.token
-            and i.status in ('leased', 'running') and i.lease_expires_at > now()
-          for update of i skip locked)
-      returning it.id
-    )
-    select r.id,
-           exists (select 1 from upd where upd.id = r.id) as renewed,
-           exists (select 1 from subagent_batch_items i
-                    where i.id = r.id and i.lease_owner = ${args.workerId} and i.lease_token = r.token
-                      and i.status in ('leased', 'running') and i.lease_expires_at > now()) as held
-      from r
+  const rows = await db.execute<{ item_id: string; renewed: boolean; lost: boolean }>(sql`
+    select * from flotilla_renew(${args.workerId}, ${arrayLiteral(args.items.map((i) => i.id))}::uuid[],
+      ${arrayLiteral(args.items.map((i) => i.leaseToken))}::bigint[], ${args.leaseSeconds}::float8)
   `);
   const renewed: string[] = [];
   const lost: string[] = [];
   for (const row of rows) {
-    if (row.renewed) renewed.push(row.id);
-    else if (!row.held) lost.push(row.id);
+    if (row.renewed) renewed.push(row.item_id);
+    else if (row.lost) lost.push(row.item_id);
   }
   return { renewed, lost };
 }
@@ -208,77 +217,34 @@ export async function settleItems(
   if (args.settlements.length === 0) return new Map();
   checkRefs(args.settlements);
   const rows = await db.execute<{ item_id: string; new_status: ItemStatus }>(sql`
-    select item_id, new_status from flotilla_settle_items(${args.workerId}, ${settlementPayload(args.settlements)}::jsonb, ${args.maxDeferrals}::int)
+    select item_id, new_status from flotilla_settle(${args.workerId}, ${settlementPayload(args.settlements)}::jsonb, ${args.maxDeferrals}::int)
   `);
   return new Map(rows.map((r) => [r.item_id, r.new_status]));
 }
 
-/** succeeded / failed for one held item; false when the lease was no longer held (nothing changed). */
-export async function finalizeItem(
-  db: DbOrTx,
-  args: { workerId: string; maxDeferrals: number; settlement: Extract<Settlement, { kind: "succeeded" | "failed" }> },
-): Promise<boolean> {
-  const moved = await settleItems(db, { workerId: args.workerId, settlements: [args.settlement], maxDeferrals: args.maxDeferrals });
-  return moved.has(args.settlement.id);
-}
-
-/** Refused by local capacity: back to queued without consuming the attempt. */
-export async function releaseItem(db: DbOrTx, args: { workerId: string } & LeaseRef): Promise<boolean> {
-  const moved = await settleItems(db, {
-    workerId: args.workerId,
-    settlements: [{ kind: "released", id: args.id, leaseToken: args.leaseToken }],
-    maxDeferrals: 0,
-  });
-  return moved.has(args.id);
-}
-
-/** Rate limited: back to queued, claimable after delayMs, attempt refunded up to maxDeferrals times. */
-export async function deferItem(
-  db: DbOrTx,
-  args: { workerId: string; delayMs: number; error: string; maxDeferrals: number } & LeaseRef,
-): Promise<boolean> {
-  const moved = await settleItems(db, {
-    workerId: args.workerId,
-    settlements: [{ kind: "deferred", id: args.id, leaseToken: args.leaseToken, delayMs: args.delayMs, error: args.error }],
-    maxDeferrals: args.maxDeferrals,
-  });
-  return moved.has(args.id);
-}
-
 /**
- * Leases whose holder stopped renewing go back to queued with the attempt they used; at
- * max_attempts the item fails with an error that says so. Safe to call from every worker.
+ * Leases whose holder stopped renewing go back to queued (recover.sql); a running one at
+ * max_attempts fails with an error that says so. Safe to call from every worker.
  */
 export async function recoverExpiredLeases(
   db: DbOrTx,
   args: { limit?: number } = {},
 ): Promise<{ requeued: number; failed: number }> {
   const rows = await db.execute<{ new_status: ItemStatus }>(
-    sql`select new_status from flotilla_recover_expired_leases(${args.limit ?? 500}::int)`,
+    sql`select new_status from flotilla_recover(${args.limit ?? 500}::int)`,
   );
   let failed = 0;
   for (const r of rows) if (r.new_status === "failed") failed++;
   return { requeued: rows.length - failed, failed };
 }
 
-/** Execution specs of the given batches (immutable; workers cache them). */
-export async function getExecutionSpecs(
-  db: DbOrTx,
-  args: { batchIds: readonly string[] },
-): Promise<Map<string, ExecutionSpec | Error>> {
-  const out = new Map<string, ExecutionSpec | Error>();
-  if (args.batchIds.length === 0) return out;
-  const rows = await db.execute<{ id: string; execution_spec: unknown }>(sql`
-    select id, execution_spec from subagent_batches where id = any(${arrayLiteral([...args.batchIds])}::uuid[])
-  `);
-  for (const r of rows) {
-    try {
-      out.set(r.id, parseExecutionSpec(r.execution_spec));
-    } catch (err) {
-      out.set(r.id, err as Error);
-    }
+/** An execution spec as stored, or the reason it cannot be rebuilt. */
+export function readExecutionSpec(stored: unknown): ExecutionSpec | Error {
+  try {
+    return parseExecutionSpec(stored);
+  } catch (err) {
+    return err as Error;
   }
-  return out;
 }
 
 /**

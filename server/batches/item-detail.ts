@@ -13,11 +13,11 @@ import type { ItemSummary } from "./types";
  */
 export async function getItemDetail(
   db: DbOrTx,
-  args: { userId: string; threadId: string; batchId: string; itemId: string },
+  args: { userId: string; threadId: string; batchId: string; itemId: string; previewMaxChars?: number },
 ): Promise<ItemDetail> {
   await getBatch(db, args);
   const [row] = await db
-    .select({ ...itemSummaryColumns, toolCallList: agentRuns.toolCalls })
+    .select({ ...itemSummaryColumns(args.previewMaxChars), toolCallList: agentRuns.toolCalls })
     .from(subagentBatchItems)
     .leftJoin(agentRuns, eq(agentRuns.id, subagentBatchItems.runId))
     .where(and(eq(subagentBatchItems.id, args.itemId), eq(subagentBatchItems.batchId, args.batchId)));

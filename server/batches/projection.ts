@@ -8,7 +8,7 @@ import {
 } from "@/lib/api/batches";
 import type { DbOrTx } from "@/server/db/client";
 import { usedCostUsd, usedTokens } from "./budget";
-import { ITEM_INPUT_MAX_CHARS, ITEM_PREVIEW_MAX_CHARS } from "./repository";
+import { ITEM_INPUT_MAX_CHARS } from "./repository";
 import type { BatchRow, ItemPageResult, ItemSummary } from "./types";
 import { type LiveState, loadLiveStates } from "./waiting";
 
@@ -94,7 +94,8 @@ function bound(text: string | null, max: number): string | null {
   return text.length > max ? text.slice(0, max) : text;
 }
 
-export function toItemProjection(i: ItemSummary, previewMaxChars = ITEM_PREVIEW_MAX_CHARS): ItemProjection {
+/** Previews and errors arrive cut to the configured preview cap (itemSummaryColumns). */
+export function toItemProjection(i: ItemSummary): ItemProjection {
   return {
     id: i.id,
     item_key: i.itemKey,
@@ -102,8 +103,8 @@ export function toItemProjection(i: ItemSummary, previewMaxChars = ITEM_PREVIEW_
     position: i.position,
     status: i.status,
     attempts: i.attempts,
-    preview: bound(i.preview, previewMaxChars),
-    error: bound(i.error, previewMaxChars),
+    preview: i.preview,
+    error: i.error,
     usage: { input_tokens: count(Number(i.inputTokens)), output_tokens: count(Number(i.outputTokens)) },
     tool_calls: count(i.toolCalls),
     started_at: iso(i.startedAt),

@@ -58,38 +58,3 @@ export interface LeaseRef {
   id: string;
   leaseToken: number;
 }
-
-export interface Usage {
-  inputTokens: number;
-  outputTokens: number;
-}
-
-/** How a held attempt ends. */
-export type Settlement = LeaseRef &
-  (
-    | {
-        kind: "succeeded";
-        result: string;
-        preview: string;
-        model?: string | null;
-        stopReason?: string | null;
-        usage?: Usage;
-        runId?: string | null;
-      }
-    | {
-        kind: "failed";
-        error: string;
-        /** false: fail now whatever attempts remain. Default true. */
-        retryable?: boolean;
-        model?: string | null;
-        stopReason?: string | null;
-        usage?: Usage;
-        runId?: string | null;
-        /** Earliest next attempt (ms from now), e.g. after a rate limit past max_deferrals. */
-        delayMs?: number;
-      }
-    /** Refused by local capacity: back to queued, attempt refunded. */
-    | { kind: "released"; runId?: string | null }
-    /** Rate limited: back to queued after delayMs, attempt refunded (up to rate_limits.max_deferrals). */
-    | { kind: "deferred"; delayMs: number; error: string; usage?: Usage; model?: string | null; runId?: string | null }
-  );

@@ -1,9 +1,10 @@
 import { and, asc, desc, eq, sql } from "drizzle-orm";
 import type { FlotillaConfig } from "@/lib/config";
 import { getSubagentDefinition } from "@/server/agent/registry";
-import { BATCH_CHANNEL, batchEventPayload } from "@/server/batches/notify";
+import type { ItemRow } from "@/server/batches/insert-items";
 import { cancelBatch } from "@/server/batches/repository";
 import { buildExecutionSpec, type ExecutionKind } from "@/server/batches/spec";
+import { writeBatch } from "@/server/batches/submit";
 import type { BatchRow } from "@/server/batches/types";
 import { createThread } from "@/server/chat/threads";
 import type { Db, DbOrTx } from "@/server/db/client";
@@ -30,8 +31,8 @@ export interface CompatBatch {
 
 /** The sub-agent definition recorded in the execution spec (the items run their own requests). */
 const SPEC_SUBAGENT = "general";
-/** Items written per statement while a batch is created. */
-const INSERT_ROWS = 1_000;
+/** Requests written per statement while a batch is created. */
+const REQUEST_CHUNK_ROWS = 1_000;
 const COMPLETION_WINDOW_SECONDS: Record<string, number> = { "24h": 24 * 3600 };
 
 /** Checks a request's model: a catalog name, or `flotilla:<sub-agent>` naming a definition. */
@@ -62,10 +63,38 @@ export interface NewRequest {
   request: CompatRequest;
 }
 
+/** A request as an item row: keyed by its custom_id; its prompt and input are the last user message. */
+type RequestRow = ItemRow & { request: CompatRequest };
+
+async function* requestChunks(requests: AsyncIterable<NewRequest>): AsyncIterable<RequestRow[]> {
+  let rows: RequestRow[] = [];
+  for await (const r of requests) {
+    const prompt = promptOf(r.request);
+    rows.push({ key: r.customId, prompt, input: prompt, request: r.request });
+    if (rows.length >= REQUEST_CHUNK_ROWS) {
+      yield rows;
+      rows = [];
+    }
+  }
+  if (rows.length > 0) yield rows;
+}
+
+/** Each written chunk's stored requests, joined to its items by position. */
+async function storeRequests(tx: DbOrTx, written: { batchId: string; offset: number; items: RequestRow[] }): Promise<void> {
+  const json = JSON.stringify(written.items.map((r) => r.request));
+  await tx.execute(sql`
+    insert into compat_requests (item_id, body)
+    select i.id, t.v::jsonb
+      from json_array_elements(${json}::json) with ordinality as t(v, ord)
+      join subagent_batch_items i on i.batch_id = ${written.batchId}::uuid and i.position = ${written.offset}::int + t.ord
+  `);
+}
+
 /**
- * Creates the thread, the durable batch, every item with its stored request, and the compat row,
- * in one transaction (nothing runs before it commits). `requests` is read twice: once to count,
- * once to insert; it is a generator over the stored file for OpenAI, so memory stays bounded.
+ * Creates the thread, the durable batch (through the one writer, so the per-user quotas, the
+ * daily token quota and the catalog price snapshot apply as to every batch), every item with
+ * its stored request, and the compat row, in one transaction (nothing runs before it commits).
+ * `requests` is a generator over the stored file for OpenAI, so memory stays bounded.
  */
 export async function createCompatBatch(
   tx: DbOrTx,
@@ -75,7 +104,7 @@ export async function createCompatBatch(
     config: FlotillaConfig;
     title: string;
     total: number;
-    /** The first request's model: recorded as the batch's model (requests usually share one). */
+    /** The first request's model: recorded as the batch's model and priced (requests usually share one). */
     firstModel: string;
     requests: () => AsyncIterable<NewRequest>;
     inputFileId?: string;
@@ -96,62 +125,32 @@ export async function createCompatBatch(
     origin: { kind: "api" },
     kind,
   });
-  // A provider batch runs as fast as the deployment allows: the configured per-batch ceilings.
-  const maxLive = b.max_live_items_per_batch;
-  const live = Math.min(args.total, maxLive);
-  const [batch] = await tx
-    .insert(subagentBatches)
-    .values({
-      userId: args.userId,
-      threadId: thread.id,
-      submissionKey: `compat:${thread.id}`,
-      // What the panel and the Workers page show; the items run their own requests, not a sub-agent.
-      subagent: `${args.api}-batch`,
-      executionSpec: spec,
-      total: args.total,
-      maxLiveItems: maxLive,
-      maxRunningItems: b.max_running_items_per_batch,
-      maxAttempts: b.max_attempts,
-      pendingCount: args.total - live,
-      queuedCount: live,
-    })
-    .returning();
-  let position = 0;
-  let rows: [string, string, CompatRequest][] = [];
-  const flush = async () => {
-    if (rows.length === 0) return;
-    const json = JSON.stringify(rows);
-    const offset = position - rows.length;
-    rows = [];
-    await tx.execute(sql`
-      with input as (
-        select t.v->>0 as key, t.v->>1 as prompt, t.v->2 as body, (${offset}::int + t.ord)::int as position
-          from json_array_elements(${json}::json) with ordinality as t(v, ord)
-      ),
-      ins as (
-        insert into subagent_batch_items (batch_id, position, item_key, prompt, status)
-        select ${batch!.id}::uuid, position, key, prompt, case when position <= ${live}::int then 'queued' else 'pending' end
-          from input
-        returning id, position
-      )
-      insert into compat_requests (item_id, body)
-      select ins.id, input.body::jsonb from ins join input using (position)
-    `);
-  };
-  for await (const r of args.requests()) {
-    position++;
-    rows.push([r.customId, promptOf(r.request), r.request]);
-    if (rows.length >= INSERT_ROWS) await flush();
-  }
-  await flush();
-  if (position !== args.total) throw new AppError("conflict", "the input changed while the batch was being created; retry");
+  const { batch } = await writeBatch(tx, {
+    userId: args.userId,
+    threadId: thread.id,
+    submissionKey: `compat:${thread.id}`,
+    spec,
+    config: args.config,
+    // What the panel and the Workers page show; the items run their own requests, not a sub-agent.
+    label: `${args.api}-batch`,
+    total: args.total,
+    // A provider batch runs as fast as the deployment allows: the configured per-batch ceilings.
+    maxLiveItems: b.max_live_items_per_batch,
+    maxRunningItems: b.max_running_items_per_batch,
+    // The providers' create calls carry no budget; the daily token quota still applies.
+    maxTotalTokens: null,
+    maxCostUsd: null,
+    wakeLead: false,
+    chunks: requestChunks(args.requests()),
+    afterChunk: storeRequests,
+  });
   const windowSeconds = COMPLETION_WINDOW_SECONDS[args.completionWindow] ?? 24 * 3600;
   const [compat] = await tx
     .insert(compatBatches)
     .values({
       userId: args.userId,
       api: args.api,
-      batchId: batch!.id,
+      batchId: batch.id,
       inputFileId: args.inputFileId ?? null,
       endpoint: args.endpoint ?? null,
       completionWindow: args.completionWindow,
@@ -160,8 +159,7 @@ export async function createCompatBatch(
       expiresAt: sql`now() + make_interval(secs => ${windowSeconds})`,
     })
     .returning();
-  await tx.execute(sql`select pg_notify(${BATCH_CHANNEL}, ${batchEventPayload("submit", batch!.id)})`);
-  return { compat: compat!, batch: batch! };
+  return { compat: compat!, batch };
 }
 
 /** An OpenAI batch whose input failed validation: status `failed` with `errors.data`, nothing runs. */

@@ -2,6 +2,9 @@ import { tool } from "ai";
 import { z } from "zod";
 import type { ToolGroup } from "./types";
 
+// One schema object per process: its JSON Schema is converted once (index.ts).
+const NO_INPUT = z.object({});
+
 /** `clock`: the current time, so an agent never guesses today's date. */
 export const clockGroup: ToolGroup = {
   name: "clock",
@@ -9,7 +12,7 @@ export const clockGroup: ToolGroup = {
   build: () => ({
     current_time: tool({
       description: "The current date and time (ISO 8601, UTC) and the server's time zone.",
-      inputSchema: z.object({}),
+      inputSchema: NO_INPUT,
       execute: async () => ({
         now: new Date().toISOString(),
         time_zone: Intl.DateTimeFormat().resolvedOptions().timeZone,

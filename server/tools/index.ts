@@ -1,4 +1,4 @@
-import type { Tool, ToolSet } from "ai";
+import { asSchema, type Schema, type Tool, type ToolSet } from "ai";
 import { BUILTIN_TOOL_GROUPS, type FlotillaConfig } from "@/lib/config";
 import type { ToolCallRecord } from "@/lib/api/runs";
 import { AppError } from "@/server/errors";
@@ -79,6 +79,22 @@ class ToolTimeoutError extends Error {
 }
 
 /**
+ * The AI SDK converts a zod input schema to JSON Schema on every model call (measured on issue
+ * 22: about an eighth of a batch worker's CPU per item); converted once per schema object here,
+ * so groups that keep their schemas in module constants pay it once per process.
+ */
+const converted = new WeakMap<object, Schema>();
+function convertedOnce(inputSchema: Tool["inputSchema"]): Tool["inputSchema"] {
+  if (typeof inputSchema !== "object" || inputSchema === null) return inputSchema;
+  let schema = converted.get(inputSchema);
+  if (!schema) {
+    schema = asSchema(inputSchema);
+    converted.set(inputSchema, schema);
+  }
+  return schema;
+}
+
+/**
  * Wraps one tool: records every call; with `bounds`, also limits its time (the call's signal is
  * aborted and the model gets a timeout error) and its output.
  */
@@ -90,6 +106,7 @@ export function wrapTool(
   const execute = t.execute;
   if (!execute) return t;
   const { recorder, bounds } = opts;
+  const inputSchema = convertedOnce(t.inputSchema);
   const wrapped: Tool["execute"] = async (input, options) => {
     const started = performance.now();
     const record = (status: "ok" | "error", result: unknown) =>
@@ -136,7 +153,7 @@ export function wrapTool(
       clearTimeout(timer);
     }
   };
-  return { ...t, execute: wrapped } as Tool;
+  return { ...t, inputSchema, execute: wrapped } as Tool;
 }
 
 /** Records the calls of tools that keep their own bounds (delegation: task). */

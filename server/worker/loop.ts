@@ -1,40 +1,43 @@
 import type { FlotillaConfig } from "@/lib/config";
 import {
-  claimItems,
   findLostLeases,
-  getExecutionSpecs,
-  markRunning,
+  readExecutionSpec,
   recoverExpiredLeases,
   renewLeases,
-  settleAndClaim,
   settleItems,
+  workerPass,
 } from "@/server/batches/claim";
 import { BATCH_CHANNEL, parseBatchEvent } from "@/server/batches/notify";
+import { type Settlement, settlementOf } from "@/server/batches/settlement";
 import type { ExecutionSpec } from "@/server/batches/spec";
-import type { ClaimedItem, LeaseRef, Settlement } from "@/server/batches/types";
+import type { ClaimedItem, LeaseRef } from "@/server/batches/types";
 import type { Database } from "@/server/db/client";
 import { type Logger, log as rootLog } from "@/server/log";
 import { recordClaims, recordLeaseRecoveries, recordSettlements } from "@/server/metrics";
+import type { ResolvedModel } from "@/server/models/types";
 import { OutageBackoff } from "@/server/ops/backoff";
 import { isDatabaseUnavailable } from "@/server/ops/db-errors";
-import type { ResolvedModel } from "@/server/models/types";
 import { getSubagentRuntime, type SubagentRuntime } from "@/server/runtime/admission";
 import { isCapacityError } from "@/server/runtime/capacity";
 import { INSTANCE_ID } from "@/server/runtime/instance";
-import { type ItemExecutor, type ItemRunResult, subagentItemExecutor } from "./execute";
+import { Coalescer } from "./coalesce";
+import { type ItemExecutor, subagentItemExecutor } from "./execute";
 import { HEARTBEAT_INTERVAL_MS, markStopped, writeHeartbeat } from "./heartbeat";
 
 /**
- * The batch worker: claims items from Postgres up to the free slots of the process capacity,
- * runs them, and settles them — all state lives in Postgres, this process only holds leases.
+ * The batch worker: claims items from Postgres, runs them on the free slots of the process
+ * capacity, and settles them. All state lives in Postgres; this process only holds leases.
  *
- * Write path, designed for throughput: claims come in batches (one function call for all free
- * slots), `running` transitions started in the same tick are flushed in one statement, and
- * completions are settled in one statement right before the next claim. A finished item frees
- * its slot immediately (the next claim does not wait for the poll timer).
+ * Like graphile-worker 0.17's local queue and batched completion: one round trip (a "pass",
+ * worker-pass.sql) marks running the items slots started, settles everything that finished since
+ * the last one, and claims for the free slots plus a local queue (leased, from batches' spare
+ * room only, so the running limit stays exact and no other worker's free slot is starved). A
+ * slot that frees takes its next item from the local queue without waiting for the database.
+ * One pass is in flight at a time; whatever starts or finishes meanwhile goes out together in
+ * the next, so a wave of slots costs one round trip, not one per transition.
  *
- * Every poll: recover expired leases (anyone's), check that every local lease is still held
- * (a cancel or lease loss aborts the local run within one poll interval), renew leases every
+ * Every poll: recover expired leases (anyone's), check that every local lease is still held (a
+ * cancel or lease loss aborts the local run within one poll interval); renewal every
  * lease_seconds / 3. LISTEN/NOTIFY only shortens latency; polling alone is correct.
  */
 
@@ -52,6 +55,14 @@ export interface BatchWorkerOptions {
   listen?: boolean;
   /** Write worker_heartbeats (default true). */
   heartbeat?: boolean;
+  /**
+   * Items claimed ahead of free slots (default 0: off). Claimed-ahead rows are leased: they count
+   * toward their batch's running limit and are taken only from spare room, but while a slot is
+   * busy they wait behind it, and a batch whose items wait in a local queue does not read as
+   * waiting for capacity. Worth it when a batch's limit is far above the workers' slots and items
+   * are short (the raw benchmark).
+   */
+  localQueueSize?: number;
   logger?: Logger;
 }
 
@@ -73,15 +84,15 @@ interface LocalItem {
   item: ClaimedItem;
   controller: AbortController;
   done: Promise<void>;
+  /** Its settlement is queued: nothing else may settle it. */
+  ended: boolean;
 }
 
-interface MarkRequest {
-  ref: LeaseRef;
-  resolve: (ok: boolean) => void;
-  reject: (err: unknown) => void;
+/** A leased → running write requested by a slot that took an item from the local queue. */
+interface Mark {
+  entry: LocalItem;
+  startedAtMs: number;
 }
-
-const DEFAULT_RATE_LIMIT_DELAY_MS = 5_000;
 
 export class BatchWorker {
   readonly id: string;
@@ -91,24 +102,24 @@ export class BatchWorker {
   private readonly executor: ItemExecutor;
   private readonly log: Logger;
   private readonly leaseSeconds: number;
+  private readonly localQueueSize: number;
   /** While the database is away, polls back off exponentially with jitter instead of hammering it. */
   private readonly outage = new OutageBackoff(1_000);
-  private readonly local = new Map<string, LocalItem>();
+  /** Items executing on a slot. */
+  private readonly running = new Map<string, LocalItem>();
+  /** Items claimed ahead, still leased, in the order slots take them. */
+  private queue: ClaimedItem[] = [];
   private readonly specs = new Map<string, ExecutionSpec | Error>();
   private settlements: Settlement[] = [];
-  private marks: MarkRequest[] = [];
-  private markScheduled = false;
-  private pumping = false;
-  private pumpAgain = false;
-  private pumpScheduled = false;
-  private maintaining = false;
+  private marks: Mark[] = [];
+  private readonly pass: Coalescer;
+  private readonly renewal: Coalescer;
+  private readonly poll: Coalescer;
   private started = false;
   private stopping = false;
-  private renewing = false;
   private timers: ReturnType<typeof setInterval>[] = [];
   private unlisten: (() => Promise<void>) | undefined;
-  private idle: Promise<void> = Promise.resolve();
-  /** Counters for tests and benchmarks. */
+  /** Counters for tests and benchmarks, of rows written (released: handed back to the queue). */
   readonly counters = { claimed: 0, settled: 0, released: 0, lost: 0, claimCalls: 0 };
 
   constructor(private readonly options: BatchWorkerOptions) {
@@ -122,16 +133,30 @@ export class BatchWorker {
       subagentItemExecutor({ db: this.db, model: options.model, runtime: this.runtime });
     this.log = (options.logger ?? rootLog).child({ worker_id: this.id });
     this.leaseSeconds = options.config.subagent_batches.lease_seconds;
+    this.localQueueSize = Math.max(0, options.localQueueSize ?? 0);
+    this.pass = new Coalescer(
+      () => this.runPass(),
+      (err) => this.log.error({ err }, "worker pass failed; retrying at the next poll"),
+    );
+    this.renewal = new Coalescer(
+      () => this.renew(),
+      (err) => this.log.warn({ err }, "lease renewal failed"),
+    );
+    this.poll = new Coalescer(
+      () => this.maintain(),
+      (err) => this.log.warn({ err, retry_in_ms: Math.round(this.outage.failed()) }, "maintenance pass failed"),
+    );
   }
 
-  /** Slots this process may still fill: its capacity minus local items and anything else holding or waiting. */
+  /** Slots this process may still fill: its capacity minus local runs and anything else holding or waiting. */
   get freeSlots(): number {
     const s = this.runtime.capacity.stats();
-    return Math.max(0, s.maxRunning - Math.max(this.local.size, s.running + s.queued));
+    return Math.max(0, s.maxRunning - Math.max(this.running.size, s.running + s.queued));
   }
 
+  /** Items this worker holds: running on a slot or waiting in its local queue. */
   get localCount(): number {
-    return this.local.size;
+    return this.running.size + this.queue.length;
   }
 
   async start(): Promise<void> {
@@ -150,19 +175,19 @@ export class BatchWorker {
         this.log.warn({ err }, "LISTEN failed; relying on polling");
       }
     }
-    this.timers.push(setInterval(() => void this.maintain(), Math.max(50, b.poll_interval_seconds * 1000)));
+    this.timers.push(setInterval(() => this.poll.request(), Math.max(50, b.poll_interval_seconds * 1000)));
     // Renew at a third of the lease, independent of the poll, so short leases never lapse while held.
-    this.timers.push(setInterval(() => void this.renew(), Math.max(50, (this.leaseSeconds * 1000) / 3)));
+    this.timers.push(setInterval(() => this.renewal.request(), Math.max(50, (this.leaseSeconds * 1000) / 3)));
     this.log.info({ capacity: this.runtime.capacity.maxRunning, lease_seconds: this.leaseSeconds }, "batch worker started");
-    void this.maintain();
+    this.poll.request();
   }
 
   /**
    * Shutdown: stop claiming, abort local runs, wait for them to unwind, then hand every row
-   * that did not finish back to `queued` at once with its attempt restored (a `released`
-   * settlement, fenced by this worker's lease owner + token). Nothing is finalized here; an
-   * item that really finished before the stop is settled as usual. Lease expiry is the
-   * handoff only when a worker dies without this chance (SIGKILL, crash).
+   * that did not finish (running or waiting in the local queue) back to `queued` at once with
+   * its attempt restored (a `released` settlement, fenced by this worker's lease owner + token).
+   * Nothing is finalized here; an item that really finished before the stop is settled as
+   * usual. Lease expiry is the handoff only when a worker dies without this chance.
    */
   async stop(options: { waitMs?: number } = {}): Promise<void> {
     if (this.stopping) return;
@@ -170,259 +195,179 @@ export class BatchWorker {
     for (const t of this.timers) clearInterval(t);
     this.timers = [];
     await this.unlisten?.().catch(() => {});
-    // A claim pass in flight may still start items; let it finish so they are aborted too.
-    await this.idle.catch(() => {});
+    // A pass in flight may still claim items; let it finish so they are handed back too.
+    await Promise.all([this.pass.close(), this.renewal.close(), this.poll.close()]);
     const reason = new WorkerShutdownError();
-    const running = [...this.local.values()];
+    const running = [...this.running.values()];
     for (const l of running) l.controller.abort(reason);
     await Promise.race([
       Promise.allSettled(running.map((l) => l.done)),
       new Promise((r) => setTimeout(r, options.waitMs ?? 10_000)),
     ]);
-    await this.idle.catch(() => {});
     const settling = new Set(this.settlements.map((s) => s.id));
-    let handedBack = 0;
-    for (const l of running) {
-      if (settling.has(l.item.id)) continue;
-      this.settlements.push({ kind: "released", id: l.item.id, leaseToken: l.item.leaseToken });
-      handedBack++;
-    }
+    const unfinished = [...running.map((l) => l.item), ...this.queue].filter((i) => !settling.has(i.id));
+    this.queue = [];
+    for (const i of unfinished) this.settlements.push({ kind: "released", id: i.id, leaseToken: i.leaseToken });
     if (this.settlements.length) {
-      await this.flushSettlements().catch((err) =>
-        this.log.warn({ err }, "could not hand rows back at shutdown; their leases will expire"),
-      );
-    }
-    if (this.options.heartbeat !== false) await markStopped(this.db, this.id).catch(() => {});
-    this.log.info({ handed_back: handedBack }, "batch worker stopped");
-  }
-
-  /** Schedules a settle + claim pass (coalesced: many calls in one tick make one pass). */
-  kick(): void {
-    // Once stopping, stop() settles what is left itself; a pass started now would race it.
-    if (this.stopping) return;
-    if (this.pumping) {
-      this.pumpAgain = true;
-      return;
-    }
-    if (this.pumpScheduled) return;
-    this.pumpScheduled = true;
-    setImmediate(() => {
-      this.pumpScheduled = false;
-      if (this.stopping) return;
-      this.idle = this.pump();
-    });
-  }
-
-  private async pump(): Promise<void> {
-    if (this.pumping) {
-      this.pumpAgain = true;
-      return;
-    }
-    this.pumping = true;
-    try {
-      do {
-        this.pumpAgain = false;
-        await this.settleAndClaimPass();
-      } while (this.pumpAgain && !this.stopping);
-    } catch (err) {
-      this.log.error({ err }, "claim/settle pass failed; retrying at the next poll");
-    } finally {
-      this.pumping = false;
-    }
-  }
-
-  private async flushSettlements(): Promise<void> {
-    if (this.settlements.length === 0) return;
-    const batch = this.settlements;
-    this.settlements = [];
-    try {
-      const moved = await settleItems(this.db, {
-        workerId: this.id,
-        settlements: batch,
-        maxDeferrals: this.config.rate_limits.max_deferrals,
-      });
-      this.counters.settled += moved.size;
-      recordSettlements(batch, moved, this.log);
-      if (moved.size < batch.length) this.counters.lost += batch.length - moved.size;
-    } catch (err) {
-      // Keep them: the next pass retries (the fence makes a repeated settle harmless).
-      this.settlements.unshift(...batch);
-      throw err;
-    }
-  }
-
-  /**
-   * Completions and the next claim in one transaction when there are completions; a plain
-   * (waiting) claim otherwise, or when the combined call found every batch busy.
-   */
-  private async settleAndClaimPass(): Promise<void> {
-    const free = this.stopping ? 0 : this.freeSlots;
-    let claimed: ClaimedItem[] = [];
-    if (this.settlements.length > 0) {
       const batch = this.settlements;
       this.settlements = [];
       try {
-        this.counters.claimCalls++;
-        const res = await settleAndClaim(this.db, {
+        const moved = await settleItems(this.db, {
           workerId: this.id,
           settlements: batch,
           maxDeferrals: this.config.rate_limits.max_deferrals,
-          limit: free,
-          leaseSeconds: this.leaseSeconds,
         });
-        this.counters.settled += res.settled.size;
-        this.counters.lost += batch.length - res.settled.size;
-        recordSettlements(batch, res.settled, this.log);
-        claimed = res.claimed;
+        this.counters.settled += moved.size;
+        recordSettlements(batch, moved, this.log);
       } catch (err) {
-        // Keep them: the next pass retries (the fence makes a repeated settle harmless).
-        this.settlements.unshift(...batch);
-        throw err;
+        this.log.warn({ err }, "could not hand rows back at shutdown; their leases will expire");
       }
-      if (claimed.length > 0 || free === 0) return this.startClaimed(claimed);
     }
-    if (free <= 0) return;
-    this.counters.claimCalls++;
-    claimed = await claimItems(this.db, { workerId: this.id, limit: free, leaseSeconds: this.leaseSeconds });
-    await this.startClaimed(claimed);
+    if (this.options.heartbeat !== false) await markStopped(this.db, this.id).catch(() => {});
+    this.log.info({ handed_back: unfinished.length }, "batch worker stopped");
   }
 
-  private async startClaimed(claimed: ClaimedItem[]): Promise<void> {
+  /** Asks for a pass (coalesced: many calls in one tick make one round trip). */
+  kick(): void {
+    if (!this.stopping) this.pass.request();
+  }
+
+  /** One round trip: settle, mark running, claim. On failure the settlements and marks are kept for the next. */
+  private async runPass(): Promise<void> {
+    // Capacity held by something else in the process may have come back since the last look.
+    this.fillSlots();
+    const settlements = this.settlements;
+    const pending = this.marks;
+    this.settlements = [];
+    this.marks = [];
+    // An item that started and already ended since the last pass is settled with its start time
+    // instead of being marked running first (settle.sql: no running row anyone could see).
+    const ending = new Map(settlements.map((s, i) => [s.id, i]));
+    const marks: Mark[] = [];
+    for (const m of pending) {
+      const i = ending.get(m.entry.item.id);
+      if (i === undefined) marks.push(m);
+      else settlements[i] = { ...settlements[i]!, startedAtMs: m.startedAtMs };
+    }
+    const run = this.stopping ? 0 : Math.max(0, this.freeSlots - this.queue.length);
+    const ahead = this.stopping ? 0 : Math.max(0, this.localQueueSize - this.queue.length);
+    if (settlements.length === 0 && marks.length === 0 && run === 0 && ahead === 0) return;
+    let res: Awaited<ReturnType<typeof workerPass>>;
+    try {
+      this.counters.claimCalls++;
+      res = await workerPass(this.db, {
+        workerId: this.id,
+        settlements,
+        marks: marks.map((m) => ({ id: m.entry.item.id, leaseToken: m.entry.item.leaseToken })),
+        maxDeferrals: this.config.rate_limits.max_deferrals,
+        run,
+        ahead,
+        leaseSeconds: this.leaseSeconds,
+      });
+    } catch (err) {
+      // Keep them: the next pass retries (the fence makes a repeated settle or mark harmless).
+      this.settlements.unshift(...settlements);
+      this.marks.unshift(...marks);
+      throw err;
+    }
+    this.counters.settled += res.settled.size;
+    this.counters.lost += settlements.length - res.settled.size;
+    for (const s of settlements) if (s.kind === "released" && res.settled.has(s.id)) this.counters.released++;
+    recordSettlements(settlements, res.settled, this.log);
+    // A refused mark: the lease expired, was lost or the item cancelled. The run stops and the row
+    // is handed back (fenced: a lease another worker or a cancel took changes nothing).
+    for (const m of marks)
+      if (!res.marked.has(m.entry.item.id) && !m.entry.ended) {
+        m.entry.controller.abort(new LeaseLostError());
+        this.end(m.entry, { kind: "released" });
+      }
+    const claimed = res.claimed;
     if (claimed.length === 0) return;
     this.counters.claimed += claimed.length;
     recordClaims(claimed, this.log);
-    const unknown = [...new Set(claimed.map((c) => c.batchId))].filter((id) => !this.specs.has(id));
-    if (unknown.length) {
-      try {
-        const specs = await getExecutionSpecs(this.db, { batchIds: unknown });
-        for (const [id, spec] of specs) this.specs.set(id, spec);
-        while (this.specs.size > 1024) this.specs.delete(this.specs.keys().next().value as string);
-      } catch (err) {
-        // Could not read the specs: hand the items straight back (no attempt used) rather than sit on them.
-        for (const item of claimed) this.settlements.push({ kind: "released", id: item.id, leaseToken: item.leaseToken });
-        this.pumpAgain = true;
-        throw err;
-      }
+    for (const [id, stored] of res.specs) if (!this.specs.has(id)) this.specs.set(id, readExecutionSpec(stored));
+    while (this.specs.size > 1024) this.specs.delete(this.specs.keys().next().value as string);
+    if (this.stopping) {
+      // Claimed while stop() waited for this pass: stop() hands them back with the rest.
+      this.queue.push(...claimed);
+      return;
     }
-    for (const item of claimed) this.startItem(item);
+    this.queue.push(...interleaveByBatch(claimed));
+    this.fillSlots();
+    // A full claim may have left more work: look again right away (one pass at a time).
+    if (run > 0 && claimed.length >= run + ahead) this.kick();
+  }
+
+  /** Free slots take their next item from the local queue, without a round trip. */
+  private fillSlots(): void {
+    let free = this.freeSlots;
+    while (free > 0 && this.queue.length > 0 && !this.stopping) {
+      this.startItem(this.queue.shift()!);
+      free--;
+    }
   }
 
   private startItem(item: ClaimedItem): void {
-    const controller = new AbortController();
-    const entry: LocalItem = { item, controller, done: Promise.resolve() };
-    this.local.set(item.id, entry);
-    entry.done = this.runItem(item, controller).finally(() => {
+    const entry: LocalItem = { item, controller: new AbortController(), done: Promise.resolve(), ended: false };
+    this.running.set(item.id, entry);
+    entry.done = this.runItem(entry).finally(() => {
       // The item may already be re-claimed (a retry) under a new entry; leave that one alone.
-      if (this.local.get(item.id) === entry) this.local.delete(item.id);
+      if (this.running.get(item.id) === entry) this.running.delete(item.id);
+      this.fillSlots();
       this.kick();
     });
   }
 
-  private async runItem(item: ClaimedItem, controller: AbortController): Promise<void> {
-    const ref = { id: item.id, leaseToken: item.leaseToken };
+  /** Queues the one settlement of a local item. */
+  private end(entry: LocalItem, s: DistributiveOmit<Settlement, "id" | "leaseToken">): void {
+    if (entry.ended) return;
+    entry.ended = true;
+    this.settlements.push({ ...s, id: entry.item.id, leaseToken: entry.item.leaseToken } as Settlement);
+  }
+
+  private async runItem(entry: LocalItem): Promise<void> {
+    const { item, controller } = entry;
     const spec = this.specs.get(item.batchId);
     if (!spec || spec instanceof Error) {
-      this.settlements.push({
-        ...ref,
+      this.end(entry, {
         kind: "failed",
         retryable: false,
         error: `cannot rebuild the execution boundary: ${spec instanceof Error ? spec.message : "execution spec missing"}`,
       });
       return;
     }
-    // `running` is written as execution starts but not awaited before it: the mark's round trip
-    // overlaps the model call instead of delaying it. A refused mark (the lease was lost, the item
-    // cancelled) aborts the call, and nothing is settled for an item that was never marked.
-    let marked: Promise<boolean> | undefined;
+    // `running` is written as execution starts (after the capacity admitted it), in the next pass,
+    // without waiting for it: the mark overlaps the model call instead of delaying it. A refused
+    // mark (lease lost, item cancelled) aborts the run, and its settlement, if any, is fenced out
+    // by the same lease.
+    let marked = false;
     const onStarted = async () => {
       if (marked) return;
-      marked = this.requestRunning(ref).catch((err) => {
-        this.log.warn({ err, item_id: item.id }, "could not mark the item running; abandoning it to lease expiry");
-        return false;
-      });
-      void marked.then((ok) => {
-        if (!ok) controller.abort(new LeaseLostError());
-      });
+      marked = true;
+      this.marks.push({ entry, startedAtMs: Date.now() });
+      this.kick();
     };
-    let result: ItemRunResult;
+    let result: Awaited<ReturnType<ItemExecutor>>;
     try {
       result = await this.executor({ item, spec, signal: controller.signal, onStarted });
     } catch (err) {
       if (controller.signal.aborted) return; // cancelled, lease lost or shutting down: no write
       if (isCapacityError(err) || isDatabaseUnavailable(err)) {
-        this.counters.released++;
-        this.settlements.push({ ...ref, kind: "released" });
+        this.end(entry, { kind: "released" });
         return;
       }
-      if (marked && !(await marked)) return;
-      this.settlements.push({ ...ref, kind: "failed", error: errorText(err) });
+      this.end(entry, { kind: "failed", error: errorText(err) });
       return;
     }
-    if (marked && !(await marked)) return;
     if (controller.signal.aborted) return;
-    this.settlements.push(this.toSettlement(ref, result));
-  }
-
-  private toSettlement(ref: LeaseRef, r: ItemRunResult): Settlement {
     const b = this.config.subagent_batches;
-    const common = { model: r.model, stopReason: r.stopReason, usage: r.usage, runId: r.runId ?? null };
-    if (r.status === "completed") {
-      const result = r.text.length > b.max_result_chars ? r.text.slice(0, b.max_result_chars) : r.text;
-      return { ...ref, ...common, kind: "succeeded", result, preview: result.slice(0, b.result_preview_max_chars) };
+    const ref = { id: item.id, leaseToken: item.leaseToken };
+    if (!entry.ended) {
+      entry.ended = true;
+      this.settlements.push(
+        settlementOf(ref, result, { maxResultChars: b.max_result_chars, previewMaxChars: b.result_preview_max_chars }),
+      );
     }
-    if (r.status === "failed" && r.errorClass === "rate_limit") {
-      const base = r.retryAfterMs ?? DEFAULT_RATE_LIMIT_DELAY_MS;
-      return {
-        ...ref,
-        kind: "deferred",
-        delayMs: Math.round(base * (1 + Math.random() * 0.2)),
-        error: r.error ?? "rate limited by the model provider",
-        usage: r.usage,
-        model: r.model,
-        runId: r.runId ?? null,
-      };
-    }
-    const error =
-      r.status === "timed_out"
-        ? (r.error ?? "the sub-agent timed out")
-        : r.status === "cancelled"
-          ? (r.error ?? "the sub-agent run was stopped")
-          : (r.error ?? "the sub-agent failed");
-    return { ...ref, ...common, kind: "failed", error };
-  }
-
-  /**
-   * Coalesces leased → running requests into one statement, one statement in flight at a time:
-   * requests arriving while one runs go out together in the next, so under load the batches
-   * grow instead of the number of concurrent writers to the same batch row.
-   */
-  private requestRunning(ref: LeaseRef): Promise<boolean> {
-    return new Promise<boolean>((resolve, reject) => {
-      this.marks.push({ ref, resolve, reject });
-      this.scheduleMarks();
-    });
-  }
-
-  private scheduleMarks(): void {
-    if (this.markScheduled || this.marks.length === 0) return;
-    this.markScheduled = true;
-    setImmediate(() => {
-      const batch = this.marks;
-      this.marks = [];
-      markRunning(this.db, { workerId: this.id, leaseSeconds: this.leaseSeconds, items: batch.map((m) => m.ref) })
-        .then(
-          (ok) => {
-            for (const m of batch) m.resolve(ok.has(m.ref.id));
-          },
-          (err) => {
-            for (const m of batch) m.reject(err);
-          },
-        )
-        .finally(() => {
-          this.markScheduled = false;
-          this.scheduleMarks();
-        });
-    });
   }
 
   private onNotify(payload: string): void {
@@ -430,8 +375,9 @@ export class BatchWorker {
     if (!event || this.stopping) return;
     if (event.event === "cancel") {
       // Committed before the notification was delivered: every local item of the batch is cancelled.
-      for (const l of this.local.values())
+      for (const l of this.running.values())
         if (l.item.batchId === event.batchId) l.controller.abort(new LeaseLostError("the batch was cancelled"));
+      this.queue = this.queue.filter((i) => i.batchId !== event.batchId);
       return;
     }
     this.kick();
@@ -439,55 +385,63 @@ export class BatchWorker {
 
   private async beat(): Promise<void> {
     try {
-      await writeHeartbeat(this.db, { id: this.id, capacity: this.runtime.capacity.maxRunning, running: this.local.size });
+      await writeHeartbeat(this.db, { id: this.id, capacity: this.runtime.capacity.maxRunning, running: this.running.size });
     } catch (err) {
       this.log.warn({ err }, "heartbeat failed");
     }
   }
 
   private localRefs(): LeaseRef[] {
-    return [...this.local.values()].map((l) => ({ id: l.item.id, leaseToken: l.item.leaseToken }));
+    return [...[...this.running.values()].map((l) => l.item), ...this.queue].map((i) => ({ id: i.id, leaseToken: i.leaseToken }));
   }
 
-  private abortLost(ids: string[]): void {
-    for (const id of ids) this.local.get(id)?.controller.abort(new LeaseLostError());
+  /** Lost leases: running ones abort, queued ones are dropped (their rows are no longer ours). */
+  private dropLost(ids: string[]): void {
+    if (ids.length === 0) return;
+    const lost = new Set(ids);
+    for (const id of ids) this.running.get(id)?.controller.abort(new LeaseLostError());
+    this.queue = this.queue.filter((i) => !lost.has(i.id));
   }
 
-  /** One statement extends every lease this worker holds; lost ones abort their runs. */
+  /** One statement extends every lease this worker holds, running or queued locally. */
   private async renew(): Promise<void> {
-    if (this.renewing || this.stopping) return;
+    if (this.stopping) return;
     const refs = this.localRefs();
     if (refs.length === 0) return;
-    this.renewing = true;
-    try {
-      const { lost } = await renewLeases(this.db, { workerId: this.id, leaseSeconds: this.leaseSeconds, items: refs });
-      this.abortLost(lost);
-    } catch (err) {
-      this.log.warn({ err }, "lease renewal failed");
-    } finally {
-      this.renewing = false;
-    }
+    const { lost } = await renewLeases(this.db, { workerId: this.id, leaseSeconds: this.leaseSeconds, items: refs });
+    this.dropLost(lost);
   }
 
-  /** The poll: recovery of anyone's expired leases, a check that local leases are still held, then a claim pass. */
+  /** The poll: recovery of anyone's expired leases, a check that local leases are still held, then a pass. */
   private async maintain(): Promise<void> {
-    if (this.maintaining || this.stopping || this.outage.holding()) return;
-    this.maintaining = true;
+    if (this.stopping || this.outage.holding()) return;
     try {
       const recovered = await recoverExpiredLeases(this.db);
       recordLeaseRecoveries(recovered.requeued + recovered.failed);
       if (recovered.requeued + recovered.failed > 0) this.log.info(recovered, "recovered expired leases");
       const refs = this.localRefs();
-      if (refs.length) this.abortLost(await findLostLeases(this.db, { workerId: this.id, items: refs }));
+      if (refs.length) this.dropLost(await findLostLeases(this.db, { workerId: this.id, items: refs }));
       this.outage.succeeded();
-    } catch (err) {
-      this.log.warn({ err, retry_in_ms: Math.round(this.outage.failed()) }, "maintenance pass failed");
     } finally {
-      this.maintaining = false;
+      this.kick();
     }
-    this.kick();
   }
 }
+
+/** Round-robin across batches, so slots taking from the local queue keep the claim's fair shares. */
+function interleaveByBatch(items: ClaimedItem[]): ClaimedItem[] {
+  const groups = new Map<string, ClaimedItem[]>();
+  for (const i of items) {
+    const g = groups.get(i.batchId);
+    if (g) g.push(i);
+    else groups.set(i.batchId, [i]);
+  }
+  const out: ClaimedItem[] = [];
+  for (let k = 0; out.length < items.length; k++) for (const g of groups.values()) if (k < g.length) out.push(g[k]!);
+  return out;
+}
+
+type DistributiveOmit<T, K extends PropertyKey> = T extends unknown ? Omit<T, K> : never;
 
 function errorText(err: unknown): string {
   if (err instanceof Error) return err.message || err.name;

@@ -1,6 +1,6 @@
 import { createHash } from "node:crypto";
 import { and, eq, inArray, isNotNull, sql } from "drizzle-orm";
-import { fileGlobMatcher, MAX_GLOB_CHARS } from "@/lib/api/files";
+import { fileGlobMatcher, globProblem, MAX_GLOB_CHARS } from "@/lib/api/files";
 import type { FlotillaConfig } from "@/lib/config";
 import type { Db, DbOrTx } from "@/server/db/client";
 import { subagentBatches, subagentBatchItemAttempts, subagentBatchItems, threads, workspaceFiles } from "@/server/db/schema";
@@ -299,12 +299,15 @@ export async function deleteFile(db: DbOrTx, scope: WorkspaceScope & { path: str
 }
 
 /**
- * Paths of the thread's files matching a glob (fileGlobMatcher), in path order. 400 naming the field for an empty or overlong glob.
+ * Paths of the thread's files matching a glob (fileGlobMatcher: linear in each path), in path order. 400 naming
+ * the field for an empty, overlong or refused glob.
  */
 export async function matchFiles(db: DbOrTx, scope: WorkspaceScope & { glob: string; field?: string }): Promise<string[]> {
   const field = scope.field ?? "files";
   if (scope.glob.trim() === "" || scope.glob.length > MAX_GLOB_CHARS)
     throw new AppError("validation_failed", `${field}: a glob of 1 to ${MAX_GLOB_CHARS} characters is required`);
+  const syntax = globProblem(scope.glob);
+  if (syntax) throw new AppError("validation_failed", `${field}: ${syntax}`);
   const isMatch = fileGlobMatcher(scope.glob);
   await assertThread(db, scope);
   const paths = await db.select({ path: workspaceFiles.path }).from(workspaceFiles).where(owned(scope)).orderBy(byPath);

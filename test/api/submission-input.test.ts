@@ -6,7 +6,7 @@ import {
   readSubmission,
   submissionFormat,
   submissionLimits,
-} from "@/server/batches/submission-input";
+} from "@/server/http/submission-input";
 import { AppError } from "@/server/errors";
 
 const limits = { maxItems: 5, maxLiveItems: 10, maxRunningItems: 4 };

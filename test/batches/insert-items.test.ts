@@ -1,7 +1,7 @@
 import { sql } from "drizzle-orm";
 import { beforeAll, describe, expect, it } from "vitest";
 import { insertItems } from "@/server/batches/insert-items";
-import { submitBatch } from "@/server/batches/repository";
+import { submitBatch } from "@/server/batches/submit";
 import { AppError } from "@/server/errors";
 import { createTestDatabase, type TestDatabase } from "../helpers/db";
 import { counterDrift, makeOwner, SIM_MODEL, testConfig } from "./support";

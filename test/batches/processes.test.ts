@@ -1,7 +1,8 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { exportResults, getBatch, submitBatch } from "@/server/batches/repository";
+import { exportResults, getBatch } from "@/server/batches/repository";
+import { submitBatch } from "@/server/batches/submit";
 import { createTestDatabase, type TestDatabase } from "../helpers/db";
 import { counterDrift, makeOwner, SIM_MODEL, sleep, testConfig } from "./support";
 

@@ -3,27 +3,15 @@ import { beforeAll, describe, expect, it } from "vitest";
 import { type SubmitBatchInput, batchProjectionSchema, itemProjectionSchema, resultLineSchema } from "@/lib/api/batches";
 import {
   claimItems,
-  deferItem,
-  finalizeItem,
   findLostLeases,
   markRunning,
   recoverExpiredLeases,
-  releaseItem,
   renewLeases,
   settleItems,
 } from "@/server/batches/claim";
 import { toBatchProjection, toItemProjection } from "@/server/batches/projection";
-import {
-  cancelBatch,
-  exportResults,
-  getBatch,
-  listBatches,
-  listItems,
-  pauseBatch,
-  resumeBatch,
-  retryItem,
-  submitBatch,
-} from "@/server/batches/repository";
+import { cancelBatch, exportResults, getBatch, listBatches, listItems, pauseBatch, resumeBatch, retryItem } from "@/server/batches/repository";
+import { submitBatch } from "@/server/batches/submit";
 import { parseExecutionSpec } from "@/server/batches/spec";
 import type { ClaimedItem } from "@/server/batches/types";
 import { AppError } from "@/server/errors";
@@ -150,7 +138,7 @@ describe("submission", () => {
     const owner = await makeOwner(t.db);
     const batches = await countRows("subagent_batches");
     const items = await countRows("subagent_batch_items");
-    await expectAppError(submit(owner, input([{ item_key: "k", prompt: "a" }, { item_key: "k", prompt: "b" }])), "validation_failed", /items\.1\.item_key: duplicate item_key "k"/);
+    await expectAppError(submit(owner, input([{ item_key: "k", prompt: "a" }, { item_key: "k", prompt: "b" }])), "validation_failed", /items\.1: duplicate item_key "k" \(first used by items\.0\)/);
     // An explicit key colliding with a default one is a duplicate too.
     await expectAppError(submit(owner, input([{ item_key: "item-2", prompt: "a" }, "b"])), "validation_failed", /duplicate item_key "item-2"/);
     await expectAppError(submit(owner, input(Array.from({ length: 51 }, (_, i) => `i${i}`))), "validation_failed", /items: at most 50/);
@@ -202,7 +190,7 @@ describe("claiming", () => {
     b = await getBatch(t.db, { ...owner, batchId: batch.id });
     expect(b).toMatchObject({ leasedCount: 1, runningCount: 1 });
     expect(await claimItems(t.db, { workerId: W2, limit: 10, leaseSeconds: 30 })).toEqual([]);
-    expect(await finalizeItem(t.db, { workerId: W1, maxDeferrals: 3, settlement: succeed(first[0]!) })).toBe(true);
+    expect((await settleItems(t.db, { workerId: W1, maxDeferrals: 3, settlements: [succeed(first[0]!)] })).has(first[0]!.id)).toBe(true);
     // One slot frees: the window refills from pending (position 5) and position 3 is leased.
     const next = await claimItems(t.db, { workerId: W2, limit: 10, leaseSeconds: 30 });
     expect(next.map((c) => c.position)).toEqual([3]);
@@ -323,7 +311,7 @@ describe("leases and fencing", () => {
     expect(row!.error).toMatch(/lease expired on attempt 1 of 2.*retrying/);
     // The old holder is fenced out everywhere.
     expect(await findLostLeases(t.db, { workerId: W1, items: [c1!] })).toEqual([c1!.id]);
-    expect(await finalizeItem(t.db, { workerId: W1, maxDeferrals: 3, settlement: succeed(c1!) })).toBe(false);
+    expect((await settleItems(t.db, { workerId: W1, maxDeferrals: 3, settlements: [succeed(c1!)] })).has(c1!.id)).toBe(false);
     expect(await renewLeases(t.db, { workerId: W1, leaseSeconds: 30, items: [c1!] })).toEqual({ renewed: [], lost: [c1!.id] });
 
     const [c2] = await claimItems(t.db, { workerId: W2, limit: 1, leaseSeconds: 0.2 });
@@ -406,13 +394,13 @@ describe("leases and fencing", () => {
     const { batch } = await submit(owner, input(["busy"]));
     await quiesceOthers(batch.id);
     const [c1] = await claimItems(t.db, { workerId: W1, limit: 1, leaseSeconds: 30 });
-    expect(await releaseItem(t.db, { workerId: W1, id: c1!.id, leaseToken: c1!.leaseToken })).toBe(true);
+    expect((await settleItems(t.db, { workerId: W1, maxDeferrals: 0, settlements: [{ kind: "released", id: c1!.id, leaseToken: c1!.leaseToken }] })).has(c1!.id)).toBe(true);
     let [row] = await itemsOf(t.db, batch.id);
     expect(row).toMatchObject({ status: "queued", attempts: 0, lease_owner: null });
     const [c2] = await claimItems(t.db, { workerId: W1, limit: 1, leaseSeconds: 30 });
     expect(c2!.attempt).toBe(1);
     // Deferred: not claimable until available_at, attempt refunded.
-    expect(await deferItem(t.db, { workerId: W1, id: c2!.id, leaseToken: c2!.leaseToken, delayMs: 400, error: "429", maxDeferrals: 1 })).toBe(true);
+    expect((await settleItems(t.db, { workerId: W1, maxDeferrals: 1, settlements: [{ kind: "deferred", id: c2!.id, leaseToken: c2!.leaseToken, delayMs: 400, error: "429" }] })).has(c2!.id)).toBe(true);
     [row] = await itemsOf(t.db, batch.id);
     expect(row).toMatchObject({ status: "queued", attempts: 0 });
     expect(row!.available_at).not.toBeNull();

@@ -3,7 +3,7 @@ import { beforeAll, describe, expect, it } from "vitest";
 import { DELETE as deleteRoute, PATCH as renameRoute } from "@/app/api/threads/[threadId]/route";
 import { GET as listRoute } from "@/app/api/threads/route";
 import { createRun } from "@/server/agent/runs";
-import { submitBatch } from "@/server/batches/repository";
+import { submitBatch } from "@/server/batches/submit";
 import { insertMessage } from "@/server/chat/messages";
 import { createThread, getThreadForUser, touchThread } from "@/server/chat/threads";
 import { loadConfig } from "@/server/config/load";

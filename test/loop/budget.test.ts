@@ -1,7 +1,7 @@
 import { sql } from "drizzle-orm";
 import { beforeAll, describe, expect, it } from "vitest";
 import * as chat from "@/app/api/threads/[threadId]/chat/route";
-import { submitBatch } from "@/server/batches/repository";
+import { submitBatch } from "@/server/batches/submit";
 import { buildRequest, errorOf, makeThread, makeUser, ORIGIN, setupApiDatabase, type TestUser } from "../api/helpers";
 import type { TestDatabase } from "../helpers/db";
 import { SIM_MODEL, sleep, testConfig } from "../batches/support";

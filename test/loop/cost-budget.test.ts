@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { submitBatch } from "@/server/batches/repository";
+import { submitBatch } from "@/server/batches/submit";
 import { makeThread, makeUser, setupApiDatabase, type TestUser } from "../api/helpers";
 import { testConfig } from "../batches/support";
 import type { TestDatabase } from "../helpers/db";

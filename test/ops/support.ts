@@ -4,7 +4,7 @@ import { sql } from "drizzle-orm";
 import { loadConfig } from "@/server/config/load";
 import type { Db } from "@/server/db/client";
 import { createUser } from "@/server/auth/users";
-import { submitBatch } from "@/server/batches/repository";
+import { submitBatch } from "@/server/batches/submit";
 import { createThread } from "@/server/chat/threads";
 
 /**

@@ -2,7 +2,8 @@ import { sql } from "drizzle-orm";
 import { beforeAll, beforeEach, describe, expect, it } from "vitest";
 import type { SubmitBatchInput } from "@/lib/api/batches";
 import { claimItems, markRunning, recoverExpiredLeases, recoverLeasesOfPreviousRun } from "@/server/batches/claim";
-import { getBatch, submitBatch } from "@/server/batches/repository";
+import { getBatch } from "@/server/batches/repository";
+import { submitBatch } from "@/server/batches/submit";
 import { counterDrift, itemsOf, makeOwner, SIM_MODEL, sleep, testConfig } from "../batches/support";
 import { createTestDatabase, type TestDatabase } from "../helpers/db";
 

@@ -5,6 +5,7 @@ import { useDeferredValue, useEffect, useId, useMemo, useRef, useState } from "r
 import { FilesBatchSource, type FilesSelection } from "@/components/files/batch-source";
 import type { BatchProjection, Features } from "@/lib/api/batches";
 import { type BatchSubmission, FILE_PLACEHOLDER } from "@/lib/api/files";
+import { submissionLimits, submissionRefusal } from "@/lib/batch-rules";
 import { fetchFeatures, submitBatch } from "../api";
 import { budgetBody, fieldClass, labelClass } from "../budget";
 import { batchKeys } from "../panel-state";
@@ -71,7 +72,11 @@ export function NewBatchDialog({
     : null;
   const problem = fromFiles
     ? (selection?.problem ?? budget.error ?? null)
-    : (parsed.error ?? (parsed.items.length > 0 ? (built?.error ?? budget.error) : null) ?? null);
+    : (parsed.error ??
+      (parsed.items.length > 0
+        ? (built?.error ?? (built?.body && limits ? submissionRefusal(built.body, submissionLimits(limits)) : null) ?? budget.error)
+        : null) ??
+      null);
 
   const submit = useMutation({
     mutationFn: (body: BatchSubmission) => submitBatch(threadId, body),

@@ -1,21 +1,29 @@
 import { z } from "zod";
+import {
+  GLOB_MAX_CHARS,
+  ITEM_KEY_MAX_CHARS,
+  PROMPT_TEMPLATE_MAX_CHARS,
+  SUBAGENT_NAME_MAX_CHARS,
+} from "@/lib/batch-rules";
 
 /**
- * The input schemas of the batch tools, in a file of their own (it imports nothing but zod) so
- * the simulator's chat grammar can type its calls against them without importing the tools.
+ * The input schemas of the batch tools, in a file of their own (it imports nothing but zod and
+ * the pure submission rules) so the simulator's chat grammar can type its calls against them
+ * without importing the tools. batch_task's arguments are the JSON door's fields, their bounds
+ * from lib/batch-rules.ts.
  */
 
 const itemObject = z.object({
-  item_key: z.string().min(1).max(200).optional().describe("Stable key for this item (default item-1, item-2, ...)."),
+  item_key: z.string().min(1).max(ITEM_KEY_MAX_CHARS).optional().describe("Stable key for this item (default item-1, item-2, ...)."),
   prompt: z.string().min(1).describe("The complete, self-contained instructions for this item."),
 });
 
 export const batchTaskInputSchema = z.object({
-  subagent: z.string().min(1).max(40).optional().describe("Which sub-agent runs every item (default general)."),
+  subagent: z.string().min(1).max(SUBAGENT_NAME_MAX_CHARS).optional().describe("Which sub-agent runs every item (default general)."),
   prompt_template: z
     .string()
     .min(1)
-    .max(20_000)
+    .max(PROMPT_TEMPLATE_MAX_CHARS)
     .optional()
     .describe(
       "Template with {{item}}; each string item is substituted into it to form that item's prompt. " +
@@ -28,7 +36,7 @@ export const batchTaskInputSchema = z.object({
   files: z
     .string()
     .min(1)
-    .max(512)
+    .max(GLOB_MAX_CHARS)
     .optional()
     .describe(
       "Instead of items: a glob over this thread's workspace files (e.g. reports/*.md, **/*.csv). One item per " +

@@ -1,8 +1,10 @@
 import { type ToolSet, tool } from "ai";
 import { and, eq, sql } from "drizzle-orm";
-import { type BatchSubmission, FILE_PLACEHOLDER } from "@/lib/api/files";
+import type { BatchSubmission } from "@/lib/api/files";
+import { FILE_PLACEHOLDER } from "@/lib/batch-rules";
 import { toBatchProjection } from "@/server/batches/projection";
-import { getBatch, listBatches, listItems, submitBatch } from "@/server/batches/repository";
+import { getBatch, listBatches, listItems } from "@/server/batches/repository";
+import { submitBatch } from "@/server/batches/submit";
 import type { BatchRow } from "@/server/batches/types";
 import { subagentBatches } from "@/server/db/schema";
 import { AppError } from "@/server/errors";
@@ -64,7 +66,11 @@ async function threadHasBatches(ctx: LeadToolContext): Promise<boolean> {
   return row !== undefined;
 }
 
-/** Exactly one of items and files; a batch over files needs a {{file}} template. */
+/**
+ * The tool's envelope: its arguments as the normalized submission (exactly one of items and
+ * files, said in the model's words). Every rule is the writer's; its refusals name the argument
+ * as the JSON door names the field (`items.3.prompt: ...`, `max_cost_usd: ...`).
+ */
 function submissionOf(input: BatchTaskInput, submissionKey: string): BatchSubmission | { error: string } {
   const { items, files, prompt_template, ...rest } = input;
   if ((items === undefined) === (files === undefined)) return { error: "Pass either items or files (a glob), not both." };
@@ -73,7 +79,7 @@ function submissionOf(input: BatchTaskInput, submissionKey: string): BatchSubmis
       return { error: `A batch over files needs a prompt_template containing ${FILE_PLACEHOLDER}.` };
     return { ...rest, submission_key: submissionKey, files, prompt_template };
   }
-  return { ...rest, submission_key: submissionKey, items: items!, ...(prompt_template ? { prompt_template } : {}) };
+  return { ...rest, submission_key: submissionKey, items: items!, ...(prompt_template !== undefined ? { prompt_template } : {}) };
 }
 
 export function createBatchTaskTool(ctx: LeadToolContext) {
@@ -167,6 +173,7 @@ export function createBatchResultsTool(ctx: LeadToolContext) {
           status,
           cursor: cursor ?? null,
           limit: pageLimit,
+          previewMaxChars: ctx.config.subagent_batches.result_preview_max_chars,
         });
         const perItem = Math.max(200, Math.floor(ctx.config.tools.max_output_chars / pageLimit) - 200);
         const cut = (text: string | null) => (text && text.length > perItem ? `${text.slice(0, perItem)}…` : text);

@@ -1,9 +1,10 @@
 import { batchListSchema, batchProjectionSchema } from "@/lib/api/batches";
 import { project, threadScope } from "@/server/batches/http-scope";
 import { projectBatch, projectBatches } from "@/server/batches/projection";
-import { listBatches, submitBatch } from "@/server/batches/repository";
-import { readSubmission } from "@/server/batches/submission-input";
+import { listBatches } from "@/server/batches/repository";
+import { submitBatch } from "@/server/batches/submit";
 import { handle, json } from "@/server/http/route";
+import { readSubmission } from "@/server/http/submission-input";
 
 export const dynamic = "force-dynamic";
 
@@ -20,8 +21,8 @@ export const GET = handle(async (req: Request, ctx: Ctx) => {
 /** Submit a batch (JSON or NDJSON upload): 201 on create, 200 with the same batch on an idempotent replay. */
 export const POST = handle(async (req: Request, ctx: Ctx) => {
   const { db, config, userId, threadId } = await threadScope(req, await ctx.params);
-  const input = await readSubmission(req, config);
-  const { batch, created } = await submitBatch(db, { userId, threadId, input, config });
+  const { input, locator } = await readSubmission(req, config);
+  const { batch, created } = await submitBatch(db, { userId, threadId, input, locator, config });
   const leaseSeconds = config.subagent_batches.lease_seconds;
   return json(project(batchProjectionSchema, await projectBatch(db, { batch, leaseSeconds })), created ? 201 : 200);
 });

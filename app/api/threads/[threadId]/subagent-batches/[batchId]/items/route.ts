@@ -10,8 +10,9 @@ type Ctx = { params: Promise<{ threadId: string; batchId: string }> };
 
 /** One keyset page of items by position (`cursor`, `limit` ≤ 200, optional `status`), with bounded previews. */
 export const GET = handle(async (req: Request, ctx: Ctx) => {
-  const { db, userId, threadId, batchId } = await batchScope(req, await ctx.params);
+  const { db, config, userId, threadId, batchId } = await batchScope(req, await ctx.params);
   const query = parseItemPageQuery(new URL(req.url).searchParams);
-  const page = await listItems(db, { userId, threadId, batchId, ...query });
+  const previewMaxChars = config.subagent_batches.result_preview_max_chars;
+  const page = await listItems(db, { userId, threadId, batchId, ...query, previewMaxChars });
   return json(project(itemPageSchema, toItemPage(page)));
 });

@@ -11,7 +11,8 @@ type Ctx = { params: Promise<{ threadId: string; batchId: string; itemId: string
 /** One item with the tool calls of its latest run (name, status, duration, bounded previews). */
 export const GET = handle(async (req: Request, ctx: Ctx) => {
   const params = await ctx.params;
-  const { db, userId, threadId, batchId } = await batchScope(req, params);
+  const { db, config, userId, threadId, batchId } = await batchScope(req, params);
   const itemId = parseParam(z.uuid(), params.itemId, "item");
-  return json(project(itemDetailSchema, await getItemDetail(db, { userId, threadId, batchId, itemId })));
+  const previewMaxChars = config.subagent_batches.result_preview_max_chars;
+  return json(project(itemDetailSchema, await getItemDetail(db, { userId, threadId, batchId, itemId, previewMaxChars })));
 });

@@ -18,7 +18,8 @@ export const POST = handle(async (req: Request, ctx: Ctx) => {
   const itemId = parseItemId(params.itemId);
   await assertItemInBatch(scope.db, { ...scope, itemId });
   await requireLiveWorker(scope.db, scope.config);
-  const { item, batch } = await retryItem(scope.db, { ...scope, itemId });
+  const previewMaxChars = scope.config.subagent_batches.result_preview_max_chars;
+  const { item, batch } = await retryItem(scope.db, { ...scope, itemId, previewMaxChars });
   return json({
     item: project(itemProjectionSchema, toItemProjection(item)),
     batch: project(batchProjectionSchema, await projectBatch(scope.db, { batch, leaseSeconds: scope.config.subagent_batches.lease_seconds })),

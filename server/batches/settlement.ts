@@ -1,0 +1,96 @@
+import type { LeaseRef } from "./types";
+
+/**
+ * How a held attempt ends (settle.sql), and the one policy that turns an executor's outcome
+ * into a settlement: result truncation to max_result_chars, the preview cap, the rate-limit
+ * deferral and the default error texts.
+ */
+
+export interface Usage {
+  inputTokens: number;
+  outputTokens: number;
+}
+
+/**
+ * How a held attempt ends. `startedAtMs`: the item started (epoch ms) and ends in the same round
+ * trip that would have marked it running; the settle writes the start time itself instead of a
+ * running row no other transaction could ever see.
+ */
+export type Settlement = LeaseRef & { startedAtMs?: number } & (
+    | {
+        kind: "succeeded";
+        result: string;
+        preview: string;
+        model?: string | null;
+        stopReason?: string | null;
+        usage?: Usage;
+        runId?: string | null;
+      }
+    | {
+        kind: "failed";
+        error: string;
+        /** false: fail now whatever attempts remain. Default true. */
+        retryable?: boolean;
+        model?: string | null;
+        stopReason?: string | null;
+        usage?: Usage;
+        runId?: string | null;
+        /** Earliest next attempt (ms from now), e.g. after a rate limit past max_deferrals. */
+        delayMs?: number;
+      }
+    /** Handed back (shutdown, capacity refusal, local queue given up): back to queued, attempt refunded. */
+    | { kind: "released"; runId?: string | null }
+    /** Rate limited: back to queued after delayMs, attempt refunded (up to rate_limits.max_deferrals). */
+    | { kind: "deferred"; delayMs: number; error: string; usage?: Usage; model?: string | null; runId?: string | null }
+  );
+
+/** What an executor reports for one item (the fields the policy reads). */
+export interface RunOutcome {
+  status: "completed" | "failed" | "cancelled" | "timed_out";
+  text: string;
+  usage: Usage;
+  model: string | null;
+  stopReason: string | null;
+  error?: string;
+  errorClass?: string;
+  runId?: string;
+  /** Provider advice for rate limits, when the executor knows it. */
+  retryAfterMs?: number;
+}
+
+export interface ResultLimits {
+  /** subagent_batches.max_result_chars: the stored result is cut to this. */
+  maxResultChars: number;
+  /** subagent_batches.result_preview_max_chars: the one preview cap. */
+  previewMaxChars: number;
+}
+
+/** A rate limit without provider advice waits this long (±20 % jitter) before the item is claimable again. */
+export const DEFAULT_RATE_LIMIT_DELAY_MS = 5_000;
+
+export function settlementOf(ref: LeaseRef, r: RunOutcome, limits: ResultLimits): Settlement {
+  const common = { model: r.model, stopReason: r.stopReason, usage: r.usage, runId: r.runId ?? null };
+  if (r.status === "completed") {
+    const result = r.text.length > limits.maxResultChars ? r.text.slice(0, limits.maxResultChars) : r.text;
+    return { ...ref, ...common, kind: "succeeded", result, preview: result.slice(0, limits.previewMaxChars) };
+  }
+  if (r.status === "failed" && r.errorClass === "rate_limit") {
+    const base = r.retryAfterMs ?? DEFAULT_RATE_LIMIT_DELAY_MS;
+    return {
+      ...ref,
+      kind: "deferred",
+      delayMs: Math.round(base * (1 + Math.random() * 0.2)),
+      error: r.error ?? "rate limited by the model provider",
+      usage: r.usage,
+      model: r.model,
+      runId: r.runId ?? null,
+    };
+  }
+  const error =
+    r.status === "timed_out"
+      ? (r.error ?? "the sub-agent timed out")
+      : r.status === "cancelled"
+        ? (r.error ?? "the sub-agent run was stopped")
+        : (r.error ?? "the sub-agent failed");
+  return { ...ref, ...common, kind: "failed", error };
+}

@@ -1,0 +1,64 @@
+-- The terminal rule: every item finished → completed if any succeeded, else failed; a cancelled
+-- (or already finished) batch keeps its status.
+create or replace function flotilla_next_batch_status(
+  p_status text, p_succeeded bigint, p_failed bigint, p_cancelled bigint, p_total integer
+) returns text language sql immutable as $$
+  select case
+    when p_status in ('queued', 'running', 'paused') and p_succeeded + p_failed + p_cancelled >= p_total
+    then case when p_succeeded > 0 then 'completed' else 'failed' end
+    else p_status
+  end
+$$;
+
+-- Per-status counters and token usage on the batch row move in the same statement as the items
+-- (progress reads never scan items). One statement-level trigger, always on, for every writer:
+-- worker transitions, cancel, retry and ad-hoc SQL alike. Measured on issue 22 (PostgreSQL 15,
+-- 200 updates of 32 rows): 1.16 ms per statement with the trigger, 0.75 ms without, i.e. about
+-- 12 µs per moved row; the hand-written copies it replaces saved part of that at the price of
+-- four copies of this delta and a session setting to switch the trigger off.
+create or replace function flotilla_count_items() returns trigger language plpgsql as $$
+begin
+  with d as (
+    select n.batch_id,
+      count(*) filter (where n.status = 'pending') - count(*) filter (where o.status = 'pending') as pending,
+      count(*) filter (where n.status = 'queued') - count(*) filter (where o.status = 'queued') as queued,
+      count(*) filter (where n.status = 'leased') - count(*) filter (where o.status = 'leased') as leased,
+      count(*) filter (where n.status = 'running') - count(*) filter (where o.status = 'running') as running,
+      count(*) filter (where n.status = 'succeeded') - count(*) filter (where o.status = 'succeeded') as succeeded,
+      count(*) filter (where n.status = 'failed') - count(*) filter (where o.status = 'failed') as failed,
+      count(*) filter (where n.status = 'cancelled') - count(*) filter (where o.status = 'cancelled') as cancelled,
+      coalesce(sum(n.input_tokens - o.input_tokens), 0) as input_tokens,
+      coalesce(sum(n.output_tokens - o.output_tokens), 0) as output_tokens
+    from old_items o join new_items n on n.id = o.id
+    where n.status is distinct from o.status
+       or n.input_tokens <> o.input_tokens
+       or n.output_tokens <> o.output_tokens
+    group by n.batch_id
+  )
+  update subagent_batches b set
+    pending_count = b.pending_count + d.pending,
+    queued_count = b.queued_count + d.queued,
+    leased_count = b.leased_count + d.leased,
+    running_count = b.running_count + d.running,
+    succeeded_count = b.succeeded_count + d.succeeded,
+    failed_count = b.failed_count + d.failed,
+    cancelled_count = b.cancelled_count + d.cancelled,
+    input_tokens = b.input_tokens + d.input_tokens,
+    output_tokens = b.output_tokens + d.output_tokens,
+    updated_at = now(),
+    status = flotilla_next_batch_status(b.status, b.succeeded_count + d.succeeded, b.failed_count + d.failed,
+      b.cancelled_count + d.cancelled, b.total),
+    finished_at = case
+      when flotilla_next_batch_status(b.status, b.succeeded_count + d.succeeded, b.failed_count + d.failed,
+        b.cancelled_count + d.cancelled, b.total) is distinct from b.status then now()
+      else b.finished_at end
+  from d
+  where b.id = d.batch_id;
+  return null;
+end
+$$;
+
+create or replace trigger subagent_batch_items_counters
+  after update on subagent_batch_items
+  referencing old table as old_items new table as new_items
+  for each statement execute function flotilla_count_items();

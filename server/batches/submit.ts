@@ -1,0 +1,281 @@
+import { and, eq, sql } from "drizzle-orm";
+import { submitBatchSchema } from "@/lib/api/batches";
+import { type BatchSubmission, isFileSubmission, submitFileBatchSchema } from "@/lib/api/files";
+import {
+  budgetProblem,
+  FILE_PLACEHOLDER,
+  filesProblem,
+  fillTemplate,
+  ITEM_PLACEHOLDER,
+  issueProblem,
+  isProblem,
+  itemKey,
+  itemsProblem,
+  jsonLocator,
+  type Locator,
+  type Problem,
+  parseItem,
+  problemText,
+  type SubmitItem,
+  submissionLimits,
+  templateProblem,
+  windowProblem,
+} from "@/lib/batch-rules";
+import type { FlotillaConfig } from "@/lib/config";
+import type { Db, DbOrTx } from "@/server/db/client";
+import { subagentBatches, threads } from "@/server/db/schema";
+import { AppError, notFound } from "@/server/errors";
+import { resolveModel } from "@/server/models/index";
+import { matchFiles } from "@/server/workspace/files";
+import { assertDailyTokenQuota, modelPrices } from "./budget";
+import { type ItemRow, insertItems } from "./insert-items";
+import { BATCH_CHANNEL, batchEventPayload } from "./notify";
+import { buildExecutionSpec, type ExecutionSpec, type SubmissionOrigin } from "./spec";
+import type { BatchRow } from "./types";
+
+/**
+ * The one writer of batches. Every door (JSON and NDJSON bodies, the files glob, batch_task,
+ * the New batch dialog, the compatible /v1 APIs) parses only its envelope and hands the result
+ * here, so every batch gets the same rules (lib/batch-rules.ts), bounds computed before
+ * anything is expanded, per-user quotas, the daily token quota, a price snapshot from the model
+ * catalog and its budgets, written in one transaction.
+ */
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/** A refusal as the door names it: 413 for a bound on size, 400 otherwise. */
+export function refusal(problem: Problem, locator: Locator = jsonLocator): AppError {
+  return new AppError(problem.tooLarge ? "payload_too_large" : "validation_failed", problemText(problem, locator));
+}
+
+/** Items of a batch over files are named by their path. */
+function fileLocator(paths: readonly string[]): Locator {
+  const at = (i: number) => `file ${JSON.stringify(paths[i] ?? "")}`;
+  return { item: at, field: (i, f) => `${at(i)}: ${f}` };
+}
+
+export interface SubmitBatchArgs {
+  userId: string;
+  threadId: string;
+  /** The normalized submission: items, or a glob over the thread's workspace files (adds the `workspace` group). */
+  input: BatchSubmission;
+  /** How the door names an item in its refusals (default: the JSON path, `items.3`). */
+  locator?: Locator;
+  config: FlotillaConfig;
+  /** Model recorded in the execution spec; default: this process's resolved model. */
+  model?: { name: string; simulator: boolean; catalogName?: string };
+  /** Where the submission came from; the tool passes its run and tool call. Default api. */
+  origin?: SubmissionOrigin;
+}
+
+/** Top-level fields (everything but items) against the wire schema: a caller that skipped its door is still checked. */
+function envelopeProblem(input: BatchSubmission): Problem | null {
+  const schema = isFileSubmission(input) ? submitFileBatchSchema : submitBatchSchema.omit({ items: true });
+  const { items: _items, ...rest } = input as { items?: unknown };
+  const parsed = schema.safeParse(isFileSubmission(input) ? input : rest);
+  return parsed.success ? null : issueProblem(parsed.error.issues);
+}
+
+/** Each item's shape (a door has already checked it; a direct caller may not have). */
+function checkedItems(raw: unknown): SubmitItem[] | Problem {
+  if (!Array.isArray(raw)) return { field: "items", message: "expected an array of items" };
+  const items: SubmitItem[] = [];
+  for (let i = 0; i < raw.length; i++) {
+    const item = parseItem(raw[i], i);
+    if (isProblem(item)) return item;
+    items.push(item);
+  }
+  return items;
+}
+
+/**
+ * Creates a batch and its items, or answers with the batch an earlier submission with the same
+ * (user, submission_key) made (`created: false`; never refused by a quota). Everything is
+ * checked before anything is written; on any refusal nothing is.
+ */
+export async function submitBatch(db: Db, args: SubmitBatchArgs): Promise<{ batch: BatchRow; created: boolean }> {
+  if (!UUID.test(args.threadId)) throw notFound("thread");
+  const { input, config } = args;
+  const limits = submissionLimits(config.subagent_batches);
+  const locator = args.locator ?? jsonLocator;
+  const first = envelopeProblem(input) ?? windowProblem(input, limits) ?? budgetProblem(input);
+  if (first) throw refusal(first, locator);
+
+  let rows: ItemRow[];
+  const overFiles = isFileSubmission(input);
+  if (isFileSubmission(input)) {
+    // A replay answers with the batch it made, whatever the workspace holds by now.
+    const earlier = await replayOf(db, { ...args, submissionKey: input.submission_key });
+    if (earlier) return { batch: earlier, created: false };
+    const template = input.prompt_template;
+    const templateIssue = templateProblem(template, FILE_PLACEHOLDER);
+    if (templateIssue) throw refusal(templateIssue);
+    const paths = await matchFiles(db, { userId: args.userId, threadId: args.threadId, glob: input.files });
+    if (paths.length === 0)
+      throw new AppError(
+        "validation_failed",
+        `files: the glob ${JSON.stringify(input.files)} matches no file in this thread's workspace`,
+      );
+    const problem = filesProblem(paths, template, limits);
+    if (problem) throw refusal(problem, fileLocator(paths));
+    rows = paths.map((path) => ({ key: path, prompt: fillTemplate(template, FILE_PLACEHOLDER, path), input: path }));
+  } else {
+    const items = checkedItems(input.items);
+    if (isProblem(items)) throw refusal(items, locator);
+    const template = input.prompt_template;
+    const problem = itemsProblem(items, template, limits);
+    if (problem) throw refusal(problem, locator);
+    // Only now, with every length known to be within bounds, are prompts built.
+    rows = items.map((item, index) =>
+      typeof item === "string"
+        ? { key: itemKey(item, index), prompt: template ? fillTemplate(template, ITEM_PLACEHOLDER, item) : item, input: item }
+        : { key: itemKey(item, index), prompt: item.prompt, input: item.prompt },
+    );
+  }
+
+  const spec = buildExecutionSpec({
+    extraToolGroups: overFiles ? ["workspace"] : [],
+    config,
+    userId: args.userId,
+    threadId: args.threadId,
+    subagent: input.subagent ?? "general",
+    model: args.model ?? resolveModel(config),
+    origin: args.origin ?? { kind: "api" },
+  });
+  const b = config.subagent_batches;
+  return db.transaction((tx) =>
+    writeBatch(tx, {
+      userId: args.userId,
+      threadId: args.threadId,
+      submissionKey: input.submission_key,
+      spec,
+      config,
+      total: rows.length,
+      maxLiveItems: input.max_live_items ?? b.default_max_live_items,
+      maxRunningItems: input.max_running_items ?? b.default_max_running_items,
+      maxTotalTokens: input.max_total_tokens ?? null,
+      maxCostUsd: input.max_cost_usd ?? null,
+      // Only the lead's own submissions wake it when they settle (API and dialog batches never do).
+      wakeLead: spec.caller.origin === "tool" && b.wake_lead,
+      // One COPY for the whole batch (insert-items.ts streams it in bounded messages).
+      chunks: [rows],
+    }),
+  );
+}
+
+/** What every door's batch becomes: the row's fields and its items in position order. */
+export interface BatchPlan<R extends ItemRow = ItemRow> {
+  userId: string;
+  threadId: string;
+  submissionKey: string;
+  spec: ExecutionSpec;
+  config: FlotillaConfig;
+  /** What the panel shows as the batch's sub-agent (default: the spec's). */
+  label?: string;
+  total: number;
+  maxLiveItems: number;
+  maxRunningItems: number;
+  maxTotalTokens: number | null;
+  maxCostUsd: number | null;
+  wakeLead: boolean;
+  /** The items, in position order, a chunk at a time (a compatible batch streams them from its file). */
+  chunks: Iterable<R[]> | AsyncIterable<R[]>;
+  /** Runs after each chunk is written (its items hold positions offset+1, offset+2, ...). */
+  afterChunk?: (tx: DbOrTx, written: { batchId: string; offset: number; items: R[] }) => Promise<void>;
+}
+
+/**
+ * Writes one batch inside the caller's transaction: per-user quotas and the daily token quota
+ * under a per-user advisory lock (so two submissions cannot both take the last slot), the price
+ * snapshot, the batch row, its items, the submit notification. A replay of a known key returns
+ * that batch unrefused.
+ */
+export async function writeBatch<R extends ItemRow>(
+  tx: DbOrTx,
+  plan: BatchPlan<R>,
+): Promise<{ batch: BatchRow; created: boolean }> {
+  await tx.execute(sql`select pg_advisory_xact_lock(hashtext('flotilla:submit'), hashtext(${plan.userId}))`);
+  const earlier = await replayOf(tx, plan);
+  if (earlier) return { batch: earlier, created: false };
+  await checkQuotas(tx, { userId: plan.userId, total: plan.total, quotas: plan.config.quotas });
+  await assertDailyTokenQuota(tx, plan.config, plan.userId);
+
+  const prices = modelPrices(plan.config, plan.spec.model.name);
+  const live = Math.min(plan.total, plan.maxLiveItems);
+  const [batch] = await tx
+    .insert(subagentBatches)
+    .values({
+      userId: plan.userId,
+      threadId: plan.threadId,
+      submissionKey: plan.submissionKey,
+      subagent: plan.label ?? plan.spec.subagent.name,
+      executionSpec: plan.spec,
+      total: plan.total,
+      maxLiveItems: plan.maxLiveItems,
+      maxRunningItems: plan.maxRunningItems,
+      maxAttempts: plan.config.subagent_batches.max_attempts,
+      pendingCount: plan.total - live,
+      queuedCount: live,
+      maxTotalTokens: plan.maxTotalTokens,
+      maxCostUsd: plan.maxCostUsd,
+      priceInputPerMillion: prices.input,
+      priceOutputPerMillion: prices.output,
+      dailyTokenQuota: plan.config.quotas.max_tokens_per_day,
+      wakeLead: plan.wakeLead,
+    })
+    .returning();
+  let offset = 0;
+  for await (const items of plan.chunks) {
+    await insertItems(tx, { batchId: batch!.id, offset, live, items });
+    await plan.afterChunk?.(tx, { batchId: batch!.id, offset, items });
+    offset += items.length;
+  }
+  if (offset !== plan.total) throw new AppError("conflict", "the input changed while the batch was being written; retry");
+  // Delivered at commit; a rolled-back transaction sends nothing.
+  await tx.execute(sql`select pg_notify(${BATCH_CHANNEL}, ${batchEventPayload("submit", batch!.id)})`);
+  return { batch: batch!, created: true };
+}
+
+/** quotas.max_active_batches and quotas.max_queued_items, from the batch counters (no item scan). */
+async function checkQuotas(
+  tx: DbOrTx,
+  args: { userId: string; total: number; quotas: FlotillaConfig["quotas"] },
+): Promise<void> {
+  const [usage] = await tx.execute<{ active: number; unfinished: number }>(sql`
+    select count(*)::int as active,
+           coalesce(sum(pending_count + queued_count + leased_count + running_count), 0)::int as unfinished
+      from subagent_batches
+     where user_id = ${args.userId} and status in ('queued', 'running', 'paused')`);
+  const { active, unfinished } = usage ?? { active: 0, unfinished: 0 };
+  if (active >= args.quotas.max_active_batches)
+    throw new AppError(
+      "quota_exceeded",
+      `quotas.max_active_batches: you have ${active} active batches, the most allowed; wait for one to finish or cancel one`,
+    );
+  if (unfinished + args.total > args.quotas.max_queued_items)
+    throw new AppError(
+      "quota_exceeded",
+      `quotas.max_queued_items: ${unfinished} of your items are unfinished and this batch adds ${args.total}; at most ${args.quotas.max_queued_items} at once`,
+    );
+}
+
+/** The batch an earlier submission with this key made (404 / 409 when it cannot be this caller's replay), or null. */
+async function replayOf(
+  db: DbOrTx,
+  args: { userId: string; threadId: string; submissionKey: string },
+): Promise<BatchRow | null> {
+  const owned = await db
+    .select({ id: threads.id })
+    .from(threads)
+    .where(and(eq(threads.id, args.threadId), eq(threads.userId, args.userId)));
+  if (owned.length === 0) throw notFound("thread");
+  const [existing] = await db
+    .select()
+    .from(subagentBatches)
+    .where(and(eq(subagentBatches.userId, args.userId), eq(subagentBatches.submissionKey, args.submissionKey)));
+  if (!existing) return null;
+  if (existing.threadId !== args.threadId)
+    throw new AppError("conflict", "submission_key: already used for a batch in another thread");
+  return existing;
+}
+
