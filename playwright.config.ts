@@ -56,7 +56,7 @@ export default defineConfig({
       // Specs register their own accounts; the invite flow works on an open deployment too
       // (a code that is sent is spent), and test/security covers the invite-only policy.
       FLOTILLA__AUTH__REGISTRATION: "open",
-      NEXTAUTH_URL: `http://localhost:${E2E_PORT}`,
+      // No NEXTAUTH_URL, as `npm start` runs by default: redirects follow the request's host.
       // Keep the server's JSON logs out of the test report unless something goes wrong.
       LOG_LEVEL: process.env.LOG_LEVEL ?? "warn",
     },

@@ -4,7 +4,8 @@ import { useQuery } from "@tanstack/react-query";
 import type { ReactNode } from "react";
 import { fetchItemDetail } from "@/components/batches/api";
 import { Badge } from "@/components/ui/badge";
-import type { RunDetail, ToolCallRecord } from "@/lib/api/runs";
+import { fetchJson } from "@/lib/api/client";
+import { type RunDetail, runDetailSchema, type ToolCallRecord } from "@/lib/api/runs";
 
 /**
  * What an agent did: its tool calls (tool, status, duration, bounded previews of arguments and
@@ -70,17 +71,15 @@ function Disclosure({ count, children }: { count: number; children: ReactNode })
 }
 
 /** GET .../runs/{run_id}: the run row with its tool calls (cards share it under ["agent-run", thread, run]). */
-export async function fetchRun(threadId: string, runId: string): Promise<RunDetail> {
-  const res = await fetch(`/api/threads/${threadId}/runs/${runId}`, { cache: "no-store" });
-  if (!res.ok) throw new Error(`run ${runId}: HTTP ${res.status}`);
-  return res.json();
+export function fetchRun(threadId: string, runId: string, signal?: AbortSignal): Promise<RunDetail> {
+  return fetchJson(runDetailSchema, `/api/threads/${encodeURIComponent(threadId)}/runs/${encodeURIComponent(runId)}`, "run", { signal });
 }
 
 /** The tool calls of one finished run (task card, swarm rows); a final run's row never changes. */
 export function RunToolCalls({ threadId, runId }: { threadId: string; runId: string }) {
   const { data, error } = useQuery({
     queryKey: ["agent-run", threadId, runId],
-    queryFn: () => fetchRun(threadId, runId),
+    queryFn: ({ signal }) => fetchRun(threadId, runId, signal),
     staleTime: Number.POSITIVE_INFINITY,
   });
   if (error) return <p className="text-xs text-zinc-500">Tool calls could not be loaded.</p>;

@@ -84,7 +84,8 @@ async function main() {
     ...process.env,
     DATABASE_URL: databaseUrl,
     NEXTAUTH_SECRET: authSecret(),
-    NEXTAUTH_URL: process.env.NEXTAUTH_URL ?? `http://localhost:${port}`,
+    // NEXTAUTH_URL stays unset unless given: sign-in and sign-out then redirect to the host each
+    // request came through (server/auth/options.ts), not to a guessed localhost.
     PORT: String(port),
     // Decided once here for web and workers alike: short readable lines on a terminal, JSON otherwise.
     LOG_FORMAT: process.env.LOG_FORMAT ?? (process.stdout.isTTY ? "pretty" : "json"),

@@ -1,6 +1,7 @@
 import { redirect } from "next/navigation";
 import { currentUser } from "@/app/current-user";
 import { ThreadSidebar } from "@/components/chat/thread-sidebar";
+import { ThreadsDrawerProvider } from "@/components/chat/threads-drawer";
 import { listThreads, toThreadProjection } from "@/server/chat/threads";
 import { getDatabase } from "@/server/db/client";
 
@@ -11,9 +12,11 @@ export default async function AppLayout({ children }: { children: React.ReactNod
   if (!user) redirect("/signin");
   const threads = await listThreads(getDatabase().db, { userId: user.id });
   return (
-    <div className="flex h-dvh flex-col overflow-hidden md:flex-row">
-      <ThreadSidebar initialThreads={threads.map(toThreadProjection)} email={user.email} />
-      <main className="flex min-h-0 min-w-0 flex-1 flex-col">{children}</main>
-    </div>
+    <ThreadsDrawerProvider>
+      <div className="flex h-dvh flex-col overflow-hidden md:flex-row">
+        <ThreadSidebar initialThreads={threads.map(toThreadProjection)} email={user.email} />
+        <main className="flex min-h-0 min-w-0 flex-1 flex-col">{children}</main>
+      </div>
+    </ThreadsDrawerProvider>
   );
 }

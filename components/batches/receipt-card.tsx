@@ -3,7 +3,6 @@
 import { useQueryClient } from "@tanstack/react-query";
 import type { DynamicToolUIPart, ToolUIPart } from "ai";
 import { useEffect } from "react";
-import { type BatchStatus, batchStatusSchema } from "@/lib/api/batches";
 import { formatCount } from "@/lib/format";
 import { usageShort } from "./budget";
 import { announceBatch, batchHash, useBatchPanelRequests, useLiveBatch } from "./panel-state";
@@ -17,7 +16,6 @@ export type BatchToolPart = ToolUIPart | DynamicToolUIPart;
 export interface Receipt {
   batchId: string | null;
   total: number | null;
-  status: BatchStatus | null;
   message: string | null;
 }
 
@@ -32,7 +30,6 @@ export function readReceipt(part: { input?: unknown; output?: unknown }): Receip
   const nested = rec(out?.batch);
   const pick = (k: string) => out?.[k] ?? nested?.[k];
   const inputItems = rec(part.input)?.items;
-  const status = batchStatusSchema.safeParse(pick("status"));
   return {
     batchId: str(out?.batch_id) ?? str(nested?.id) ?? str(out?.id),
     total:
@@ -40,7 +37,6 @@ export function readReceipt(part: { input?: unknown; output?: unknown }): Receip
       num(pick("item_count")) ??
       num(pick("items")) ??
       (Array.isArray(inputItems) ? inputItems.length : null),
-    status: status.success ? status.data : null,
     message: str(out?.error) ?? str(out?.message),
   };
 }
@@ -58,7 +54,9 @@ export function BatchReceiptCard({ part, threadId }: { part: BatchToolPart; thre
     if (receipt.batchId) announceBatch(qc, threadId, receipt.batchId);
   }, [qc, threadId, receipt.batchId]);
 
-  const status = live?.status ?? receipt.status;
+  // Only the panel's live poll says the status: the tool output's status is a snapshot from
+  // submission, and showing it until the first poll flashed a stale "running" after sign-in.
+  const status = live?.status;
   const total = live?.total ?? receipt.total;
   return (
     <div

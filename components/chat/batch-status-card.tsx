@@ -1,7 +1,7 @@
 "use client";
 
-import type { ToolPartProps } from "@/components/chat/message-parts";
 import { useBatchPanelRequests } from "@/components/batches/panel-state";
+import type { ToolPartProps } from "./part-props";
 import { StatusBadge } from "@/components/batches/ui";
 import { batchStatusSchema } from "@/lib/api/batches";
 import { progressSplit } from "@/components/batches/status";

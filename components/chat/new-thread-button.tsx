@@ -3,11 +3,12 @@
 import { useRouter } from "next/navigation";
 import { Button } from "@/components/ui/button";
 import { Spinner } from "@/components/ui/spinner";
-import { useCreateThread } from "./threads-api";
+import { useOpenNewThread } from "./threads-api";
 
+/** Opens a blank thread: the newest one when nothing was said in it yet, else a new one. */
 export function NewThreadButton({ className = "", variant = "primary" }: { className?: string; variant?: "primary" | "secondary" }) {
   const router = useRouter();
-  const create = useCreateThread();
+  const create = useOpenNewThread();
   return (
     <div className={className}>
       <Button

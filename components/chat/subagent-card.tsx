@@ -2,11 +2,12 @@
 
 import { useQuery } from "@tanstack/react-query";
 import { useEffect, useRef, useState, useSyncExternalStore } from "react";
-import type { ToolPartProps } from "@/components/chat/message-parts";
-import { Badge } from "@/components/ui/badge";
+import type { ToolPartProps } from "./part-props";
+import { Badge, type Tone } from "@/components/ui/badge";
 import { fetchRun, RunToolCalls } from "@/components/tool-calls";
 import { Spinner } from "@/components/ui/spinner";
-import { isTerminalRunStatus, type RunDetail, type StopReportProjection } from "@/lib/api/runs";
+import { sendJson } from "@/lib/api/client";
+import { isTerminalRunStatus, type RunDetail, type StopReportProjection, stopReportSchema } from "@/lib/api/runs";
 import { formatDuration, formatTokens } from "@/lib/format";
 import type { SubagentDataPart, TaskInput, TaskToolOutput } from "@/lib/api/subagents";
 
@@ -17,7 +18,6 @@ import type { SubagentDataPart, TaskInput, TaskToolOutput } from "@/lib/api/suba
  * streaming but the run was not final (Stop, reload mid-run, restart), the run's row.
  */
 
-type Tone = "neutral" | "amber" | "green" | "red" | "blue";
 type CardStatus = "pending" | "running" | "completed" | "failed" | "cancelled" | "timed_out" | "interrupted" | "not_run";
 
 const STATUS: Record<CardStatus, { label: string; tone: Tone }> = {
@@ -64,7 +64,7 @@ export function findSubagentLive(parts: readonly unknown[] | undefined, toolCall
 function useRunRow(threadId: string, runId: string | null, enabled: boolean) {
   return useQuery({
     queryKey: ["agent-run", threadId, runId],
-    queryFn: () => fetchRun(threadId, runId as string),
+    queryFn: ({ signal }) => fetchRun(threadId, runId as string, signal),
     enabled: enabled && !!runId,
     refetchInterval: (q) => (q.state.data && isTerminalRunStatus(q.state.data.status) ? false : 1_500),
   });
@@ -275,9 +275,9 @@ export async function stopLeadRun(
   const runId = message?.metadata?.runId;
   try {
     if (runId) {
-      const res = await fetch(`/api/threads/${threadId}/runs/${runId}/stop`, { method: "POST" });
-      if (res.ok) {
-        const report = (await res.json()) as StopReportProjection;
+      const url = `/api/threads/${encodeURIComponent(threadId)}/runs/${encodeURIComponent(runId)}/stop`;
+      const report = await sendJson(stopReportSchema, url, "stop report").catch(() => null);
+      if (report) {
         stopReports.set(runId, report);
         for (const fn of listeners) fn();
       }
@@ -296,7 +296,7 @@ export function StopReport({ threadId, runId, cancelled }: { threadId: string; r
   );
   const { data } = useQuery({
     queryKey: ["agent-run", threadId, runId, "stop"],
-    queryFn: () => fetchRun(threadId, runId as string),
+    queryFn: ({ signal }) => fetchRun(threadId, runId as string, signal),
     enabled: cancelled && !live && !!runId,
   });
   const report = live ?? data?.stop_report ?? null;

@@ -1,8 +1,8 @@
 "use client";
 
-import type { ToolPartProps } from "@/components/chat/message-parts";
+import type { LooseToolPart, ToolPartProps } from "./part-props";
 import { RunToolCalls } from "@/components/tool-calls";
-import { Badge } from "@/components/ui/badge";
+import { Badge, type Tone } from "@/components/ui/badge";
 import { Spinner } from "@/components/ui/spinner";
 import type {
   SwarmAggregate,
@@ -12,27 +12,13 @@ import type {
   SwarmTraceEntry,
 } from "@/lib/api/swarm";
 
-/** The `tool-agent_swarm` part of a chat message (AI SDK tool UI part, loosely typed on purpose). */
-export interface SwarmToolPart {
-  type: string;
-  toolCallId?: string;
-  state: string;
-  input?: unknown;
-  output?: unknown;
-  errorText?: string;
+/** The badge colour of a swarm's or an item's status (queued and cancelled stay neutral). */
+function statusTone(status: string): Tone {
+  if (status === "running") return "blue";
+  if (status === "completed") return "green";
+  if (status === "failed" || status === "rejected") return "red";
+  return status === "suspended" || status === "partial" ? "amber" : "neutral";
 }
-
-type Tone = "neutral" | "amber" | "green" | "red" | "blue";
-const STATUS_TONE: Record<string, Tone> = {
-  queued: "neutral",
-  running: "blue",
-  suspended: "amber",
-  completed: "green",
-  partial: "amber",
-  failed: "red",
-  cancelled: "neutral",
-  rejected: "red",
-};
 
 /** Rows shown before the list scrolls; the list itself is height-bounded too. */
 const SUMMARY_PREVIEW_CHARS = 280;
@@ -148,7 +134,7 @@ function Row({
           </span>
         ) : null}
         <span className="text-zinc-500">{row.profile}</span>
-        <Badge tone={STATUS_TONE[status] ?? "neutral"}>
+        <Badge tone={statusTone(status)}>
           {status === "running" ? <Spinner className="size-3" /> : null}
           {status === "suspended" ? "waiting to retry" : status}
         </Badge>
@@ -208,7 +194,7 @@ export function SwarmCard({
   stopped = false,
   threadId,
 }: {
-  part: SwarmToolPart;
+  part: LooseToolPart;
   live?: SwarmLiveData | null;
   /** Given: settled rows list their child's tool calls. */
   threadId?: string;
@@ -256,7 +242,7 @@ export function SwarmCard({
               {reduced ? ` (now ${data.aggregate.effective_capacity})` : ""}
             </span>
           ) : null}
-          <Badge tone={STATUS_TONE[status] ?? "neutral"}>{status}</Badge>
+          <Badge tone={statusTone(status)}>{status}</Badge>
         </span>
       </header>
       {part.state === "output-error" ? (
@@ -289,7 +275,7 @@ export function SwarmCard({
 
 /** The chat's `tool-agent_swarm` entry: the card with this call's live part from the same message. */
 export function SwarmToolCard({ part, message, streaming, threadId }: ToolPartProps) {
-  const toolPart = part as unknown as SwarmToolPart;
+  const toolPart = part as unknown as LooseToolPart;
   return (
     <SwarmCard
       part={toolPart}

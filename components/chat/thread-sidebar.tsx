@@ -3,10 +3,12 @@
 import Link from "next/link";
 import { usePathname, useRouter } from "next/navigation";
 import { signOut } from "next-auth/react";
-import { useEffect, useRef, useState } from "react";
+import { type ReactNode, useCallback, useEffect, useRef, useState } from "react";
 import { Button } from "@/components/ui/button";
 import { SettledBadge } from "@/components/batches/notifications";
 import { NewThreadButton } from "./new-thread-button";
+import { ThreadsMenuButton, useThreadsDrawer } from "./threads-drawer";
+import { useDismiss } from "./use-dismiss";
 import { type ThreadSummary, useDeleteThread, useRenameThread, useThreads } from "./threads-api";
 
 function relativeTime(iso: string): string {
@@ -21,35 +23,25 @@ function relativeTime(iso: string): string {
 export function ThreadSidebar({ initialThreads, email }: { initialThreads: ThreadSummary[]; email: string }) {
   const pathname = usePathname();
   const { data } = useThreads(initialThreads);
-  const [open, setOpen] = useState(false);
+  const { open, setOpen } = useThreadsDrawer();
+  const close = useCallback(() => setOpen(false), [setOpen]);
+  useDismiss(open, close);
   const threads = data?.threads ?? initialThreads;
-
-  // Close the drawer after navigating.
-  // biome-ignore lint/correctness/useExhaustiveDependencies: runs on path changes only
-  useEffect(() => setOpen(false), [pathname]);
 
   return (
     <>
-      <div className="flex h-12 shrink-0 items-center gap-2 border-b border-zinc-200 bg-white px-3 md:hidden">
-        <Button variant="ghost" size="sm" aria-expanded={open} aria-controls="thread-sidebar" onClick={() => setOpen((o) => !o)}>
-          ☰ Threads
-        </Button>
+      {/* The phone's header row on pages without their own (a thread's header carries the button itself). */}
+      <div data-app-bar="" className="flex h-12 shrink-0 items-center gap-2 border-b border-zinc-200 bg-white px-3 md:hidden">
+        <ThreadsMenuButton />
         <Link href="/" className="text-sm font-semibold tracking-tight">
           Flotilla
         </Link>
       </div>
-      {open && (
-        <button
-          type="button"
-          aria-label="Close threads"
-          className="fixed inset-0 z-30 bg-zinc-900/20 md:hidden"
-          onClick={() => setOpen(false)}
-        />
-      )}
+      {open && <button type="button" aria-label="Close threads" className="fixed inset-0 z-30 bg-zinc-900/20 md:hidden" onClick={close} />}
       <aside
         id="thread-sidebar"
         aria-label="Threads"
-        className={`${open ? "fixed inset-y-0 left-0 z-40 flex shadow-xl" : "hidden"} w-72 shrink-0 flex-col border-r border-zinc-200 bg-white md:static md:flex md:w-64 md:shadow-none`}
+        className={`${open ? "fixed inset-y-0 left-0 z-40 flex shadow-xl" : "hidden"} w-72 max-w-[85vw] shrink-0 flex-col border-r border-zinc-200 bg-white md:static md:flex md:w-64 md:shadow-none`}
       >
         <div className="flex h-14 items-center px-4">
           <Link href="/" className="text-base font-semibold tracking-tight">
@@ -68,18 +60,49 @@ export function ThreadSidebar({ initialThreads, email }: { initialThreads: Threa
             </ul>
           )}
         </nav>
-        <div className="flex items-center gap-2 border-t border-zinc-200 px-3 py-3">
-          <Link href="/workers" aria-current={pathname === "/workers" ? "page" : undefined} className="text-xs font-medium text-zinc-600 hover:text-zinc-900">Workers</Link>
-          <Link href="/settings" aria-current={pathname === "/settings" ? "page" : undefined} className="text-xs font-medium text-zinc-600 hover:text-zinc-900">Settings</Link>
-          <span className="min-w-0 flex-1 truncate text-xs text-zinc-500" title={email}>
-            {email}
-          </span>
-          <Button variant="ghost" size="sm" onClick={() => signOut({ callbackUrl: "/signin" })}>
-            Sign out
-          </Button>
-        </div>
+        <AccountFooter email={email} pathname={pathname} />
       </aside>
     </>
+  );
+}
+
+/** Where the person is signed in: the whole email (wrapped, never cut to "admi…"), the app pages and Sign out. */
+function AccountFooter({ email, pathname }: { email: string; pathname: string }) {
+  const link = (href: string, label: string) => (
+    <Link
+      href={href}
+      aria-current={pathname === href ? "page" : undefined}
+      className="text-xs font-medium text-zinc-600 hover:text-zinc-900 aria-[current=page]:text-zinc-900"
+    >
+      {label}
+    </Link>
+  );
+  return (
+    <div className="space-y-1.5 border-t border-zinc-200 px-3 py-3">
+      <p data-testid="account-email" className="text-xs break-all text-zinc-600" title={email}>
+        {email}
+      </p>
+      <div className="flex items-center gap-3">
+        {link("/workers", "Workers")}
+        {link("/settings", "Settings")}
+        <Button variant="ghost" size="sm" className="ml-auto" onClick={() => signOut({ callbackUrl: "/signin" })}>
+          Sign out
+        </Button>
+      </div>
+    </div>
+  );
+}
+
+function MenuItem({ danger = false, onSelect, children }: { danger?: boolean; onSelect: () => void; children: ReactNode }) {
+  return (
+    <button
+      type="button"
+      role="menuitem"
+      className={`block w-full px-3 py-1.5 text-left ${danger ? "text-red-700 hover:bg-red-50" : "hover:bg-zinc-50"}`}
+      onClick={onSelect}
+    >
+      {children}
+    </button>
   );
 }
 
@@ -94,6 +117,10 @@ function ThreadRow({ thread, current }: { thread: ThreadSummary; current: boolea
   const [title, setTitle] = useState(thread.title);
   const [error, setError] = useState<string | null>(null);
   const input = useRef<HTMLInputElement>(null);
+  const menuRef = useRef<HTMLDivElement>(null);
+  const menuButton = useRef<HTMLButtonElement>(null);
+  const closeMenu = useCallback(() => setMenu(false), []);
+  useDismiss(menu, closeMenu, [menuRef, menuButton]);
 
   useEffect(() => {
     if (editing) input.current?.select();
@@ -159,6 +186,7 @@ function ThreadRow({ thread, current }: { thread: ThreadSummary; current: boolea
         </span>
       </Link>
       <button
+        ref={menuButton}
         type="button"
         // A fixed name: a thread's title must not collide with the page's own buttons ("Stop").
         aria-label="Thread actions"
@@ -171,30 +199,25 @@ function ThreadRow({ thread, current }: { thread: ThreadSummary; current: boolea
         ⋯
       </button>
       {menu ? (
-        <div role="menu" className="absolute top-9 right-1 z-10 w-36 rounded-lg border border-zinc-200 bg-white py-1 text-sm shadow-lg">
-          <button
-            type="button"
-            role="menuitem"
-            className="block w-full px-3 py-1.5 text-left hover:bg-zinc-50"
-            onClick={() => {
+        <div ref={menuRef} role="menu" className="absolute top-9 right-1 z-10 w-36 rounded-lg border border-zinc-200 bg-white py-1 text-sm shadow-lg">
+          <MenuItem
+            onSelect={() => {
               setMenu(false);
               setTitle(thread.title);
               setEditing(true);
             }}
           >
             Rename
-          </button>
-          <button
-            type="button"
-            role="menuitem"
-            className="block w-full px-3 py-1.5 text-left text-red-700 hover:bg-red-50"
-            onClick={() => {
+          </MenuItem>
+          <MenuItem
+            danger
+            onSelect={() => {
               setMenu(false);
               setConfirming(true);
             }}
           >
             Delete…
-          </button>
+          </MenuItem>
         </div>
       ) : null}
       {confirming ? (

@@ -1,6 +1,6 @@
 "use client";
 
-import { useEffect, useRef, useState } from "react";
+import { useCallback, useEffect, useRef, useState } from "react";
 import { BatchPanel } from "@/components/batches/panel";
 import { FilesSection } from "@/components/files/section";
 import { usePanelRequest } from "@/components/batches/panel-state";
@@ -8,6 +8,8 @@ import { Badge } from "@/components/ui/badge";
 import type { ChatMessage } from "@/lib/api/chat";
 import { Chat } from "./chat";
 import { useThreads } from "./threads-api";
+import { ThreadsMenuButton } from "./threads-drawer";
+import { useDismiss } from "./use-dismiss";
 
 const SIMULATOR_HELP =
   "No model endpoint is configured, so the built-in simulator answers: deterministic replies, no network. " +
@@ -17,8 +19,11 @@ const SIMULATOR_HELP =
 /** The Simulator badge explains itself: on hover (title) and on click (a small popover). */
 function SimulatorBadge() {
   const [open, setOpen] = useState(false);
+  const box = useRef<HTMLSpanElement>(null);
+  const close = useCallback(() => setOpen(false), []);
+  useDismiss(open, close, [box]);
   return (
-    <span className="relative">
+    <span ref={box} className="relative">
       <button
         type="button"
         data-testid="simulator-badge"
@@ -48,6 +53,20 @@ function SimulatorBadge() {
   );
 }
 
+/** How long the server's expectation of a panel holds before what actually rendered decides. */
+const PANEL_GRACE_MS = 4_000;
+
+/** The panel's outline while its first data loads (a placeholder: it never counts as content). */
+function PanelSkeleton() {
+  return (
+    <div data-placeholder="" aria-hidden="true" className="animate-pulse space-y-3 p-4">
+      <div className="h-5 w-32 rounded bg-zinc-100" />
+      <div className="h-24 rounded-lg bg-zinc-100" />
+      <div className="h-16 rounded-lg bg-zinc-100" />
+    </div>
+  );
+}
+
 /**
  * A thread: header, chat, and the batch panel. Wide windows show the panel on the right; on a
  * phone it is a drawer opened from the header (it takes no room while closed or empty), so the
@@ -57,16 +76,22 @@ export function ThreadView({
   thread,
   initialMessages,
   model,
+  panelExpected,
 }: {
   thread: { id: string; title: string };
   initialMessages: ChatMessage[];
   model: { name: string; simulator: boolean };
+  /** The server saw batches, files or a live worker: the panel column will show. */
+  panelExpected: boolean;
 }) {
   // The sidebar's thread list carries the current title (the first message renames the thread).
   const { data } = useThreads();
   const title = data?.threads.find((t) => t.id === thread.id)?.title ?? thread.title;
   const [drawer, setDrawer] = useState(false);
-  const [hasPanel, setHasPanel] = useState(false);
+  // null until the panel or the Files section first shows (or the grace time ends): meanwhile
+  // the server's expectation lays out the column, so nothing appears late and moves the chat.
+  const [observed, setObserved] = useState<boolean | null>(null);
+  const hasPanel = observed ?? panelExpected;
   const panelSlot = useRef<HTMLDivElement>(null);
 
   // The panel renders nothing without batches or a worker, and the Files section is only a
@@ -74,19 +99,34 @@ export function ThreadView({
   useEffect(() => {
     const el = panelSlot.current;
     if (!el) return;
-    const update = () => setHasPanel(Array.from(el.children).some((c) => !c.hasAttribute("data-placeholder")));
+    let settled = false;
+    const update = () => {
+      const shown = Array.from(el.children).some((c) => !c.hasAttribute("data-placeholder"));
+      if (shown) settled = true;
+      if (settled) setObserved(shown);
+    };
+    const grace = setTimeout(() => {
+      settled = true;
+      update();
+    }, PANEL_GRACE_MS);
     update();
     const observer = new MutationObserver(update);
     observer.observe(el, { childList: true, subtree: true, attributeFilter: ["data-placeholder"] });
-    return () => observer.disconnect();
+    return () => {
+      clearTimeout(grace);
+      observer.disconnect();
+    };
   }, []);
   // "View in batch panel" opens the drawer on a phone.
   usePanelRequest(thread.id, (request) => request.kind === "focus" && setDrawer(true));
+  const closeDrawer = useCallback(() => setDrawer(false), []);
+  useDismiss(drawer, closeDrawer);
 
   return (
     <div className="flex min-h-0 flex-1 flex-col lg:flex-row">
       <section aria-label="Chat" className="flex min-h-0 min-w-0 flex-1 flex-col">
-        <header className="flex h-14 shrink-0 items-center gap-3 border-b border-zinc-200 bg-white px-4">
+        <header data-page-header="" className="flex h-12 shrink-0 items-center gap-2 border-b border-zinc-200 bg-white px-3 md:h-14 md:gap-3 md:px-4">
+          <ThreadsMenuButton className="-ml-1" />
           <h1 className="min-w-0 flex-1 truncate text-sm font-semibold">{title}</h1>
           {hasPanel ? (
             <button
@@ -122,6 +162,7 @@ export function ThreadView({
             : "h-0 overflow-hidden"
         }`}
       >
+        {observed === null && panelExpected ? <PanelSkeleton /> : null}
         <BatchPanel threadId={thread.id} />
         <FilesSection threadId={thread.id} />
       </div>

@@ -3,24 +3,11 @@ import { parse, request } from "@/lib/api/client";
 
 /** Browser helpers of the workspace: every answer parsed with the shared projection. */
 
-export const filesKey = (threadId: string) => ["files", threadId] as const;
-
 /**
- * Something wrote files outside this tab's own uploads (a batch's items, seen by the batch
- * panel's artifacts query, which lives in the panel's own query client): the Files section
- * refetches then instead of polling.
+ * The thread's file list. Whatever writes files (this tab's uploads and deletes, the end of a
+ * chat run, a batch whose artifacts changed) invalidates this key; the Files section does not poll.
  */
-type FilesChangedListener = (threadId: string) => void;
-const filesChangedListeners = new Set<FilesChangedListener>();
-
-export function announceFilesChanged(threadId: string): void {
-  for (const l of filesChangedListeners) l(threadId);
-}
-
-export function onFilesChanged(listener: FilesChangedListener): () => void {
-  filesChangedListeners.add(listener);
-  return () => filesChangedListeners.delete(listener);
-}
+export const filesKey = (threadId: string) => ["files", threadId] as const;
 
 const base = (threadId: string) => `/api/threads/${encodeURIComponent(threadId)}/files`;
 

@@ -1,13 +1,13 @@
 "use client";
 
-import { useQuery } from "@tanstack/react-query";
+import { useQuery, useQueryClient } from "@tanstack/react-query";
 import { useEffect, useId, useRef } from "react";
 import type { BatchProjection } from "@/lib/api/batches";
 import { fileUrl } from "@/lib/api/files";
 import { isActiveBatch } from "@/components/batches/status";
 import { errorMessage } from "../batches/shared";
 import { buttonClass } from "../batches/ui";
-import { announceFilesChanged, batchArtifactsKey, fetchBatchArtifacts, formatBytes } from "./api";
+import { batchArtifactsKey, fetchBatchArtifacts, filesKey, formatBytes } from "./api";
 
 /**
  * Items write while the batch runs, so a running batch's artifacts are read again, slowly (the
@@ -22,6 +22,7 @@ const ARTIFACTS_POLL_MS = 30_000;
  */
 export function BatchArtifacts({ threadId, batch }: { threadId: string; batch: BatchProjection }) {
   const headingId = useId();
+  const qc = useQueryClient();
   const active = isActiveBatch(batch.status);
   const artifacts = useQuery({
     // The status in the key fetches once more when the batch ends (its last items' files).
@@ -34,9 +35,10 @@ export function BatchArtifacts({ threadId, batch }: { threadId: string; batch: B
   const seen = useRef<string | undefined>(undefined);
   useEffect(() => {
     if (signature === undefined) return;
-    if (seen.current !== undefined && seen.current !== signature) announceFilesChanged(threadId);
+    if (seen.current !== undefined && seen.current !== signature)
+      void qc.invalidateQueries({ queryKey: filesKey(threadId), exact: true });
     seen.current = signature;
-  }, [signature, threadId]);
+  }, [signature, threadId, qc]);
   if (artifacts.isError)
     return (
       <p role="alert" className="text-xs text-red-700">

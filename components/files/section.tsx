@@ -7,7 +7,7 @@ import { type FileProjection, fileUrl } from "@/lib/api/files";
 import { formatTime } from "@/lib/format";
 import { errorMessage } from "../batches/shared";
 import { buttonClass, shortId } from "../batches/ui";
-import { deleteFile, fetchFiles, filesKey, formatBytes, onFilesChanged } from "./api";
+import { deleteFile, fetchFiles, filesKey, formatBytes } from "./api";
 
 /**
  * The thread's workspace beside the batches: every file with its size and who wrote it (an
@@ -19,18 +19,10 @@ import { deleteFile, fetchFiles, filesKey, formatBytes, onFilesChanged } from ".
  * takes no room for it unless the batch panel is shown beside it.
  */
 export function FilesSection({ threadId }: { threadId: string }) {
-  const qc = useQueryClient();
   const files = useQuery({
     queryKey: filesKey(threadId),
     queryFn: ({ signal }) => fetchFiles(threadId, signal),
   });
-  useEffect(
-    () =>
-      onFilesChanged((id) => {
-        if (id === threadId) void qc.invalidateQueries({ queryKey: filesKey(threadId) });
-      }),
-    [qc, threadId],
-  );
   const [collapsed, setCollapsed] = useState(false);
   const headingId = useId();
   const bodyId = useId();

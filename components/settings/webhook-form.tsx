@@ -2,8 +2,12 @@
 
 import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
 import { useId, useState } from "react";
+import { z } from "zod";
 import { buttonClass, Spinner } from "@/components/batches/ui";
-import type { Webhook, WebhookWithSecret } from "@/lib/api/batches";
+import { humanMessage } from "@/lib/human-message";
+import { OnceSecret } from "@/components/settings/once-secret";
+import { webhookSchema, webhookWithSecretSchema } from "@/lib/api/batches";
+import { fetchJson, sendJson } from "@/lib/api/client";
 
 /**
  * The user's batch webhook: Flotilla POSTs JSON to this URL when one of their batches settles,
@@ -13,26 +17,19 @@ import type { Webhook, WebhookWithSecret } from "@/lib/api/batches";
 
 const KEY = ["webhook"] as const;
 
-async function call<T>(init?: RequestInit): Promise<T> {
-  const res = await fetch("/api/webhook", { cache: "no-store", ...init });
-  const body = await res.json().catch(() => null);
-  if (!res.ok) throw new Error(body?.error?.message ?? `request failed (HTTP ${res.status})`);
-  return body as T;
-}
+const URL_PATH = "/api/webhook";
+const currentSchema = z.object({ webhook: webhookSchema.nullable() });
+const savedSchema = z.object({ webhook: webhookWithSecretSchema });
+const removedSchema = z.object({ webhook: z.null() });
 
 export function WebhookForm() {
   const qc = useQueryClient();
   const id = useId();
-  const current = useQuery({ queryKey: KEY, queryFn: () => call<{ webhook: Webhook | null }>() });
+  const current = useQuery({ queryKey: KEY, queryFn: ({ signal }) => fetchJson(currentSchema, URL_PATH, "webhook", { signal }) });
   const [url, setUrl] = useState("");
   const [secret, setSecret] = useState<string | null>(null);
   const save = useMutation({
-    mutationFn: () =>
-      call<{ webhook: WebhookWithSecret }>({
-        method: "PUT",
-        headers: { "content-type": "application/json" },
-        body: JSON.stringify({ url }),
-      }),
+    mutationFn: () => sendJson(savedSchema, URL_PATH, "webhook", { url: url.trim() }, { method: "PUT" }),
     onSuccess: ({ webhook }) => {
       setSecret(webhook.secret);
       setUrl("");
@@ -40,7 +37,7 @@ export function WebhookForm() {
     },
   });
   const remove = useMutation({
-    mutationFn: () => call<{ webhook: null }>({ method: "DELETE" }),
+    mutationFn: () => fetchJson(removedSchema, URL_PATH, "webhook", { method: "DELETE" }),
     onSuccess: () => {
       setSecret(null);
       qc.setQueryData(KEY, { webhook: null });
@@ -50,7 +47,7 @@ export function WebhookForm() {
   const error = save.error ?? remove.error;
 
   return (
-    <section aria-labelledby={`${id}-title`} data-testid="webhook-form" className="flex flex-col gap-3 rounded-lg border border-zinc-200 bg-white p-4 text-sm">
+    <section aria-labelledby={`${id}-title`} data-testid="webhook-form" className="flex flex-col gap-3 rounded-xl border border-zinc-200 bg-white p-5 text-sm shadow-xs">
       <div>
         <h2 id={`${id}-title`} className="text-base font-semibold">
           Batch webhook
@@ -71,12 +68,7 @@ export function WebhookForm() {
         )}
       </p>
       {secret ? (
-        <div role="status" className="rounded-md bg-amber-50 p-2 text-amber-900 ring-1 ring-amber-200 ring-inset">
-          <p className="font-medium">Signing secret — copy it now, it is not shown again:</p>
-          <code data-testid="webhook-secret" className="mt-1 block break-all font-mono text-xs">
-            {secret}
-          </code>
-        </div>
+        <OnceSecret label="Signing secret" value={secret} title="Signing secret: copy it now, it is not shown again." className="" />
       ) : null}
       <form
         className="flex flex-wrap items-end gap-2"
@@ -109,7 +101,7 @@ export function WebhookForm() {
       </form>
       {error ? (
         <p role="alert" className="text-red-700">
-          {error.message}
+          {humanMessage(error.message, { url: "The URL" })}
         </p>
       ) : null}
     </section>

@@ -1,6 +1,6 @@
 import type { ReactNode } from "react";
 
-type Tone = "neutral" | "amber" | "green" | "red" | "blue";
+export type Tone = "neutral" | "amber" | "green" | "red" | "blue";
 
 const TONES: Record<Tone, string> = {
   neutral: "bg-zinc-100 text-zinc-700 ring-zinc-200",

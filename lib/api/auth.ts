@@ -26,3 +26,6 @@ export const createTokenBodySchema = z
   })
   .strict();
 export type CreateTokenBody = z.infer<typeof createTokenBodySchema>;
+
+/** POST /api/tokens: the new token's row, with the token itself this once. */
+export const createdTokenSchema = tokenProjectionSchema.extend({ token: z.string() });

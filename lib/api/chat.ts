@@ -85,11 +85,3 @@ export interface ChatMessageMetadata {
 }
 
 export type ChatMessage = UIMessage<ChatMessageMetadata>;
-
-/** The API shape of a thread (snake_case, no owner id). */
-export interface ThreadProjection {
-  id: string;
-  title: string;
-  created_at: string;
-  updated_at: string;
-}

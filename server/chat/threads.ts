@@ -1,8 +1,8 @@
 import { and, desc, eq, sql } from "drizzle-orm";
 import { z } from "zod";
-import type { ThreadProjection } from "@/lib/api/chat";
+import type { ThreadProjection } from "@/lib/api/threads";
 import type { DbOrTx } from "@/server/db/client";
-import { threads } from "@/server/db/schema";
+import { messages, subagentBatches, threads, workspaceFiles } from "@/server/db/schema";
 import { AppError } from "@/server/errors";
 
 export const DEFAULT_THREAD_TITLE = "New thread";
@@ -38,6 +38,36 @@ export async function createThread(db: DbOrTx, input: { userId: string; title?: 
     .values({ userId: input.userId, title: normalizeTitle(input.title) })
     .returning();
   return row;
+}
+
+/** What a thread holds besides its title: messages, batches, workspace files (one round trip). */
+export async function threadUse(db: DbOrTx, threadId: string): Promise<{ messages: boolean; batches: boolean; files: boolean }> {
+  const [row] = await db
+    .select({
+      messages: sql<boolean>`exists (select 1 from ${messages} where ${messages.threadId} = ${threadId})`,
+      batches: sql<boolean>`exists (select 1 from ${subagentBatches} where ${subagentBatches.threadId} = ${threadId})`,
+      files: sql<boolean>`exists (select 1 from ${workspaceFiles} where ${workspaceFiles.threadId} = ${threadId})`,
+    })
+    .from(threads)
+    .where(eq(threads.id, threadId));
+  return row ?? { messages: false, batches: false, files: false };
+}
+
+/**
+ * "New thread" for a person: their newest thread when nothing happened in it yet (no message,
+ * batch or file), else a new one, so repeated clicks never pile up empty threads. A per-user
+ * transaction lock makes two clicks at once agree on one thread.
+ */
+export async function openBlankThread(db: DbOrTx, input: { userId: string }): Promise<{ thread: ThreadRecord; created: boolean }> {
+  return db.transaction(async (tx) => {
+    await tx.execute(sql`select pg_advisory_xact_lock(hashtextextended(${`new-thread:${input.userId}`}, 0))`);
+    const [newest] = await listThreads(tx, { userId: input.userId, limit: 1 });
+    if (newest && newest.title === DEFAULT_THREAD_TITLE) {
+      const use = await threadUse(tx, newest.id);
+      if (!use.messages && !use.batches && !use.files) return { thread: newest, created: false };
+    }
+    return { thread: await createThread(tx, { userId: input.userId }), created: true };
+  });
 }
 
 /** The caller's threads, most recently active first. */

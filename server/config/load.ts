@@ -14,7 +14,9 @@ const FILE_NAMES = ["flotilla.config.json", "flotilla.config.yaml", "flotilla.co
 const ENV_PREFIX = "FLOTILLA__";
 
 function readConfigFile(dir: string, explicit?: string): Record<string, unknown> {
-  const file = explicit ?? FILE_NAMES.map((n) => path.join(dir, n)).find((p) => existsSync(p));
+  // Read at run time from the working directory, never bundled: keep the build's file tracer
+  // from following it into the whole project.
+  const file = explicit ?? FILE_NAMES.map((n) => path.join(/*turbopackIgnore: true*/ dir, n)).find((p) => existsSync(p));
   if (!file) return {};
   const text = readFileSync(file, "utf8");
   try {

@@ -4,7 +4,7 @@ import { GET as getThread } from "@/app/api/threads/[threadId]/route";
 import { GET as listThreadsRoute, POST as createThreadRoute } from "@/app/api/threads/route";
 import { createApiToken } from "@/server/auth/tokens";
 import { insertMessage, loadMessages, saveMessage } from "@/server/chat/messages";
-import { createThread, getThreadForUser, listThreads, touchThread } from "@/server/chat/threads";
+import { createThread, getThreadForUser, listThreads, openBlankThread, touchThread } from "@/server/chat/threads";
 import { threads } from "@/server/db/schema";
 import { AppError } from "@/server/errors";
 import { createTestDatabase, type TestDatabase } from "../helpers/db";
@@ -158,5 +158,49 @@ describe("/api/threads", () => {
     expect(body.error.code).toBe(code);
     expect(body.error.message).toMatch(message);
     expect(await threadCount()).toBe(before);
+  });
+});
+
+describe("openBlankThread (the sidebar's New thread)", () => {
+  it("reuses the newest thread while it is blank, and makes a new one once something happened in it", async () => {
+    const user = await makeUser(t.db, "blank");
+    const first = await openBlankThread(t.db, { userId: user.id });
+    expect(first.created).toBe(true);
+    const again = await openBlankThread(t.db, { userId: user.id });
+    expect(again).toMatchObject({ created: false, thread: { id: first.thread.id } });
+
+    await insertMessage(t.db, { threadId: first.thread.id, message: { id: `m-${first.thread.id}`, role: "user", parts: [{ type: "text", text: "hi" }] } });
+    await touchThread(t.db, { userId: user.id, threadId: first.thread.id });
+    const next = await openBlankThread(t.db, { userId: user.id });
+    expect(next.created).toBe(true);
+    expect(next.thread.id).not.toBe(first.thread.id);
+    // A renamed thread is not blank either: the person named it for something.
+    await t.db.update(threads).set({ title: "Named" }).where(sql`id = ${next.thread.id}`);
+    expect((await openBlankThread(t.db, { userId: user.id })).created).toBe(true);
+  });
+
+  it("two clicks at once agree on one thread", async () => {
+    const user = await makeUser(t.db, "blank-race");
+    const results = await Promise.all(Array.from({ length: 6 }, () => openBlankThread(t.db, { userId: user.id })));
+    expect(new Set(results.map((r) => r.thread.id)).size).toBe(1);
+    expect(results.filter((r) => r.created)).toHaveLength(1);
+    expect(await listThreads(t.db, { userId: user.id })).toHaveLength(1);
+  });
+
+  it("POST /api/threads with reuse_blank answers 201 for a new thread and 200 for the reused one; other users never share it", async () => {
+    const user = await makeUser(t.db, "blank-api");
+    const other = await makeUser(t.db, "blank-api-other");
+    const cookie = await sessionCookie(user);
+    const post = (c: string) => createThreadRoute(request("/api/threads", { cookie: c, body: { reuse_blank: true } }), undefined);
+    const created = await post(cookie);
+    expect(created.status).toBe(201);
+    const reused = await post(cookie);
+    expect(reused.status).toBe(200);
+    expect((await reused.json()).id).toBe((await created.json()).id);
+    const theirs = await post(await sessionCookie(other));
+    expect(theirs.status).toBe(201);
+    const bad = await createThreadRoute(request("/api/threads", { cookie, body: { reuse_blank: "yes" } }), undefined);
+    expect(bad.status).toBe(400);
+    expect((await bad.json()).error.message).toBe("reuse_blank: must be true or false");
   });
 });

@@ -3,6 +3,7 @@
 import { useRouter } from "next/navigation";
 import { useState, useTransition } from "react";
 import { Badge } from "@/components/ui/badge";
+import { OnceSecret } from "@/components/settings/once-secret";
 import { Button } from "@/components/ui/button";
 import type { InviteView } from "@/server/auth/invites";
 import { createInviteAction } from "./actions";
@@ -45,9 +46,7 @@ export function InvitesSection({ invites, policy }: { invites: InviteView[]; pol
         </p>
       )}
       {code && (
-        <div role="status" className="mt-3 rounded-lg border border-emerald-200 bg-emerald-50 p-3 text-sm">
-          <p className="font-medium text-emerald-900">Send this code to the person you invite (it will not be shown again):</p>
-          <input aria-label="New invite code" readOnly value={code} onFocus={(e) => e.currentTarget.select()} className="mt-2 block w-full rounded border border-zinc-200 bg-white px-2 py-1 font-mono text-xs text-zinc-900" />
+        <OnceSecret label="New invite code" value={code} title="Send this code to the person you invite (it will not be shown again):">
           <p className="mt-2 text-xs text-emerald-900">
             They enter it on the Create account page, or open{" "}
             <a className="font-medium underline" href={`/register?invite=${encodeURIComponent(code)}`}>
@@ -55,7 +54,7 @@ export function InvitesSection({ invites, policy }: { invites: InviteView[]; pol
             </a>
             .
           </p>
-        </div>
+        </OnceSecret>
       )}
       {invites.length > 0 && (
         <ul aria-label="Invites" className="mt-4 divide-y divide-zinc-100 rounded-lg border border-zinc-200">

@@ -1,11 +1,16 @@
 "use client";
 
 import { useState } from "react";
-import type { TokenProjection } from "@/lib/api/auth";
+import { humanMessage } from "@/lib/human-message";
+import { OnceSecret } from "@/components/settings/once-secret";
+import { createdTokenSchema, createTokenBodySchema, type TokenProjection } from "@/lib/api/auth";
+import { ApiError, request, sendJson } from "@/lib/api/client";
 import { Badge } from "@/components/ui/badge";
 import { Button } from "@/components/ui/button";
 import { Field } from "@/components/ui/field";
 import { SettingsSection, When } from "./section";
+
+const FIELD_LABELS = { name: "Token name", expires_in_days: "Expiry (days)" };
 
 /** Personal API tokens through the tokens API (/api/tokens): list, create (shown once), revoke. */
 export function TokensSection({ initialTokens }: { initialTokens: TokenProjection[] }) {
@@ -19,31 +24,37 @@ export function TokensSection({ initialTokens }: { initialTokens: TokenProjectio
     const formEl = e.currentTarget;
     const form = new FormData(formEl);
     const days = String(form.get("expires_in_days") ?? "").trim();
-    setError(null);
-    setPending(true);
-    const res = await fetch("/api/tokens", {
-      method: "POST",
-      headers: { "content-type": "application/json" },
-      body: JSON.stringify({ name: String(form.get("name") ?? ""), ...(days ? { expires_in_days: Number(days) } : {}) }),
-    });
-    const body = await res.json().catch(() => null);
-    setPending(false);
-    if (!res.ok) {
-      setError(body?.error?.message ?? `Could not create the token (HTTP ${res.status}).`);
+    // The API's own rules, checked before sending, in the form's words.
+    const body = createTokenBodySchema.safeParse({ name: String(form.get("name") ?? ""), ...(days ? { expires_in_days: Number(days) } : {}) });
+    if (!body.success) {
+      const issue = body.error.issues[0];
+      setError(humanMessage(`${issue.path.join(".")}: ${issue.message}`, FIELD_LABELS));
       return;
     }
-    const { token, ...view } = body as TokenProjection & { token: string };
-    setCreated({ name: view.name, token });
-    setTokens((list) => [view, ...list]);
-    formEl.reset();
+    setError(null);
+    setPending(true);
+    try {
+      const { token, ...view } = await sendJson(createdTokenSchema, "/api/tokens", "token", body.data);
+      setCreated({ name: view.name, token });
+      setTokens((list) => [view, ...list]);
+      formEl.reset();
+    } catch (err) {
+      setError(humanMessage((err as Error).message, FIELD_LABELS));
+    } finally {
+      setPending(false);
+    }
   }
 
   async function onRevoke(id: string) {
     setError(null);
-    const res = await fetch(`/api/tokens/${id}`, { method: "DELETE" });
-    if (!res.ok && res.status !== 404) {
-      setError(`Could not revoke the token (HTTP ${res.status}).`);
-      return;
+    try {
+      await request(`/api/tokens/${encodeURIComponent(id)}`, { method: "DELETE" });
+    } catch (err) {
+      // Already gone is what was asked for.
+      if (!(err instanceof ApiError && err.status === 404)) {
+        setError(`Could not revoke the token: ${(err as Error).message}`);
+        return;
+      }
     }
     setTokens((list) => list.filter((t) => t.id !== id));
     setCreated((c) => (c && tokens.find((t) => t.id === id)?.name === c.name ? null : c));
@@ -64,10 +75,7 @@ export function TokensSection({ initialTokens }: { initialTokens: TokenProjectio
         </p>
       )}
       {created && (
-        <div role="status" className="mt-3 rounded-lg border border-emerald-200 bg-emerald-50 p-3 text-sm">
-          <p className="font-medium text-emerald-900">Token “{created.name}” created. Copy it now: it will not be shown again.</p>
-          <input aria-label="New token" readOnly value={created.token} onFocus={(e) => e.currentTarget.select()} className="mt-2 block w-full rounded border border-zinc-200 bg-white px-2 py-1 font-mono text-xs text-zinc-900" />
-        </div>
+        <OnceSecret label="New token" value={created.token} title={`Token “${created.name}” created. Copy it now: it will not be shown again.`} />
       )}
       {tokens.length === 0 ? (
         <p className="mt-4 text-sm text-zinc-500">No tokens yet.</p>

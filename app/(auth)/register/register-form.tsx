@@ -4,6 +4,8 @@ import Link from "next/link";
 import { useRouter } from "next/navigation";
 import { signIn } from "next-auth/react";
 import { useState } from "react";
+import { ApiError, request } from "@/lib/api/client";
+import { humanMessage } from "@/lib/human-message";
 import { Button } from "@/components/ui/button";
 import { Field } from "@/components/ui/field";
 import { Spinner } from "@/components/ui/spinner";
@@ -52,20 +54,21 @@ export function RegisterForm({ mode, initialInvite }: { mode: RegistrationMode; 
       return;
     }
     setPending(true);
-    const res = await fetch("/api/register", {
-      method: "POST",
-      headers: { "content-type": "application/json" },
-      body: JSON.stringify(inviteCode ? { email, password, invite_code: inviteCode } : { email, password }),
-    });
-    if (!res.ok) {
-      const body = await res.json().catch(() => null);
+    try {
+      await request("/api/register", {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify(inviteCode ? { email, password, invite_code: inviteCode } : { email, password }),
+      });
+    } catch (err) {
       setPending(false);
+      const status = err instanceof ApiError ? err.status : 0;
       setError(
-        res.status === 409
+        status === 409
           ? "An account with this email already exists."
-          : res.status === 403 && mode === "invite"
+          : status === 403 && mode === "invite"
             ? "That invite code is not valid: it may be mistyped, used already or expired. Ask the admin for a new one."
-            : (body?.error?.message ?? `Could not create the account (HTTP ${res.status}).`),
+            : humanMessage((err as Error).message, { email: "Email", password: "Password", invite_code: "Invite code" }),
       );
       return;
     }

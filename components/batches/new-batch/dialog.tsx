@@ -5,13 +5,13 @@ import { useDeferredValue, useEffect, useId, useMemo, useRef, useState } from "r
 import { FilesBatchSource, type FilesSelection } from "@/components/files/batch-source";
 import type { BatchProjection, Features } from "@/lib/api/batches";
 import { type BatchSubmission, FILE_PLACEHOLDER } from "@/lib/api/files";
-import { submissionLimits, submissionRefusal } from "@/lib/batch-rules";
+import { ITEM_PLACEHOLDER, submissionLimits, submissionRefusal } from "@/lib/batch-rules";
 import { fetchFeatures, submitBatch } from "../api";
 import { budgetBody, fieldClass, labelClass } from "../budget";
 import { batchKeys } from "../panel-state";
 import { errorMessage } from "../shared";
 import { buttonClass, Spinner } from "../ui";
-import { detectFormat, draftPrompt, ITEM_PLACEHOLDER, type ItemsFormat, parseItemsInput } from "./items-input";
+import { detectFormat, draftPrompt, type ItemsFormat, parseItemsInput } from "./items-input";
 import { ItemsInput, type ItemsFile, ItemsSourceSwitch } from "./items-source";
 import { LimitsSection, type LimitsDraft } from "./limits";
 import { DraftSummary } from "./preview";

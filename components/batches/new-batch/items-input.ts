@@ -1,8 +1,8 @@
 import Papa from "papaparse";
+import { ITEM_PLACEHOLDER } from "@/lib/batch-rules";
 
 /** Parsing what a person pastes or uploads into the New batch dialog: lines, JSONL or CSV, every bad row by line. */
 
-export const ITEM_PLACEHOLDER = "{{item}}";
 
 /** The same substitution the server applies: every occurrence of {{item}}. */
 export function expandTemplate(template: string, item: string): string {

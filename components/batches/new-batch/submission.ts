@@ -1,5 +1,6 @@
 import type { SubmitBatchInput } from "@/lib/api/batches";
-import { type DraftItem, draftPrompt, ITEM_PLACEHOLDER } from "./items-input";
+import { ITEM_PLACEHOLDER, PROMPT_TEMPLATE_MAX_CHARS } from "@/lib/batch-rules";
+import { type DraftItem, draftPrompt } from "./items-input";
 
 /** Turns a dialog draft into the JSON submission, or the first problem the server would report. */
 
@@ -27,7 +28,8 @@ export function buildSubmission(
   const usesValues = d.items.some((i) => i.kind === "value");
   if (usesValues && !d.template.includes(ITEM_PLACEHOLDER))
     return { body: null, error: `The prompt template must contain ${ITEM_PLACEHOLDER}.` };
-  if (d.template.length > 20_000) return { body: null, error: "The prompt template must be at most 20000 characters." };
+  if (d.template.length > PROMPT_TEMPLATE_MAX_CHARS)
+    return { body: null, error: `The prompt template must be at most ${PROMPT_TEMPLATE_MAX_CHARS} characters.` };
   for (const [name, value, max] of [
     ["Max live items", d.maxLiveItems, limits.maxLiveItems],
     ["Max running items", d.maxRunningItems, limits.maxRunningItems],

@@ -3,9 +3,11 @@ import { notFound, redirect } from "next/navigation";
 import { currentUser } from "@/app/current-user";
 import { ThreadView } from "@/components/chat/thread-view";
 import { loadMessages } from "@/server/chat/messages";
-import { getThreadForUser, type ThreadRecord } from "@/server/chat/threads";
+import { getThreadForUser, type ThreadRecord, threadUse } from "@/server/chat/threads";
+import { getConfig } from "@/server/config/load";
 import { getDatabase } from "@/server/db/client";
 import { AppError } from "@/server/errors";
+import { getFeatures } from "@/server/features";
 import { resolveModel } from "@/server/models";
 
 export const dynamic = "force-dynamic";
@@ -24,14 +26,22 @@ export default async function ThreadPage({ params }: { params: Promise<{ threadI
     if (err instanceof AppError && err.code === "not_found") notFound();
     throw err;
   }
-  const messages = await loadMessages(db, { threadId: thread.id });
+  const [messages, use, features] = await Promise.all([
+    loadMessages(db, { threadId: thread.id }),
+    threadUse(db, thread.id),
+    getFeatures(db, getConfig()),
+  ]);
   const model = resolveModel();
+  // Whether the batch panel or the Files section will show: the column is laid out from the
+  // first paint instead of appearing (and moving the chat) once their data arrives.
+  const panelExpected = use.batches || use.files || (features.worker_runtime.alive && features.batches.enabled);
   return (
     <ThreadView
       key={thread.id}
       thread={{ id: thread.id, title: thread.title }}
       initialMessages={messages}
       model={{ name: model.name, simulator: model.simulator }}
+      panelExpected={panelExpected}
     />
   );
 }

@@ -1,10 +1,11 @@
 import { NextRequest } from "next/server";
 import NextAuth from "next-auth";
-import { authOptions } from "@/server/auth/options";
+import { authOptionsFor } from "@/server/auth/options";
 import { errorResponse, readBodyText } from "@/server/http/route";
 import { AppError } from "@/server/errors";
 
-const handler = NextAuth(authOptions);
+/** next-auth for this request: its redirects stay on the origin the person came through. */
+const handler = (req: NextRequest, ctx: Ctx) => NextAuth(req, ctx, authOptionsFor(req));
 
 /** Sign-in forms are a few hundred bytes; nothing larger is read into memory. */
 const AUTH_BODY_LIMIT = 8 * 1024;
