@@ -201,11 +201,10 @@ async function load(db: DbOrTx, compat: CompatBatchRow): Promise<CompatBatch> {
 const ACTIVE = new Set(["queued", "running", "paused"]);
 
 /**
- * The caller's compatible batch. The completion window is enforced here, lazily: a batch read
- * after its window with work left is cancelled with reason expired (its unfinished items become
- * `expired`), in the same way whichever process reads it first.
+ * The caller's compatible batch, as stored: a pure read (the completion window is enforced
+ * before it by the explicit step in ./expiry.ts, which readers call first).
  */
-export async function getCompatBatch(db: Db, args: { userId: string; api: CompatApi; id: string }): Promise<CompatBatch> {
+export async function getCompatBatch(db: DbOrTx, args: { userId: string; api: CompatApi; id: string }): Promise<CompatBatch> {
   // One statement, so the two rows are of one snapshot (a concurrent expiry is seen whole or not at all).
   const [row] = await db
     .select({ compat: compatBatches, batch: subagentBatches })
@@ -213,36 +212,7 @@ export async function getCompatBatch(db: Db, args: { userId: string; api: Compat
     .leftJoin(subagentBatches, eq(subagentBatches.id, compatBatches.batchId))
     .where(and(eq(compatBatches.id, args.id), eq(compatBatches.userId, args.userId), eq(compatBatches.api, args.api)));
   if (!row) throw notFound("batch");
-  const current = { compat: row.compat, batch: row.batch };
-  return (await expireIfDue(db, current)) ?? current;
-}
-
-async function expireIfDue(db: Db, current: CompatBatch): Promise<CompatBatch | null> {
-  const { compat, batch } = current;
-  if (!batch || !ACTIVE.has(batch.status) || compat.expiredAt || compat.expiresAt.getTime() > Date.now()) return null;
-  return db.transaction(async (tx) => {
-    const [marked] = await tx
-      .update(compatBatches)
-      .set({ expiredAt: sql`now()` })
-      .where(and(eq(compatBatches.id, compat.id), sql`${compatBatches.expiredAt} is null`))
-      .returning();
-    if (!marked) {
-      // Another reader expired it first (this update waited for its commit): read what it left.
-      const [fresh] = await tx.select().from(compatBatches).where(eq(compatBatches.id, compat.id));
-      return load(tx, fresh!);
-    }
-    try {
-      await cancelBatch(tx, { userId: compat.userId, threadId: batch.threadId, batchId: batch.id });
-    } catch (err) {
-      // Finished in the meantime: nothing was left to expire.
-      if (err instanceof AppError && err.code === "conflict") {
-        await tx.update(compatBatches).set({ expiredAt: null }).where(eq(compatBatches.id, compat.id));
-        return null;
-      }
-      throw err;
-    }
-    return load(tx, marked);
-  });
+  return { compat: row.compat, batch: row.batch };
 }
 
 /**
@@ -250,7 +220,7 @@ async function expireIfDue(db: Db, current: CompatBatch): Promise<CompatBatch | 
  * `before_id` (newer than that batch, still returned newest first).
  */
 export async function listCompatBatches(
-  db: Db,
+  db: DbOrTx,
   args: { userId: string; api: CompatApi; limit: number; afterId?: string | null; beforeId?: string | null; param: string },
 ): Promise<{ rows: CompatBatch[]; hasMore: boolean }> {
   const c = compatBatches;
@@ -277,9 +247,7 @@ export async function listCompatBatches(
     .limit(args.limit + 1);
   const page = rows.slice(0, args.limit);
   if (towardsNewer) page.reverse();
-  const out: CompatBatch[] = [];
-  for (const current of page) out.push((await expireIfDue(db, current)) ?? current);
-  return { rows: out, hasMore: rows.length > args.limit };
+  return { rows: page, hasMore: rows.length > args.limit };
 }
 
 /**

@@ -10,7 +10,7 @@ import type { ResolvedModel } from "@/server/models/types";
 import { admit, type SubagentRuntime } from "@/server/runtime/admission";
 import { endpointBackoffMs } from "@/server/runtime/rate-limit";
 import type { ItemExecutor, ItemRunResult } from "@/server/batches/item-executor";
-import { getCompatBatch } from "./batches";
+import { expireCompatBatches } from "./expiry";
 import { type CompatRequest, SUBAGENT_MODEL_PREFIX } from "./requests";
 import { errorText } from "@/server/errors";
 
@@ -21,7 +21,8 @@ import { errorText } from "@/server/errors";
  * the shared executor. Same contract as every item executor: capacity first, onStarted right
  * before the model call, the signal honoured; a capacity refusal throws (the item is released).
  * The completion window is checked here too: a batch whose window has passed is expired
- * before another of its requests starts (reads expire it as well: server/compat/batches.ts).
+ * before another of its requests starts (the same explicit step the HTTP readers take first:
+ * server/compat/expiry.ts).
  */
 
 const NO_USAGE = { inputTokens: 0, outputTokens: 0 };
@@ -53,7 +54,7 @@ export function compatItemExecutor(args: { db: Db; model?: ResolvedModel; runtim
     if (row.due) {
       // No request starts after the completion window: expire the batch (its unfinished items
       // are cancelled, this one included, so whatever is returned here is fenced out).
-      await getCompatBatch(db, { userId: row.userId, api: row.api, id: row.compatId });
+      await expireCompatBatches(db, { userId: row.userId, api: row.api, id: row.compatId });
       return { ...failed(null, "the batch's completion window has passed"), status: "cancelled" };
     }
     const request = row.body as unknown as CompatRequest;

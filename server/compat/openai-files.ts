@@ -2,6 +2,7 @@ import type { OpenAiFile } from "@/lib/api/compat";
 import type { Db } from "@/server/db/client";
 import { AppError, notFound } from "@/server/errors";
 import { type CompatBatch, getCompatBatch } from "./batches";
+import { expireCompatBatches } from "./expiry";
 import { deleteFile, fileChunks, getFile, toWebStream } from "./files";
 import { parseFileId } from "./ids";
 import { resultFileBytes, resultFileChunks } from "./output";
@@ -13,6 +14,8 @@ import { resultFileReady, toOpenAiFile, toVirtualFile } from "./projection";
  */
 
 async function resultFileOf(db: Db, userId: string, batchId: string, kind: "output" | "errors"): Promise<CompatBatch> {
+  // The completion window first: an expired batch's files exist (and list its expired requests).
+  await expireCompatBatches(db, { userId, api: "openai", id: batchId });
   const current = await getCompatBatch(db, { userId, api: "openai", id: batchId }).catch((err) => {
     if (err instanceof AppError && err.code === "not_found") throw notFound("file");
     throw err;

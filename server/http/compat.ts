@@ -5,6 +5,7 @@ import type { CompatApi } from "@/server/db/schema/compat";
 import { AppError, notFound, zodMessage } from "@/server/errors";
 import { log } from "@/server/log";
 import { CompatParamError } from "@/server/compat/errors";
+import { expireCompatBatches } from "@/server/compat/expiry";
 import { parseAnthropicBatchId, parseOpenAiBatchId } from "@/server/compat/ids";
 import type { Db } from "@/server/db/client";
 
@@ -127,13 +128,16 @@ export interface CompatBatchCall {
 
 /**
  * A route on one batch of a compatible API: the API key, the provider's batch id parsed (404
- * when it names nothing of this deployment), errors in the provider's shape.
+ * when it names nothing of this deployment), the batch's completion window enforced before the
+ * route reads it, errors in the provider's shape.
  */
 export function compatBatchRoute(api: CompatApi, fn: (call: CompatBatchCall) => Promise<Response>) {
   return compatHandle(api, async (req: Request, ctx: { params: Promise<{ batchId: string }> }) => {
     const { userId } = await requireApiKey(req);
     const id = (api === "openai" ? parseOpenAiBatchId : parseAnthropicBatchId)((await ctx.params).batchId);
     if (!id) throw notFound("batch");
-    return fn({ req, userId, id, db: getDatabase().db });
+    const db = getDatabase().db;
+    await expireCompatBatches(db, { userId, api, id });
+    return fn({ req, userId, id, db });
   });
 }

@@ -1,6 +1,7 @@
 import { CompatParamError } from "@/server/compat/errors";
 import { openAiBatchCreateSchema } from "@/lib/api/compat";
 import { listCompatBatches } from "@/server/compat/batches";
+import { expireCompatBatches } from "@/server/compat/expiry";
 import { compatHandle, queryInt, requireApiKey } from "@/server/http/compat";
 import { parseOpenAiBatchId } from "@/server/compat/ids";
 import { toOpenAiBatch } from "@/server/compat/projection";
@@ -29,7 +30,9 @@ export const GET = compatHandle("openai", async (req: Request) => {
   const after = url.searchParams.get("after");
   const afterId = after ? parseOpenAiBatchId(after) : null;
   if (after && !afterId) throw new CompatParamError("after", "after: no such batch");
-  const { rows, hasMore } = await listCompatBatches(getDatabase().db, {
+  const db = getDatabase().db;
+  await expireCompatBatches(db, { userId, api: "openai" });
+  const { rows, hasMore } = await listCompatBatches(db, {
     userId,
     api: "openai",
     limit,

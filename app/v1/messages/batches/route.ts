@@ -1,5 +1,6 @@
 import { CompatParamError } from "@/server/compat/errors";
 import { listCompatBatches } from "@/server/compat/batches";
+import { expireCompatBatches } from "@/server/compat/expiry";
 import { compatHandle, queryInt, requestOrigin, requireApiKey } from "@/server/http/compat";
 import { parseAnthropicBatchId } from "@/server/compat/ids";
 import { toAnthropicBatch } from "@/server/compat/projection";
@@ -35,7 +36,9 @@ export const GET = compatHandle("anthropic", async (req: Request) => {
   const afterId = cursor("after_id");
   const beforeId = cursor("before_id");
   if (afterId && beforeId) throw new CompatParamError("before_id", "before_id: send after_id or before_id, not both");
-  const { rows, hasMore } = await listCompatBatches(getDatabase().db, {
+  const db = getDatabase().db;
+  await expireCompatBatches(db, { userId, api: "anthropic" });
+  const { rows, hasMore } = await listCompatBatches(db, {
     userId,
     api: "anthropic",
     limit,
