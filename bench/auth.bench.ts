@@ -1,3 +1,4 @@
+import { batchSubagent } from "@/server/agent/registry";
 import { randomBytes } from "node:crypto";
 import { lookup } from "node:dns/promises";
 import { sql } from "drizzle-orm";
@@ -117,7 +118,7 @@ async function fairShare(url: string): Promise<BenchRow[]> {
     let key = 0;
     const submit = async (o: { userId: string; threadId: string }, n: number, maxRunning: number) =>
       (
-        await submitBatch(database.db, {
+        await submitBatch(database.db, { ...batchSubagent(cfg, undefined),
           ...o,
           input: { submission_key: `fs-${++key}`, prompt_template: "{{item}} [[sleep:250]]", items: Array.from({ length: n }, (_, i) => String(i)), max_running_items: maxRunning },
           config: cfg,

@@ -1,3 +1,4 @@
+import { batchSubagent } from "@/server/agent/registry";
 import { randomBytes } from "node:crypto";
 import { chmodSync, mkdtempSync, rmSync } from "node:fs";
 import os from "node:os";
@@ -138,7 +139,7 @@ async function schedulerEfficiency(adminUrl: string, workers: number, slots: num
     }
     const cfg = config();
     const run = async (n: number) => {
-      const { batch } = await submitBatch(database.db, {
+      const { batch } = await submitBatch(database.db, { ...batchSubagent(cfg, undefined),
         ...scope,
         input: {
           submission_key: `sched-${++submissions}`,
@@ -194,7 +195,7 @@ async function oursRaw(url: string, n: number, concurrency: number): Promise<num
     const scope = await owner(database.db);
     // The batch may hold concurrency + the local queue (leased rows count toward its running
     // limit), as graphile-worker holds concurrency + localQueue.size locked jobs.
-    const { batch } = await submitBatch(database.db, {
+    const { batch } = await submitBatch(database.db, { ...batchSubagent(cfg, undefined),
       ...scope,
       input: {
         submission_key: `raw-${++submissions}`,
@@ -356,7 +357,7 @@ async function submission(adminUrl: string): Promise<BenchRow> {
     const plain: number[] = [];
     for (let round = 0; round < 9; round++) {
       let t0 = performance.now();
-      await submitBatch(database.db, {
+      await submitBatch(database.db, { ...batchSubagent(cfg, undefined),
         ...scope,
         input: { submission_key: `sub-${++submissions}`, items },
         config: cfg,
@@ -387,7 +388,7 @@ async function detailRead(adminUrl: string): Promise<BenchRow> {
     const cfg = config();
     const make = async (n: number) =>
       (
-        await submitBatch(database.db, {
+        await submitBatch(database.db, { ...batchSubagent(cfg, undefined),
           ...scope,
           input: { submission_key: `read-${++submissions}`, items: Array.from({ length: n }, (_, i) => `r${i}`), max_running_items: 64 },
           config: cfg,
@@ -437,7 +438,7 @@ async function addToStart(adminUrl: string): Promise<BenchRow[]> {
     }
     const cfg = config();
     const once = async () => {
-      const { batch } = await submitBatch(database.db, {
+      const { batch } = await submitBatch(database.db, { ...batchSubagent(cfg, undefined),
         ...scope,
         input: { submission_key: `lat-${++submissions}`, items: ["one [[sleep:20]]"] },
         config: cfg,

@@ -1,3 +1,4 @@
+import { batchSubagent } from "@/server/agent/registry";
 import { type ChildProcess, execFileSync, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { readFileSync } from "node:fs";
@@ -264,7 +265,7 @@ async function cpuPerItem(adminUrl: string): Promise<BenchRow> {
     }
     const cfg = configSchema.parse({ subagent_batches: { max_items_per_batch: 10_000, max_live_items_per_batch: 10_000 } });
     const run = async (n: number) => {
-      const { batch } = await submitBatch(database.db, {
+      const { batch } = await submitBatch(database.db, { ...batchSubagent(cfg, undefined),
         ...scope,
         input: { submission_key: `cpu-${++submissions}`, items: Array.from({ length: n }, (_, i) => `item ${i}`), max_running_items: 64, max_live_items: 1_000 },
         config: cfg,

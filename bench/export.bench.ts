@@ -1,3 +1,4 @@
+import { batchSubagent } from "@/server/agent/registry";
 import { type ChildProcess, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { chmodSync, cpSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync } from "node:fs";
@@ -261,7 +262,7 @@ export async function run(): Promise<BenchRow[]> {
     const thread = await createThread(database.db, { userId: user.id });
     const submit = async (key: string, count: number) =>
       (
-        await submitBatch(database.db, {
+        await submitBatch(database.db, { ...batchSubagent(config, undefined),
           userId: user.id,
           threadId: thread.id,
           input: { submission_key: key, items: Array.from({ length: count }, (_, i) => `item ${i + 1}`) },

@@ -1,3 +1,4 @@
+import { batchSubagent } from "@/server/agent/registry";
 import { randomBytes } from "node:crypto";
 import { chmodSync, mkdtempSync, rmSync } from "node:fs";
 import os from "node:os";
@@ -83,7 +84,7 @@ async function round(adminUrl: string, limiter: boolean): Promise<{ seconds: num
     }
     const cfg = configSchema.parse({ subagent_batches: { max_running_items_per_batch: 64 } });
     const run = async (n: number) => {
-      const { batch } = await submitBatch(database.db, {
+      const { batch } = await submitBatch(database.db, { ...batchSubagent(cfg, undefined),
         ...scope,
         input: {
           submission_key: `rl-${++submissions}`,

@@ -1,3 +1,4 @@
+import { batchSubagent } from "@/server/agent/registry";
 import http from "node:http";
 import { sql } from "drizzle-orm";
 import { configSchema } from "@/lib/config";
@@ -126,7 +127,7 @@ async function submission(scope: Scope): Promise<BenchRow> {
 async function submitInProcess(scope: Scope, n: number, extra: Record<string, unknown> = {}) {
   const items = Array.from({ length: n }, (_, i) => ({ item_key: `rec-${i}`, prompt: prompt(i) }));
   return (
-    await submitBatch(scope.database.db, {
+    await submitBatch(scope.database.db, { ...batchSubagent(cfg, undefined),
       userId: scope.userId,
       threadId: scope.threadId,
       input: { submission_key: `scale-${++submissions}`, items, max_live_items: 1_000, ...extra },

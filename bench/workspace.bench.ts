@@ -1,3 +1,4 @@
+import { batchSubagent } from "@/server/agent/registry";
 import { sql } from "drizzle-orm";
 import { configSchema } from "@/lib/config";
 import { submitBatch } from "@/server/batches/submit";
@@ -60,7 +61,7 @@ export async function run(): Promise<BenchRow[]> {
       const input = overFiles
         ? { submission_key: `ws-${++n}`, files: count === ITEMS ? "docs/*" : "docs/file-00*", prompt_template: 'Summarize {{file}} [[tool:read_file {"path":"{{file}}"}]]', ...window }
         : { submission_key: `ws-${++n}`, prompt_template: "Summarize docs/file-{{item}}.txt", items: Array.from({ length: count }, (_, i) => String(i).padStart(3, "0")), ...window };
-      const { batch: b } = await submitBatch(database.db, { ...scope, input, config, model: { name: "simulator", simulator: true } });
+      const { batch: b } = await submitBatch(database.db, { ...batchSubagent(config, undefined), ...scope, input, config, model: { name: "simulator", simulator: true } });
       const done = await waitTerminal(database.db, { ...scope, batchId: b.id }, 300_000);
       if (done.succeededCount !== done.total) throw new Error(`workspace bench: ${done.succeededCount}/${done.total} succeeded`);
       if (overFiles)

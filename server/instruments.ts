@@ -1,5 +1,4 @@
 import { Counter, collectDefaultMetrics, Histogram, Registry } from "prom-client";
-import type { Settlement } from "@/server/batches/settlement";
 import type { Logger } from "@/server/log";
 
 /**
@@ -118,8 +117,16 @@ export function recordClaims(
  * outcome and deferrals; with a logger, one "item settled" line per item tying item to run
  * (debug for successes, info for every other outcome).
  */
+/** What counting needs of an ended attempt (server/batches/settlement.ts's Settlement has it). */
+export interface SettledAttempt {
+  id: string;
+  kind: string;
+  runId?: string | null;
+  error?: string;
+}
+
 export function recordSettlements(
-  settlements: ReadonlyArray<Settlement>,
+  settlements: ReadonlyArray<SettledAttempt>,
   moved: ReadonlyMap<string, string>,
   logger?: Logger,
 ): void {

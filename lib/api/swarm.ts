@@ -1,6 +1,9 @@
+import { z } from "zod";
+
 /**
  * Shapes of the swarm's projections: the tool result the lead model and the chat card read,
- * and the live `data-swarm` UI part. Pure types so the client can import them.
+ * the live `data-swarm` UI part, and the tool's input schema (server/agent/swarm/input.ts checks
+ * its rules; the simulator's grammar types its calls against it). Safe for the browser.
  */
 
 export type SwarmItemStatus = "queued" | "running" | "suspended" | "completed" | "failed" | "cancelled";
@@ -79,3 +82,39 @@ export interface SwarmLiveData extends SwarmResult {
   /** Trace entries dropped to keep the part bounded. */
   trace_dropped: number;
 }
+
+const swarmExplicitItem = z
+  .object({
+    item_id: z.string().describe("Stable id of this item, unique within the call (letters, digits, . _ : -)."),
+    profile: z.string().describe('Sub-agent profile to run this item, e.g. "general".'),
+    task: z.string().describe("The complete, self-contained instruction for this item."),
+  })
+  .strict();
+
+/**
+ * The tool's input shape as the model sees it. Structural only: every bound and cross-field
+ * rule is checked by parseSwarmInput so that a rejection is traced and explained in one place.
+ */
+export const swarmInputSchema = z
+  .object({
+    items: z
+      .array(z.union([swarmExplicitItem, z.string()]))
+      .optional()
+      .describe(
+        "Either explicit items [{item_id, profile, task}] or, with prompt_template, plain strings substituted for {{item}}.",
+      ),
+    profile: z.string().optional().describe('Template form only: the profile for every item (default "general").'),
+    prompt_template: z
+      .string()
+      .optional()
+      .describe("Template form only: a prompt containing {{item}}; every occurrence is replaced by each string item."),
+    concurrency: z.number().optional().describe("How many children may run at once (default 3, capped at 5)."),
+    max_concurrency: z.number().optional().describe("Alias of concurrency."),
+    resume_run_ids: z
+      .record(z.string(), z.string())
+      .optional()
+      .describe("Continue earlier child runs of this thread: map of child run id to the new prompt. Runs before new items."),
+  })
+  .strict();
+
+export type SwarmInput = z.input<typeof swarmInputSchema>;

@@ -3,7 +3,7 @@ import { generateText, type ModelMessage, stepCountIs, type ToolSet } from "ai";
 import type { Db } from "@/server/db/client";
 import { AbortReason, AppError, abortKind, errorText } from "@/server/errors";
 import { log } from "@/server/log";
-import { classifyModelError, type RunErrorClass } from "@/server/models/errors";
+import { classifyModelError, type RunErrorClass } from "@/server/runtime/model-errors";
 import type { ResolvedModel } from "@/server/models/types";
 import { admit, getSubagentRuntime, type SubagentRuntime } from "@/server/runtime/admission";
 import { type CapacityController, CapacityTimeoutError, isCapacityError } from "@/server/runtime/capacity";

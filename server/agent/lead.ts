@@ -7,7 +7,7 @@ import {
   type UIMessageStreamWriter,
 } from "ai";
 import type { FlotillaConfig } from "@/lib/config";
-import type { ChatMessage, ChatMessageMetadata } from "@/server/chat/messages";
+import type { ChatMessage, ChatMessageMetadata } from "@/lib/api/chat";
 import type { Db } from "@/server/db/client";
 import { log } from "@/server/log";
 import type { ResolvedModel } from "@/server/models/types";

@@ -109,6 +109,17 @@ export function getSubagentDefinition(name: string, config: FlotillaConfig): Sub
   return d;
 }
 
+/**
+ * What a batch door hands the one writer (server/batches/submit.ts): the named definition
+ * (default general) and the allowlist it was checked against, resolved here at the edge.
+ */
+export function batchSubagent(
+  config: FlotillaConfig,
+  name: string | undefined,
+): { definition: SubagentDefinition; allowedSubagents: string[] } {
+  return { definition: getSubagentDefinition(name ?? "general", config), allowedSubagents: subagentNames(config) };
+}
+
 /** One line per definition, for tool descriptions and the lead prompt. */
 export function describeSubagents(config: FlotillaConfig): string {
   return listSubagents(config)

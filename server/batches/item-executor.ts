@@ -1,5 +1,5 @@
 import type { ToolCallRecord } from "@/lib/api/runs";
-import type { RunErrorClass } from "@/server/models/errors";
+import type { RunErrorClass } from "@/server/runtime/model-errors";
 import type { ExecutionSpec } from "./spec";
 import type { ClaimedItem } from "./types";
 

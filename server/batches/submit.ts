@@ -1,4 +1,3 @@
-import { getSubagentDefinition, subagentNames } from "@/server/agent/registry";
 import { and, eq, sql } from "drizzle-orm";
 import { submitBatchSchema } from "@/lib/api/batches";
 import { type BatchSubmission, isFileSubmission, submitFileBatchSchema } from "@/lib/api/files";
@@ -31,7 +30,7 @@ import { matchFiles } from "@/server/workspace/files";
 import { assertDailyTokenQuota, modelPrices } from "./budget";
 import { type ItemRow, insertItems } from "./insert-items";
 import { BATCH_CHANNEL, batchEventPayload } from "./notify";
-import { buildExecutionSpec, type ExecutionSpec, type SubmissionOrigin } from "./spec";
+import { buildExecutionSpec, type ExecutionSpec, type SpecDefinition, type SubmissionOrigin } from "./spec";
 import type { BatchRow } from "./types";
 
 /**
@@ -63,6 +62,12 @@ export interface SubmitBatchArgs {
   /** How the door names an item in its refusals (default: the JSON path, `items.3`). */
   locator?: Locator;
   config: FlotillaConfig;
+  /**
+   * The sub-agent the submission names (`input.subagent`, default general), resolved by the door
+   * (server/agent/registry.ts batchSubagent), and the allowlist it was checked against.
+   */
+  definition: SpecDefinition;
+  allowedSubagents: string[];
   /** Model recorded in the execution spec; default: this process's resolved model. */
   model?: { name: string; simulator: boolean; catalogName?: string };
   /** Where the submission came from; the tool passes its run and tool call. Default api. */
@@ -101,6 +106,8 @@ export async function submitBatch(db: Db, args: SubmitBatchArgs): Promise<{ batc
   const locator = args.locator ?? jsonLocator;
   const first = envelopeProblem(input) ?? windowProblem(input, limits) ?? budgetProblem(input);
   if (first) throw refusal(first, locator);
+  if ((input.subagent ?? "general") !== args.definition.name)
+    throw new Error(`submitBatch: the door resolved ${args.definition.name}, the submission names ${input.subagent}`);
 
   let rows: ItemRow[];
   const overFiles = isFileSubmission(input);
@@ -138,8 +145,8 @@ export async function submitBatch(db: Db, args: SubmitBatchArgs): Promise<{ batc
     extraToolGroups: overFiles ? ["workspace"] : [],
     userId: args.userId,
     threadId: args.threadId,
-    definition: getSubagentDefinition(input.subagent ?? "general", config),
-    allowedSubagents: subagentNames(config),
+    definition: args.definition,
+    allowedSubagents: args.allowedSubagents,
     model: args.model ?? resolveModel(config),
     origin: args.origin ?? { kind: "api" },
   });

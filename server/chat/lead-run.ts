@@ -11,7 +11,8 @@ import { log } from "@/server/log";
 import { stripDirectives } from "@/server/models/simulator";
 import type { ResolvedModel } from "@/server/models/types";
 import { abortLiveRun } from "@/server/runtime/run-registry";
-import { type ChatMessage, type ChatMessageMetadata, insertMessage, loadMessages, saveMessage } from "./messages";
+import type { ChatMessage, ChatMessageMetadata } from "@/lib/api/chat";
+import { insertMessage, loadMessages, saveMessage } from "./messages";
 import { ChunkWriter, closeAbandonedStreams, onChatStreamEvent, pruneFinishedStreams } from "./streams";
 import { getThreadForUser, touchThread } from "./threads";
 

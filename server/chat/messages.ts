@@ -4,8 +4,6 @@ import type { DbOrTx } from "@/server/db/client";
 import { messages } from "@/server/db/schema";
 import { AppError } from "@/server/errors";
 
-export type { ChatMessage, ChatMessageMetadata };
-
 type Row = typeof messages.$inferSelect;
 
 function toUIMessage(row: Row): ChatMessage {

@@ -4,7 +4,7 @@ import { runSubagent } from "@/server/agent/executor";
 import { resolveSubagent } from "@/server/agent/registry";
 import type { Db } from "@/server/db/client";
 import { compatBatches, compatRequests } from "@/server/db/schema";
-import { classifyModelError } from "@/server/models/errors";
+import { classifyModelError } from "@/server/runtime/model-errors";
 import { resolveModel, resolveModelByName } from "@/server/models/index";
 import type { ResolvedModel } from "@/server/models/types";
 import { admit, type SubagentRuntime } from "@/server/runtime/admission";

@@ -8,7 +8,7 @@ import type { Db } from "@/server/db/client";
 import * as schema from "@/server/db/schema";
 import { log } from "@/server/log";
 import { observeModelCall, observeRateLimitWait } from "@/server/instruments";
-import { classifyModelError, retryAfterMs } from "@/server/models/errors";
+import { classifyModelError, retryAfterMs } from "@/server/runtime/model-errors";
 
 /**
  * Provider-wide rate limits shared by every process (web and any number of workers, on any

@@ -1,3 +1,4 @@
+import { batchSubagent } from "@/server/agent/registry";
 import { sql } from "drizzle-orm";
 import { beforeAll, describe, expect, it } from "vitest";
 import { insertItems } from "@/server/batches/insert-items";
@@ -19,7 +20,7 @@ beforeAll(async () => {
 });
 
 const submit = (items: Array<string | { item_key?: string; prompt: string }>) =>
-  submitBatch(t.db, { ...owner, input: { submission_key: `ins-${++keys}`, items }, config, model: SIM_MODEL });
+  submitBatch(t.db, { ...batchSubagent(config, undefined), ...owner, input: { submission_key: `ins-${++keys}`, items }, config, model: SIM_MODEL });
 
 async function rows(batchId: string) {
   return t.sql<{ position: number; item_key: string; prompt: string; input: string; status: string }[]>`

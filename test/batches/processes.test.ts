@@ -1,3 +1,4 @@
+import { batchSubagent } from "@/server/agent/registry";
 import { type ChildProcess, spawn } from "node:child_process";
 import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -109,7 +110,7 @@ describe("real worker processes", () => {
     };
     for (let i = 0; i < 4; i++) spawnWorker(env);
     await waitForLiveWorkers(4);
-    const { batch } = await submitBatch(t.db, {
+    const { batch } = await submitBatch(t.db, { ...batchSubagent(config, undefined),
       ...owner,
       input: { submission_key: "audit", items, max_running_items: 5, max_live_items: 20 },
       config,
@@ -170,7 +171,7 @@ describe("real worker processes", () => {
     };
     const slots: ChildProcess[] = [spawnWorker(env), spawnWorker(env), spawnWorker(env)];
     await waitForLiveWorkers(3);
-    const { batch } = await submitBatch(t.db, {
+    const { batch } = await submitBatch(t.db, { ...batchSubagent(config, undefined),
       ...owner,
       input: { submission_key: "chaos", items, max_running_items: 48, max_live_items: 200 },
       config,

@@ -1,3 +1,4 @@
+import { batchSubagent } from "@/server/agent/registry";
 import { sql } from "drizzle-orm";
 import { beforeAll, describe, expect, it } from "vitest";
 import { type SubmitBatchInput, batchProjectionSchema, itemProjectionSchema } from "@/lib/api/batches";
@@ -35,7 +36,7 @@ function input(items: SubmitBatchInput["items"], extra: Partial<SubmitBatchInput
 }
 
 async function submit(owner: { userId: string; threadId: string }, body: SubmitBatchInput, cfg = config) {
-  return submitBatch(t.db, { ...owner, input: body, config: cfg, model: SIM_MODEL });
+  return submitBatch(t.db, { ...batchSubagent(cfg, body.subagent), ...owner, input: body, config: cfg, model: SIM_MODEL });
 }
 
 async function expectAppError(p: Promise<unknown>, code: string, message?: RegExp) {
@@ -132,7 +133,7 @@ describe("submission", () => {
     expect((await submit(other, body)).created).toBe(true);
     // The same key in another thread of the same user is a conflict, not a silent replay.
     const [thread] = await t.db.execute<{ id: string }>(sql`insert into threads (user_id) values (${owner.userId}) returning id`);
-    await expectAppError(submitBatch(t.db, { userId: owner.userId, threadId: thread!.id, input: body, config, model: SIM_MODEL }), "conflict", /submission_key/);
+    await expectAppError(submitBatch(t.db, { ...batchSubagent(config, body.subagent), userId: owner.userId, threadId: thread!.id, input: body, config, model: SIM_MODEL }), "conflict", /submission_key/);
   });
 
   it("rejects bad input naming the field, with nothing written", async () => {
@@ -157,7 +158,7 @@ describe("submission", () => {
   it("refuses a thread that is not the caller's", async () => {
     const owner = await makeOwner(t.db);
     const stranger = await makeOwner(t.db);
-    await expectAppError(submitBatch(t.db, { userId: stranger.userId, threadId: owner.threadId, input: input(["a"]), config, model: SIM_MODEL }), "not_found");
+    await expectAppError(submitBatch(t.db, { userId: stranger.userId, threadId: owner.threadId, input: input(["a"]), config, ...batchSubagent(config, undefined), model: SIM_MODEL }), "not_found");
   });
 
   it("inserts thousands of items with one statement", async () => {

@@ -1,3 +1,4 @@
+import { batchSubagent } from "@/server/agent/registry";
 import { sql } from "drizzle-orm";
 import { afterEach, beforeAll, describe, expect, it } from "vitest";
 import type { SubmitBatchInput } from "@/lib/api/batches";
@@ -53,7 +54,7 @@ function startWorker(config: FlotillaConfig, options: { executor?: ItemExecutor;
 let n = 0;
 async function submit(owner: { userId: string; threadId: string }, items: SubmitBatchInput["items"], config: FlotillaConfig, extra: Partial<SubmitBatchInput> = {}) {
   n += 1;
-  const { batch } = await submitBatch(t.db, { ...owner, input: { submission_key: `w-${n}`, items, ...extra }, config, model: SIM_MODEL });
+  const { batch } = await submitBatch(t.db, { ...batchSubagent(config, extra.subagent), ...owner, input: { submission_key: `w-${n}`, items, ...extra }, config, model: SIM_MODEL });
   return batch;
 }
 

@@ -1,3 +1,4 @@
+import { batchSubagent } from "@/server/agent/registry";
 import { eq, inArray, sql } from "drizzle-orm";
 import { beforeAll, describe, expect, it } from "vitest";
 import { DELETE as deleteRoute, PATCH as renameRoute } from "@/app/api/threads/[threadId]/route";
@@ -76,13 +77,13 @@ describe("DELETE /api/threads/{id}", () => {
     await insertMessage(t.db, { threadId: thread.id, message: { id: `u_${thread.id}`, role: "user", parts: [{ type: "text", text: "hi" }] } });
     await createRun(t.db, { userId: alice.id, threadId: thread.id, kind: "lead", definition: "lead", model: "simulator", status: "running" });
     const config = loadConfig();
-    const { batch: active } = await submitBatch(t.db, {
+    const { batch: active } = await submitBatch(t.db, { ...batchSubagent(config, undefined),
       userId: alice.id,
       threadId: thread.id,
       config,
       input: { submission_key: `active-${thread.id}`, prompt_template: "About {{item}}", items: ["Lisbon", "Oslo"] },
     });
-    const { batch: done } = await submitBatch(t.db, {
+    const { batch: done } = await submitBatch(t.db, { ...batchSubagent(config, undefined),
       userId: alice.id,
       threadId: thread.id,
       config,

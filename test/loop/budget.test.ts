@@ -1,3 +1,4 @@
+import { batchSubagent } from "@/server/agent/registry";
 import { sql } from "drizzle-orm";
 import { beforeAll, describe, expect, it } from "vitest";
 import * as chat from "@/app/api/threads/[threadId]/chat/route";
@@ -44,7 +45,7 @@ describe("per-batch budgets", () => {
   it("pauses at max_total_tokens with a bounded overshoot; bad budgets are 400; raise, then resume finishes", async () => {
     const config = testConfig();
     // One item first, to learn what an item of this shape costs in simulator tokens.
-    const probe = await submitBatch(t.db, {
+    const probe = await submitBatch(t.db, { ...batchSubagent(config, undefined),
       userId: user.userId,
       threadId,
       input: { submission_key: "probe", items: ["budget item 0 [[sleep:50]]"] },
@@ -180,7 +181,7 @@ describe("daily token quota", () => {
     const quotaUser = await makeUser(t, "quota");
     const quotaThread = await makeThread(t, quotaUser);
     const config = testConfig({ quotas: { max_tokens_per_day: QUOTA } });
-    const { batch } = await submitBatch(t.db, {
+    const { batch } = await submitBatch(t.db, { ...batchSubagent(config, undefined),
       userId: quotaUser.userId,
       threadId: quotaThread,
       input: { submission_key: "quota", items: Array.from({ length: 400 }, (_, i) => `quota item ${i} [[sleep:50]]`), max_running_items: 4 },

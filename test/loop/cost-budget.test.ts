@@ -1,3 +1,4 @@
+import { batchSubagent } from "@/server/agent/registry";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { submitBatch } from "@/server/batches/submit";
 import { makeThread, makeUser, setupApiDatabase, type TestUser } from "../api/helpers";
@@ -45,7 +46,7 @@ describe("max_cost_usd", () => {
     const config = testConfig({ models });
     const budget = PER_CALL * 3.5;
     const maxRunning = 2;
-    const { batch } = await submitBatch(t.db, {
+    const { batch } = await submitBatch(t.db, { ...batchSubagent(config, undefined),
       userId: user.userId,
       threadId,
       input: {

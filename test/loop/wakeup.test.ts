@@ -1,3 +1,4 @@
+import { batchSubagent } from "@/server/agent/registry";
 import { randomUUID } from "node:crypto";
 import type { LanguageModelV3 } from "@ai-sdk/provider";
 import { sql } from "drizzle-orm";
@@ -40,7 +41,7 @@ afterEach(async () => {
 
 async function leadBatch(threadId: string, items: string[], cfg: FlotillaConfig = config, extra: Record<string, unknown> = {}) {
   const runId = randomUUID();
-  const { batch } = await submitBatch(t.db, {
+  const { batch } = await submitBatch(t.db, { ...batchSubagent(cfg, undefined),
     userId: user.userId,
     threadId,
     input: { submission_key: `${runId}:call-1`, items, max_running_items: 4, ...extra },

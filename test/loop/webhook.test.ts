@@ -1,3 +1,4 @@
+import { batchSubagent } from "@/server/agent/registry";
 import { createHmac, timingSafeEqual } from "node:crypto";
 import http from "node:http";
 import type { AddressInfo } from "node:net";
@@ -86,7 +87,7 @@ describe("webhook deliveries", () => {
     const { secret } = ((await put.json()) as { webhook: { secret: string } }).webhook;
 
     const threadId = await makeThread(t, user);
-    const { batch } = await submitBatch(t.db, {
+    const { batch } = await submitBatch(t.db, { ...batchSubagent(testConfig(), undefined),
       userId: user.userId,
       threadId,
       input: { submission_key: "hooked", items: ["a", "b"] },

@@ -1,7 +1,7 @@
 import { APICallError, EmptyResponseBodyError } from "@ai-sdk/provider";
 import { NoOutputGeneratedError, RetryError, streamText } from "ai";
 import { describe, expect, it } from "vitest";
-import { classifyModelError, retryAfterMs, trackModelErrors } from "@/server/models/errors";
+import { classifyModelError, retryAfterMs, trackModelErrors } from "@/server/runtime/model-errors";
 import { createSimulatorModel } from "@/server/models/simulator";
 
 function apiError(statusCode: number, responseHeaders?: Record<string, string>) {

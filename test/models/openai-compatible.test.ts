@@ -4,7 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { z } from "zod";
 import { loadConfig } from "@/server/config/load";
 import { resolveModel } from "@/server/models";
-import { classifyModelError, retryAfterMs } from "@/server/models/errors";
+import { classifyModelError, retryAfterMs } from "@/server/runtime/model-errors";
 import { type FakeOpenAI, rateLimitReply, startFakeOpenAI } from "../helpers/fake-openai";
 
 const config = loadConfig({ env: {}, cwd: "/nonexistent" });

@@ -4,7 +4,7 @@ import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createDatabase, type Database } from "@/server/db/client";
 import { metricsRegistry } from "@/server/metrics";
-import { classifyModelError, retryAfterMs } from "@/server/models/errors";
+import { classifyModelError, retryAfterMs } from "@/server/runtime/model-errors";
 import { createSimulatorModel } from "@/server/models/simulator";
 import { type RateLimitSettings, rateLimitMiddleware, SharedRateLimiter } from "@/server/runtime/rate-limit";
 import { createTestDatabase, type TestDatabase } from "../helpers/db";

@@ -1,3 +1,4 @@
+import { batchSubagent } from "@/server/agent/registry";
 import { type ChildProcess, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { sql } from "drizzle-orm";
@@ -120,7 +121,7 @@ export async function submit(
   opts: { maxRunning?: number; maxLive?: number; env?: Record<string, string>; simulator?: boolean; modelName?: string } = {},
 ) {
   const config = loadConfig({ env: opts.env ?? {} });
-  const { batch } = await submitBatch(db, {
+  const { batch } = await submitBatch(db, { ...batchSubagent(config, undefined),
     userId: owner.userId,
     threadId: owner.threadId,
     config,

@@ -1,3 +1,4 @@
+import { batchSubagent } from "@/server/agent/registry";
 import { sql } from "drizzle-orm";
 import { beforeAll, beforeEach, describe, expect, it } from "vitest";
 import type { SubmitBatchInput } from "@/lib/api/batches";
@@ -28,7 +29,7 @@ beforeEach(async () => {
 async function submit(owner: { userId: string; threadId: string }, n: number, extra: Partial<SubmitBatchInput> = {}) {
   key += 1;
   const items = Array.from({ length: n }, (_, i) => `item ${i}`);
-  const { batch } = await submitBatch(t.db, {
+  const { batch } = await submitBatch(t.db, { ...batchSubagent(config, undefined),
     ...owner,
     input: { submission_key: `k-${key}`, items, max_running_items: 8, max_live_items: 50, ...extra },
     config,

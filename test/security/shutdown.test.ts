@@ -1,3 +1,4 @@
+import { batchSubagent } from "@/server/agent/registry";
 import type { ChildProcess } from "node:child_process";
 import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -61,6 +62,7 @@ describe("SIGTERM mid-batch", () => {
         max_running_items: 3,
       },
       config: testConfig({ subagent_batches: { lease_seconds: LEASE_SECONDS } }),
+      ...batchSubagent(testConfig(), undefined),
       model: SIM_MODEL,
     });
     const first = spawnWorker();

@@ -1,3 +1,4 @@
+import { batchSubagent } from "@/server/agent/registry";
 import { execFileSync } from "node:child_process";
 import { mkdtempSync, writeFileSync } from "node:fs";
 import http from "node:http";
@@ -184,7 +185,7 @@ describe("tool groups in every delegation mode", () => {
       databaseUrl: t.url,
       env: { FLOTILLA_CONFIG: writeConfig("worker-a.json", baseConfig({ simulator: { latency_ms: 20 } })) },
     });
-    const { batch } = await submitBatch(t.db, {
+    const { batch } = await submitBatch(t.db, { ...batchSubagent(configSchema.parse(baseConfig()), "toolsmith"),
       ...owner,
       config: configSchema.parse(baseConfig()),
       model: { name: "simulator", simulator: true },
@@ -210,7 +211,7 @@ describe("tool groups in every delegation mode", () => {
 
   it("the same item's tools after its worker is killed: a worker without the definition rebuilds it from the spec", async () => {
     const slow = `${prompt("restart-run")} [[sleep:700]]`;
-    const { batch } = await submitBatch(t.db, {
+    const { batch } = await submitBatch(t.db, { ...batchSubagent(configSchema.parse(baseConfig()), "toolsmith"),
       ...owner,
       config: configSchema.parse(baseConfig()),
       model: { name: "simulator", simulator: true },
@@ -277,7 +278,7 @@ describe("tool groups in every delegation mode", () => {
     );
     const submit = async (subagent: string) =>
       (
-        await submitBatch(t.db, {
+        await submitBatch(t.db, { ...batchSubagent(submitter, subagent),
           ...owner,
           config: submitter,
           model: { name: "simulator", simulator: true },
@@ -299,7 +300,7 @@ describe("tool groups in every delegation mode", () => {
     expect(pricedRuns).toHaveLength(0);
     expect(workerB.running()).toBe(true);
     // The worker still serves: a good batch after the failures completes.
-    const { batch } = await submitBatch(t.db, {
+    const { batch } = await submitBatch(t.db, { ...batchSubagent(configSchema.parse(baseConfig()), "toolsmith"),
       ...owner,
       config: configSchema.parse(baseConfig()),
       model: { name: "simulator", simulator: true },
@@ -319,7 +320,7 @@ describe("tool groups in every delegation mode", () => {
     const [before] = fsServers();
     expect(before).toBeGreaterThan(0);
     process.kill(before, "SIGKILL");
-    const { batch } = await submitBatch(t.db, {
+    const { batch } = await submitBatch(t.db, { ...batchSubagent(configSchema.parse(baseConfig()), "toolsmith"),
       ...owner,
       config: configSchema.parse(baseConfig()),
       model: { name: "simulator", simulator: true },

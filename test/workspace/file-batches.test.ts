@@ -1,3 +1,4 @@
+import { batchSubagent } from "@/server/agent/registry";
 import type { ChildProcess } from "node:child_process";
 import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -208,7 +209,7 @@ describe("a real worker process", () => {
       }),
     );
     const scope = { userId: alice.userId, threadId };
-    const { batch } = await submitBatch(tdb.db, {
+    const { batch } = await submitBatch(tdb.db, { ...batchSubagent(testConfig(), undefined),
       ...scope,
       // [[tool:read_file ...]] makes the simulator call read_file; it exists only with the workspace group
       // (without it the call comes back as an unknown-tool error and the file's text never appears).

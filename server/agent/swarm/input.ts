@@ -1,4 +1,5 @@
-import { z } from "zod";
+import type { z } from "zod";
+import { swarmInputSchema } from "@/lib/api/swarm";
 import type { FlotillaConfig } from "@/lib/config";
 import { AppError } from "@/server/errors";
 
@@ -18,41 +19,6 @@ const RUN_ID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i
 export const resumeItemId = (n: number) => `resume-${n}`;
 const RESUME_ID = /^resume-\d+$/;
 
-const explicitItem = z
-  .object({
-    item_id: z.string().describe("Stable id of this item, unique within the call (letters, digits, . _ : -)."),
-    profile: z.string().describe('Sub-agent profile to run this item, e.g. "general".'),
-    task: z.string().describe("The complete, self-contained instruction for this item."),
-  })
-  .strict();
-
-/**
- * The tool's input shape as the model sees it. Structural only: every bound and cross-field
- * rule is checked by parseSwarmInput so that a rejection is traced and explained in one place.
- */
-export const swarmInputSchema = z
-  .object({
-    items: z
-      .array(z.union([explicitItem, z.string()]))
-      .optional()
-      .describe(
-        "Either explicit items [{item_id, profile, task}] or, with prompt_template, plain strings substituted for {{item}}.",
-      ),
-    profile: z.string().optional().describe('Template form only: the profile for every item (default "general").'),
-    prompt_template: z
-      .string()
-      .optional()
-      .describe("Template form only: a prompt containing {{item}}; every occurrence is replaced by each string item."),
-    concurrency: z.number().optional().describe("How many children may run at once (default 3, capped at 5)."),
-    max_concurrency: z.number().optional().describe("Alias of concurrency."),
-    resume_run_ids: z
-      .record(z.string(), z.string())
-      .optional()
-      .describe("Continue earlier child runs of this thread: map of child run id to the new prompt. Runs before new items."),
-  })
-  .strict();
-
-export type SwarmInput = z.input<typeof swarmInputSchema>;
 
 export interface PlannedItem {
   item_id: string;

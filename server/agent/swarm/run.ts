@@ -3,7 +3,7 @@ import type { FlotillaConfig } from "@/lib/config";
 import type { Db } from "@/server/db/client";
 import { AppError, errorText } from "@/server/errors";
 import { log } from "@/server/log";
-import { classifyModelError } from "@/server/models/errors";
+import { classifyModelError } from "@/server/runtime/model-errors";
 import type { ResolvedModel } from "@/server/models/types";
 import { getSubagentRuntime, type SubagentRuntime } from "@/server/runtime/admission";
 import {

@@ -10,14 +10,14 @@ import { subagentBatches } from "@/server/db/schema";
 import { AppError } from "@/server/errors";
 import { log } from "@/server/log";
 import { countLiveWorkers, livenessWindowSeconds } from "@/server/runtime/heartbeat";
-import { describeSubagents } from "../registry";
+import { batchSubagent, describeSubagents } from "../registry";
 import {
   BATCH_RESULTS_DEFAULT_LIMIT,
   type BatchTaskInput,
   batchResultsInputSchema,
   batchStatusInputSchema,
   batchTaskInputSchema,
-} from "./batch-schema";
+} from "@/lib/api/batch-tools";
 import type { LeadToolContext } from "./context";
 
 /**
@@ -110,6 +110,7 @@ export function createBatchTaskTool(ctx: LeadToolContext) {
           threadId: ctx.threadId,
           input: submission,
           config: ctx.config,
+          ...batchSubagent(ctx.config, submission.subagent),
           model: ctx.model,
           origin: { kind: "tool", runId: ctx.runId, toolCallId },
         });

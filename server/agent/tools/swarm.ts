@@ -2,12 +2,12 @@ import { jsonSchema, tool } from "ai";
 import { z } from "zod";
 import type { FlotillaConfig } from "@/lib/config";
 import type { SubagentRuntime } from "@/server/runtime/admission";
-import { textWithOutput } from "./model-facts";
+import { textWithOutput } from "@/lib/api/model-facts";
 import { listSubagents } from "../registry";
 import type { Clock, SwarmTimings } from "../swarm/clock";
-import { type SwarmInput, swarmInputSchema } from "../swarm/input";
+
 import { runSwarm } from "../swarm/run";
-import type { SwarmResult } from "@/lib/api/swarm";
+import { type SwarmInput, type SwarmResult, swarmInputSchema } from "@/lib/api/swarm";
 import type { LeadToolContext } from "./context";
 
 /**

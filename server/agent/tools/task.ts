@@ -12,7 +12,7 @@ import {
   taskInputSchema,
 } from "@/lib/api/subagents";
 import { type DelegatingRun, runSubagent } from "../executor";
-import { textWithOutput } from "./model-facts";
+import { textWithOutput } from "@/lib/api/model-facts";
 import { describeSubagents, listSubagents, resolveSubagent } from "../registry";
 import type { LeadToolContext } from "./context";
 

@@ -1,5 +1,5 @@
 import type { LanguageModelV3ToolResultOutput } from "@ai-sdk/provider";
-import { type BatchSettledNotice, readToolOutput } from "@/server/agent/tools/model-facts";
+import { type BatchSettledNotice, readToolOutput } from "@/lib/api/model-facts";
 import { stripDirectives } from "./directives";
 import { outputToText } from "./prompt";
 

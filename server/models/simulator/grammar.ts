@@ -1,6 +1,6 @@
 import type { z } from "zod";
-import type { swarmInputSchema } from "@/server/agent/swarm/input";
-import type { batchStatusInputSchema, batchTaskInputSchema } from "@/server/agent/tools/batch-schema";
+import type { swarmInputSchema } from "@/lib/api/swarm";
+import type { batchStatusInputSchema, batchTaskInputSchema } from "@/lib/api/batch-tools";
 import type { taskInputSchema } from "@/lib/api/subagents";
 import { clip } from "./answers";
 import { scanCallDirectives, type SimulatedToolCall, stripDirectives } from "./directives";

@@ -3,7 +3,7 @@ import type {
   LanguageModelV3Prompt,
   LanguageModelV3ToolResultOutput,
 } from "@ai-sdk/provider";
-import { type LeadNotice, readNotice } from "@/server/agent/tools/model-facts";
+import { type LeadNotice, readNotice } from "@/lib/api/model-facts";
 
 /** What the simulator reads of a prompt: the latest user message, what followed it, and sizes. */
 

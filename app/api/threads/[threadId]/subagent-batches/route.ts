@@ -1,3 +1,4 @@
+import { batchSubagent } from "@/server/agent/registry";
 import { batchListSchema, batchProjectionSchema } from "@/lib/api/batches";
 import { project, threadScope } from "@/server/http/batch-scope";
 import { projectBatch, projectBatches } from "@/server/batches/projection";
@@ -22,7 +23,8 @@ export const GET = handle(async (req: Request, ctx: Ctx) => {
 export const POST = handle(async (req: Request, ctx: Ctx) => {
   const { db, config, userId, threadId } = await threadScope(req, await ctx.params);
   const { input, locator } = await readSubmission(req, config);
-  const { batch, created } = await submitBatch(db, { userId, threadId, input, locator, config });
+  const subagent = batchSubagent(config, input.subagent);
+  const { batch, created } = await submitBatch(db, { userId, threadId, input, locator, config, ...subagent });
   const leaseSeconds = config.subagent_batches.lease_seconds;
   return json(project(batchProjectionSchema, await projectBatch(db, { batch, leaseSeconds })), created ? 201 : 200);
 });

@@ -7,9 +7,9 @@ import {
 } from "@/lib/batch-rules";
 
 /**
- * The input schemas of the batch tools, in a file of their own (it imports nothing but zod and
- * the pure submission rules) so the simulator's chat grammar can type its calls against them
- * without importing the tools. batch_task's arguments are the JSON door's fields, their bounds
+ * The input schemas of the batch tools (server/agent/tools/batch.ts), beside the wire types
+ * (they import nothing but zod and the pure submission rules) so the simulator's chat grammar
+ * (server/models, below the agent) can type its calls against them. batch_task's arguments are the JSON door's fields, their bounds
  * from lib/batch-rules.ts.
  */
 
