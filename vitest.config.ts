@@ -2,7 +2,14 @@ import path from "node:path";
 import { defineConfig } from "vitest/config";
 
 export default defineConfig({
-  resolve: { alias: { "@": path.resolve(__dirname) } },
+  resolve: {
+    alias: {
+      "@": path.resolve(__dirname),
+      // Tests load route handlers and web-only modules in plain Node: server-only resolves to its
+      // empty module, as under Next's react-server condition (the worker never imports it).
+      "server-only": path.resolve(__dirname, "node_modules/server-only/empty.js"),
+    },
+  },
   test: {
     include: ["test/**/*.test.ts"],
     globalSetup: ["test/setup/postgres.ts"],

@@ -23,7 +23,7 @@ const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.len
 
 async function probe(databaseUrl: string, env: Record<string, string>, label: string): Promise<BenchRow> {
   const base = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith("FLOTILLA__") && !k.startsWith("MODEL_")));
-  const { stdout } = await run_(process.execPath, ["--import", "tsx", "bench/chat-probe.ts"], {
+  const { stdout } = await run_(process.execPath, ["--conditions=react-server", "--import", "tsx", "bench/chat-probe.ts"], {
     env: { ...base, NODE_ENV: "production", DATABASE_URL: databaseUrl, NEXTAUTH_SECRET: randomBytes(24).toString("base64url"), LOG_LEVEL: "warn", ...env },
     maxBuffer: 1 << 20,
   });

@@ -74,7 +74,7 @@ export async function run(): Promise<BenchRow[]> {
   await close();
 
   const base = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith("FLOTILLA__") && !k.startsWith("MODEL_")));
-  const web = spawn(process.execPath, ["--import", "tsx", "test/compat/http-server.ts", "0"], {
+  const web = spawn(process.execPath, ["--conditions=react-server", "--import", "tsx", "test/compat/http-server.ts", "0"], {
     cwd: root,
     env: { ...base, DATABASE_URL: db.url, LOG_LEVEL: "warn", NODE_ENV: "production" },
     stdio: ["ignore", "pipe", "inherit"],

@@ -11,7 +11,8 @@ import { POST as submitPOST } from "@/app/api/threads/[threadId]/subagent-batche
  * page, results.jsonl), for bench/export.bench.ts when no production build is available (`next
  * start` is preferred) and for bench/scale.bench.ts. Adapts node:http to a Fetch Request (the
  * body streamed) and pipes the Response body back with backpressure.
- * Usage: tsx bench/export-server.ts <port> (DATABASE_URL in the environment).
+ * Usage: tsx --conditions=react-server bench/export-server.ts <port> (DATABASE_URL in the environment;
+ * the condition makes the route modules' `import "server-only"` resolve to its empty module).
  */
 
 const port = Number(process.argv[2] ?? 3222);

@@ -145,7 +145,7 @@ export async function startWeb(
     };
   }
   const port = opts.port ?? 3222;
-  const child = spawn(path.join(root, "node_modules/.bin/tsx"), [path.join(root, "bench/export-server.ts"), String(port)], {
+  const child = spawn(path.join(root, "node_modules/.bin/tsx"), ["--conditions=react-server", path.join(root, "bench/export-server.ts"), String(port)], {
     env,
     cwd: root,
     stdio: ["ignore", "pipe", "pipe"],

@@ -1,3 +1,4 @@
+import "server-only";
 import { and, eq, inArray, sql } from "drizzle-orm";
 import { recoverInterruptedRuns } from "@/server/agent/runs";
 import { insertMessage } from "@/server/chat/messages";

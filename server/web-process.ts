@@ -1,3 +1,4 @@
+import "server-only";
 import { recoverOnStartup, startWebHeartbeat } from "@/server/startup";
 import { closeMcpClients } from "@/server/tools/mcp";
 import { startWebSettlementRunner } from "@/server/chat/wakeup";

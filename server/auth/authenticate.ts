@@ -1,3 +1,4 @@
+import "server-only";
 import { eq } from "drizzle-orm";
 import { getToken } from "next-auth/jwt";
 import type { Db } from "@/server/db/client";

@@ -1,3 +1,4 @@
+import "server-only";
 import type postgres from "postgres";
 import { RateLimiterPostgres, RateLimiterRes } from "rate-limiter-flexible";
 import { AppError } from "@/server/errors";

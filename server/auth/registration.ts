@@ -1,3 +1,4 @@
+import "server-only";
 import { z } from "zod";
 import type { FlotillaConfig } from "@/lib/config";
 import type { Database } from "@/server/db/client";

@@ -1,3 +1,4 @@
+import "server-only";
 /**
  * The next-auth JWT secret: NEXTAUTH_SECRET (npm start generates and persists one under the
  * data folder), AUTH_SECRET, or a fixed value outside production only. Dependency-free so the

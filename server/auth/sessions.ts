@@ -1,3 +1,4 @@
+import "server-only";
 import { and, desc, eq, gt, sql } from "drizzle-orm";
 import { z } from "zod";
 import type { Db, DbOrTx } from "@/server/db/client";

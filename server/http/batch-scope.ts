@@ -1,3 +1,4 @@
+import "server-only";
 import { and, eq } from "drizzle-orm";
 import type postgres from "postgres";
 import { z } from "zod";

@@ -1,3 +1,4 @@
+import "server-only";
 import { ZodError } from "zod";
 import { userIdForToken } from "@/server/auth/tokens";
 import { getDatabase } from "@/server/db/client";

@@ -1,3 +1,4 @@
+import "server-only";
 import type { FileInfo } from "@/server/workspace/files";
 
 /**

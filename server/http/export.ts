@@ -1,3 +1,4 @@
+import "server-only";
 import type postgres from "postgres";
 import { createDatabase, type Database, databaseUrlFromEnv } from "@/server/db/client";
 import { log } from "@/server/log";

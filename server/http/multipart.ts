@@ -1,3 +1,4 @@
+import "server-only";
 import busboy from "busboy";
 import { AppError } from "@/server/errors";
 import { type NewFile, tooLargeForFile, type WorkspaceLimits } from "@/server/workspace/files";

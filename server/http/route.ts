@@ -1,3 +1,4 @@
+import "server-only";
 import { ZodError, type z } from "zod";
 import { AppError, errorBody, zodMessage } from "@/server/errors";
 import { log } from "@/server/log";

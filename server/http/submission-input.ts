@@ -1,3 +1,4 @@
+import "server-only";
 import { z } from "zod";
 import { type SubmitBatchInput, submissionFieldsShape, submitBatchSchema } from "@/lib/api/batches";
 import { type BatchSubmission, submitFileBatchSchema } from "@/lib/api/files";

@@ -17,7 +17,8 @@ import * as msgBatches from "@/app/v1/messages/batches/route";
  * A real HTTP server (node:http on a loopback port) in front of the /v1 route handler modules,
  * routing as Next's app router does, with request and response bodies streamed both ways. The
  * SDKs need a socket; `next start` would serve the same handlers. Run as a script
- * (`tsx test/compat/http-server.ts <port>`) it is the web process of bench/compat.bench.ts.
+ * (`tsx --conditions=react-server test/compat/http-server.ts <port>`, so the route modules'
+ * `import "server-only"` resolves to its empty module) it is the web process of bench/compat.bench.ts.
  */
 
 type Handler = (req: Request, ctx: { params: Promise<Record<string, string>> }) => Promise<Response>;
