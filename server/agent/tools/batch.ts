@@ -1,9 +1,10 @@
 import { type ToolSet, tool } from "ai";
-import { and, eq, sql } from "drizzle-orm";
+import { sql } from "drizzle-orm";
 import type { BatchSubmission } from "@/lib/api/files";
 import { FILE_PLACEHOLDER } from "@/lib/batch-rules";
 import { toBatchProjection } from "@/server/batches/projection";
 import { getBatch, listBatches, listItems } from "@/server/batches/repository";
+import { threadBatches } from "@/server/batches/owned";
 import { submitBatch } from "@/server/batches/submit";
 import type { BatchRow } from "@/server/batches/types";
 import { subagentBatches } from "@/server/db/schema";
@@ -61,7 +62,7 @@ async function threadHasBatches(ctx: LeadToolContext): Promise<boolean> {
   const [row] = await ctx.db
     .select({ one: sql<number>`1` })
     .from(subagentBatches)
-    .where(and(eq(subagentBatches.threadId, ctx.threadId), eq(subagentBatches.userId, ctx.userId)))
+    .where(threadBatches(ctx))
     .limit(1);
   return row !== undefined;
 }
