@@ -96,15 +96,22 @@ function registerGauges(state: ExpositionState): void {
       if (state.db) this.set((await dbSnapshot()) ? 1 : 0);
     },
   });
-  new Gauge({
-    name: "flotilla_metrics_scrape_database_seconds",
-    help: "Time the last scrape spent reading the database-backed gauges.",
-    registers,
-    async collect() {
-      const snap = await dbSnapshot();
-      if (snap) this.set(snap.seconds);
-    },
-  });
+  // One number read from the snapshot (left as it was when the database did not answer).
+  const fromSnapshot = (name: string, help: string, pick: (snap: DatabaseSnapshot) => number) =>
+    new Gauge({
+      name,
+      help,
+      registers,
+      async collect() {
+        const snap = await dbSnapshot();
+        if (snap) this.set(pick(snap));
+      },
+    });
+  fromSnapshot(
+    "flotilla_metrics_scrape_database_seconds",
+    "Time the last scrape spent reading the database-backed gauges.",
+    (snap) => snap.seconds,
+  );
   new Gauge({
     name: "flotilla_batch_items",
     help: "Batch items by status across all batches, from the per-batch counters (cluster-wide).",
@@ -136,15 +143,11 @@ function registerGauges(state: ExpositionState): void {
     "reason",
     (snap) => snap.waiting,
   );
-  new Gauge({
-    name: "flotilla_workers_alive",
-    help: "Worker processes with a heartbeat in the last 30 s (cluster-wide).",
-    registers,
-    async collect() {
-      const snap = await dbSnapshot();
-      if (snap) this.set(snap.workers);
-    },
-  });
+  fromSnapshot(
+    "flotilla_workers_alive",
+    "Worker processes with a heartbeat in the last 30 s (cluster-wide).",
+    (snap) => snap.workers,
+  );
 }
 
 interface DatabaseSnapshot {

@@ -1,4 +1,4 @@
-import { and, eq } from "drizzle-orm";
+import { and, eq, type SQL } from "drizzle-orm";
 import type { DbOrTx } from "@/server/db/client";
 import { subagentBatches } from "@/server/db/schema";
 import { notFound } from "@/server/errors";
@@ -17,6 +17,16 @@ export interface BatchScopeArgs {
   batchId: string;
 }
 
+/** The batches of this owner's thread, the condition every batch query of a thread starts from. */
+export function threadBatches(scope: { userId: string; threadId: string }): SQL {
+  return and(eq(subagentBatches.userId, scope.userId), eq(subagentBatches.threadId, scope.threadId)) as SQL;
+}
+
+/** This one batch of this owner's thread: another user's batch, or another thread's, matches nothing. */
+export function ownedBatch(scope: BatchScopeArgs): SQL {
+  return and(eq(subagentBatches.id, scope.batchId), threadBatches(scope)) as SQL;
+}
+
 export function checkIds(args: { threadId: string; batchId?: string; itemId?: string }): void {
   if (!UUID.test(args.threadId)) throw notFound("thread");
   if (args.batchId !== undefined && !UUID.test(args.batchId)) throw notFound("batch");
@@ -25,11 +35,7 @@ export function checkIds(args: { threadId: string; batchId?: string; itemId?: st
 
 export async function getBatch(db: DbOrTx, args: BatchScopeArgs, lock?: "update"): Promise<BatchRow> {
   checkIds(args);
-  const b = subagentBatches;
-  const query = db
-    .select()
-    .from(b)
-    .where(and(eq(b.id, args.batchId), eq(b.userId, args.userId), eq(b.threadId, args.threadId)));
+  const query = db.select().from(subagentBatches).where(ownedBatch(args));
   const [row] = lock ? await query.for(lock) : await query;
   if (!row) throw notFound("batch");
   return row;

@@ -9,7 +9,7 @@ import { AppError, notFound } from "@/server/errors";
 import { assertResumable } from "./budget";
 import { decodeCursor, encodeCursor } from "./cursor";
 import { BATCH_CHANNEL, batchEventPayload } from "./notify";
-import { type BatchScopeArgs, checkIds, getBatch, lockBatch } from "./owned";
+import { type BatchScopeArgs, checkIds, getBatch, lockBatch, threadBatches } from "./owned";
 import type { BatchRow, ItemPageResult, ItemSummary } from "./types";
 
 /**
@@ -49,7 +49,7 @@ export async function listBatches(
   return db
     .select()
     .from(subagentBatches)
-    .where(and(eq(subagentBatches.threadId, args.threadId), eq(subagentBatches.userId, args.userId)))
+    .where(threadBatches(args))
     .orderBy(desc(subagentBatches.createdAt), desc(subagentBatches.id))
     .limit(Math.min(Math.max(args.limit ?? BATCH_LIST_MAX, 1), BATCH_LIST_MAX));
 }

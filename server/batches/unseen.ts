@@ -1,6 +1,7 @@
 import { and, desc, eq, isNull, sql } from "drizzle-orm";
 import type { DbOrTx } from "@/server/db/client";
 import { batchWakeups, subagentBatches } from "@/server/db/schema";
+import { threadBatches } from "./owned";
 
 /**
  * "Settled since you last looked": the loop trigger sets unseen_settlement on every settlement;
@@ -31,13 +32,7 @@ export async function markSettlementsSeen(db: DbOrTx, args: { userId: string; th
   const rows = await db
     .update(subagentBatches)
     .set({ unseenSettlement: false })
-    .where(
-      and(
-        eq(subagentBatches.threadId, args.threadId),
-        eq(subagentBatches.userId, args.userId),
-        sql`${subagentBatches.unseenSettlement}`,
-      ),
-    )
+    .where(and(threadBatches(args), sql`${subagentBatches.unseenSettlement}`))
     .returning({ id: subagentBatches.id });
   return rows.length;
 }

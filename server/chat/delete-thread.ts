@@ -1,4 +1,5 @@
 import { and, eq, inArray } from "drizzle-orm";
+import { threadBatches } from "@/server/batches/owned";
 import { cancelBatch } from "@/server/batches/repository";
 import type { Db } from "@/server/db/client";
 import { subagentBatches, threads } from "@/server/db/schema";
@@ -29,8 +30,7 @@ export async function deleteThread(db: Db, input: { userId: string; threadId: st
     .from(subagentBatches)
     .where(
       and(
-        eq(subagentBatches.threadId, thread.id),
-        eq(subagentBatches.userId, input.userId),
+        threadBatches({ userId: input.userId, threadId: thread.id }),
         inArray(subagentBatches.status, ["queued", "running", "paused"]),
       ),
     );

@@ -4,6 +4,7 @@ import type postgres from "postgres";
 import { z } from "zod";
 import type { FlotillaConfig } from "@/lib/config";
 import { requireUser } from "@/server/auth/authenticate";
+import { ownedBatch } from "@/server/batches/owned";
 import { getThreadForUser } from "@/server/chat/threads";
 import { getConfig } from "@/server/config/load";
 import { type Db, getDatabase } from "@/server/db/client";
@@ -61,14 +62,7 @@ export async function assertItemInBatch(db: Db, scope: BatchScope & { itemId: st
     .select({ id: subagentBatchItems.id })
     .from(subagentBatchItems)
     .innerJoin(subagentBatches, eq(subagentBatches.id, subagentBatchItems.batchId))
-    .where(
-      and(
-        eq(subagentBatchItems.id, scope.itemId),
-        eq(subagentBatches.id, scope.batchId),
-        eq(subagentBatches.userId, scope.userId),
-        eq(subagentBatches.threadId, scope.threadId),
-      ),
-    )
+    .where(and(eq(subagentBatchItems.id, scope.itemId), ownedBatch(scope)))
     .limit(1);
   if (!row) throw notFound("item");
 }

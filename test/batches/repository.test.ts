@@ -14,6 +14,7 @@ import { toBatchProjection, toItemProjection } from "@/server/batches/projection
 import { cancelBatch, getBatch, listBatches, listItems, pauseBatch, resumeBatch, retryItem } from "@/server/batches/repository";
 import { submitBatch } from "@/server/batches/submit";
 import { parseExecutionSpec } from "@/server/batches/spec";
+import { markSettlementsSeen } from "@/server/batches/unseen";
 import type { ClaimedItem } from "@/server/batches/types";
 import { AppError } from "@/server/errors";
 import { createTestDatabase, type TestDatabase } from "../helpers/db";
@@ -550,6 +551,11 @@ describe("reads", () => {
     expect(await listBatches(t.db, { userId: stranger.userId, threadId: owner.threadId })).toEqual([]);
     expect(await listBatches(t.db, { userId: owner.userId, threadId: otherThread!.id })).toEqual([]);
     expect((await listBatches(t.db, owner)).map((b) => b.id)).toContain(batch.id);
+    // The settled badge is cleared only from the owner's own thread.
+    await t.db.execute(sql`update subagent_batches set unseen_settlement = true where id = ${batch.id}`);
+    expect(await markSettlementsSeen(t.db, { userId: stranger.userId, threadId: owner.threadId })).toBe(0);
+    expect(await markSettlementsSeen(t.db, { userId: owner.userId, threadId: otherThread!.id })).toBe(0);
+    expect(await markSettlementsSeen(t.db, owner)).toBe(1);
     // An item id of another batch is not found through this batch.
     const other = (await submit(owner, input(["other"]))).batch;
     const [otherItem] = await itemsOf(t.db, other.id);

@@ -1,9 +1,10 @@
 import { type ToolSet, tool } from "ai";
-import { and, eq, sql } from "drizzle-orm";
+import { sql } from "drizzle-orm";
 import type { BatchSubmission } from "@/lib/api/files";
 import { FILE_PLACEHOLDER } from "@/lib/batch-rules";
 import { toBatchProjection } from "@/server/batches/projection";
 import { getBatch, listBatches, listItems } from "@/server/batches/repository";
+import { threadBatches } from "@/server/batches/owned";
 import { submitBatch } from "@/server/batches/submit";
 import type { BatchRow } from "@/server/batches/types";
 import { subagentBatches } from "@/server/db/schema";
@@ -61,7 +62,7 @@ async function threadHasBatches(ctx: LeadToolContext): Promise<boolean> {
   const [row] = await ctx.db
     .select({ one: sql<number>`1` })
     .from(subagentBatches)
-    .where(and(eq(subagentBatches.threadId, ctx.threadId), eq(subagentBatches.userId, ctx.userId)))
+    .where(threadBatches(ctx))
     .limit(1);
   return row !== undefined;
 }
@@ -80,6 +81,16 @@ function submissionOf(input: BatchTaskInput, submissionKey: string): BatchSubmis
     return { ...rest, submission_key: submissionKey, files, prompt_template };
   }
   return { ...rest, submission_key: submissionKey, items: items!, ...(prompt_template !== undefined ? { prompt_template } : {}) };
+}
+
+/**
+ * What a batch tool answers when it fails: an AppError's own message (it tells the model what to
+ * change), anything else logged with its stack and answered with `unavailable`, never its text.
+ */
+function refusal(ctx: LeadToolContext, toolName: string, err: unknown, unavailable: string): { error: string } {
+  if (err instanceof AppError) return { error: err.message };
+  log.error({ err, run_id: ctx.runId }, `${toolName} failed`);
+  return { error: unavailable };
 }
 
 export function createBatchTaskTool(ctx: LeadToolContext) {
@@ -122,9 +133,7 @@ export function createBatchTaskTool(ctx: LeadToolContext) {
           message: `Batch ${batch.id} ${created ? "accepted" : "was already submitted"} with ${batch.total} items. ${NO_RESUBMIT}`,
         };
       } catch (err) {
-        if (err instanceof AppError) return { error: err.message };
-        log.error({ err, run_id: ctx.runId }, "batch_task failed");
-        return { error: "The batch could not be submitted because of a server error; nothing was submitted." };
+        return refusal(ctx, "batch_task", err, "The batch could not be submitted because of a server error; nothing was submitted.");
       }
     },
   });
@@ -145,9 +154,7 @@ export function createBatchStatusTool(ctx: LeadToolContext) {
         const batches = await listBatches(ctx.db, { userId: ctx.userId, threadId: ctx.threadId, limit: 10 });
         return { batches: batches.map(compactBatch) };
       } catch (err) {
-        if (err instanceof AppError) return { error: err.message };
-        log.error({ err, run_id: ctx.runId }, "batch_status failed");
-        return { error: "Batch status is unavailable right now." };
+        return refusal(ctx, "batch_status", err, "Batch status is unavailable right now.");
       }
     },
   });
@@ -191,9 +198,7 @@ export function createBatchResultsTool(ctx: LeadToolContext) {
           next_cursor: page.nextCursor,
         };
       } catch (err) {
-        if (err instanceof AppError) return { error: err.message };
-        log.error({ err, run_id: ctx.runId }, "batch_results failed");
-        return { error: "Batch results are unavailable right now." };
+        return refusal(ctx, "batch_results", err, "Batch results are unavailable right now.");
       }
     },
   });
