@@ -11,7 +11,7 @@ import { submitBatch } from "@/server/batches/submit";
 import { createThread } from "@/server/chat/threads";
 import { createDatabase, getDatabase } from "@/server/db/client";
 import { migrateDatabase } from "@/server/db/migrate";
-import type { BenchRow } from "./run";
+import type { BenchRow } from "./types";
 import { spawnBenchWorkers, stopBenchWorkers } from "./workers";
 
 /**

@@ -18,7 +18,7 @@ import { threads, users } from "@/server/db/schema";
 import { createSubagentRuntime } from "@/server/runtime/admission";
 import type { ItemExecutor } from "@/server/worker/execute";
 import { BatchWorker } from "@/server/worker/loop";
-import type { BenchRow } from "./run";
+import type { BenchRow } from "./types";
 import { spawnBenchWorkers, stopBenchWorkers } from "./workers";
 
 /**

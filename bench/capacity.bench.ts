@@ -1,6 +1,6 @@
 import pLimit from "p-limit";
 import { CapacityController } from "@/server/runtime/capacity";
-import type { BenchRow } from "./run";
+import type { BenchRow } from "./types";
 
 /**
  * Cost of one acquire + release of the process capacity controller when 10,000 callers

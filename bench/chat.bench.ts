@@ -3,7 +3,7 @@ import { randomBytes } from "node:crypto";
 import { promisify } from "node:util";
 import { startFakeOpenAI } from "../test/helpers/fake-openai";
 import { benchServer, freshDatabase } from "./batch.bench";
-import type { BenchRow } from "./run";
+import type { BenchRow } from "./types";
 
 /**
  * Chat latency: time to the first text token of a chat turn through the gateway (the chat route:

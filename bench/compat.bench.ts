@@ -10,7 +10,7 @@ import { createUser } from "@/server/auth/users";
 import { createDatabase } from "@/server/db/client";
 import { startEmbeddedPostgres } from "@/server/db/embedded";
 import { migrateDatabase } from "@/server/db/migrate";
-import type { BenchRow } from "./run";
+import type { BenchRow } from "./types";
 import { spawnBenchWorkers, stopBenchWorkers } from "./workers";
 
 /**

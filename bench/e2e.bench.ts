@@ -11,7 +11,7 @@ import { configSchema } from "@/lib/config";
 import { submitBatch } from "@/server/batches/submit";
 import { createDatabase } from "@/server/db/client";
 import { benchServer, freshDatabase, owner, waitTerminal } from "./batch.bench";
-import type { BenchRow } from "./run";
+import type { BenchRow } from "./types";
 import { spawnBenchWorkers, stopBenchWorkers } from "./workers";
 
 /**

@@ -14,7 +14,7 @@ import { createThread } from "@/server/chat/threads";
 import { createDatabase } from "@/server/db/client";
 import { startEmbeddedPostgres } from "@/server/db/embedded";
 import { migrateDatabase } from "@/server/db/migrate";
-import type { BenchRow } from "./run";
+import type { BenchRow } from "./types";
 
 /**
  * results.jsonl export of 5,000 items with 100,000-character results (≈ 500 MB) through the

@@ -6,7 +6,7 @@ import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js"
 import { configSchema } from "@/lib/config";
 import { buildGroupTools, ToolCallRecorder } from "@/server/tools";
 import { closeMcpClients } from "@/server/tools/mcp";
-import type { BenchRow } from "./run";
+import type { BenchRow } from "./types";
 
 /**
  * One MCP tool call through the gateway's tool wrapper (registry → bounds, timeout and record →

@@ -13,7 +13,7 @@ import { createThread } from "@/server/chat/threads";
 import { createDatabase } from "@/server/db/client";
 import { startEmbeddedPostgres } from "@/server/db/embedded";
 import { migrateDatabase } from "@/server/db/migrate";
-import type { BenchRow } from "./run";
+import type { BenchRow } from "./types";
 import { spawnBenchWorkers, stopBenchWorkers } from "./workers";
 
 /**

@@ -4,22 +4,7 @@
  * `npm run bench -- --check` exits non-zero when a row misses its target.
  */
 
-export interface BenchRow {
-  metric: string;
-  /** Our measurement (unit in the metric name). */
-  ours: number;
-  /** The reference measured in the same run. */
-  baseline: number;
-  /** ours / baseline. */
-  ratio: number;
-  /** Highest acceptable ratio. */
-  target: number;
-}
-
-export interface BenchModule {
-  name: string;
-  run(): Promise<BenchRow[]>;
-}
+import type { BenchModule, BenchRow } from "./types";
 
 const MODULES: Array<() => Promise<BenchModule>> = [
   () => import("./capacity.bench"),

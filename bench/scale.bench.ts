@@ -8,7 +8,7 @@ import { submitBatch } from "@/server/batches/submit";
 import { createDatabase, type Database } from "@/server/db/client";
 import { benchServer, freshDatabase, owner, waitTerminal } from "./batch.bench";
 import { download, psqlCopy, startWeb, type Web } from "./export.bench";
-import type { BenchRow } from "./run";
+import type { BenchRow } from "./types";
 import { spawnBenchWorkers, stopBenchWorkers } from "./workers";
 
 /**
@@ -151,7 +151,11 @@ async function reads(scope: Scope): Promise<BenchRow[]> {
     if (res.status !== 200) throw new Error(`GET ${path}: HTTP ${res.status} ${res.text.slice(0, 300)}`);
   };
   const row = async (metric: string, path: (batchId: string) => string): Promise<BenchRow> => {
-    for (let i = 0; i < 20; i++) await get(path(big.id)), await get(path(small.id));
+    // Warm both paths (plans, caches) before the measured rounds.
+    for (let i = 0; i < 20; i++) {
+      await get(path(big.id));
+      await get(path(small.id));
+    }
     const o: number[] = [];
     const b: number[] = [];
     // Alternating, so both sides see the same machine.

@@ -6,7 +6,7 @@ import { exportResultsStream } from "@/server/http/export";
 import { createDatabase } from "@/server/db/client";
 import { putFiles, workspaceLimits } from "@/server/workspace/files";
 import { benchServer, freshDatabase, owner, waitTerminal } from "./batch.bench";
-import type { BenchRow } from "./run";
+import type { BenchRow } from "./types";
 import { spawnBenchWorkers, stopBenchWorkers } from "./workers";
 
 /**
