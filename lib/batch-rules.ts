@@ -23,15 +23,15 @@ export interface SubmissionLimits {
   maxItems: number;
   maxLiveItems: number;
   maxRunningItems: number;
-  /** subagent_batches.max_total_prompt_chars; the dialog may not know it (then unchecked there). */
-  maxTotalPromptChars?: number;
+  /** subagent_batches.max_total_prompt_chars (the dialog reads it from /api/features). */
+  maxTotalPromptChars: number;
 }
 
 export function submissionLimits(batches: {
   max_items_per_batch: number;
   max_live_items_per_batch: number;
   max_running_items_per_batch: number;
-  max_total_prompt_chars?: number;
+  max_total_prompt_chars: number;
 }): SubmissionLimits {
   return {
     maxItems: batches.max_items_per_batch,
@@ -147,7 +147,7 @@ export function keyProblem(key: string, index: number): Problem | null {
 /** The live and running windows within the configured ceilings. */
 export function windowProblem(
   input: { max_live_items?: number; max_running_items?: number },
-  limits: SubmissionLimits,
+  limits: Pick<SubmissionLimits, "maxLiveItems" | "maxRunningItems">,
 ): Problem | null {
   for (const [field, value, max] of [
     ["max_live_items", input.max_live_items, limits.maxLiveItems],
@@ -171,7 +171,7 @@ export function templateProblem(template: string | undefined, placeholder: strin
 }
 
 function totalProblem(total: number, limits: SubmissionLimits, field: string): Problem | null {
-  if (limits.maxTotalPromptChars === undefined || total <= limits.maxTotalPromptChars) return null;
+  if (total <= limits.maxTotalPromptChars) return null;
   return {
     field,
     message: `the expanded prompts would total ${total} characters; at most ${limits.maxTotalPromptChars} per batch (subagent_batches.max_total_prompt_chars)`,

@@ -43,6 +43,7 @@ export async function getFeatures(db: Db, config: FlotillaConfig): Promise<Featu
       default_max_running_items: b.default_max_running_items,
       max_running_items_per_batch: b.max_running_items_per_batch,
       max_attempts: b.max_attempts,
+      max_total_prompt_chars: b.max_total_prompt_chars,
     },
     model: { name: model.name, simulator: model.simulator },
     subagents: listSubagents(config).map((s) => ({ name: s.name, description: s.description })),

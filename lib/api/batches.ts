@@ -207,6 +207,7 @@ export const featuresSchema = z
         default_max_running_items: z.number(),
         max_running_items_per_batch: z.number(),
         max_attempts: z.number(),
+        max_total_prompt_chars: z.number(),
       })
       .strict(),
     model: z.object({ name: z.string(), simulator: z.boolean() }).strict(),

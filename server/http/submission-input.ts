@@ -11,6 +11,8 @@ import {
   PROMPT_TEMPLATE_MAX_CHARS,
   parseItem,
   type SubmitItem,
+  type SubmissionLimits,
+  submissionLimits,
   submissionProblem,
   windowProblem,
 } from "@/lib/batch-rules";
@@ -28,21 +30,6 @@ import { readBodyText } from "./route";
  * everything else (sub-agent, bounds, quotas).
  */
 
-/** The bounds a door checks while parsing (the writer checks the rest). */
-export interface DoorLimits {
-  maxItems: number;
-  maxLiveItems: number;
-  maxRunningItems: number;
-}
-
-export function submissionLimits(config: FlotillaConfig): DoorLimits {
-  const b = config.subagent_batches;
-  return {
-    maxItems: b.max_items_per_batch,
-    maxLiveItems: b.max_live_items_per_batch,
-    maxRunningItems: b.max_running_items_per_batch,
-  };
-}
 
 export type SubmissionFormat = "json" | "ndjson";
 
@@ -63,7 +50,7 @@ const jsonEnvelopeSchema = submitBatchSchema.omit({ items: true }).extend({
   items: z.array(z.unknown()).min(1, "must contain at least one item"),
 });
 
-export function parseJsonSubmission(text: string, limits: DoorLimits): BatchSubmission {
+export function parseJsonSubmission(text: string, limits: SubmissionLimits): BatchSubmission {
   let value: unknown;
   try {
     value = JSON.parse(text);
@@ -88,7 +75,7 @@ export function parseJsonSubmission(text: string, limits: DoorLimits): BatchSubm
 }
 
 /** A batch over workspace files: a glob instead of items (matched against the thread when written). */
-function parseFileSubmission(value: object, limits: DoorLimits): BatchSubmission {
+function parseFileSubmission(value: object, limits: SubmissionLimits): BatchSubmission {
   if ("items" in value) throw refusal({ field: "files", message: "send either items or files, not both" });
   const parsed = submitFileBatchSchema.safeParse(value);
   if (!parsed.success) throw refusal(issueProblem(parsed.error.issues));
@@ -124,7 +111,7 @@ const ndjsonParamsSchema = z
   })
   .strict();
 
-export function parseNdjsonSubmission(text: string, params: URLSearchParams, limits: DoorLimits): SubmitBatchInput {
+export function parseNdjsonSubmission(text: string, params: URLSearchParams, limits: SubmissionLimits): SubmitBatchInput {
   return parseNdjsonLines(text, params, limits).input;
 }
 
@@ -132,7 +119,7 @@ export function parseNdjsonSubmission(text: string, params: URLSearchParams, lim
 function parseNdjsonLines(
   text: string,
   params: URLSearchParams,
-  limits: DoorLimits,
+  limits: SubmissionLimits,
 ): { input: SubmitBatchInput; locator: Locator } {
   const query: Record<string, string> = {};
   for (const [name, value] of params) {
@@ -193,7 +180,7 @@ export async function readSubmission(
   if (format === "json" && firstParam !== undefined)
     throw refusal({ field: firstParam, message: "query parameters are only read with an application/x-ndjson body" });
   const text = await readBodyText(req, config.http.max_body_bytes);
-  const limits = submissionLimits(config);
+  const limits = submissionLimits(config.subagent_batches);
   if (format === "json") return { input: parseJsonSubmission(text, limits), locator: jsonLocator };
   return parseNdjsonLines(text, params, limits);
 }

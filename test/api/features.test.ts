@@ -85,6 +85,7 @@ describe("GET /api/features", () => {
       default_max_running_items: defaults.default_max_running_items,
       max_running_items_per_batch: 17,
       max_attempts: defaults.max_attempts,
+      max_total_prompt_chars: defaults.max_total_prompt_chars,
     });
     expect(f.model).toEqual({ name: SIMULATOR_MODEL_ID, simulator: true });
     const general = f.subagents.find((s) => s.name === "general");

@@ -1,15 +1,15 @@
 import { describe, expect, it } from "vitest";
+import { submissionLimits } from "@/lib/batch-rules";
 import { configSchema } from "@/lib/config";
 import {
   parseJsonSubmission,
   parseNdjsonSubmission,
   readSubmission,
   submissionFormat,
-  submissionLimits,
 } from "@/server/http/submission-input";
 import { AppError } from "@/server/errors";
 
-const limits = { maxItems: 5, maxLiveItems: 10, maxRunningItems: 4 };
+const limits = { maxItems: 5, maxLiveItems: 10, maxRunningItems: 4, maxTotalPromptChars: 50_000_000 };
 
 function failure(fn: () => unknown): AppError {
   try {
@@ -172,6 +172,11 @@ describe("readSubmission", () => {
   });
 
   it("uses the configured limits", () => {
-    expect(submissionLimits(configSchema.parse({}))).toEqual({ maxItems: 5000, maxLiveItems: 1000, maxRunningItems: 64 });
+    expect(submissionLimits(configSchema.parse({}).subagent_batches)).toEqual({
+      maxItems: 5000,
+      maxLiveItems: 1000,
+      maxRunningItems: 64,
+      maxTotalPromptChars: 50_000_000,
+    });
   });
 });

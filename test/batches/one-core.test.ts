@@ -120,11 +120,20 @@ describe("every door refuses with the same <field>: <message> behind its own loc
     expect(fromTool).toEqual({ error: `items.1${sep}${field}` });
 
     // The dialog's pre-send check: the same rule, its items named by number.
-    const limits = { maxItems: 5000, maxLiveItems: 1000, maxRunningItems: 64 };
+    const limits = { maxItems: 5000, maxLiveItems: 1000, maxRunningItems: 64, maxTotalPromptChars: 50_000_000 };
     expect(submissionRefusal({ items: [{ prompt: "ok" }, item], prompt_template: undefined }, limits)).toBe(
       `item 2: ${field}`,
     );
     expect(await rowCounts(tdb)).toEqual(before);
+  });
+
+  it("the dialog's pre-send check refuses an expanded prompt total over the configured limit, as the writer does", async () => {
+    const limits = { maxItems: 5000, maxLiveItems: 1000, maxRunningItems: 64, maxTotalPromptChars: 1_000 };
+    const items = Array.from({ length: 30 }, (_, i) => `value ${i}`);
+    const template = `Describe {{item}} ${"x".repeat(40)}`;
+    const refusal = submissionRefusal({ items, prompt_template: template }, limits);
+    expect(refusal).toMatch(/expanded prompts would total \d+ characters; at most 1000 per batch/);
+    expect(submissionRefusal({ items: items.slice(0, 5), prompt_template: template }, limits)).toBeNull();
   });
 
   it("a files batch names the file whose path cannot key an item", async () => {
