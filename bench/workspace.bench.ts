@@ -63,7 +63,12 @@ export async function run(): Promise<BenchRow[]> {
         : { submission_key: `ws-${++n}`, prompt_template: "Summarize docs/file-{{item}}.txt", items: Array.from({ length: count }, (_, i) => String(i).padStart(3, "0")), ...window };
       const { batch: b } = await submitBatch(database.db, { ...batchSubagent(config, undefined), ...scope, input, config, model: { name: "simulator", simulator: true } });
       const done = await waitTerminal(database.db, { ...scope, batchId: b.id }, 300_000);
-      if (done.succeededCount !== done.total) throw new Error(`workspace bench: ${done.succeededCount}/${done.total} succeeded`);
+      if (done.succeededCount !== done.total) {
+        const [failed] = await database.db.execute<{ error: string | null }>(
+          sql`select error from subagent_batch_items where batch_id = ${b.id} and status <> 'succeeded' limit 1`,
+        );
+        throw new Error(`workspace bench: ${done.succeededCount}/${done.total} succeeded; first failure: ${failed?.error}`);
+      }
       if (overFiles)
         for (const text of (await new Response(exportResultsStream(database.sql, { batchId: b.id })).text()).trimEnd().split("\n")) {
           const line = JSON.parse(text) as { item_key: string; result: string | null };
