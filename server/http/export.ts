@@ -49,12 +49,17 @@ export function exportPool(): postgres.Sql {
  * encoding lines in this process cost 5x a COPY of the same rows; PostgreSQL writes them at
  * nearly COPY's speed.
  */
+/** Results longer than this (stored bytes) are escaped by this process, not by PostgreSQL. */
+export const LARGE_RESULT_BYTES = 16 * 1024;
+
 const EXPORT_PAGE = `
   select '{"item_key":' || to_json(item_key)::text || ',"input":' || to_json(input)::text
       || ',"position":' || position || ',"status":' || to_json(status)::text || ',"attempts":' || attempts
-      || ',"result":' || coalesce(to_json(result)::text, 'null') || ',"error":' || coalesce(to_json(error)::text, 'null')
+      || ',"result":' || case when octet_length(result) > ${LARGE_RESULT_BYTES} then '' else coalesce(to_json(result)::text, 'null') end
+      || ',"error":' || coalesce(to_json(error)::text, 'null')
       || ',"usage":{"input_tokens":' || input_tokens || ',"output_tokens":' || output_tokens || '}}',
-         position
+         position,
+         case when octet_length(result) > ${LARGE_RESULT_BYTES} then result end
     from (select item_key, input, position, status, attempts, result, error, input_tokens, output_tokens,
                  coalesce(sum(octet_length(item_key) + octet_length(input) + coalesce(octet_length(result), 0)
                               + coalesce(octet_length(error), 0))
@@ -66,22 +71,37 @@ const EXPORT_PAGE = `
    where before < $4
    order by position`;
 
-/** A page's rows: [JSON line, position], as the bytes PostgreSQL sent. */
-type PageRow = readonly [Uint8Array, Uint8Array];
+/**
+ * A page's rows: [JSON line, position, large result], as the bytes PostgreSQL sent. A result
+ * over LARGE_RESULT_BYTES comes raw, its place in the line left empty after `"result":`:
+ * to_json escapes at ~78 MB/s where V8's JSON.stringify is several times faster (bench export:
+ * 5,000 results of 100,000 characters took 3.7x a COPY with PostgreSQL escaping everything).
+ */
+type PageRow = readonly [Uint8Array, Uint8Array, Uint8Array | null];
+
+const RESULT_KEY = Buffer.from(',"result":');
 
 /** The page's lines, each followed by a newline, in one buffer. */
 function joinLines(rows: readonly PageRow[]): Buffer {
-  let size = rows.length;
-  for (const row of rows) size += row[0].byteLength;
-  const out = Buffer.allocUnsafe(size);
-  let pos = 0;
-  for (const row of rows) {
-    out.set(row[0], pos);
-    pos += row[0].byteLength;
-    out[pos++] = 0x0a;
+  const parts: Uint8Array[] = [];
+  let size = 0;
+  const push = (part: Uint8Array) => {
+    parts.push(part);
+    size += part.byteLength;
+  };
+  for (const [line, , large] of rows) {
+    if (large) {
+      // The line's only `,"result":` with nothing after it is where the escaped result goes.
+      const at = Buffer.from(line.buffer, line.byteOffset, line.byteLength).indexOf(RESULT_KEY) + RESULT_KEY.byteLength;
+      push(line.subarray(0, at));
+      push(Buffer.from(JSON.stringify(Buffer.from(large.buffer, large.byteOffset, large.byteLength).toString("utf8"))));
+      push(line.subarray(at));
+    } else push(line);
+    push(NEWLINE);
   }
-  return out;
+  return Buffer.concat(parts, size);
 }
+const NEWLINE = Buffer.from("\n");
 
 class ExportAborted extends Error {}
 
