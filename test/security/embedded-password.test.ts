@@ -1,4 +1,5 @@
 import { mkdtempSync, rmSync, statSync } from "node:fs";
+import { createServer } from "node:net";
 import os from "node:os";
 import path from "node:path";
 import postgres from "postgres";
@@ -14,11 +15,14 @@ import { cli } from "./support";
  * FLOTILLA_EMBEDDED_PORT without DATABASE_URL.
  */
 
-const port = 54700 + (process.pid % 200);
+// A port the OS says is free now: a pid-derived one could meet the run's own embedded cluster
+// (test/setup/postgres.ts takes 54400 + pid % 500), which failed this suite once in CI.
+let port: number;
 let dataDir: string;
 let pg: EmbeddedServer;
 
 beforeAll(async () => {
+  port = await freePort();
   dataDir = mkdtempSync(path.join(os.tmpdir(), "flotilla-embedded-pw-"));
   pg = await startEmbeddedPostgres({ dataDir: path.join(dataDir, "postgres"), port });
   const admin = postgres(pg.url(), { max: 1, onnotice: () => {} });
@@ -26,6 +30,17 @@ beforeAll(async () => {
   await admin.end();
   await migrateDatabase(pg.url("flotilla"));
 }, 120_000);
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = createServer();
+    srv.once("error", reject);
+    srv.listen(0, "127.0.0.1", () => {
+      const { port: free } = srv.address() as { port: number };
+      srv.close(() => resolve(free));
+    });
+  });
+}
 
 afterAll(async () => {
   await pg?.stop();
