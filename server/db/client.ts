@@ -25,6 +25,10 @@ export function createDatabase(url: string, options: { max?: number; application
   const sql = postgres(url, {
     max: options.max ?? 10,
     onnotice: () => {},
+    // postgres.js runs its array-type lookup unawaited on every new connection: a connection closed
+    // mid-lookup (pool end, database restart) becomes an unhandled rejection. No column or
+    // parameter here is a driver-parsed array (arrays go in as literals), so the lookup buys nothing.
+    fetch_types: false,
     connection: { application_name: options.applicationName ?? "flotilla" },
   });
   const db = drizzle(sql, { schema });

@@ -8,7 +8,7 @@ import { call, makeThread, makeUser, setupApiDatabase, workerAlive } from "../ap
 const tdb = await setupApiDatabase();
 
 afterAll(async () => {
-  await exportPool().end({ timeout: 1 });
+  await exportPool().end({ timeout: 5 });
 });
 
 let user: Awaited<ReturnType<typeof makeUser>>;
@@ -57,5 +57,18 @@ describe("exports on their own pool", () => {
 
     for (const a of aborts) a.abort();
     for (const r of stalled) await r.body?.cancel().catch(() => {});
+    // Cancelled downloads give their snapshots back at once (and the pool can then end cleanly).
+    await expect
+      .poll(
+        async () => {
+          const [open] = await tdb.db.execute<{ n: number }>(
+            sql`select count(*)::int as n from pg_stat_activity
+                 where application_name = 'flotilla-export' and datname = current_database() and state <> 'idle'`,
+          );
+          return open!.n;
+        },
+        { timeout: 2_000, interval: 50 },
+      )
+      .toBe(0);
   });
 });
