@@ -50,7 +50,12 @@ export async function uploadFile(
     const source = Readable.fromWeb(body as NodeReadableStream<Uint8Array>);
     let parser: busboy.Busboy;
     try {
-      parser = busboy({ headers: { "content-type": contentType }, limits: { files: 1, fields: 20, fieldSize: 4096 } });
+      parser = busboy({
+        headers: { "content-type": contentType },
+        // The name as the client sent it: busboy's default keeps only what follows the last / or \.
+        preservePath: true,
+        limits: { files: 1, fields: 20, fieldSize: 4096 },
+      });
     } catch {
       throw new AppError("validation_failed", "file: the multipart body is malformed");
     }
