@@ -10,7 +10,7 @@ import type { Db, DbOrTx } from "@/server/db/client";
 import { userWebhooks } from "@/server/db/schema";
 import { AppError, errorText } from "@/server/errors";
 import { log } from "@/server/log";
-import { isRefusedAddress } from "@/server/tools/web";
+import { allowListed, isRefusedAddress, urlHost } from "@/server/net/addresses";
 
 /**
  * Per-user webhook on batch events, signed the Standard Webhooks way (`webhook-id`,
@@ -48,19 +48,6 @@ export function signDelivery(
   return headers;
 }
 
-/** URL host without IPv6 brackets, lower case. */
-function bareHost(url: URL): string {
-  return url.hostname.replace(/^\[(.*)\]$/, "$1").toLowerCase();
-}
-
-/** True when `webhooks.allow_hosts` names the URL's host, or its host:port. */
-export function isAllowedHost(config: FlotillaConfig, url: URL): boolean {
-  const host = bareHost(url);
-  const port = url.port || (url.protocol === "https:" ? "443" : "80");
-  const forms = new Set([host, url.hostname.toLowerCase(), `${url.hostname.toLowerCase()}:${port}`, `${host}:${port}`]);
-  return config.webhooks.allow_hosts.some((entry) => forms.has(entry.toLowerCase()));
-}
-
 type Address = { address: string; family: number };
 
 class RefusedUrl extends Error {}
@@ -71,8 +58,8 @@ class RefusedUrl extends Error {}
  * changes between this check and the connect cannot reach inside.
  */
 async function checkedAddress(config: FlotillaConfig, url: URL): Promise<Address> {
-  const host = bareHost(url);
-  const allowed = isAllowedHost(config, url);
+  const host = urlHost(url);
+  const allowed = allowListed(config.webhooks.allow_hosts, url);
   if (url.protocol !== "https:" && !(allowed && url.protocol === "http:"))
     throw new RefusedUrl("must be https (plain http only to a host listed in webhooks.allow_hosts)");
   const family = isIP(host);
@@ -210,7 +197,7 @@ function post(url: URL, address: Address, headers: Record<string, string>, body:
         lookup,
         signal: AbortSignal.timeout(WEBHOOK_TIMEOUT_MS),
         headers: { ...headers, "content-type": "application/json", "user-agent": "Flotilla-Webhook/2", "content-length": Buffer.byteLength(body) },
-        ...(url.protocol === "https:" ? { servername: isIP(bareHost(url)) ? undefined : bareHost(url) } : {}),
+        ...(url.protocol === "https:" ? { servername: isIP(urlHost(url)) ? undefined : urlHost(url) } : {}),
       },
       (res) => {
         res.resume();

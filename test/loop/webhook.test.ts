@@ -157,6 +157,10 @@ describe("webhook settings", () => {
       "https://[fc00::1]/x",
       "https://[fd12:3456::1]/x",
       "https://[::]/x",
+      // IPv6 forms carrying a refused IPv4 address: IPv4-compatible, NAT64, 6to4.
+      `https://[::127.0.0.1]:${port}/x`,
+      "https://[64:ff9b::169.254.169.254]/x",
+      "https://[2002:a00:1::]/x",
       // Plain http only to the listed host:port: another port of that host, or another name for it, is refused.
       `http://127.0.0.1:${port}/x`,
       `http://localhost:${receiver.port}/x`,
