@@ -16,7 +16,7 @@ import { allowListed, isRefusedAddress, urlHost } from "@/server/net/addresses";
  * Per-user webhook on batch events, signed the Standard Webhooks way (`webhook-id`,
  * `webhook-timestamp`, `webhook-signature: v1,<base64 HMAC-SHA256 of "id.timestamp.body">`).
  * The transaction that settles or pauses a batch inserts one delivery row per event with its
- * JSON body fixed (drizzle/0012_webhook_events.sql); a web process claims due rows fairly (a
+ * JSON body fixed (drizzle/0013_webhook_events.sql); a web process claims due rows fairly (a
  * per-user limit inside its pool), checks the URL's addresses again, POSTs to the checked
  * address, and records the outcome. A non-2xx or network error is retried with exponential
  * backoff up to WEBHOOK_MAX_ATTEMPTS, then the row is `failed`; a refused address is `refused`
