@@ -1,6 +1,6 @@
 import { mkdirSync } from "node:fs";
 import path from "node:path";
-import { expect, type Page, test } from "@playwright/test";
+import { expect, type Locator, type Page, test } from "@playwright/test";
 import postgres from "postgres";
 import { adminAccount, newAccount, registerViaApi, signInViaApi, signInViaUI } from "./support/auth";
 import { e2eDatabaseUrl, SCREENSHOT_DIR } from "./support/env";
@@ -13,9 +13,12 @@ import { e2eDatabaseUrl, SCREENSHOT_DIR } from "./support/env";
 
 mkdirSync(SCREENSHOT_DIR, { recursive: true });
 
-async function shoot(page: Page, name: string) {
+/** Desktop and phone screenshots; `focus` is scrolled into view first (the app scrolls inside its own pane). */
+async function shoot(page: Page, name: string, focus?: Locator) {
+  await focus?.scrollIntoViewIfNeeded();
   await page.screenshot({ path: path.join(SCREENSHOT_DIR, `${name}-desktop.png`), fullPage: true });
   await page.setViewportSize({ width: 390, height: 844 });
+  await focus?.scrollIntoViewIfNeeded();
   await page.screenshot({ path: path.join(SCREENSHOT_DIR, `${name}-mobile.png`), fullPage: true });
   await page.setViewportSize({ width: 1400, height: 900 });
 }
@@ -92,15 +95,17 @@ test("the Settings page lists tokens with their expiry; a revoked token stops wo
   await page.getByLabel("Token name").fill("forever");
   await page.getByLabel("Expires after").selectOption({ label: "Never" });
   await page.getByRole("button", { name: "Create token" }).click();
-  const forever = await page.getByLabel("New token").inputValue();
   await expect(row("forever").getByText("never expires")).toBeVisible();
+  const forever = await page.getByLabel("New token").inputValue();
 
   await page.getByLabel("Token name").fill("nightly import");
   await page.getByLabel("Expires after").selectOption({ label: "30 days" });
   await page.getByRole("button", { name: "Create token" }).click();
+  await expect(row("nightly import").getByText("expires in 30 days")).toBeVisible();
+  // Read once the new token has replaced the previous one in the box.
   const token = await page.getByLabel("New token").inputValue();
   expect(token).toMatch(/^flt_/);
-  await expect(row("nightly import").getByText("expires in 30 days")).toBeVisible();
+  expect(token).not.toBe(forever);
 
   const api = await page.context().request;
   const bearer = { headers: { authorization: `Bearer ${token}` } };
@@ -122,9 +127,9 @@ test("the Settings page lists tokens with their expiry; a revoked token stops wo
   await db`update api_tokens set expires_at = now() - interval '2 days' where name = 'default expiry'`;
   await db.end();
   await page.reload();
-  await expect(row("default expiry").getByText("Expired")).toBeVisible();
+  await expect(row("default expiry").getByText("Expired", { exact: true })).toBeVisible();
   await expect(row("default expiry").getByText("expired 2 days ago")).toBeVisible();
-  await shoot(page, "settings-tokens");
+  await shoot(page, "settings-tokens", list);
 
   await page.getByRole("button", { name: "Revoke nightly import" }).click();
   await expect(row("nightly import")).toHaveCount(0);
@@ -184,7 +189,7 @@ test("changing the password signs out other browsers; this one and tokens keep w
   await expect(page.getByText("Password changed. 1 other browser was signed out; API tokens keep working.")).toBeVisible();
   await expect(page.getByRole("list", { name: "Sessions" }).getByRole("listitem")).toHaveCount(1);
   await expect(form.current).toHaveValue("");
-  await shoot(page, "settings-password");
+  await shoot(page, "settings-password", page.getByText(/^Password changed\./));
 
   expect((await otherPage.request.get("/api/threads")).status()).toBe(401);
   expect((await page.request.get("/api/threads")).status()).toBe(200);
