@@ -218,7 +218,7 @@ async function complete(db: Db, row: WakeupRow, owner: string, message: ChatMess
         parts: message.parts,
         metadata: (message.metadata ?? null) as Record<string, unknown> | null,
       })
-      .onConflictDoNothing({ target: messages.id });
+      .onConflictDoNothing({ target: [messages.threadId, messages.id] });
     await tx.execute(sql`update threads set updated_at = now() where id = ${row.thread_id}`);
     return true;
   });

@@ -86,7 +86,7 @@ function expectAllOutputs(text: string, tag: string) {
 const baseConfig = (extra: FlotillaConfigInput = {}): FlotillaConfigInput => ({
   subagent_runtime: { max_running: 8 },
   subagents: { max_per_thread: 32, definitions: [TOOLSMITH] },
-  tools: { web_allow_hosts: ["127.0.0.1"] },
+  tools: { web_allow_hosts: [`127.0.0.1:${port}`] },
   mcp: { servers },
   simulator: { latency_ms: 0 },
   ...extra,
