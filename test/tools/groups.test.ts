@@ -101,7 +101,7 @@ function writeConfig(name: string, input: FlotillaConfigInput): string {
 beforeAll(async () => {
   t = await createTestDatabase();
   owner = await seedOwner(t.db);
-  const limits = { maxFileBytes: 1 << 20, maxThreadBytes: 1 << 24 };
+  const limits = { maxFileBytes: 1 << 20, maxThreadBytes: 1 << 24, maxStorageBytes: 1 << 30 };
   await putFile(t.db, { ...owner, limits }, { path: "inbox/brief.txt", bytes: Buffer.from("Brief: count the ferries."), contentType: "text/plain" });
   web = http.createServer((_req, res) => {
     res.writeHead(200, { "content-type": "text/html" });
