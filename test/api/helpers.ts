@@ -8,7 +8,7 @@ import { createUser } from "@/server/auth/users";
 import { createThread } from "@/server/chat/threads";
 import { getDatabase } from "@/server/db/client";
 import { writeHeartbeat } from "@/server/runtime/heartbeat";
-import { dispatch } from "../helpers/app-routes";
+import { dispatch, preloadRoutes } from "../helpers/app-routes";
 import { createTestDatabase, type TestDatabase } from "../helpers/db";
 
 /**
@@ -18,6 +18,9 @@ import { createTestDatabase, type TestDatabase } from "../helpers/db";
  */
 
 export const ORIGIN = "http://flotilla.test";
+
+// The batch routes load with this module, as they always have: a suite's first call is not a cold import.
+await preloadRoutes(["/api/threads/[threadId]/subagent-batches", "/api/features"]);
 
 export async function setupApiDatabase(): Promise<TestDatabase> {
   const tdb = await createTestDatabase();

@@ -9,7 +9,7 @@ import { startWebServer, type WebServer } from "../helpers/web-server";
 
 export type CompatServer = WebServer;
 
-export const startCompatServer = (port = 0): Promise<CompatServer> => startWebServer({ port });
+export const startCompatServer = (port = 0): Promise<CompatServer> => startWebServer({ port, preload: ["/v1/"] });
 
 if (process.argv[1]?.endsWith("http-server.ts")) {
   startCompatServer(Number(process.argv[2] ?? 0)).then((s) => process.stdout.write(`listening ${s.origin}\n`));

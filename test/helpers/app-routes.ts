@@ -116,6 +116,12 @@ export async function routeHandler(route: AppRoute, method: string): Promise<Rou
   return typeof handler === "function" ? (handler as RouteHandler) : undefined;
 }
 
+/** Loads now the handlers of every route whose page starts with one of `prefixes` (e.g. "/v1/"). */
+export async function preloadRoutes(prefixes: string[]): Promise<void> {
+  const wanted = appRoutes().filter((r) => prefixes.some((p) => r.page.startsWith(p)));
+  await Promise.all(wanted.map((r) => routeHandler(r, "GET")));
+}
+
 const json = (status: number, code: string, message: string) =>
   Response.json({ error: { code, message } }, { status, headers: { "content-type": "application/json" } });
 

@@ -3,7 +3,7 @@ import type { AddressInfo } from "node:net";
 import { Readable } from "node:stream";
 import type { ReadableStream as NodeReadableStream } from "node:stream/web";
 import { createFrontDoorServer, type FrontDoorOptions } from "@/server/http/front-door";
-import { dispatch } from "./app-routes";
+import { dispatch, preloadRoutes } from "./app-routes";
 
 /**
  * A real HTTP server for tests: node:http on a loopback port, behind the production front door
@@ -21,6 +21,8 @@ export interface WebServer {
 
 export interface WebServerOptions extends FrontDoorOptions {
   port?: number;
+  /** Route pages to load before listening (see preloadRoutes); the rest load on first request. */
+  preload?: string[];
 }
 
 function toRequest(req: http.IncomingMessage, origin: string, signal: AbortSignal): Request {
@@ -59,6 +61,7 @@ async function serve(req: http.IncomingMessage, res: http.ServerResponse, origin
 }
 
 export async function startWebServer(options: WebServerOptions = {}): Promise<WebServer> {
+  if (options.preload) await preloadRoutes(options.preload);
   let origin = "";
   const server = createFrontDoorServer((req, res) => {
     serve(req, res, origin).catch((err) => {
