@@ -127,6 +127,13 @@ export const configSchema = z
       })
       .strict()
       .prefault({}),
+    webhooks: z
+      .object({
+        // Hosts (or host:port) webhook URLs may name although they are not https to a public address.
+        allow_hosts: z.array(z.string().min(1)).default([]),
+      })
+      .strict()
+      .prefault({}),
     mcp: z
       .object({
         servers: z
