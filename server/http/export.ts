@@ -80,28 +80,51 @@ const EXPORT_PAGE = `
 type PageRow = readonly [Uint8Array, Uint8Array, Uint8Array | null];
 
 const RESULT_KEY = Buffer.from(',"result":');
+const asBuffer = (b: Uint8Array) => (Buffer.isBuffer(b) ? b : Buffer.from(b.buffer, b.byteOffset, b.byteLength));
 
-/** The page's lines, each followed by a newline, in one buffer. */
-function joinLines(rows: readonly PageRow[]): Buffer {
-  const parts: Uint8Array[] = [];
+/** Bytes a page's rows take before escaping (the next page's size is planned from it). */
+function rawBytes(rows: readonly PageRow[]): number {
   let size = 0;
-  const push = (part: Uint8Array) => {
-    parts.push(part);
-    size += part.byteLength;
+  for (const [line, , large] of rows) size += line.byteLength + 1 + (large ? large.byteLength : 0);
+  return size;
+}
+
+/**
+ * The page's lines, each followed by a newline, written into one buffer. A large result is
+ * escaped from its bytes read as latin1 (one character per byte): JSON.stringify escapes only
+ * `"`, `\` and characters below 0x20, all ASCII, so the bytes of multi-byte UTF-8 sequences
+ * (all >= 0x80) pass through untouched and writing the string back as latin1 gives exactly the
+ * bytes of decoding, stringifying and encoding as UTF-8, without either UTF-8 pass or a second
+ * copy of the line. The buffer is sized for a few escapes and grows in the rare case it must.
+ */
+function joinLines(rows: readonly PageRow[]): Buffer {
+  const raw = rawBytes(rows);
+  let out = Buffer.allocUnsafe(raw + (raw >> 4) + 128);
+  let pos = 0;
+  const room = (n: number) => {
+    if (pos + n <= out.length) return;
+    const bigger = Buffer.allocUnsafe(Math.max(out.length * 2, pos + n));
+    out.copy(bigger, 0, 0, pos);
+    out = bigger;
   };
-  for (const [line, , large] of rows) {
+  for (const [written, , large] of rows) {
+    const line = asBuffer(written);
     if (large) {
       // The line's only `,"result":` with nothing after it is where the escaped result goes.
-      const at = Buffer.from(line.buffer, line.byteOffset, line.byteLength).indexOf(RESULT_KEY) + RESULT_KEY.byteLength;
-      push(line.subarray(0, at));
-      push(Buffer.from(JSON.stringify(Buffer.from(large.buffer, large.byteOffset, large.byteLength).toString("utf8"))));
-      push(line.subarray(at));
-    } else push(line);
-    push(NEWLINE);
+      const at = line.indexOf(RESULT_KEY) + RESULT_KEY.byteLength;
+      const escaped = JSON.stringify(asBuffer(large).toString("latin1"));
+      room(line.byteLength + escaped.length + 1);
+      pos += line.copy(out, pos, 0, at);
+      pos += out.write(escaped, pos, "latin1");
+      pos += line.copy(out, pos, at);
+    } else {
+      room(line.byteLength + 1);
+      pos += line.copy(out, pos);
+    }
+    out[pos++] = 0x0a;
   }
-  return Buffer.concat(parts, size);
+  return out.subarray(0, pos);
 }
-const NEWLINE = Buffer.from("\n");
 
 class ExportAborted extends Error {}
 
@@ -151,9 +174,10 @@ export function exportResultsStream(
           check();
         };
 
-        // Each page is asked for before the previous one is handed over, so the database writes
-        // it while the consumer reads. The first page is small; each next one asks for one row
-        // more than the last one's sizes say fit in fetchBytes, and the byte cut decides.
+        // Each page is asked for before the previous one is encoded and handed over, so the
+        // database writes it while this process encodes and the consumer reads. The first page
+        // is small; each next one asks for one row more than the last one's sizes say fit in
+        // fetchBytes, and the byte cut decides.
         const run = () =>
           sql.begin("isolation level repeatable read read only", async (tx) => {
             const page = (after: number, rows: number) =>
@@ -164,11 +188,12 @@ export function exportResultsStream(
               const current = await next;
               check();
               if (current.length === 0) return;
-              const chunk = joinLines(current);
-              rows = Math.min(fetchRows, Math.ceil((current.length * fetchBytes) / chunk.byteLength) + 1);
-              next = page(Number(Buffer.from(current[current.length - 1]![1]).toString("latin1")), rows);
+              // The next page is asked for before this one is encoded, so the database writes it meanwhile.
+              rows = Math.min(fetchRows, Math.ceil((current.length * fetchBytes) / rawBytes(current)) + 1);
+              next = page(Number(asBuffer(current[current.length - 1]![1]).toString("latin1")), rows);
               // Observed at the next turn, or dropped with the transaction when the export stops.
               next.catch(() => {});
+              const chunk = joinLines(current);
               await demand();
               controller.enqueue(exportChunk(chunk));
             }

@@ -33,6 +33,10 @@ const TRICKY: (string | null)[] = [
   "tab\there\r\nnewline",
   "unicode é ✓ 中文 😀 \u2028 \u2029 \u007f",
   `${"long ".repeat(30_000)}"quoted"\n${"ü".repeat(10_000)}`,
+  // Over LARGE_RESULT_BYTES, so escaped by the web process from raw bytes: every escape class,
+  // 2-, 3- and 4-byte UTF-8, and U+2028 / U+2029, which JSON.stringify leaves unescaped.
+  randomText(4242, 40_000),
+  `${controls}"\\\u2028\u2029😀é中\u007f`.repeat(1_000),
 ];
 
 interface Expected {
