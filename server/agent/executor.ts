@@ -13,6 +13,7 @@ import type { SubagentRunStatus, SubagentStatusUpdate, SubagentUsage } from "@/l
 import { buildGroupTools, recordTools, ToolCallRecorder } from "@/server/tools";
 import type { SubagentDefinition } from "./registry";
 import { createRun, finishRun, insertFinishedRun, markRunning, type TerminalStatus } from "./runs";
+import "./prompt-schema";
 
 /**
  * Runs one sub-agent to completion: row (pending) → capacity → running → model → final row.
