@@ -126,9 +126,29 @@ export async function finishRun(
  * this row, so a crash can lose the run row only together with its unsettled item, which is
  * then run again under a new lease.
  */
-export async function insertFinishedRun(
-  db: Db,
-  args: {
+export async function insertFinishedRun(db: Db, args: FinishedRunArgs): Promise<void> {
+  return writeFinishedRunRow(db, finishedRunRow(args));
+}
+
+/** insertFinishedRun of a row already built (finishedRunRow). */
+export function writeFinishedRunRow(db: Db, row: FinishedRunRow): Promise<void> {
+  return new Promise<void>((resolve, reject) => {
+    let queue = finishedRunQueues.get(db);
+    if (!queue) {
+      const batch: FinishedRunQueue = [];
+      queue = batch;
+      finishedRunQueues.set(db, batch);
+      // Items that end in the same tick share one statement (one commit).
+      setImmediate(() => {
+        finishedRunQueues.delete(db);
+        void writeFinishedRuns(db, batch);
+      });
+    }
+    queue.push({ row, resolve, reject });
+  });
+}
+
+export interface FinishedRunArgs {
     id: string;
     userId: string;
     threadId?: string | null;
@@ -146,10 +166,16 @@ export async function insertFinishedRun(
     usage: { inputTokens: number; outputTokens: number };
     transcript?: unknown[] | null;
     toolCalls?: ToolCallRecord[];
-  },
-): Promise<void> {
-  // Column names as the table spells them: the rows go to PostgreSQL as one JSON array.
-  const row: FinishedRunRow = {
+}
+
+/**
+ * A finished run as run-rows.sql takes it (column names as the table spells them). The batch
+ * worker hands these to its settle, which writes them in the same round trip as the items.
+ */
+export type FinishedRunRow = Record<string, unknown>;
+
+export function finishedRunRow(args: FinishedRunArgs): FinishedRunRow {
+  return {
     id: args.id,
     user_id: args.userId,
     thread_id: args.threadId ?? null,
@@ -172,23 +198,8 @@ export async function insertFinishedRun(
     started_at: args.startedAt,
     finished_at: new Date(),
   };
-  return new Promise<void>((resolve, reject) => {
-    let queue = finishedRunQueues.get(db);
-    if (!queue) {
-      const batch: FinishedRunQueue = [];
-      queue = batch;
-      finishedRunQueues.set(db, batch);
-      // Items that end in the same tick share one statement (one commit).
-      setImmediate(() => {
-        finishedRunQueues.delete(db);
-        void writeFinishedRuns(db, batch);
-      });
-    }
-    queue.push({ row, resolve, reject });
-  });
 }
 
-type FinishedRunRow = Record<string, unknown>;
 type FinishedRunQueue = Array<{ row: FinishedRunRow; resolve(): void; reject(err: unknown): void }>;
 
 const finishedRunQueues = new WeakMap<Db, FinishedRunQueue>();

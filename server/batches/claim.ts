@@ -68,6 +68,7 @@ function settlementPayload(settlements: readonly Settlement[]): string {
       delay_ms: s.kind === "deferred" || s.kind === "failed" ? Math.max(0, Math.round(s.delayMs ?? 0)) : 0,
       run_id: s.runId ?? null,
       started_ms: s.startedAtMs ?? null,
+      run_row: s.runRow ?? null,
     })),
   );
 }
