@@ -97,7 +97,13 @@ export const configSchema = z
       .strict()
       .prefault({}),
     http: z
-      .object({ max_body_bytes: int(1_024, 100 * 1024 * 1024, 10 * 1024 * 1024) })
+      .object({
+        max_body_bytes: int(1_024, 100 * 1024 * 1024, 10 * 1024 * 1024),
+        // Proxies whose X-Forwarded-For names the client (CIDRs or single addresses); none by default.
+        trusted_proxies: z
+          .array(z.union([z.cidrv4(), z.cidrv6(), z.ipv4(), z.ipv6()], { error: "must be a CIDR such as 10.0.0.0/8 or an IP address" }))
+          .default([]),
+      })
       .strict()
       .prefault({}),
     metrics: z
@@ -118,6 +124,13 @@ export const configSchema = z
         call_timeout_seconds: num(1, 600, 30),
         // Hosts fetch_url may reach although they resolve to a loopback or private address.
         web_allow_hosts: z.array(z.string().min(1)).default([]),
+      })
+      .strict()
+      .prefault({}),
+    webhooks: z
+      .object({
+        // Hosts (or host:port) webhook URLs may name although they are not https to a public address.
+        allow_hosts: z.array(z.string().min(1)).default([]),
       })
       .strict()
       .prefault({}),
@@ -176,6 +189,8 @@ export const configSchema = z
         max_queued_items: int(1, 100_000_000, 100_000),
         // 0 = no daily token quota.
         max_tokens_per_day: int(0, 1_000_000_000_000, 0),
+        // A user's workspace files (every thread) and /v1 files together.
+        max_storage_bytes: int(1, 1024 ** 5, 1024 ** 3),
       })
       .strict()
       .prefault({}),

@@ -6,6 +6,7 @@ import type { Db, DbOrTx } from "@/server/db/client";
 import { subagentBatches, subagentBatchItemAttempts, subagentBatchItems, threads, workspaceFiles } from "@/server/db/schema";
 import { AppError, notFound } from "@/server/errors";
 import { checkPath, checkPrefix } from "./paths";
+import { checkStorageQuota } from "./storage";
 
 /**
  * A thread's workspace: files in PostgreSQL, shared by the web process and every worker. Every
@@ -21,10 +22,16 @@ export interface WorkspaceScope {
 export interface WorkspaceLimits {
   maxFileBytes: number;
   maxThreadBytes: number;
+  /** quotas.max_storage_bytes: the owner's workspace files and /v1 files together. */
+  maxStorageBytes: number;
 }
 
 export function workspaceLimits(config: FlotillaConfig): WorkspaceLimits {
-  return { maxFileBytes: config.workspace.max_file_bytes, maxThreadBytes: config.workspace.max_thread_bytes };
+  return {
+    maxFileBytes: config.workspace.max_file_bytes,
+    maxThreadBytes: config.workspace.max_thread_bytes,
+    maxStorageBytes: config.quotas.max_storage_bytes,
+  };
 }
 
 /** What a listing shows of a file (never its bytes). */
@@ -131,13 +138,14 @@ export async function getFileInfo(db: DbOrTx, scope: WorkspaceScope & { path: st
 }
 
 /**
- * Creates or overwrites files in one transaction: all of them or none. `files` may be a
- * stream (the multipart parser yields each file as its last byte arrives), so at most one file
- * is in memory here. Limits: each file ≤ max_file_bytes, and the thread's total after the write
- * ≤ max_thread_bytes. The total is checked after every file (an early 413 while an upload still
- * streams) and finally under a per-thread transaction lock: a second writer's final check waits
- * for the first to commit and then counts its rows, so two uploads that fit alone but not
- * together cannot both succeed.
+ * Creates or overwrites files in one transaction: all of them or none. `files` may be an async
+ * iterable (an upload's files read back one at a time from its spool), so at most one file is
+ * in memory here; it must not wait on a client, since the transaction holds a connection.
+ * Limits: each file ≤ max_file_bytes, the thread's total after the write ≤ max_thread_bytes,
+ * and the owner's storage ≤ quotas.max_storage_bytes. Both totals are checked last, each under
+ * its transaction lock (thread, then user): a second writer's check waits for the first to
+ * commit and then counts its rows, so two uploads that fit alone but not together cannot both
+ * succeed.
  */
 export async function putFiles(
   db: Db,
@@ -175,9 +183,9 @@ async function writeAll(
       seen.add(file.path);
       if (file.bytes.byteLength > scope.limits.maxFileBytes) throw tooLargeForFile(file.path, scope.limits);
       written.push(await upsert(tx, scope, file));
-      await checkThreadTotal(tx, scope, false);
     }
-    await checkThreadTotal(tx, scope, true);
+    await checkThreadTotal(tx, scope);
+    await checkStorageQuota(tx, { userId: scope.userId, maxStorageBytes: scope.limits.maxStorageBytes });
     return written;
   });
 }
@@ -223,10 +231,10 @@ async function upsert(tx: Tx, scope: WorkspaceScope & { runId?: string | null },
   return row!;
 }
 
-async function checkThreadTotal(tx: Tx, scope: WorkspaceScope & { limits: WorkspaceLimits }, final: boolean) {
+async function checkThreadTotal(tx: Tx, scope: WorkspaceScope & { limits: WorkspaceLimits }) {
   // Transaction-scoped, per thread; released at commit or rollback. The sum is a separate
   // statement so (read committed) its snapshot is taken after the lock is held.
-  if (final) await tx.execute(sql`select pg_advisory_xact_lock(hashtextextended(${`workspace:${scope.threadId}`}, 0))`);
+  await tx.execute(sql`select pg_advisory_xact_lock(hashtextextended(${`workspace:${scope.threadId}`}, 0))`);
   const [row] = await tx
     .select({ total: sql<number>`coalesce(sum(${workspaceFiles.size}), 0)::float8` })
     .from(workspaceFiles)
@@ -298,11 +306,15 @@ export async function deleteFile(db: DbOrTx, scope: WorkspaceScope & { path: str
   if (rows.length === 0) throw notFound(`file ${JSON.stringify(scope.path)}`);
 }
 
+/** Paths read per page when matching a glob: the thread's file count never sets the memory held. */
+const MATCH_PAGE = 1000;
+
 /**
- * Paths of the thread's files matching a glob (fileGlobMatcher: linear in each path), in path order. 400 naming
- * the field for an empty, overlong or refused glob.
+ * Paths of the thread's files matching a glob (fileGlobMatcher: linear in each path), in path
+ * order, read a page at a time so a caller can stop early (a bound reached) without loading the
+ * rest. 400 naming the field for an empty, overlong or refused glob.
  */
-export async function matchFiles(db: DbOrTx, scope: WorkspaceScope & { glob: string; field?: string }): Promise<string[]> {
+export async function* matchingPaths(db: DbOrTx, scope: WorkspaceScope & { glob: string; field?: string }): AsyncGenerator<string> {
   const field = scope.field ?? "files";
   if (scope.glob.trim() === "" || scope.glob.length > MAX_GLOB_CHARS)
     throw new AppError("validation_failed", `${field}: a glob of 1 to ${MAX_GLOB_CHARS} characters is required`);
@@ -310,6 +322,23 @@ export async function matchFiles(db: DbOrTx, scope: WorkspaceScope & { glob: str
   if (syntax) throw new AppError("validation_failed", `${field}: ${syntax}`);
   const isMatch = fileGlobMatcher(scope.glob);
   await assertThread(db, scope);
-  const paths = await db.select({ path: workspaceFiles.path }).from(workspaceFiles).where(owned(scope)).orderBy(byPath);
-  return paths.map((p) => p.path).filter((p) => isMatch(p));
+  let after: string | null = null;
+  for (;;) {
+    const page: { path: string }[] = await db
+      .select({ path: workspaceFiles.path })
+      .from(workspaceFiles)
+      .where(and(owned(scope), after === null ? undefined : sql`${byPath} > ${after}`))
+      .orderBy(byPath)
+      .limit(MATCH_PAGE);
+    for (const { path } of page) if (isMatch(path)) yield path;
+    if (page.length < MATCH_PAGE) return;
+    after = page.at(-1)!.path;
+  }
+}
+
+/** Every matching path (for callers whose thread bounds are enough; a batch uses matchingPaths). */
+export async function matchFiles(db: DbOrTx, scope: WorkspaceScope & { glob: string; field?: string }): Promise<string[]> {
+  const paths: string[] = [];
+  for await (const path of matchingPaths(db, scope)) paths.push(path);
+  return paths;
 }
