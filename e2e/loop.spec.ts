@@ -143,10 +143,10 @@ test("a settled batch badges its thread in the sidebar until the thread is opene
   await form.getByLabel(/URL/).fill("http://example.com/hook");
   await button(form, "Save").click();
   await expect(form.getByRole("alert")).toContainText("The URL must be https");
-  await form.getByLabel(/URL/).fill("https://hooks.example.com/flotilla");
+  await form.getByLabel(/URL/).fill("https://93.184.215.14/flotilla");
   await button(form, "Save").click();
   await expect(form.getByLabel("Signing secret")).toHaveValue(/whsec_/);
-  await expect(form.getByTestId("webhook-current")).toContainText("https://hooks.example.com/flotilla");
+  await expect(form.getByTestId("webhook-current")).toContainText("https://93.184.215.14/flotilla");
   await shot(page, "08-settings-webhook");
   await page.setViewportSize({ width: 390, height: 844 });
   await shot(page, "09-settings-webhook-narrow");

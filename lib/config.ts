@@ -121,6 +121,13 @@ export const configSchema = z
       })
       .strict()
       .prefault({}),
+    webhooks: z
+      .object({
+        // Hosts (or host:port) webhook URLs may name although they are not https to a public address.
+        allow_hosts: z.array(z.string().min(1)).default([]),
+      })
+      .strict()
+      .prefault({}),
     mcp: z
       .object({
         servers: z
@@ -176,6 +183,8 @@ export const configSchema = z
         max_queued_items: int(1, 100_000_000, 100_000),
         // 0 = no daily token quota.
         max_tokens_per_day: int(0, 1_000_000_000_000, 0),
+        // A user's workspace files (every thread) and /v1 files together.
+        max_storage_bytes: int(1, 1024 ** 5, 1024 ** 3),
       })
       .strict()
       .prefault({}),

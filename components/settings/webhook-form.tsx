@@ -10,9 +10,9 @@ import { webhookSchema, webhookWithSecretSchema } from "@/lib/api/batches";
 import { fetchJson, sendJson } from "@/lib/api/client";
 
 /**
- * The user's batch webhook: Flotilla POSTs JSON to this URL when one of their batches settles,
- * signed `X-Flotilla-Signature: sha256=<hex>` (HMAC-SHA256 of the raw body with the secret,
- * which is shown once, right after saving).
+ * The user's batch webhook: Flotilla POSTs a JSON event to this URL when one of their batches
+ * completes, fails, is cancelled or pauses, signed per Standard Webhooks with the secret (shown
+ * once, right after saving). A secret from before Standard Webhooks gets a prompt to replace it.
  */
 
 const KEY = ["webhook"] as const;
@@ -28,12 +28,14 @@ export function WebhookForm() {
   const current = useQuery({ queryKey: KEY, queryFn: ({ signal }) => fetchJson(currentSchema, URL_PATH, "webhook", { signal }) });
   const [url, setUrl] = useState("");
   const [secret, setSecret] = useState<string | null>(null);
+  // Saving a URL (or the current one again, for a new secret) always issues a new secret.
   const save = useMutation({
-    mutationFn: () => sendJson(savedSchema, URL_PATH, "webhook", { url: url.trim() }, { method: "PUT" }),
+    mutationFn: (target: string) => sendJson(savedSchema, URL_PATH, "webhook", { url: target }, { method: "PUT" }),
     onSuccess: ({ webhook }) => {
-      setSecret(webhook.secret);
+      const { secret: issued, ...shown } = webhook;
+      setSecret(issued);
       setUrl("");
-      qc.setQueryData(KEY, { webhook: { url: webhook.url, created_at: webhook.created_at, updated_at: webhook.updated_at } });
+      qc.setQueryData(KEY, { webhook: shown });
     },
   });
   const remove = useMutation({
@@ -53,9 +55,15 @@ export function WebhookForm() {
           Batch webhook
         </h2>
         <p className="mt-1 text-zinc-600">
-          When one of your batches finishes, fails or is cancelled, Flotilla POSTs a JSON summary to this URL, signed
-          with <code className="rounded bg-zinc-100 px-1">X-Flotilla-Signature: sha256=…</code> (HMAC-SHA256 of the raw
-          body). Failed deliveries are retried with backoff.
+          When one of your batches completes, fails, is cancelled or pauses, Flotilla POSTs a JSON event (
+          <code className="rounded bg-zinc-100 px-1">batch.completed</code>, <code className="rounded bg-zinc-100 px-1">batch.failed</code>,{" "}
+          <code className="rounded bg-zinc-100 px-1">batch.cancelled</code>, <code className="rounded bg-zinc-100 px-1">batch.paused</code>) to
+          this URL, signed per{" "}
+          <a className="text-sky-700 underline" href="https://www.standardwebhooks.com/" target="_blank" rel="noreferrer">
+            Standard Webhooks
+          </a>
+          : verify it with the <code className="rounded bg-zinc-100 px-1">standardwebhooks</code> package and the secret. The URL must be
+          https to a public address. Failed deliveries are retried with backoff.
         </p>
       </div>
       <p data-testid="webhook-current" className="text-zinc-700">
@@ -67,6 +75,18 @@ export function WebhookForm() {
           "No webhook set."
         )}
       </p>
+      {hook?.legacy_secret && !secret ? (
+        <div role="status" data-testid="webhook-legacy" className="flex flex-wrap items-center gap-2 rounded-md border border-amber-300 bg-amber-50 px-3 py-2 text-amber-900">
+          <p className="min-w-0 flex-1">
+            This webhook's secret predates Standard Webhooks signatures: its deliveries still carry the old{" "}
+            <code className="rounded bg-amber-100 px-1">X-Flotilla-Signature</code> header, which a captured delivery can replay. Take a new
+            secret and verify with <code className="rounded bg-amber-100 px-1">standardwebhooks</code>.
+          </p>
+          <button type="button" disabled={save.isPending} onClick={() => save.mutate(hook.url)} className={`${buttonClass.base} ${buttonClass.neutral}`}>
+            New secret
+          </button>
+        </div>
+      ) : null}
       {secret ? (
         <OnceSecret label="Signing secret" value={secret} title="Signing secret: copy it now, it is not shown again." className="" />
       ) : null}
@@ -74,11 +94,11 @@ export function WebhookForm() {
         className="flex flex-wrap items-end gap-2"
         onSubmit={(e) => {
           e.preventDefault();
-          save.mutate();
+          save.mutate(url.trim());
         }}
       >
         <label htmlFor={`${id}-url`} className="flex min-w-0 flex-1 flex-col gap-1">
-          <span className="text-xs font-medium text-zinc-700">{hook ? "New URL" : "URL"} (https)</span>
+          <span className="text-xs font-medium text-zinc-700">{hook ? "New URL" : "URL"} (https, public address)</span>
           <input
             id={`${id}-url`}
             type="url"

@@ -239,11 +239,37 @@ export const budgetUpdateSchema = z
   });
 export type BudgetUpdate = z.infer<typeof budgetUpdateSchema>;
 
-/** GET/PUT /api/webhook. The secret appears only in the PUT answer. */
-export const webhookSchema = z.object({ url: z.string(), created_at: z.string(), updated_at: z.string() }).strict();
+/**
+ * GET/PUT /api/webhook. The secret appears only in the PUT answer. `legacy_secret`: the secret
+ * predates Standard Webhooks signatures (deliveries also carry the old X-Flotilla-Signature
+ * header until a new secret is taken).
+ */
+export const webhookSchema = z
+  .object({ url: z.string(), legacy_secret: z.boolean(), created_at: z.string(), updated_at: z.string() })
+  .strict();
 export const webhookWithSecretSchema = webhookSchema.extend({ secret: z.string() }).strict();
 export type Webhook = z.infer<typeof webhookSchema>;
 export type WebhookWithSecret = z.infer<typeof webhookWithSecretSchema>;
+
+export const WEBHOOK_EVENT_TYPES = ["batch.completed", "batch.failed", "batch.cancelled", "batch.paused"] as const;
+/** The body of a webhook delivery (signed per Standard Webhooks; `timestamp` is when the event happened). */
+export const webhookEventSchema = z
+  .object({
+    type: z.enum(WEBHOOK_EVENT_TYPES),
+    timestamp: z.string(),
+    data: z
+      .object({
+        id: z.string(),
+        thread_id: z.string(),
+        status: z.string(),
+        counts: z.object({ total: z.number(), succeeded: z.number(), failed: z.number(), cancelled: z.number() }).strict(),
+        usage: z.object({ input_tokens: z.number(), output_tokens: z.number() }).strict(),
+        cost_usd: z.number(),
+      })
+      .strict(),
+  })
+  .strict();
+export type WebhookEvent = z.infer<typeof webhookEventSchema>;
 
 /** POST .../items/{item_id}/retry answers the re-queued item and its (possibly reopened) batch. */
 export const itemRetryResponseSchema = z.object({ item: itemProjectionSchema, batch: batchProjectionSchema }).strict();

@@ -1,5 +1,5 @@
 import "server-only";
-import { and, desc, eq, gt, sql } from "drizzle-orm";
+import { and, desc, eq, gt, ne, sql } from "drizzle-orm";
 import { z } from "zod";
 import type { Db, DbOrTx } from "@/server/db/client";
 import { authSessions, users } from "@/server/db/schema";
@@ -52,7 +52,16 @@ export async function endSession(db: DbOrTx, sessionId: unknown): Promise<void> 
   await db.delete(authSessions).where(eq(authSessions.id, sessionId as string));
 }
 
-/** Ends every session of the user (every browser signs in again). API tokens are separate. */
+/** Ends every session of the user except `keepSessionId` (after a password change). Returns how many ended. */
+export async function endOtherSessions(db: DbOrTx, args: { userId: string; keepSessionId?: string }): Promise<number> {
+  const ended = await db
+    .delete(authSessions)
+    .where(and(eq(authSessions.userId, args.userId), args.keepSessionId ? ne(authSessions.id, args.keepSessionId) : undefined))
+    .returning({ id: authSessions.id });
+  return ended.length;
+}
+
+/** Ends every session of the user (every browser signs in again). Personal API tokens stay until revoked. */
 export async function signOutEverywhere(db: Db, userId: string): Promise<number> {
   return db.transaction(async (tx) => {
     await tx

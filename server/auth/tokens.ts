@@ -4,7 +4,7 @@ import { z } from "zod";
 import type { DbOrTx } from "@/server/db/client";
 import { apiTokens, users } from "@/server/db/schema";
 import { AppError } from "@/server/errors";
-import { createTokenBodySchema, TOKEN_MAX_DAYS, type TokenProjection } from "@/lib/api/auth";
+import { createTokenBodySchema, TOKEN_DEFAULT_DAYS, TOKEN_MAX_DAYS, type TokenProjection } from "@/lib/api/auth";
 
 /** Personal API tokens: `flt_` + 32 random bytes; only the SHA-256 of the token is stored. */
 export const TOKEN_PREFIX = "flt_";
@@ -17,38 +17,61 @@ export function hashToken(token: string): string {
 export type TokenView = TokenProjection;
 
 /** Creates a token for the user and returns it; the plain token is never stored and cannot be shown again. */
-export async function createApiToken(
-  db: DbOrTx,
-  input: { userId: string; name?: string; expiresInDays?: number },
-): Promise<string> {
+export async function createApiToken(db: DbOrTx, input: NewTokenInput): Promise<string> {
   return (await createApiTokenRecord(db, input)).token;
 }
 
-export async function createApiTokenRecord(
-  db: DbOrTx,
-  input: { userId: string; name?: string; expiresInDays?: number },
-): Promise<{ token: string; view: TokenView }> {
+export interface NewTokenInput {
+  userId: string;
+  name?: string;
+  /** Omitted: TOKEN_DEFAULT_DAYS. Null: never expires (not for a token made with a token). */
+  expiresInDays?: number | null;
+  /** The bearer token of the request asking for this one: the new token never outlives it. */
+  madeWithToken?: string;
+}
+
+/** The bearer token a request presents; authenticate() judges such a request by it alone. */
+export function presentedToken(req: Request): string | undefined {
+  return /^Bearer\s+(\S+)\s*$/i.exec(req.headers.get("authorization") ?? "")?.[1];
+}
+
+const liveToken = or(isNull(apiTokens.expiresAt), gt(apiTokens.expiresAt, sql`now()`));
+
+export async function createApiTokenRecord(db: DbOrTx, input: NewTokenInput): Promise<{ token: string; view: TokenView }> {
   const checked = createTokenBodySchema.safeParse({ name: input.name ?? "cli", expires_in_days: input.expiresInDays });
   if (!checked.success)
     throw new AppError(
       "validation_failed",
-      checked.error.issues[0]?.path[0] === "name" ? "name: must be 1 to 100 characters" : `expires_in_days: must be a whole number from 1 to ${TOKEN_MAX_DAYS}`,
+      checked.error.issues[0]?.path[0] === "name" ? "name: must be 1 to 100 characters" : `expires_in_days: must be a whole number from 1 to ${TOKEN_MAX_DAYS}, or null`,
     );
   const { name } = checked.data;
+  const days = input.expiresInDays === undefined ? TOKEN_DEFAULT_DAYS : input.expiresInDays;
+  // A stolen short-lived token must not be able to mint a permanent one.
+  if (days === null && input.madeWithToken !== undefined)
+    throw new AppError("validation_failed", "expires_in_days: a token that never expires can only be created from a browser session");
   if (!z.uuid().safeParse(input.userId).success) throw new AppError("not_found", "user not found");
   const [user] = await db.select({ id: users.id }).from(users).where(eq(users.id, input.userId)).limit(1);
   if (!user) throw new AppError("not_found", "user not found");
   const token = `${TOKEN_PREFIX}${randomBytes(32).toString("base64url")}`;
-  const [row] = await db
-    .insert(apiTokens)
-    .values({
-      userId: user.id,
-      tokenHash: hashToken(token),
-      name,
-      expiresAt: input.expiresInDays === undefined ? null : sql`now() + make_interval(days => ${input.expiresInDays})`,
-    })
-    .returning();
-  return { token, view: toView(row!) };
+  const requested = days === null ? null : sql`now() + make_interval(days => ${days})`;
+  const row = await db.transaction(async (tx) => {
+    let expiresAt = requested;
+    if (input.madeWithToken !== undefined) {
+      // Shared lock: the maker cannot be revoked between this check and the insert.
+      const [maker] = await tx
+        .select({ id: apiTokens.id })
+        .from(apiTokens)
+        .where(and(eq(apiTokens.tokenHash, hashToken(input.madeWithToken)), eq(apiTokens.userId, user.id), liveToken))
+        .for("share")
+        .limit(1);
+      if (!maker) throw new AppError("unauthorized", "the token making this request is revoked or expired");
+      // least() skips a null (a maker that never expires); the subquery keeps the maker's microseconds.
+      expiresAt = sql`least(${requested}, (select expires_at from api_tokens where id = ${maker.id}))`;
+    }
+    const [inserted] = await tx.insert(apiTokens).values({ userId: user.id, tokenHash: hashToken(token), name, expiresAt }).returning();
+    return inserted!;
+  });
+  return { token, view: toView(row) };
 }
 
 function toView(r: typeof apiTokens.$inferSelect): TokenView {
@@ -90,7 +113,7 @@ export async function userIdForToken(db: DbOrTx, token: string): Promise<string 
   const [row] = await db
     .select({ id: apiTokens.id, userId: apiTokens.userId })
     .from(apiTokens)
-    .where(and(eq(apiTokens.tokenHash, tokenHash), or(isNull(apiTokens.expiresAt), gt(apiTokens.expiresAt, sql`now()`))))
+    .where(and(eq(apiTokens.tokenHash, tokenHash), liveToken))
     .limit(1);
   if (!row) return null;
   await db

@@ -1,5 +1,5 @@
 import type { ChatMessage, ChatMessageMetadata } from "@/lib/api/chat";
-import { and, asc, eq, sql } from "drizzle-orm";
+import { asc, eq, sql } from "drizzle-orm";
 import type { DbOrTx } from "@/server/db/client";
 import { messages } from "@/server/db/schema";
 import { AppError } from "@/server/errors";
@@ -26,8 +26,8 @@ export async function loadMessages(db: DbOrTx, input: { threadId: string }): Pro
 }
 
 /**
- * Inserts a new message. Message ids come from clients, so an id already in use (in this
- * thread or any other) is a conflict and never overwrites anything.
+ * Inserts a new message. Ids are unique per thread (clients choose them, so another thread's
+ * ids never matter); an id already in this thread is a conflict and overwrites nothing.
  */
 export async function insertMessage(db: DbOrTx, input: { threadId: string; message: ChatMessage }): Promise<void> {
   const { message } = input;
@@ -40,7 +40,7 @@ export async function insertMessage(db: DbOrTx, input: { threadId: string; messa
       parts: message.parts,
       metadata: (message.metadata ?? null) as Record<string, unknown> | null,
     })
-    .onConflictDoNothing({ target: messages.id })
+    .onConflictDoNothing({ target: [messages.threadId, messages.id] })
     .returning({ id: messages.id });
   if (!row) throw new AppError("conflict", "message.id: a message with this id already exists");
 }
@@ -53,10 +53,10 @@ export async function saveMessage(db: DbOrTx, input: { threadId: string; message
     .insert(messages)
     .values({ id: message.id, threadId: input.threadId, role: message.role, parts: message.parts, metadata })
     .onConflictDoUpdate({
-      target: messages.id,
+      target: [messages.threadId, messages.id],
       set: { parts: sql`excluded.parts`, metadata: sql`excluded.metadata` },
-      // Only ever update a row of the same thread.
-      setWhere: and(eq(messages.threadId, input.threadId), eq(messages.role, message.role)),
+      // A user message never becomes an assistant's.
+      setWhere: eq(messages.role, message.role),
     })
     .returning({ id: messages.id });
   if (!row) throw new AppError("conflict", "message.id: a message with this id already exists");

@@ -14,7 +14,7 @@ import type { ResolvedModel } from "@/server/models/types";
 import { INSTANCE_ID } from "@/server/runtime/instance";
 import { usedCostUsd } from "@/server/batches/budget";
 import type { BatchRow } from "@/server/batches/types";
-import { deliverDueWebhooks } from "@/server/batches/webhooks";
+import { claimDeliveries, deliverClaimed } from "@/server/batches/webhooks";
 import { errorText } from "@/server/errors";
 
 /**
@@ -41,7 +41,7 @@ export const WAKEUP_LEASE_SECONDS = 600;
 const FAILURE_SAMPLE = 200;
 const FAILURE_GROUPS = 5;
 
-interface WakeupRow extends Record<string, unknown> {
+export interface WakeupRow extends Record<string, unknown> {
   id: number;
   batch_id: string;
   thread_id: string;
@@ -55,18 +55,53 @@ export function wakeupMessageId(batchId: string, seq: number): string {
   return `wake_${batchId.replace(/-/g, "")}_${seq}`;
 }
 
-/** Claims one due wake-up for `owner` (one process per row; an expired lease is claimable again). */
-export async function claimWakeup(db: Db, owner: string, leaseSeconds = WAKEUP_LEASE_SECONDS): Promise<WakeupRow | undefined> {
-  const [row] = await db.execute<WakeupRow>(sql`
+/** Wake-ups one user may have running at once, across every web process. */
+export const WAKEUP_PER_USER_LIMIT = 2;
+
+/**
+ * Claims up to `limit` due wake-ups for `owner` (one process per row; an expired lease is
+ * claimable again), fairly: round-robin over the users with due rows, each user at most
+ * `perUser` running (live leases of any process count).
+ */
+export async function claimWakeups(
+  db: Db,
+  owner: string,
+  options: { limit?: number; perUser?: number; leaseSeconds?: number } = {},
+): Promise<WakeupRow[]> {
+  const limit = options.limit ?? 1;
+  if (limit <= 0) return [];
+  const perUser = options.perUser ?? WAKEUP_PER_USER_LIMIT;
+  return db.execute<WakeupRow>(sql`
+    with due_users as (
+      select distinct user_id from batch_wakeups
+       where done_at is null and next_attempt_at <= now() and (lease_expires_at is null or lease_expires_at < now())
+    ),
+    picked as (
+      select c.id, c.next_attempt_at, row_number() over (partition by c.user_id order by c.next_attempt_at, c.id) as turn
+        from due_users u
+        cross join lateral (
+          select w.id, w.user_id, w.next_attempt_at from batch_wakeups w
+           where w.user_id = u.user_id and w.done_at is null and w.next_attempt_at <= now()
+             and (w.lease_expires_at is null or w.lease_expires_at < now())
+           order by w.next_attempt_at, w.id
+           limit greatest(0, ${perUser} - (
+             select count(*) from batch_wakeups f
+              where f.user_id = u.user_id and f.done_at is null and f.lease_expires_at >= now()))
+           for update skip locked
+        ) c
+    ),
+    chosen as (select id from picked order by turn, next_attempt_at, id limit ${limit})
     update batch_wakeups w
        set claimed_by = ${owner}, claimed_at = now(), attempts = w.attempts + 1,
-           lease_expires_at = now() + make_interval(secs => ${leaseSeconds})
-     where w.id = (
-       select id from batch_wakeups
-        where done_at is null and next_attempt_at <= now() and (lease_expires_at is null or lease_expires_at < now())
-        order by next_attempt_at, id limit 1
-        for update skip locked)
+           lease_expires_at = now() + make_interval(secs => ${options.leaseSeconds ?? WAKEUP_LEASE_SECONDS})
+      from chosen
+     where w.id = chosen.id
     returning w.id, w.batch_id, w.thread_id, w.user_id, w.settlement_seq, w.settled_status, w.attempts`);
+}
+
+/** Claims one due wake-up for `owner` (fairly, as claimWakeups). */
+export async function claimWakeup(db: Db, owner: string, options: { perUser?: number } = {}): Promise<WakeupRow | undefined> {
+  const [row] = await claimWakeups(db, owner, { ...options, limit: 1 });
   return row;
 }
 
@@ -218,7 +253,7 @@ async function complete(db: Db, row: WakeupRow, owner: string, message: ChatMess
         parts: message.parts,
         metadata: (message.metadata ?? null) as Record<string, unknown> | null,
       })
-      .onConflictDoNothing({ target: messages.id });
+      .onConflictDoNothing({ target: [messages.threadId, messages.id] });
     await tx.execute(sql`update threads set updated_at = now() where id = ${row.thread_id}`);
     return true;
   });
@@ -236,14 +271,20 @@ export interface WakeupOptions {
 
 /** Claims and runs one due wake-up. Returns false when none was due. */
 export async function runOneWakeup(options: WakeupOptions): Promise<boolean> {
-  const { db, config, owner } = options;
-  const row = await claimWakeup(db, owner);
+  const row = await claimWakeup(options.db, options.owner);
   if (!row) return false;
+  await runClaimedWakeup(options, row);
+  return true;
+}
+
+/** Runs a claimed wake-up: the lead's reply stored, or a retry scheduled, or the could-not-summarize note. */
+export async function runClaimedWakeup(options: WakeupOptions, row: WakeupRow): Promise<void> {
+  const { db, config, owner } = options;
   const wlog = log.child({ batch_id: row.batch_id, settlement_seq: row.settlement_seq, wakeup_id: row.id });
   const messageId = wakeupMessageId(row.batch_id, row.settlement_seq);
   const meta = { trigger: "batch_settled" as const, batch_id: row.batch_id };
   const [batch] = await db.select().from(subagentBatches).where(eq(subagentBatches.id, row.batch_id));
-  if (!batch) return true; // cascade-deleted with its thread
+  if (!batch) return; // cascade-deleted with its thread
   const notice = await buildWakeupNotice(db, batch, row.settled_status, row.settlement_seq);
   try {
     const model = options.model ?? resolveModel(config);
@@ -268,42 +309,109 @@ export async function runOneWakeup(options: WakeupOptions): Promise<boolean> {
       wlog.warn({ err: error, attempts: row.attempts, retry_in_ms: delayMs }, "wake-up failed; will retry");
     }
   }
-  return true;
+}
+
+/** Wake-ups (lead runs) one web process runs at once. */
+export const WAKEUP_POOL_SIZE = 8;
+/** Webhook deliveries one web process has in flight at once. */
+export const WEBHOOK_POOL_SIZE = 16;
+
+/**
+ * A pool of at most `size` running jobs of one kind. `fill` asks `claim` for as many jobs as
+ * there are free slots and starts them without waiting; a finished job fills its slot again.
+ * The claim decides fairness (per-user limits), the pool bounds the process.
+ */
+class Pool<T> {
+  private running = 0;
+  private filling: Promise<void> | undefined;
+  private again = false;
+  private readonly jobs = new Set<Promise<void>>();
+  constructor(
+    private readonly size: number,
+    private readonly claim: (free: number) => Promise<T[]>,
+    private readonly run: (job: T) => Promise<void>,
+    private readonly stopped: () => boolean,
+  ) {}
+
+  /** Claims work for the free slots; one claim at a time, and a fill asked for meanwhile runs right after it. */
+  fill(): Promise<void> {
+    if (this.filling) {
+      this.again = true;
+      return this.filling;
+    }
+    this.filling = (async () => {
+      do {
+        this.again = false;
+        const free = this.size - this.running;
+        if (free <= 0 || this.stopped()) return;
+        try {
+          for (const job of await this.claim(free)) this.start(job);
+        } catch (err) {
+          log.warn({ err }, "settlement runner claim failed");
+          return;
+        }
+      } while (this.again);
+    })().finally(() => {
+      this.filling = undefined;
+    });
+    return this.filling;
+  }
+
+  private start(job: T): void {
+    this.running++;
+    const p = this.run(job)
+      .catch((err) => log.warn({ err }, "settlement job failed"))
+      .finally(() => {
+        this.running--;
+        this.jobs.delete(p);
+        void this.fill();
+      });
+    this.jobs.add(p);
+  }
+
+  async drain(): Promise<void> {
+    await this.filling;
+    while (this.jobs.size > 0) await Promise.all([...this.jobs]);
+  }
 }
 
 /**
- * The web process's loop for settlement side effects: every `intervalMs` it runs due wake-ups
- * one after another, then due webhook deliveries. Ticks never overlap. Returns a stop function.
+ * The web process's runner for settlement side effects: lead wake-ups and webhook deliveries,
+ * each in its own pool (one kind never waits for the other), claimed fairly between users so
+ * one user's slow endpoint or thousand batches delay no other user's. Pools are topped up
+ * every `intervalMs` and whenever a job ends. Returns a stop function that waits for running jobs.
  */
 export function startSettlementRunner(
   options: WakeupOptions & { intervalMs?: number; webhookBackoffBaseMs?: number },
 ): () => Promise<void> {
   let stopped = false;
-  let current: Promise<void> | undefined;
-  const tick = async () => {
-    try {
-      while (!stopped && (await runOneWakeup(options))) {
-        // Drain every due wake-up before the next sleep.
-      }
-      if (!stopped)
-        await deliverDueWebhooks(options.db, { owner: options.owner, backoffBaseMs: options.webhookBackoffBaseMs });
-    } catch (err) {
-      log.warn({ err }, "settlement runner tick failed");
-    }
+  const isStopped = () => stopped;
+  const wakeups = new Pool(
+    WAKEUP_POOL_SIZE,
+    (free) => claimWakeups(options.db, options.owner, { limit: free }),
+    (row) => runClaimedWakeup(options, row),
+    isStopped,
+  );
+  const deliveries = new Pool(
+    WEBHOOK_POOL_SIZE,
+    (free) => claimDeliveries(options.db, { owner: options.owner, limit: free }),
+    (row) =>
+      deliverClaimed(options.db, row, { owner: options.owner, config: options.config, backoffBaseMs: options.webhookBackoffBaseMs }).then(
+        () => {},
+      ),
+    isStopped,
+  );
+  const tick = () => {
+    void wakeups.fill();
+    void deliveries.fill();
   };
-  const start = () => {
-    if (current || stopped) return;
-    current = tick().finally(() => {
-      current = undefined;
-    });
-  };
-  const timer = setInterval(start, options.intervalMs ?? 1_000);
+  const timer = setInterval(tick, options.intervalMs ?? 1_000);
   timer.unref();
-  start();
+  tick();
   return async () => {
     stopped = true;
     clearInterval(timer);
-    await current;
+    await Promise.all([wakeups.drain(), deliveries.drain()]);
   };
 }
 

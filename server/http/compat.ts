@@ -5,6 +5,7 @@ import { getDatabase } from "@/server/db/client";
 import type { CompatApi } from "@/server/db/schema/compat";
 import { AppError, notFound, zodMessage } from "@/server/errors";
 import { log } from "@/server/log";
+import { contentDisposition } from "@/server/http/download";
 import { CompatParamError } from "@/server/compat/errors";
 import { expireCompatBatches } from "@/server/compat/expiry";
 import { parseAnthropicBatchId, parseOpenAiBatchId } from "@/server/compat/ids";
@@ -94,7 +95,7 @@ export function jsonlResponse(body: ReadableStream<Uint8Array>, filename: string
     status: 200,
     headers: {
       "content-type": "application/jsonl; charset=utf-8",
-      "content-disposition": `attachment; filename="${filename}"`,
+      "content-disposition": contentDisposition(filename),
       "cache-control": "no-store",
       "x-content-type-options": "nosniff",
     },

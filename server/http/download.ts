@@ -1,19 +1,34 @@
 import "server-only";
 import type { FileInfo } from "@/server/workspace/files";
 
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g;
+
+/**
+ * `Content-Disposition: attachment` for any file name: RFC 6266 / RFC 5987 `filename*` carries
+ * the exact name (UTF-8, percent-encoded), and `filename` an ASCII fallback for old clients
+ * with quotes, backslashes, control and non-ASCII characters replaced. Whatever the name, the
+ * header is valid (a raw name beyond Latin-1, a quote or a line break would make it a 500).
+ */
+export function contentDisposition(name: string): string {
+  // A lone surrogate cannot be UTF-8 encoded: it becomes U+FFFD.
+  const wellFormed = name.replace(LONE_SURROGATE, "\uFFFD");
+  const fallback = wellFormed.replace(/[^\x20-\x7e]|["\\]/g, "_");
+  const encoded = encodeURIComponent(wellFormed).replace(
+    /['()*]/g,
+    (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`,
+  );
+  return `attachment; filename="${fallback}"; filename*=UTF-8''${encoded}`;
+}
+
 /**
  * Headers of a download: always an attachment (never rendered in our origin), the stored type
- * with sniffing off, and the name as RFC 6266 / RFC 5987 `filename*` for non-ASCII names with
- * an ASCII fallback for old clients.
+ * with sniffing off, and the name as contentDisposition gives it.
  */
 export function downloadHeaders(file: FileInfo): Headers {
-  const name = file.path.split("/").pop()!;
-  const fallback = name.replace(/[^\x20-\x7e]|["\\]/g, "_");
-  const encoded = encodeURIComponent(name).replace(/['()*]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`);
   return new Headers({
     "content-type": file.contentType,
     "content-length": String(file.size),
-    "content-disposition": `attachment; filename="${fallback}"; filename*=UTF-8''${encoded}`,
+    "content-disposition": contentDisposition(file.path.split("/").pop()!),
     "x-content-type-options": "nosniff",
     "cache-control": "private, no-store",
     etag: `"${file.sha256}"`,

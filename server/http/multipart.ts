@@ -1,36 +1,102 @@
 import "server-only";
 import busboy from "busboy";
+import { CompatParamError } from "@/server/compat/errors";
 import { AppError } from "@/server/errors";
 import { type NewFile, tooLargeForFile, type WorkspaceLimits } from "@/server/workspace/files";
 import { checkPath, checkPrefix, contentTypeFor } from "@/server/workspace/paths";
+import type { BodySpool, SpoolEntry } from "./spool";
 
 /**
- * Streams a multipart/form-data upload into workspace files: one or more `file` parts (path =
- * the part's filename, under the optional `prefix` field, which must come first) and nothing
- * else. Each file is yielded when its last byte arrives; the request body is read only as fast
- * as the consumer takes files, so at most one file waits in memory beside the one being stored.
- * A file past max_file_bytes, or a body past what the thread could ever hold, ends the upload
- * with 413 at once, without reading the rest.
+ * Multipart uploads, received whole before anything is written: the body is parsed as it
+ * arrives (so a file past its limit ends the upload with 413 at once, without reading the
+ * rest) and each file waits in the request's spool. Only then does the caller open its
+ * transaction, so a client trickling its body holds no database connection.
  */
 
 /** Multipart framing around the file bytes (boundaries, part headers). */
 const FRAMING_ALLOWANCE_BYTES = 1024 * 1024;
 const MAX_FILES_PER_UPLOAD = 1000;
 
-export async function* readUploadedFiles(req: Request, limits: WorkspaceLimits): AsyncGenerator<NewFile> {
+/**
+ * Feeds the request body to a busboy parser, chunk by chunk, waiting for the spool to take each
+ * one (backpressure down to the socket). Resolves once the parser has seen the whole body;
+ * rejects with the first failure any handler reported through `fail`.
+ */
+async function parseBody(
+  req: Request,
+  parser: busboy.Busboy,
+  spool: BodySpool,
+  limits: { maxBodyBytes: number; tooLarge: () => AppError },
+  failure: { current: unknown; wake: () => void },
+): Promise<void> {
+  const declared = Number(req.headers.get("content-length") ?? "NaN");
+  if (Number.isFinite(declared) && declared > limits.maxBodyBytes) throw limits.tooLarge();
+  const closed = new Promise<void>((resolve) => parser.on("close", resolve));
+  const failed = new Promise<never>((_, reject) => {
+    failure.wake = () => reject(failure.current);
+  });
+  failed.catch(() => {});
+  parser.on("error", (err: Error) => report(failure, new AppError("validation_failed", `malformed multipart body: ${err.message}`)));
+  const reader = req.body!.getReader();
+  let bodyBytes = 0;
+  let bodyDone = false;
+  try {
+    for (;;) {
+      if (failure.current) throw failure.current;
+      const result = await Promise.race([
+        reader.read().catch(() => {
+          throw new AppError("validation_failed", "the request body ended before it was complete; nothing was stored");
+        }),
+        failed,
+      ]);
+      if (result.done) {
+        bodyDone = true;
+        break;
+      }
+      bodyBytes += result.value.byteLength;
+      if (bodyBytes > limits.maxBodyBytes) throw limits.tooLarge();
+      if (!parser.write(result.value)) await Promise.race([new Promise((resolve) => parser.once("drain", resolve)), failed]);
+      await Promise.race([spool.settled(), failed]);
+    }
+    parser.end();
+    await Promise.race([closed, failed]);
+    await spool.settled();
+    if (failure.current) throw failure.current;
+  } finally {
+    if (!bodyDone) await reader.cancel().catch(() => {});
+    // Destroying mid-part makes busboy emit "unexpected end" on itself and the open file part.
+    parser.removeAllListeners();
+    parser.on("error", () => {});
+    parser.destroy();
+  }
+}
+
+function report(failure: { current: unknown; wake: () => void }, err: unknown): void {
+  if (failure.current) return;
+  failure.current = err;
+  failure.wake();
+}
+
+export interface ReceivedWorkspaceFile {
+  path: string;
+  contentType: string;
+  content: SpoolEntry;
+}
+
+/**
+ * Receives a workspace upload (multipart/form-data): one or more `file` parts (path = the part's
+ * filename, under the optional `prefix` field, which must come first) and nothing else. A file
+ * past max_file_bytes, or a body past what the thread could ever hold, is a 413 at once.
+ */
+export async function receiveWorkspaceUpload(
+  req: Request,
+  limits: WorkspaceLimits,
+  spool: BodySpool,
+): Promise<ReceivedWorkspaceFile[]> {
   const contentType = req.headers.get("content-type") ?? "";
   if (!/^multipart\/form-data\s*;/i.test(contentType))
     throw new AppError("unsupported_media_type", "send the files as multipart/form-data (one or more `file` fields)");
-  const maxBodyBytes = limits.maxThreadBytes + FRAMING_ALLOWANCE_BYTES;
-  const bodyTooLarge = () =>
-    new AppError(
-      "payload_too_large",
-      `the upload is larger than workspace.max_thread_bytes (${limits.maxThreadBytes} bytes); nothing was stored`,
-    );
-  const declared = Number(req.headers.get("content-length") ?? "NaN");
-  if (Number.isFinite(declared) && declared > maxBodyBytes) throw bodyTooLarge();
   if (!req.body) throw new AppError("validation_failed", "file: at least one file field is required");
-
   let parser: busboy.Busboy;
   try {
     parser = busboy({
@@ -44,21 +110,14 @@ export async function* readUploadedFiles(req: Request, limits: WorkspaceLimits):
     throw new AppError("validation_failed", "content-type: multipart/form-data needs a boundary");
   }
 
-  const ready: NewFile[] = [];
-  let failure: unknown = null;
-  let filesSeen = 0;
-  let reading = 0; // file parts whose bytes are still arriving
-  let parsed = false;
+  const failure = { current: null as unknown, wake: () => {} };
+  const fail = (err: unknown) => report(failure, err);
+  const received: ReceivedWorkspaceFile[] = [];
   let prefix = "";
-  let wake: () => void = () => {};
-  const fail = (err: unknown) => {
-    failure ??= err;
-    wake();
-  };
 
   parser.on("field", (name, value) => {
     if (name !== "prefix") return fail(new AppError("validation_failed", `${name}: unknown field (send \`file\` and \`prefix\`)`));
-    if (filesSeen > 0) return fail(new AppError("validation_failed", "prefix: must come before the file fields"));
+    if (received.length > 0) return fail(new AppError("validation_failed", "prefix: must come before the file fields"));
     try {
       prefix = value === "" ? "" : `${checkPrefix(value)}/`;
     } catch (err) {
@@ -66,7 +125,6 @@ export async function* readUploadedFiles(req: Request, limits: WorkspaceLimits):
     }
   });
   parser.on("file", (name, stream, { filename, mimeType }) => {
-    filesSeen++;
     stream.on("error", () => {}); // reported through the parser's own error
     if (name !== "file") {
       stream.resume();
@@ -80,73 +138,120 @@ export async function* readUploadedFiles(req: Request, limits: WorkspaceLimits):
       stream.resume();
       return fail(err);
     }
-    reading++;
-    const chunks: Buffer[] = [];
-    stream.on("data", (chunk: Buffer) => chunks.push(chunk));
+    const content = spool.entry();
+    received.push({ path, contentType: contentTypeFor(path, mimeType), content });
+    stream.on("data", (chunk: Buffer) => content.write(chunk));
     stream.on("limit", () => fail(tooLargeForFile(path, limits)));
-    stream.on("end", () => {
-      reading--;
-      if (!(stream as { truncated?: boolean }).truncated)
-        ready.push({ path, bytes: Buffer.concat(chunks), contentType: contentTypeFor(path, mimeType) });
-      wake();
-    });
   });
   parser.on("filesLimit", () =>
     fail(new AppError("validation_failed", `file: at most ${MAX_FILES_PER_UPLOAD} files per upload`)),
   );
   parser.on("fieldsLimit", () => fail(new AppError("validation_failed", "prefix: given more than once")));
-  parser.on("error", (err: Error) => fail(new AppError("validation_failed", `malformed multipart body: ${err.message}`)));
-  parser.on("close", () => {
-    parsed = true;
-    wake();
+
+  await parseBody(
+    req,
+    parser,
+    spool,
+    {
+      maxBodyBytes: limits.maxThreadBytes + FRAMING_ALLOWANCE_BYTES,
+      tooLarge: () =>
+        new AppError(
+          "payload_too_large",
+          `the upload is larger than workspace.max_thread_bytes (${limits.maxThreadBytes} bytes); nothing was stored`,
+        ),
+    },
+    failure,
+  );
+  if (received.length === 0) throw new AppError("validation_failed", "file: at least one file field is required");
+  return received;
+}
+
+/**
+ * The received files one at a time, each read back whole (a workspace file is bounded by
+ * max_file_bytes), in bytewise path order: two uploads overwriting the same files lock their
+ * rows in the same order, so the second waits for the first instead of deadlocking.
+ */
+export async function* receivedFiles(files: ReceivedWorkspaceFile[]): AsyncGenerator<NewFile> {
+  const ordered = [...files].sort((a, b) => Buffer.compare(Buffer.from(a.path), Buffer.from(b.path)));
+  for (const file of ordered) yield { path: file.path, contentType: file.contentType, bytes: await file.content.bytes() };
+}
+
+export interface ReceivedBatchFile {
+  filename: string;
+  bytes: number;
+  lines: number;
+  content: SpoolEntry;
+}
+
+const NEWLINE = 0x0a;
+
+/**
+ * Receives an OpenAI batch input file (multipart: a `file` part and purpose=batch, which the SDKs
+ * send after the file, so it is checked once the body has been read). A file over
+ * compat.max_file_bytes (413) or with more than compat.max_requests_per_file lines (400) is
+ * refused as soon as it gets there.
+ */
+export async function receiveBatchFile(
+  req: Request,
+  limits: { maxBytes: number; maxLines: number },
+  spool: BodySpool,
+): Promise<ReceivedBatchFile> {
+  const contentType = req.headers.get("content-type");
+  if (!contentType?.toLowerCase().startsWith("multipart/form-data") || !req.body)
+    throw new AppError("unsupported_media_type", "send multipart/form-data with a `file` part and purpose=batch");
+  let parser: busboy.Busboy;
+  try {
+    parser = busboy({
+      headers: { "content-type": contentType },
+      // The name as the client sent it: busboy's default keeps only what follows the last / or \.
+      preservePath: true,
+      defParamCharset: "utf8",
+      limits: { files: 1, fields: 20, fieldSize: 4096 },
+    });
+  } catch {
+    throw new AppError("validation_failed", "file: the multipart body is malformed");
+  }
+  const failure = { current: null as unknown, wake: () => {} };
+  const fail = (err: unknown) => report(failure, err);
+  const tooLarge = () => new AppError("payload_too_large", `file: larger than compat.max_file_bytes (${limits.maxBytes} bytes)`);
+  const tooManyLines = () =>
+    new CompatParamError("file", `file: more than compat.max_requests_per_file (${limits.maxLines}) lines`);
+  const fields: Record<string, string> = {};
+  let file: ReceivedBatchFile | null = null;
+  let last = NEWLINE;
+
+  parser.on("field", (name, value) => {
+    fields[name] = value;
+  });
+  parser.on("file", (name, stream, info) => {
+    stream.on("error", () => {});
+    if (name !== "file" || file) {
+      stream.resume();
+      return;
+    }
+    const current: ReceivedBatchFile = { filename: (info.filename || "upload.jsonl").slice(0, 255), bytes: 0, lines: 0, content: spool.entry() };
+    file = current;
+    stream.on("data", (chunk: Buffer) => {
+      current.bytes += chunk.length;
+      if (current.bytes > limits.maxBytes) return fail(tooLarge());
+      for (let i = chunk.indexOf(NEWLINE); i >= 0; i = chunk.indexOf(NEWLINE, i + 1)) current.lines++;
+      if (current.lines > limits.maxLines) return fail(tooManyLines());
+      last = chunk[chunk.length - 1] ?? last;
+      current.content.write(chunk);
+    });
   });
 
-  const reader = req.body.getReader();
-  let bodyBytes = 0;
-  let bodyDone = false;
-  // The pending read survives a wake-up: a file can complete (and must be stored) while the
-  // client is still sending the next one.
-  let pendingRead: Promise<ReadableStreamReadResult<Uint8Array>> | null = null;
-  const woken = () =>
-    new Promise<null>((resolve) => {
-      wake = () => resolve(null);
-    });
   try {
-    for (;;) {
-      if (failure) throw failure;
-      const next = ready.shift();
-      if (next) {
-        yield next;
-        continue;
-      }
-      if (parsed && reading === 0) break;
-      if (bodyDone) {
-        await woken(); // everything is written to the parser; wait for its last events
-        continue;
-      }
-      pendingRead ??= reader.read();
-      const result = await Promise.race([pendingRead, woken()]);
-      if (result === null) continue;
-      pendingRead = null;
-      if (result.done) {
-        bodyDone = true;
-        parser.end();
-        continue;
-      }
-      bodyBytes += result.value.byteLength;
-      if (bodyBytes > maxBodyBytes) throw bodyTooLarge();
-      if (!parser.write(result.value))
-        await new Promise<void>((resolve) => {
-          wake = resolve; // a parse error never drains
-          parser.once("drain", resolve);
-        });
-    }
-    if (filesSeen === 0) throw new AppError("validation_failed", "file: at least one file field is required");
-  } finally {
-    if (!bodyDone) await reader.cancel().catch(() => {});
-    // Destroying mid-part makes busboy emit "unexpected end" on itself and the open file part.
-    parser.removeAllListeners();
-    parser.on("error", () => {});
-    parser.destroy();
+    await parseBody(req, parser, spool, { maxBodyBytes: limits.maxBytes + FRAMING_ALLOWANCE_BYTES, tooLarge }, failure);
+  } catch (err) {
+    if (err instanceof AppError) throw err;
+    throw new AppError("validation_failed", "file: the multipart body is malformed or incomplete");
   }
+  const received = file as ReceivedBatchFile | null;
+  if (!received) throw new CompatParamError("file", "file: a `file` part is required");
+  if (received.bytes > 0 && last !== NEWLINE) received.lines++;
+  if (received.lines > limits.maxLines) throw tooManyLines();
+  if (fields.purpose !== "batch")
+    throw new CompatParamError("purpose", `purpose: only "batch" is supported, got ${JSON.stringify(fields.purpose ?? null)}`);
+  return received;
 }

@@ -1,12 +1,13 @@
 import { lookup as dnsLookup } from "node:dns/promises";
 import http from "node:http";
 import https from "node:https";
-import { BlockList, isIP, type LookupFunction } from "node:net";
+import { isIP, type LookupFunction } from "node:net";
 import { Readability } from "@mozilla/readability";
 import { tool } from "ai";
 import { parseHTML } from "linkedom";
 import TurndownService from "turndown";
 import { z } from "zod";
+import { allowListed, isRefusedAddress, urlHost } from "@/server/net/addresses";
 import type { ToolGroup } from "./types";
 
 /**
@@ -24,51 +25,6 @@ export class FetchRefusedError extends Error {
     super(message);
     this.name = "FetchRefusedError";
   }
-}
-
-// Loopback, private, link-local, CGNAT, multicast, unspecified, reserved and documentation ranges.
-// Node's BlockList also matches IPv4-mapped IPv6 addresses (::ffff:a.b.c.d) against the v4 rules.
-const refused = new BlockList();
-for (const [net, prefix] of [
-  ["0.0.0.0", 8],
-  ["10.0.0.0", 8],
-  ["100.64.0.0", 10],
-  ["127.0.0.0", 8],
-  ["169.254.0.0", 16],
-  ["172.16.0.0", 12],
-  ["192.0.0.0", 24],
-  ["192.0.2.0", 24],
-  ["192.168.0.0", 16],
-  ["198.18.0.0", 15],
-  ["198.51.100.0", 24],
-  ["203.0.113.0", 24],
-  ["224.0.0.0", 4],
-  ["240.0.0.0", 4],
-] as const)
-  refused.addSubnet(net, prefix, "ipv4");
-for (const [net, prefix] of [
-  ["::", 128],
-  ["::1", 128],
-  ["64:ff9b::", 96],
-  ["100::", 64],
-  ["2001:db8::", 32],
-  ["fc00::", 7],
-  ["fe80::", 10],
-  ["fec0::", 10],
-  ["ff00::", 8],
-] as const)
-  refused.addSubnet(net, prefix, "ipv6");
-
-/** True for an address fetch_url must not reach (without an allow-listed host). */
-export function isRefusedAddress(address: string): boolean {
-  const family = isIP(address);
-  if (family === 0) return true;
-  if (family === 4) return refused.check(address, "ipv4");
-  const lower = address.toLowerCase();
-  // ::ffff:7f00:1 style (hex) v4-mapped addresses: BlockList handles both notations, but be explicit.
-  const mapped = /^::ffff:(\d+\.\d+\.\d+\.\d+)$/.exec(lower);
-  if (mapped) return refused.check(mapped[1], "ipv4");
-  return refused.check(lower, "ipv6");
 }
 
 export interface FetchUrlOptions {
@@ -90,17 +46,12 @@ export interface FetchedPage {
 
 const defaultResolve = (host: string) => dnsLookup(host, { all: true, verbatim: true });
 
-function hostOf(url: URL): string {
-  // URL keeps brackets around IPv6 literals.
-  return url.hostname.replace(/^\[(.*)\]$/, "$1").toLowerCase();
-}
-
 async function checkedAddress(url: URL, opts: FetchUrlOptions): Promise<{ address: string; family: number }> {
   if (url.protocol !== "http:" && url.protocol !== "https:")
     throw new FetchRefusedError(`only http and https URLs can be fetched (got ${url.protocol})`);
   if (url.username || url.password) throw new FetchRefusedError("URLs with credentials are refused");
-  const host = hostOf(url);
-  const allowed = opts.allowHosts.some((h) => h.toLowerCase() === host);
+  const host = urlHost(url);
+  const allowed = allowListed(opts.allowHosts, url);
   const family = isIP(host);
   const addresses = family ? [{ address: host, family }] : await (opts.resolve ?? defaultResolve)(host);
   if (addresses.length === 0) throw new Error(`${host} did not resolve to an address`);
@@ -110,7 +61,7 @@ async function checkedAddress(url: URL, opts: FetchUrlOptions): Promise<{ addres
     if (bad)
       throw new FetchRefusedError(
         `refused: ${host} resolves to ${bad.address}, a loopback, private or reserved address ` +
-          "(add the host to tools.web_allow_hosts to allow it)",
+          "(add the host or host:port to tools.web_allow_hosts to allow it)",
       );
   }
   return addresses[0];
@@ -144,7 +95,7 @@ function requestOnce(url: URL, address: { address: string; family: number }, opt
           accept: "text/html,application/xhtml+xml,text/plain,application/json;q=0.9,*/*;q=0.5",
           "accept-encoding": "identity",
         },
-        ...(url.protocol === "https:" ? { servername: hostOf(url) } : {}),
+        ...(url.protocol === "https:" ? { servername: urlHost(url) } : {}),
       },
       (res) => {
         const status = res.statusCode ?? 0;

@@ -6,6 +6,7 @@ import type { Db, DbOrTx } from "@/server/db/client";
 import { subagentBatches, subagentBatchItemAttempts, subagentBatchItems, threads, workspaceFiles } from "@/server/db/schema";
 import { AppError, notFound } from "@/server/errors";
 import { checkPath, checkPrefix } from "./paths";
+import { checkStorageQuota } from "./storage";
 
 /**
  * A thread's workspace: files in PostgreSQL, shared by the web process and every worker. Every
@@ -21,10 +22,16 @@ export interface WorkspaceScope {
 export interface WorkspaceLimits {
   maxFileBytes: number;
   maxThreadBytes: number;
+  /** quotas.max_storage_bytes: the owner's workspace files and /v1 files together. */
+  maxStorageBytes: number;
 }
 
 export function workspaceLimits(config: FlotillaConfig): WorkspaceLimits {
-  return { maxFileBytes: config.workspace.max_file_bytes, maxThreadBytes: config.workspace.max_thread_bytes };
+  return {
+    maxFileBytes: config.workspace.max_file_bytes,
+    maxThreadBytes: config.workspace.max_thread_bytes,
+    maxStorageBytes: config.quotas.max_storage_bytes,
+  };
 }
 
 /** What a listing shows of a file (never its bytes). */
@@ -131,13 +138,14 @@ export async function getFileInfo(db: DbOrTx, scope: WorkspaceScope & { path: st
 }
 
 /**
- * Creates or overwrites files in one transaction: all of them or none. `files` may be a
- * stream (the multipart parser yields each file as its last byte arrives), so at most one file
- * is in memory here. Limits: each file ≤ max_file_bytes, and the thread's total after the write
- * ≤ max_thread_bytes. The total is checked after every file (an early 413 while an upload still
- * streams) and finally under a per-thread transaction lock: a second writer's final check waits
- * for the first to commit and then counts its rows, so two uploads that fit alone but not
- * together cannot both succeed.
+ * Creates or overwrites files in one transaction: all of them or none. `files` may be an async
+ * iterable (an upload's files read back one at a time from its spool), so at most one file is
+ * in memory here; it must not wait on a client, since the transaction holds a connection.
+ * Limits: each file ≤ max_file_bytes, the thread's total after the write ≤ max_thread_bytes,
+ * and the owner's storage ≤ quotas.max_storage_bytes. Both totals are checked last, each under
+ * its transaction lock (thread, then user): a second writer's check waits for the first to
+ * commit and then counts its rows, so two uploads that fit alone but not together cannot both
+ * succeed.
  */
 export async function putFiles(
   db: Db,
@@ -175,9 +183,9 @@ async function writeAll(
       seen.add(file.path);
       if (file.bytes.byteLength > scope.limits.maxFileBytes) throw tooLargeForFile(file.path, scope.limits);
       written.push(await upsert(tx, scope, file));
-      await checkThreadTotal(tx, scope, false);
     }
-    await checkThreadTotal(tx, scope, true);
+    await checkThreadTotal(tx, scope);
+    await checkStorageQuota(tx, { userId: scope.userId, maxStorageBytes: scope.limits.maxStorageBytes });
     return written;
   });
 }
@@ -223,10 +231,10 @@ async function upsert(tx: Tx, scope: WorkspaceScope & { runId?: string | null },
   return row!;
 }
 
-async function checkThreadTotal(tx: Tx, scope: WorkspaceScope & { limits: WorkspaceLimits }, final: boolean) {
+async function checkThreadTotal(tx: Tx, scope: WorkspaceScope & { limits: WorkspaceLimits }) {
   // Transaction-scoped, per thread; released at commit or rollback. The sum is a separate
   // statement so (read committed) its snapshot is taken after the lock is held.
-  if (final) await tx.execute(sql`select pg_advisory_xact_lock(hashtextextended(${`workspace:${scope.threadId}`}, 0))`);
+  await tx.execute(sql`select pg_advisory_xact_lock(hashtextextended(${`workspace:${scope.threadId}`}, 0))`);
   const [row] = await tx
     .select({ total: sql<number>`coalesce(sum(${workspaceFiles.size}), 0)::float8` })
     .from(workspaceFiles)

@@ -41,7 +41,7 @@ afterEach(async () => {
 
 async function threadWithFiles(paths: string[]): Promise<string> {
   const threadId = await makeThread(tdb, alice);
-  const limits = { maxFileBytes: 1024 * 1024, maxThreadBytes: 100 * 1024 * 1024 };
+  const limits = { maxFileBytes: 1024 * 1024, maxThreadBytes: 100 * 1024 * 1024, maxStorageBytes: 1024 * 1024 * 1024 };
   await putFiles(
     tdb.db,
     { userId: alice.userId, threadId, limits },

@@ -58,7 +58,7 @@ describe("threads repository", () => {
     expect((await listThreads(t.db, { userId: user.id }))[0].id).toBe(first.id);
   });
 
-  it("stores UI messages in order and never lets an id collide across threads", async () => {
+  it("stores UI messages in order, with ids scoped to their thread", async () => {
     const a = await createThread(t.db, { userId: alice.id });
     const b = await createThread(t.db, { userId: bob.id });
     const id = `m_${Date.now()}`;
@@ -71,17 +71,24 @@ describe("threads repository", () => {
       threadId: a.id,
       message: { id: `${id}_r`, role: "assistant", parts: [{ type: "text", text: "hello there" }], metadata: { runId: "r1" } },
     });
+    // Within a thread an id is taken once: a second insert, or a user message over an assistant's, conflicts.
     await expect(
-      insertMessage(t.db, { threadId: b.id, message: { id, role: "user", parts: [{ type: "text", text: "steal" }] } }),
+      insertMessage(t.db, { threadId: a.id, message: { id, role: "user", parts: [{ type: "text", text: "again" }] } }),
     ).rejects.toMatchObject({ code: "conflict" });
     await expect(
-      saveMessage(t.db, { threadId: b.id, message: { id: `${id}_r`, role: "assistant", parts: [{ type: "text", text: "overwrite" }] } }),
+      saveMessage(t.db, { threadId: a.id, message: { id: `${id}_r`, role: "user", parts: [{ type: "text", text: "mine now" }] } }),
     ).rejects.toMatchObject({ code: "conflict" });
+    // The same ids in another thread are that thread's own messages and touch nothing of the first.
+    await insertMessage(t.db, { threadId: b.id, message: { id, role: "user", parts: [{ type: "text", text: "same id" }] } });
+    await saveMessage(t.db, { threadId: b.id, message: { id: `${id}_r`, role: "assistant", parts: [{ type: "text", text: "other" }] } });
     expect(await loadMessages(t.db, { threadId: a.id })).toEqual([
       { id, role: "user", parts: [{ type: "text", text: "hi" }] },
       { id: `${id}_r`, role: "assistant", parts: [{ type: "text", text: "hello there" }], metadata: { runId: "r1" } },
     ]);
-    expect(await loadMessages(t.db, { threadId: b.id })).toEqual([]);
+    expect(await loadMessages(t.db, { threadId: b.id })).toEqual([
+      { id, role: "user", parts: [{ type: "text", text: "same id" }] },
+      { id: `${id}_r`, role: "assistant", parts: [{ type: "text", text: "other" }] },
+    ]);
   });
 });
 

@@ -150,13 +150,13 @@ describe("wake-up on settlement", () => {
       await cancelBatch(t.db, { userId: user.userId, threadId, batchId: b.id });
       ids.push(b.id);
     }
-    const claims = await Promise.all(Array.from({ length: 20 }, (_, i) => claimWakeup(t.db, `claimer-${i}`)));
+    const claims = await Promise.all(Array.from({ length: 20 }, (_, i) => claimWakeup(t.db, `claimer-${i}`, { perUser: 20 })));
     const won = claims.filter((c) => c !== undefined).map((c) => c!.batch_id);
     expect(won.sort()).toEqual([...ids].sort());
     const rows = await t.db.execute<{ attempts: number }>(sql`select attempts from batch_wakeups where batch_id in ${sql.raw(`('${ids.join("','")}')`)}`);
     expect(rows.map((r) => r.attempts)).toEqual([1, 1, 1, 1, 1]);
     // Leased: nobody else gets them until the lease expires.
-    expect(await claimWakeup(t.db, "late")).toBeUndefined();
+    expect(await claimWakeup(t.db, "late", { perUser: 20 })).toBeUndefined();
     await t.db.execute(sql`delete from batch_wakeups where thread_id = ${threadId}`);
   });
 

@@ -86,7 +86,7 @@ function expectAllOutputs(text: string, tag: string) {
 const baseConfig = (extra: FlotillaConfigInput = {}): FlotillaConfigInput => ({
   subagent_runtime: { max_running: 8 },
   subagents: { max_per_thread: 32, definitions: [TOOLSMITH] },
-  tools: { web_allow_hosts: ["127.0.0.1"] },
+  tools: { web_allow_hosts: [`127.0.0.1:${port}`] },
   mcp: { servers },
   simulator: { latency_ms: 0 },
   ...extra,
@@ -101,7 +101,7 @@ function writeConfig(name: string, input: FlotillaConfigInput): string {
 beforeAll(async () => {
   t = await createTestDatabase();
   owner = await seedOwner(t.db);
-  const limits = { maxFileBytes: 1 << 20, maxThreadBytes: 1 << 24 };
+  const limits = { maxFileBytes: 1 << 20, maxThreadBytes: 1 << 24, maxStorageBytes: 1 << 30 };
   await putFile(t.db, { ...owner, limits }, { path: "inbox/brief.txt", bytes: Buffer.from("Brief: count the ferries."), contentType: "text/plain" });
   web = http.createServer((_req, res) => {
     res.writeHead(200, { "content-type": "text/html" });

@@ -3,7 +3,7 @@ import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { configSchema } from "@/lib/config";
 import { buildGroupTools, ToolCallRecorder } from "@/server/tools";
-import { FetchRefusedError, fetchUrl, htmlToMarkdown, isRefusedAddress } from "@/server/tools/web";
+import { FetchRefusedError, fetchUrl, htmlToMarkdown } from "@/server/tools/web";
 
 /** fetch_url against a local HTTP server only (allow-listed); every refusal happens before a connection. */
 
@@ -18,6 +18,10 @@ Most of them were container ships; a few were ferries and fishing boats that sta
 
 let server: http.Server;
 let port: number;
+/** A second local server: same host, another port. */
+let other: http.Server;
+let otherPort: number;
+const otherSeen: string[] = [];
 const seen: { method: string; url: string; host: string }[] = [];
 
 beforeAll(async () => {
@@ -35,6 +39,9 @@ beforeAll(async () => {
     } else if (req.url?.startsWith("/to-loopback")) {
       res.writeHead(301, { location: `http://127.0.0.2:${port}/plain` });
       res.end();
+    } else if (req.url === "/to-other-port") {
+      res.writeHead(302, { location: `http://127.0.0.1:${otherPort}/plain` });
+      res.end();
     } else if (req.url === "/big") {
       res.writeHead(200, { "content-type": "text/plain" });
       res.end("x".repeat(50_000));
@@ -50,55 +57,29 @@ beforeAll(async () => {
   });
   await new Promise<void>((r) => server.listen(0, "127.0.0.1", r));
   port = (server.address() as AddressInfo).port;
+  other = http.createServer((req, res) => {
+    otherSeen.push(req.url ?? "");
+    res.writeHead(200, { "content-type": "text/plain" });
+    res.end("other port");
+  });
+  await new Promise<void>((r) => other.listen(0, "127.0.0.1", r));
+  otherPort = (other.address() as AddressInfo).port;
 });
 
 afterAll(async () => {
-  server.closeAllConnections();
-  await new Promise((r) => server.close(r));
+  for (const s of [server, other]) {
+    s.closeAllConnections();
+    await new Promise((r) => s.close(r));
+  }
 });
 
 const signal = () => new AbortController().signal;
-const allowLocal = { allowHosts: ["127.0.0.1"], signal: signal() };
-
-describe("isRefusedAddress", () => {
-  it("refuses loopback, private, link-local, CGNAT, multicast and unspecified, v4 and v6 (v4-mapped too)", () => {
-    for (const a of [
-      "127.0.0.1",
-      "127.5.5.5",
-      "10.1.2.3",
-      "172.16.0.1",
-      "172.31.255.255",
-      "192.168.1.1",
-      "169.254.169.254",
-      "100.64.0.1",
-      "100.127.255.255",
-      "224.0.0.1",
-      "239.255.255.250",
-      "0.0.0.0",
-      "255.255.255.255",
-      "::",
-      "::1",
-      "fe80::1",
-      "fc00::1",
-      "fd12:3456::1",
-      "ff02::1",
-      "::ffff:127.0.0.1",
-      "::ffff:10.0.0.1",
-      "::ffff:7f00:1",
-      "not-an-ip",
-    ])
-      expect(isRefusedAddress(a), a).toBe(true);
-  });
-
-  it("lets public addresses through", () => {
-    for (const a of ["8.8.8.8", "1.1.1.1", "172.32.0.1", "100.128.0.1", "2606:4700:4700::1111", "::ffff:8.8.8.8"])
-      expect(isRefusedAddress(a), a).toBe(false);
-  });
-});
+// The local server's host:port; a bare "127.0.0.1" would allow port 80 only.
+const allowLocal = () => ({ allowHosts: [`127.0.0.1:${port}`], signal: signal() });
 
 describe("fetchUrl", () => {
   it("turns an allow-listed HTML page into readable markdown without scripts or styles, with GET", async () => {
-    const page = await fetchUrl(`http://127.0.0.1:${port}/page`, allowLocal);
+    const page = await fetchUrl(`http://127.0.0.1:${port}/page`, allowLocal());
     expect(page).toMatchObject({ status: 200, contentType: "text/html", title: "Harbour report", truncated: false });
     expect(page.text).toContain("**1,204**");
     expect(page.text).toMatch(/-\s+Containers: 880/);
@@ -108,7 +89,7 @@ describe("fetchUrl", () => {
   });
 
   it("follows redirects by hand, checking every hop", async () => {
-    const page = await fetchUrl(`http://127.0.0.1:${port}/hop`, allowLocal);
+    const page = await fetchUrl(`http://127.0.0.1:${port}/hop`, allowLocal());
     expect(page).toMatchObject({ url: `http://127.0.0.1:${port}/plain`, text: "just text" });
   });
 
@@ -135,9 +116,62 @@ describe("fetchUrl", () => {
 
   it("refuses a redirect from an allowed host into loopback", async () => {
     const before = seen.length;
-    await expect(fetchUrl(`http://127.0.0.1:${port}/to-loopback`, allowLocal)).rejects.toThrow(/127\.0\.0\.2/);
+    await expect(fetchUrl(`http://127.0.0.1:${port}/to-loopback`, allowLocal())).rejects.toThrow(/127\.0\.0\.2/);
     // Only the first hop reached a server.
     expect(seen.slice(before).map((s) => s.url)).toEqual(["/to-loopback"]);
+  });
+
+  it("refuses IPv6 forms that carry a refused IPv4 address (compatible, mapped, NAT64, 6to4), as literals and DNS answers", async () => {
+    const before = seen.length;
+    const refusedForms = [
+      "::ffff:7f00:1",
+      "::7f00:1",
+      "::ffff:0:7f00:1",
+      "64:ff9b::7f00:1",
+      "64:ff9b::a9fe:a9fe",
+      "64:ff9b:1::7f00:1",
+      "2002:7f00:1::",
+      "2002:a9fe:a9fe::1",
+    ];
+    for (const address of refusedForms) {
+      const opts = { allowHosts: [], signal: AbortSignal.timeout(3_000) };
+      await expect(fetchUrl(`http://[${address}]:${port}/plain`, opts), address).rejects.toBeInstanceOf(FetchRefusedError);
+      const resolve = async () => [{ address, family: 6 }];
+      await expect(fetchUrl(`http://sneaky.example.com:${port}/plain`, { ...opts, resolve }), address).rejects.toThrow(
+        `sneaky.example.com resolves to ${address}`,
+      );
+    }
+    // The metadata address written the way a URL keeps it.
+    await expect(
+      fetchUrl("http://[::ffff:169.254.169.254]/latest/meta-data/", { allowHosts: [], signal: signal() }),
+    ).rejects.toThrow(/resolves to ::ffff:a9fe:a9fe/);
+    expect(seen.length).toBe(before);
+  });
+
+  it("allow-list entries name a port: a bare host is its default port only", async () => {
+    const before = seen.length;
+    await expect(fetchUrl(`http://127.0.0.1:${port}/plain`, { allowHosts: ["127.0.0.1"], signal: signal() })).rejects.toThrow(
+      /refused: 127\.0\.0\.1 resolves to 127\.0\.0\.1/,
+    );
+    await expect(
+      fetchUrl(`http://127.0.0.1:${port}/plain`, { allowHosts: [`127.0.0.1:${otherPort}`], signal: signal() }),
+    ).rejects.toBeInstanceOf(FetchRefusedError);
+    expect(seen.length).toBe(before);
+    const page = await fetchUrl(`http://localhost:${port}/plain`, { allowHosts: [`localhost:${port}`], signal: signal() });
+    expect(page.text).toBe("just text");
+  });
+
+  it("re-checks the allow list on every redirect: another port of an allowed host is refused", async () => {
+    const before = otherSeen.length;
+    await expect(fetchUrl(`http://127.0.0.1:${port}/to-other-port`, allowLocal())).rejects.toThrow(
+      /refused: 127\.0\.0\.1 resolves to/,
+    );
+    expect(otherSeen.length).toBe(before);
+    // Listing the second port too lets the same redirect through.
+    const both = { allowHosts: [`127.0.0.1:${port}`, `127.0.0.1:${otherPort}`], signal: signal() };
+    const page = await fetchUrl(`http://127.0.0.1:${port}/to-other-port`, both);
+    expect(page).toMatchObject({ url: `http://127.0.0.1:${otherPort}/plain`, text: "other port" });
+    expect(otherSeen.length).toBe(before + 1);
   });
 
   it("refuses a DNS name that resolves to 127.0.0.1 (localhost, and a public-looking name)", async () => {
@@ -165,22 +199,22 @@ describe("fetchUrl", () => {
       lookups++;
       return lookups === 1 ? [{ address: "127.0.0.1", family: 4 }] : [{ address: "10.9.9.9", family: 4 }];
     };
-    const page = await fetchUrl(`http://pinned.test:${port}/plain`, { allowHosts: ["pinned.test"], signal: signal(), resolve });
+    const page = await fetchUrl(`http://pinned.test:${port}/plain`, { allowHosts: [`pinned.test:${port}`], signal: signal(), resolve });
     expect(page.text).toBe("just text");
     expect(lookups).toBe(1);
     expect(seen.at(-1)).toMatchObject({ url: "/plain", host: `pinned.test:${port}` });
   });
 
   it("caps the body size and says it cut the page", async () => {
-    const page = await fetchUrl(`http://127.0.0.1:${port}/big`, { ...allowLocal, maxBytes: 1_000 });
+    const page = await fetchUrl(`http://127.0.0.1:${port}/big`, { ...allowLocal(), maxBytes: 1_000 });
     expect(page.text).toHaveLength(1_000);
     expect(page.truncated).toBe(true);
   });
 
   it("refuses non-http schemes and binary content", async () => {
-    await expect(fetchUrl("file:///etc/passwd", allowLocal)).rejects.toThrow(/only http and https/);
-    await expect(fetchUrl(`http://127.0.0.1:${port}/image`, allowLocal)).rejects.toThrow(/unsupported content type image\/png/);
-    await expect(fetchUrl(`http://127.0.0.1:${port}/missing`, allowLocal)).rejects.toThrow(/HTTP 404/);
+    await expect(fetchUrl("file:///etc/passwd", allowLocal())).rejects.toThrow(/only http and https/);
+    await expect(fetchUrl(`http://127.0.0.1:${port}/image`, allowLocal())).rejects.toThrow(/unsupported content type image\/png/);
+    await expect(fetchUrl(`http://127.0.0.1:${port}/missing`, allowLocal())).rejects.toThrow(/HTTP 404/);
   });
 });
 
@@ -193,11 +227,14 @@ describe("htmlToMarkdown", () => {
 });
 
 describe("the web group through the registry", () => {
-  const config = configSchema.parse({ tools: { web_allow_hosts: ["127.0.0.1"], call_timeout_seconds: 1, max_output_chars: 100 } });
-  const ctx = { db: undefined as never, config, userId: "u", threadId: null, runId: "r", signal: signal() };
   const call = { toolCallId: "c1", messages: [], abortSignal: signal() };
+  const ctxAllowing = (allow: string[]) => {
+    const config = configSchema.parse({ tools: { web_allow_hosts: allow, call_timeout_seconds: 1, max_output_chars: 100 } });
+    return { db: undefined as never, config, userId: "u", threadId: null, runId: "r", signal: signal() };
+  };
 
   it("bounds the output, records the call, and ends a hanging fetch at tools.call_timeout_seconds", async () => {
+    const ctx = ctxAllowing([`127.0.0.1:${port}`]);
     const recorder = new ToolCallRecorder();
     const tools = await buildGroupTools(["web"], ctx, recorder);
     const out = (await tools.fetch_url.execute?.({ url: `http://127.0.0.1:${port}/big` }, call)) as string;
@@ -214,5 +251,12 @@ describe("the web group through the registry", () => {
     expect(recorder.calls[0].args_preview).toContain("/big");
     expect(recorder.calls[0].result_preview.length).toBeLessThanOrEqual(300);
     expect(recorder.calls[1].duration_ms).toBeGreaterThanOrEqual(900);
+  });
+
+  it("reads tools.web_allow_hosts as host (default port) or host:port", async () => {
+    const bare = await buildGroupTools(["web"], ctxAllowing(["127.0.0.1"]), new ToolCallRecorder());
+    await expect(bare.fetch_url.execute?.({ url: `http://127.0.0.1:${port}/plain` }, call)).rejects.toThrow(/refused: 127\.0\.0\.1/);
+    const exact = await buildGroupTools(["web"], ctxAllowing([`127.0.0.1:${port}`]), new ToolCallRecorder());
+    expect(await exact.fetch_url.execute?.({ url: `http://127.0.0.1:${port}/plain` }, call)).toContain("just text");
   });
 });

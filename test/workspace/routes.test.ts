@@ -4,7 +4,7 @@ import { fileListSchema } from "@/lib/api/files";
 import { ORIGIN } from "../api/helpers";
 import { errorOf, makeThread, makeUser, setupApiDatabase, type TestUser } from "../api/helpers";
 import type { TestDatabase } from "../helpers/db";
-import { callFiles, fileUrl, gatedUpload, listPaths, upload } from "./support";
+import { callFiles, fileUrl, listPaths, upload } from "./support";
 
 // Small limits so the 413 paths are cheap: 1000 bytes a file, 3000 bytes a thread.
 process.env.FLOTILLA__WORKSPACE__MAX_FILE_BYTES = "1000";
@@ -153,24 +153,18 @@ describe("limits", () => {
   it("two concurrent uploads that fit alone but not together: exactly one succeeds", async () => {
     for (let round = 0; round < 3; round++) {
       const threadId = await makeThread(tdb, alice);
-      // Both uploads store their first file, then both send their second at the same moment.
-      let open: () => void = () => {};
-      const gate = new Promise<void>((resolve) => {
-        open = resolve;
-      });
-      const send = (tag: string) => {
-        const { body, contentType } = gatedUpload(
-          { path: `${tag}-1.txt`, content: tag.repeat(1000) },
-          { path: `${tag}-2.txt`, content: tag.repeat(900) },
-          gate,
-        );
-        return callFiles("POST", `/api/threads/${threadId}/files`, { token: alice.token, body, contentType });
-      };
-      const both = Promise.all([send("a"), send("b")]);
-      await waitFor(async () => (await uncommittedInserts()) === 2);
-      open();
-      const [a, b] = await both;
-      expect([a.status, b.status].sort()).toEqual([201, 413]);
+      // Both uploads write their files, then meet at the thread's lock (held here until both wait).
+      const both = await whileLockHeld(`workspace:${threadId}`, 2, () =>
+        Promise.all(
+          ["a", "b"].map((tag) =>
+            upload(threadId, alice, [
+              { path: `${tag}-1.txt`, content: tag.repeat(1000) },
+              { path: `${tag}-2.txt`, content: tag.repeat(900) },
+            ]),
+          ),
+        ),
+      );
+      expect(both.map((r) => r.status).sort()).toEqual([201, 413]);
       const [row] = await tdb.sql<{ total: number; n: number }[]>`
         select coalesce(sum(size), 0)::int as total, count(*)::int as n from workspace_files where thread_id = ${threadId}`;
       expect(row).toEqual({ total: 1900, n: 2 });
@@ -179,40 +173,55 @@ describe("limits", () => {
 });
 
 describe("overlapping uploads", () => {
-  it("two uploads overwriting the same paths in opposite orders: one stores both files, the other gets 409", async () => {
+  it("two uploads overwriting the same paths in opposite orders: the second waits for the first, never a mix", async () => {
     const threadId = await makeThread(tdb, alice);
-    let open: () => void = () => {};
-    const gate = new Promise<void>((resolve) => {
-      open = resolve;
-    });
-    const send = (first: string, second: string, tag: string) => {
-      const { body, contentType } = gatedUpload(
+    const send = (first: string, second: string, tag: string) =>
+      upload(threadId, alice, [
         { path: first, content: `${tag}:${first}` },
         { path: second, content: `${tag}:${second}` },
-        gate,
-      );
-      return callFiles("POST", `/api/threads/${threadId}/files`, { token: alice.token, body, contentType });
-    };
-    const both = Promise.all([send("p.txt", "q.txt", "A"), send("q.txt", "p.txt", "B")]);
-    await waitFor(async () => (await uncommittedInserts()) === 2);
-    open();
-    const [a, b] = await both;
-    expect([a.status, b.status].sort()).toEqual([201, 409]);
-    const loser = a.status === 409 ? a : b;
-    expect((await errorOf(loser)).message).toContain("nothing was stored");
-    const winner = a.status === 201 ? "A" : "B";
-    for (const path of ["p.txt", "q.txt"]) {
-      const res = await callFiles("GET", fileUrl(threadId, path), { token: alice.token });
-      expect(await res.text()).toBe(`${winner}:${path}`);
-    }
+      ]);
+    // One has written both rows and waits at the thread's lock; the other waits for its rows.
+    const [a, b] = await whileLockHeld(
+      `workspace:${threadId}`,
+      1,
+      () => Promise.all([send("p.txt", "q.txt", "A"), send("q.txt", "p.txt", "B")]),
+      async () => (await rowWaiters()) === 1,
+    );
+    expect([a!.status, b!.status]).toEqual([201, 201]);
+    const p = await (await callFiles("GET", fileUrl(threadId, "p.txt"), { token: alice.token })).text();
+    const q = await (await callFiles("GET", fileUrl(threadId, "q.txt"), { token: alice.token })).text();
+    expect([p, q]).toEqual(p.startsWith("A:") ? ["A:p.txt", "A:q.txt"] : ["B:p.txt", "B:q.txt"]);
   });
 });
 
-/** Open transactions that have written a workspace row (their first file) but not committed. */
-async function uncommittedInserts(): Promise<number> {
+/**
+ * Runs `work` while this test holds the advisory lock the writers take on `key`, releasing it
+ * once `waiters` transactions wait for it (and `also` holds): their writes overlap for certain.
+ */
+async function whileLockHeld<T>(key: string, waiters: number, work: () => Promise<T>, also = async () => true): Promise<T> {
+  const holder = await tdb.sql.reserve();
+  try {
+    await holder`select pg_advisory_lock(hashtextextended(${key}, 0))`;
+    const done = work();
+    await waitFor(async () => (await lockWaiters()) === waiters && (await also()));
+    await holder`select pg_advisory_unlock(hashtextextended(${key}, 0))`;
+    return await done;
+  } finally {
+    holder.release();
+  }
+}
+
+async function lockWaiters(): Promise<number> {
   const [row] = await tdb.sql<{ n: number }[]>`
-    select count(*)::int as n from pg_stat_activity
-     where datname = current_database() and state = 'idle in transaction' and backend_xid is not null`;
+    select count(*)::int as n from pg_locks l join pg_stat_activity a on a.pid = l.pid
+     where a.datname = current_database() and l.locktype = 'advisory' and not l.granted`;
+  return row!.n;
+}
+
+async function rowWaiters(): Promise<number> {
+  const [row] = await tdb.sql<{ n: number }[]>`
+    select count(*)::int as n from pg_locks l join pg_stat_activity a on a.pid = l.pid
+     where a.datname = current_database() and l.locktype = 'transactionid' and not l.granted`;
   return row!.n;
 }
 

@@ -55,34 +55,3 @@ export async function listPaths(threadId: string, auth: { token: string }): Prom
 }
 
 export { fileUrl };
-
-/**
- * A multipart body sent in two halves: the first file, then (after `gate` resolves) the second
- * file and the closing boundary. Lets a test hold two uploads open at the same moment.
- */
-export function gatedUpload(
-  first: UploadPart,
-  second: UploadPart,
-  gate: Promise<void>,
-): { body: ReadableStream<Uint8Array>; contentType: string } {
-  const boundary = `----flotilla-test-${Math.random().toString(36).slice(2)}`;
-  const enc = new TextEncoder();
-  const headers = (p: UploadPart) =>
-    `Content-Disposition: form-data; name="file"; filename="${p.path}"\r\nContent-Type: ${p.type ?? "text/plain"}\r\n\r\n`;
-  const bytes = (p: UploadPart) => Buffer.from(typeof p.content === "string" ? enc.encode(p.content) : p.content);
-  // The first half ends with the next boundary line, so the parser knows the first file is complete.
-  const halves = [
-    Buffer.concat([Buffer.from(`--${boundary}\r\n${headers(first)}`), bytes(first), Buffer.from(`\r\n--${boundary}\r\n`)]),
-    Buffer.concat([Buffer.from(headers(second)), bytes(second), Buffer.from(`\r\n--${boundary}--\r\n`)]),
-  ];
-  let step = 0;
-  const body = new ReadableStream<Uint8Array>({
-    async pull(controller) {
-      if (step === 1) await gate;
-      if (step < 2) controller.enqueue(halves[step]!);
-      else controller.close();
-      step++;
-    },
-  });
-  return { body, contentType: `multipart/form-data; boundary=${boundary}` };
-}

@@ -16,7 +16,12 @@ export const GET = handle(async (req: Request) => {
   const hook = await getWebhook(getDatabase().db, userId);
   return json({
     webhook: hook
-      ? webhookSchema.parse({ url: hook.url, created_at: hook.createdAt.toISOString(), updated_at: hook.updatedAt.toISOString() })
+      ? webhookSchema.parse({
+          url: hook.url,
+          legacy_secret: hook.legacySecret,
+          created_at: hook.createdAt.toISOString(),
+          updated_at: hook.updatedAt.toISOString(),
+        })
       : null,
   });
 });
@@ -29,6 +34,7 @@ export const PUT = handle(async (req: Request) => {
   return json({
     webhook: webhookWithSecretSchema.parse({
       url: hook.url,
+      legacy_secret: hook.legacySecret,
       secret: hook.secret,
       created_at: hook.createdAt.toISOString(),
       updated_at: hook.updatedAt.toISOString(),

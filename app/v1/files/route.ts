@@ -1,23 +1,38 @@
 import { CompatParamError } from "@/server/compat/errors";
-import { FILE_LIST_MAX, listFiles, uploadFile } from "@/server/compat/files";
+import { FILE_LIST_MAX, listFiles, storeFile } from "@/server/compat/files";
 import { compatHandle, queryInt, requireApiKey } from "@/server/http/compat";
 import { parseFileId } from "@/server/compat/ids";
 import { toOpenAiFile } from "@/server/compat/projection";
 import { getConfig } from "@/server/config/load";
 import { getDatabase } from "@/server/db/client";
+import { receiveBatchFile } from "@/server/http/multipart";
+import { BodySpool } from "@/server/http/spool";
 
 export const dynamic = "force-dynamic";
 
-/** OpenAI files.create: multipart `file` + purpose=batch, streamed into the database. */
+/**
+ * OpenAI files.create: multipart `file` + purpose=batch. The body is received whole (spooled)
+ * before the write transaction, so a slow client holds no connection.
+ */
 export const POST = compatHandle("openai", async (req: Request) => {
   const { userId } = await requireApiKey(req);
-  const row = await uploadFile(getDatabase().db, {
-    userId,
-    contentType: req.headers.get("content-type"),
-    body: req.body,
-    config: getConfig(),
-  });
-  return Response.json(toOpenAiFile(row));
+  const config = getConfig();
+  const spool = new BodySpool();
+  try {
+    const limits = { maxBytes: config.compat.max_file_bytes, maxLines: config.compat.max_requests_per_file };
+    const file = await receiveBatchFile(req, limits, spool);
+    const row = await storeFile(getDatabase().db, {
+      userId,
+      filename: file.filename,
+      bytes: file.bytes,
+      lines: file.lines,
+      chunks: file.content.chunks(),
+      maxStorageBytes: config.quotas.max_storage_bytes,
+    });
+    return Response.json(toOpenAiFile(row));
+  } finally {
+    await spool.dispose();
+  }
 });
 
 /** OpenAI files.list: newest first unless order=asc, `after` a file id. */

@@ -1,4 +1,4 @@
-import { index, jsonb, pgTable, text, timestamp, uuid } from "drizzle-orm/pg-core";
+import { index, jsonb, pgTable, primaryKey, text, timestamp, uuid } from "drizzle-orm/pg-core";
 import { users } from "./auth";
 
 export const threads = pgTable(
@@ -15,11 +15,14 @@ export const threads = pgTable(
   (t) => [index("threads_user_updated_idx").on(t.userId, t.updatedAt)],
 );
 
-/** One AI SDK UIMessage per row; `parts` is the UIMessage parts array. */
+/**
+ * One AI SDK UIMessage per row; `parts` is the UIMessage parts array. Ids are unique per thread
+ * only: clients choose them, so an id in one thread must never block a message of another.
+ */
 export const messages = pgTable(
   "messages",
   {
-    id: text("id").primaryKey(),
+    id: text("id").notNull(),
     threadId: uuid("thread_id")
       .notNull()
       .references(() => threads.id, { onDelete: "cascade" }),
@@ -28,5 +31,5 @@ export const messages = pgTable(
     metadata: jsonb("metadata").$type<Record<string, unknown>>(),
     createdAt: timestamp("created_at", { withTimezone: true }).notNull().defaultNow(),
   },
-  (t) => [index("messages_thread_created_idx").on(t.threadId, t.createdAt)],
+  (t) => [primaryKey({ columns: [t.threadId, t.id] }), index("messages_thread_created_idx").on(t.threadId, t.createdAt)],
 );

@@ -38,21 +38,31 @@ export const batchWakeups = pgTable(
     uniqueIndex("batch_wakeups_settlement_uq").on(t.batchId, t.settlementSeq),
     index("batch_wakeups_pending_idx").on(t.nextAttemptAt).where(sql`done_at is null`),
     index("batch_wakeups_thread_idx").on(t.threadId).where(sql`done_at is null`),
+    // The fair claim: one user's due rows, and what that user already has in flight.
+    index("batch_wakeups_user_pending_idx").on(t.userId, t.nextAttemptAt).where(sql`done_at is null`),
   ],
 );
 
-/** At most one webhook per user. The secret signs deliveries (HMAC-SHA256); shown once at creation. */
+/**
+ * At most one webhook per user. The secret (`whsec_<base64>`) signs deliveries the Standard
+ * Webhooks way; shown once at creation. `legacy` marks a secret issued before that scheme: its
+ * deliveries also carry the old body-only `X-Flotilla-Signature` until the user takes a new one.
+ */
 export const userWebhooks = pgTable("user_webhooks", {
   userId: uuid("user_id")
     .primaryKey()
     .references(() => users.id, { onDelete: "cascade" }),
   url: text("url").notNull(),
   secret: text("secret").notNull(),
+  signing: text("signing", { enum: ["standard", "legacy"] }).notNull().default("standard"),
   createdAt: createdAtColumn(),
   updatedAt: at("updated_at").notNull().defaultNow(),
 });
 
-/** One POST per (batch settlement, user), retried with backoff; the body is fixed at insert so the signature is too. */
+/**
+ * One POST per event (a batch settlement or pause) and user, retried with backoff; the body is
+ * fixed at insert, `event_id` is the `webhook-id` every attempt repeats.
+ */
 export const webhookDeliveries = pgTable(
   "webhook_deliveries",
   {
@@ -62,10 +72,13 @@ export const webhookDeliveries = pgTable(
       .notNull()
       .references(() => subagentBatches.id, { onDelete: "cascade" }),
     settlementSeq: integer("settlement_seq").notNull(),
+    /** batch.completed | batch.failed | batch.cancelled | batch.paused */
+    type: text("type").notNull(),
+    eventId: uuid("event_id").notNull().defaultRandom(),
     url: text("url").notNull(),
     body: jsonb("body").$type<Record<string, unknown>>().notNull(),
-    /** pending | delivered | failed */
-    status: text("status", { enum: ["pending", "delivered", "failed"] }).notNull().default("pending"),
+    /** pending | delivered | failed | refused (the URL reached a refused address: no request made) */
+    status: text("status", { enum: ["pending", "delivered", "failed", "refused"] }).notNull().default("pending"),
     attempts: integer("attempts").notNull().default(0),
     nextAttemptAt: at("next_attempt_at").notNull().defaultNow(),
     claimedBy: text("claimed_by"),
@@ -76,8 +89,12 @@ export const webhookDeliveries = pgTable(
     createdAt: createdAtColumn(),
   },
   (t) => [
-    uniqueIndex("webhook_deliveries_settlement_uq").on(t.batchId, t.settlementSeq, t.userId),
+    // A batch pauses any number of times within one settlement; it settles once per number.
+    uniqueIndex("webhook_deliveries_settlement_uq")
+      .on(t.batchId, t.settlementSeq, t.userId)
+      .where(sql`type <> 'batch.paused'`),
     index("webhook_deliveries_pending_idx").on(t.nextAttemptAt).where(sql`status = 'pending'`),
+    index("webhook_deliveries_user_pending_idx").on(t.userId, t.nextAttemptAt).where(sql`status = 'pending'`),
   ],
 );
 

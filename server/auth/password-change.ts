@@ -1,0 +1,48 @@
+import { and, eq } from "drizzle-orm";
+import { z } from "zod";
+import type { Db } from "@/server/db/client";
+import { users } from "@/server/db/schema";
+import { AppError } from "@/server/errors";
+import { hashPassword, verifyPassword } from "./password";
+import { endOtherSessions } from "./sessions";
+import { PASSWORD_MAX, passwordSchema } from "./users";
+
+/** `POST /api/account/password`: the new password follows the same rules as at registration. */
+export const passwordChangeSchema = z
+  .object({
+    current_password: z
+      .string({ error: "must be a string" })
+      .min(1, { error: "must not be empty" })
+      .max(PASSWORD_MAX, { error: "is not correct" }),
+    new_password: passwordSchema,
+  })
+  .strict();
+
+export const WRONG_CURRENT_PASSWORD = "current_password: is not correct";
+
+/**
+ * Changes the user's password after checking the current one, then ends every other browser
+ * session (whoever knew the old password may hold one). The session making the change, if any,
+ * stays signed in; personal API tokens stay until revoked. Returns how many sessions ended.
+ */
+export async function changePassword(
+  db: Db,
+  args: { userId: string; keepSessionId?: string; input: z.output<typeof passwordChangeSchema> },
+): Promise<number> {
+  const { current_password, new_password } = args.input;
+  const [row] = await db.select({ passwordHash: users.passwordHash }).from(users).where(eq(users.id, args.userId)).limit(1);
+  if (!row) throw new AppError("unauthorized", "sign in again");
+  if (!(await verifyPassword(current_password, row.passwordHash))) throw new AppError("forbidden", WRONG_CURRENT_PASSWORD);
+  if (new_password === current_password) throw new AppError("validation_failed", "new_password: must differ from the current password");
+  const passwordHash = await hashPassword(new_password);
+  return db.transaction(async (tx) => {
+    // Only over the hash that was verified: of two changes at once, the second must prove the new password.
+    const updated = await tx
+      .update(users)
+      .set({ passwordHash })
+      .where(and(eq(users.id, args.userId), eq(users.passwordHash, row.passwordHash)))
+      .returning({ id: users.id });
+    if (updated.length === 0) throw new AppError("forbidden", WRONG_CURRENT_PASSWORD);
+    return endOtherSessions(tx, { userId: args.userId, keepSessionId: args.keepSessionId });
+  });
+}
