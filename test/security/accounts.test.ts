@@ -51,7 +51,7 @@ describe("sign-in limits", () => {
     // When the window has passed, the right password works again and clears the count.
     await t.db.execute(sql`update auth_rate_limits set expire = 0 where key = ${`signin_email:${user.email}`}`);
     expect(await signIn(user.email, user.password)).toMatchObject({ id: user.id });
-  });
+  }, 120_000);
 
   it("a success refunds no failure: alternating still locks the email after 10 failures; other emails are unaffected", async () => {
     const user = await makeUser(t.db, "alternating");
@@ -63,7 +63,7 @@ describe("sign-in limits", () => {
     const err = (await signIn(user.email, user.password, "10.4.2.1").catch((e: Error) => e)) as Error;
     expect(err.message.startsWith(`${RATE_LIMITED_PREFIX}email:`)).toBe(true);
     expect(await signIn(other.email, other.password, "10.4.2.1")).toMatchObject({ id: other.id });
-  });
+  }, 120_000);
 
   it("concurrent guesses cannot slip past the limit", async () => {
     const user = await makeUser(t.db, "burst");
