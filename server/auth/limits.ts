@@ -87,21 +87,6 @@ function emailKey(email: unknown): string {
   return (typeof email === "string" ? email : "").trim().toLowerCase().slice(0, 200);
 }
 
-/**
- * The client's address: the last X-Forwarded-For entry (the one the nearest proxy, or Next
- * itself, appended; earlier entries are whatever the client claimed), else X-Real-IP.
- */
-export function clientAddress(headers: Headers | Record<string, string | string[] | undefined>): string {
-  const get = (name: string): string | undefined => {
-    if (headers instanceof Headers) return headers.get(name) ?? undefined;
-    const v = headers[name];
-    return Array.isArray(v) ? v.join(",") : v;
-  };
-  const forwarded = get("x-forwarded-for")?.split(",").map((s) => s.trim()).filter(Boolean);
-  const address = forwarded?.at(-1) ?? get("x-real-ip")?.trim() ?? "unknown";
-  return address.slice(0, 64);
-}
-
 async function take(limiter: RateLimiterPostgres, key: string, message: (at: Date) => string, scope?: LockScope): Promise<void> {
   try {
     await limiter.consume(key, 1);

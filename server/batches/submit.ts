@@ -5,6 +5,7 @@ import {
   budgetProblem,
   FILE_PLACEHOLDER,
   filesProblem,
+  filledLength,
   fillTemplate,
   ITEM_PLACEHOLDER,
   issueProblem,
@@ -19,6 +20,7 @@ import {
   type SubmitItem,
   submissionLimits,
   templateProblem,
+  templateShape,
   windowProblem,
 } from "@/lib/batch-rules";
 import type { FlotillaConfig } from "@/lib/config";
@@ -26,7 +28,7 @@ import type { Db, DbOrTx } from "@/server/db/client";
 import { subagentBatches, threads } from "@/server/db/schema";
 import { AppError, notFound } from "@/server/errors";
 import { resolveModel } from "@/server/models/index";
-import { matchFiles } from "@/server/workspace/files";
+import { matchingPaths } from "@/server/workspace/files";
 import { assertDailyTokenQuota, modelPrices } from "./budget";
 import { type ItemRow, insertItems } from "./insert-items";
 import { BATCH_CHANNEL, batchEventPayload } from "./notify";
@@ -52,6 +54,34 @@ export function refusal(problem: Problem, locator: Locator = jsonLocator): AppEr
 function fileLocator(paths: readonly string[]): Locator {
   const at = (i: number) => `file ${JSON.stringify(paths[i] ?? "")}`;
   return { item: at, field: (i, f) => `${at(i)}: ${f}` };
+}
+
+/**
+ * The paths a files batch would run over, refused (before another path is read) as soon as
+ * their count or the prompts' computed total passes its bound: the glob's matches, never the
+ * thread's size, set what is held.
+ */
+async function boundedMatches(
+  db: Db,
+  args: { userId: string; threadId: string; glob: string; template: string; limits: ReturnType<typeof submissionLimits> },
+): Promise<string[]> {
+  const { limits } = args;
+  const shape = templateShape(args.template, FILE_PLACEHOLDER);
+  const paths: string[] = [];
+  let total = 0;
+  for await (const path of matchingPaths(db, { userId: args.userId, threadId: args.threadId, glob: args.glob })) {
+    paths.push(path);
+    total += filledLength(shape, path.length);
+    if (paths.length > limits.maxItems)
+      throw refusal({ field: "files", message: `the glob matches more than ${limits.maxItems} files; at most ${limits.maxItems} items per batch` });
+    if (total > limits.maxTotalPromptChars)
+      throw refusal({
+        field: "files",
+        tooLarge: true,
+        message: `the expanded prompts would total more than ${limits.maxTotalPromptChars} characters per batch (subagent_batches.max_total_prompt_chars)`,
+      });
+  }
+  return paths;
 }
 
 export interface SubmitBatchArgs {
@@ -118,7 +148,7 @@ export async function submitBatch(db: Db, args: SubmitBatchArgs): Promise<{ batc
     const template = input.prompt_template;
     const templateIssue = templateProblem(template, FILE_PLACEHOLDER);
     if (templateIssue) throw refusal(templateIssue);
-    const paths = await matchFiles(db, { userId: args.userId, threadId: args.threadId, glob: input.files });
+    const paths = await boundedMatches(db, { userId: args.userId, threadId: args.threadId, glob: input.files, template, limits });
     if (paths.length === 0)
       throw new AppError(
         "validation_failed",

@@ -306,11 +306,15 @@ export async function deleteFile(db: DbOrTx, scope: WorkspaceScope & { path: str
   if (rows.length === 0) throw notFound(`file ${JSON.stringify(scope.path)}`);
 }
 
+/** Paths read per page when matching a glob: the thread's file count never sets the memory held. */
+const MATCH_PAGE = 1000;
+
 /**
- * Paths of the thread's files matching a glob (fileGlobMatcher: linear in each path), in path order. 400 naming
- * the field for an empty, overlong or refused glob.
+ * Paths of the thread's files matching a glob (fileGlobMatcher: linear in each path), in path
+ * order, read a page at a time so a caller can stop early (a bound reached) without loading the
+ * rest. 400 naming the field for an empty, overlong or refused glob.
  */
-export async function matchFiles(db: DbOrTx, scope: WorkspaceScope & { glob: string; field?: string }): Promise<string[]> {
+export async function* matchingPaths(db: DbOrTx, scope: WorkspaceScope & { glob: string; field?: string }): AsyncGenerator<string> {
   const field = scope.field ?? "files";
   if (scope.glob.trim() === "" || scope.glob.length > MAX_GLOB_CHARS)
     throw new AppError("validation_failed", `${field}: a glob of 1 to ${MAX_GLOB_CHARS} characters is required`);
@@ -318,6 +322,23 @@ export async function matchFiles(db: DbOrTx, scope: WorkspaceScope & { glob: str
   if (syntax) throw new AppError("validation_failed", `${field}: ${syntax}`);
   const isMatch = fileGlobMatcher(scope.glob);
   await assertThread(db, scope);
-  const paths = await db.select({ path: workspaceFiles.path }).from(workspaceFiles).where(owned(scope)).orderBy(byPath);
-  return paths.map((p) => p.path).filter((p) => isMatch(p));
+  let after: string | null = null;
+  for (;;) {
+    const page: { path: string }[] = await db
+      .select({ path: workspaceFiles.path })
+      .from(workspaceFiles)
+      .where(and(owned(scope), after === null ? undefined : sql`${byPath} > ${after}`))
+      .orderBy(byPath)
+      .limit(MATCH_PAGE);
+    for (const { path } of page) if (isMatch(path)) yield path;
+    if (page.length < MATCH_PAGE) return;
+    after = page.at(-1)!.path;
+  }
+}
+
+/** Every matching path (for callers whose thread bounds are enough; a batch uses matchingPaths). */
+export async function matchFiles(db: DbOrTx, scope: WorkspaceScope & { glob: string; field?: string }): Promise<string[]> {
+  const paths: string[] = [];
+  for await (const path of matchingPaths(db, scope)) paths.push(path);
+  return paths;
 }

@@ -1,13 +1,6 @@
 import { sql } from "drizzle-orm";
 import { encode } from "next-auth/jwt";
 import { afterAll } from "vitest";
-import * as features from "@/app/api/features/route";
-import * as action from "@/app/api/threads/[threadId]/subagent-batches/[batchId]/[action]/route";
-import * as batch from "@/app/api/threads/[threadId]/subagent-batches/[batchId]/route";
-import * as retry from "@/app/api/threads/[threadId]/subagent-batches/[batchId]/items/[itemId]/retry/route";
-import * as items from "@/app/api/threads/[threadId]/subagent-batches/[batchId]/items/route";
-import * as results from "@/app/api/threads/[threadId]/subagent-batches/[batchId]/results.jsonl/route";
-import * as batches from "@/app/api/threads/[threadId]/subagent-batches/route";
 import { authSecret } from "@/server/auth/options";
 import { createSession } from "@/server/auth/sessions";
 import { createApiToken } from "@/server/auth/tokens";
@@ -15,15 +8,19 @@ import { createUser } from "@/server/auth/users";
 import { createThread } from "@/server/chat/threads";
 import { getDatabase } from "@/server/db/client";
 import { writeHeartbeat } from "@/server/runtime/heartbeat";
+import { dispatch, preloadRoutes } from "../helpers/app-routes";
 import { createTestDatabase, type TestDatabase } from "../helpers/db";
 
 /**
  * Route-level harness: a fresh migrated database per suite, the route handlers' own
- * getDatabase() pointed at it, and a tiny path router so tests read like HTTP calls while
- * calling the exported handlers with real Request objects.
+ * getDatabase() pointed at it, and the app's route table (test/helpers/app-routes.ts) so tests
+ * read like HTTP calls while calling the exported handlers with real Request objects.
  */
 
 export const ORIGIN = "http://flotilla.test";
+
+// The batch routes load with this module, as they always have: a suite's first call is not a cold import.
+await preloadRoutes(["/api/threads/[threadId]/subagent-batches", "/api/features"]);
 
 export async function setupApiDatabase(): Promise<TestDatabase> {
   const tdb = await createTestDatabase();
@@ -34,37 +31,6 @@ export async function setupApiDatabase(): Promise<TestDatabase> {
   });
   return tdb;
 }
-
-type Handler = (req: Request, ctx: { params: Promise<Record<string, string>> }) => Promise<Response>;
-interface Route {
-  pattern: RegExp;
-  names: string[];
-  methods: Record<string, Handler | undefined>;
-}
-
-const seg = "([^/]+)";
-const base = `^/api/threads/${seg}/subagent-batches`;
-const routes: Route[] = [
-  { pattern: /^\/api\/features$/, names: [], methods: { GET: features.GET as Handler } },
-  { pattern: new RegExp(`${base}$`), names: ["threadId"], methods: { GET: batches.GET as Handler, POST: batches.POST as Handler } },
-  { pattern: new RegExp(`${base}/${seg}$`), names: ["threadId", "batchId"], methods: { GET: batch.GET as Handler } },
-  { pattern: new RegExp(`${base}/${seg}/items$`), names: ["threadId", "batchId"], methods: { GET: items.GET as Handler } },
-  {
-    pattern: new RegExp(`${base}/${seg}/(pause|resume|cancel)$`),
-    names: ["threadId", "batchId", "action"],
-    methods: { POST: action.POST as Handler },
-  },
-  {
-    pattern: new RegExp(`${base}/${seg}/items/${seg}/retry$`),
-    names: ["threadId", "batchId", "itemId"],
-    methods: { POST: retry.POST as Handler },
-  },
-  {
-    pattern: new RegExp(`${base}/${seg}/results\\.jsonl$`),
-    names: ["threadId", "batchId"],
-    methods: { GET: results.GET as Handler },
-  },
-];
 
 export interface CallOptions {
   token?: string;
@@ -77,18 +43,9 @@ export interface CallOptions {
   signal?: AbortSignal;
 }
 
-/** Dispatches like Next's router would: the path selects the handler and its params. */
+/** Dispatches like Next's router would (test/helpers/app-routes.ts): the path selects the handler and its params. */
 export async function call(method: string, path: string, options: CallOptions = {}): Promise<Response> {
-  const url = new URL(path, ORIGIN);
-  for (const route of routes) {
-    const match = route.pattern.exec(url.pathname);
-    if (!match) continue;
-    const handler = route.methods[method];
-    if (!handler) throw new Error(`no ${method} handler for ${url.pathname}`);
-    const params = Object.fromEntries(route.names.map((name, i) => [name, decodeURIComponent(match[i + 1]!)]));
-    return handler(buildRequest(method, url, options), { params: Promise.resolve(params) });
-  }
-  throw new Error(`no route for ${url.pathname}`);
+  return dispatch(buildRequest(method, new URL(path, ORIGIN), options));
 }
 
 export function buildRequest(method: string, url: URL, options: CallOptions = {}): Request {

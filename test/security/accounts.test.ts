@@ -23,7 +23,7 @@ beforeAll(async () => {
 type Authorize = (credentials: Record<string, string>, req: { headers: Record<string, string> }) => Promise<unknown>;
 const authorize = (authOptions.providers[0] as unknown as { options: { authorize: Authorize } }).options.authorize;
 const signIn = (email: string, password: string, address = "10.1.1.1") =>
-  authorize({ email, password }, { headers: { "x-forwarded-for": address, "user-agent": "vitest" } });
+  authorize({ email, password }, { headers: { "x-flotilla-client-address": address, "user-agent": "vitest" } });
 
 async function cookieFor(user: { id: string; email: string }, password: string): Promise<string> {
   const signed = (await signIn(user.email, password)) as { id: string; sid: string; sv: number };

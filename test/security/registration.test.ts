@@ -21,7 +21,7 @@ beforeAll(async () => {
 
 const userCount = async () => (await t.db.execute<{ n: number }>(sql`select count(*)::int as n from users`))[0]!.n;
 const post = (body: unknown, address = "10.0.0.1") =>
-  register(request("/api/register", { body, headers: { "x-forwarded-for": address } }), undefined);
+  register(request("/api/register", { body, headers: { "x-flotilla-client-address": address } }), undefined);
 
 describe("registration policy: invite", () => {
   it("makes the first account the admin with the setup code, then refuses anyone without a valid invite (403 JSON, nothing written)", async () => {
