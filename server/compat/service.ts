@@ -1,5 +1,5 @@
 import { and, eq } from "drizzle-orm";
-import { z } from "zod";
+import type { z } from "zod";
 import { anthropicCustomIdSchema, type openAiBatchCreateSchema } from "@/lib/api/compat";
 import type { FlotillaConfig } from "@/lib/config";
 import type { Db, DbOrTx } from "@/server/db/client";
@@ -8,7 +8,14 @@ import { type CompatBatch, createCompatBatch, createFailedBatch, modelChecker, t
 import { fileChunks } from "./files";
 import { CompatParamError } from "./errors";
 import { parseFileId } from "./ids";
-import { type LineError, messageParamsSchema, normalizeMessageParams, splitLines, validateOpenAiLine } from "./requests";
+import {
+  type LineError,
+  type ModelCheck,
+  messageParamsSchema,
+  normalizeMessageParams,
+  splitLines,
+  validateOpenAiLine,
+} from "./requests";
 
 /**
  * Creating compatible batches. OpenAI: every line of the uploaded file is validated before
@@ -80,53 +87,64 @@ export async function createOpenAiBatch(
   });
 }
 
-const anthropicCreateSchema = z.object({ requests: z.array(z.unknown()).min(1, "at least one request is required") });
-
-export async function createAnthropicBatch(
-  db: Db,
-  args: { userId: string; config: FlotillaConfig; body: unknown },
-): Promise<CompatBatch> {
-  const { config } = args;
-  const top = anthropicCreateSchema.safeParse(args.body);
-  if (!top.success) {
-    const issue = top.error.issues[0]!;
-    const param = issue.path.length ? issue.path.join(".") : "requests";
+/** One request of an Anthropic create, validated and normalized; `at` names it (`requests.3`). */
+function anthropicRequest(raw: unknown, at: string, ctx: { seen: Set<string>; checkModel: ModelCheck }): NewRequest {
+  const r = (raw ?? {}) as { custom_id?: unknown; params?: unknown };
+  const id = anthropicCustomIdSchema.safeParse(r.custom_id);
+  if (!id.success) throw new CompatParamError(`${at}.custom_id`, `${at}.custom_id: ${id.error.issues[0]?.message}`);
+  if (ctx.seen.has(id.data)) throw new CompatParamError(`${at}.custom_id`, `${at}.custom_id: ${JSON.stringify(id.data)} is used twice`);
+  ctx.seen.add(id.data);
+  const params = messageParamsSchema.safeParse(r.params);
+  if (!params.success) {
+    const issue = params.error.issues[0]!;
+    const param = [`${at}.params`, ...issue.path.map(String)].join(".");
     throw new CompatParamError(param, `${param}: ${issue.message}`);
   }
+  const problem = ctx.checkModel(params.data.model);
+  if (problem) throw new CompatParamError(`${at}.params.model`, `${at}.params.model: ${problem}`);
+  return { customId: id.data, request: normalizeMessageParams(params.data) };
+}
+
+/**
+ * An Anthropic create from its `requests`, read twice from the received body (each element's
+ * JSON text, one at a time, see anthropic-body.ts): once to validate every request (a bad one
+ * refuses the call naming it), then, inside the transaction, to write them. Memory holds one
+ * request and the custom ids, never the body.
+ */
+export async function createAnthropicBatch(
+  db: Db,
+  args: { userId: string; config: FlotillaConfig; requests: () => AsyncIterable<string> },
+): Promise<CompatBatch> {
+  const { config } = args;
   const max = config.compat.max_requests_per_file;
-  if (top.data.requests.length > max)
-    throw new CompatParamError("requests", `requests: at most compat.max_requests_per_file (${max}) requests per batch`);
   const checkModel = modelChecker(config);
-  const seen = new Set<string>();
-  const requests: NewRequest[] = top.data.requests.map((raw, i) => {
-    const at = `requests.${i}`;
-    const r = (raw ?? {}) as { custom_id?: unknown; params?: unknown };
-    const id = anthropicCustomIdSchema.safeParse(r.custom_id);
-    if (!id.success) throw new CompatParamError(`${at}.custom_id`, `${at}.custom_id: ${id.error.issues[0]?.message}`);
-    if (seen.has(id.data)) throw new CompatParamError(`${at}.custom_id`, `${at}.custom_id: ${JSON.stringify(id.data)} is used twice`);
-    seen.add(id.data);
-    const params = messageParamsSchema.safeParse(r.params);
-    if (!params.success) {
-      const issue = params.error.issues[0]!;
-      const param = [`${at}.params`, ...issue.path.map(String)].join(".");
-      throw new CompatParamError(param, `${param}: ${issue.message}`);
+  const validated = async function* () {
+    const seen = new Set<string>();
+    let index = 0;
+    for await (const text of args.requests()) {
+      if (index === max)
+        throw new CompatParamError("requests", `requests: at most compat.max_requests_per_file (${max}) requests per batch`);
+      yield anthropicRequest(JSON.parse(text), `requests.${index}`, { seen, checkModel });
+      index++;
     }
-    const problem = checkModel(params.data.model);
-    if (problem) throw new CompatParamError(`${at}.params.model`, `${at}.params.model: ${problem}`);
-    return { customId: id.data, request: normalizeMessageParams(params.data) };
-  });
+    if (index === 0) throw new CompatParamError("requests", "requests: at least one request is required");
+  };
+  let total = 0;
+  let first: NewRequest | undefined;
+  for await (const request of validated()) {
+    first ??= request;
+    total++;
+  }
   return db.transaction((tx) =>
     createCompatBatch(tx, {
       userId: args.userId,
       api: "anthropic",
       config,
-      title: requests[0]!.customId,
-      total: requests.length,
-      firstModel: requests[0]!.request.model,
+      title: first!.customId,
+      total,
+      firstModel: first!.request.model,
       completionWindow: "24h",
-      requests: async function* () {
-        yield* requests;
-      },
+      requests: validated,
     }),
   );
 }

@@ -107,3 +107,32 @@ export class SpoolEntry {
     yield* createReadStream(this.path, { highWaterMark: pieceBytes }) as AsyncIterable<Buffer>;
   }
 }
+
+/** The whole request body into one spool entry; past `maxBytes` (declared or sent) the error `tooLarge` at once. */
+export async function receiveBody(
+  req: Request,
+  spool: BodySpool,
+  limits: { maxBytes: number; tooLarge: () => Error },
+): Promise<SpoolEntry> {
+  const declared = Number(req.headers.get("content-length") ?? "NaN");
+  if (Number.isFinite(declared) && declared > limits.maxBytes) throw limits.tooLarge();
+  const entry = spool.entry();
+  if (!req.body) return entry;
+  const reader = req.body.getReader();
+  let done = false;
+  try {
+    for (;;) {
+      const result = await reader.read();
+      if (result.done) {
+        done = true;
+        break;
+      }
+      if (entry.size + result.value.byteLength > limits.maxBytes) throw limits.tooLarge();
+      entry.write(result.value);
+      await entry.written;
+    }
+  } finally {
+    if (!done) await reader.cancel().catch(() => {});
+  }
+  return entry;
+}

@@ -172,6 +172,22 @@ describe("password change", () => {
     expect(await status({ bearer: token })).toBe(200);
   });
 
+  it("after 10 wrong current passwords, even the right one is refused for a while (no guessing through a stolen session)", async () => {
+    const { user, mine, other } = await setup("guess");
+    const guesses = await Promise.all(
+      Array.from({ length: 12 }, (_, i) => changeTo({ cookie: mine }, { current_password: `guess ${i}`, new_password: "a brand new password" })),
+    );
+    expect(guesses.map((r) => r.status).sort()).toEqual([...Array(10).fill(403), 429, 429]);
+    const res = await changeTo({ cookie: mine }, { current_password: user.password, new_password: "a brand new password" });
+    expect(res.status).toBe(429);
+    expect(Number(res.headers.get("retry-after"))).toBeGreaterThan(14 * 60);
+    expect(await status({ cookie: other })).toBe(200);
+    expect(await verifyCredentials(t.db, { email: user.email, password: user.password })).toMatchObject({ id: user.id });
+    // When the window has passed, the right password works again.
+    await t.db.execute(sql`update auth_rate_limits set expire = 0 where key = ${`password_change:${user.id}`}`);
+    expect((await changeTo({ cookie: mine }, { current_password: user.password, new_password: "a brand new password" })).status).toBe(200);
+  }, 120_000);
+
   it("needs a signed-in caller", async () => {
     const res = await changeTo({ bearer: "flt_nope" }, { current_password: "x", new_password: "a brand new password" });
     expect(res.status).toBe(401);

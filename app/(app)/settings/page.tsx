@@ -7,8 +7,10 @@ import { listApiTokens } from "@/server/auth/tokens";
 import { getConfig } from "@/server/config/load";
 import { getDatabase } from "@/server/db/client";
 import { InvitesSection } from "./invites-section";
+import { SettingsSection } from "./section";
 import { SessionsSection } from "./sessions-section";
 import { TokensSection } from "./tokens-section";
+import { PasswordForm } from "@/components/settings/password-form";
 import { WebhookForm } from "@/components/settings/webhook-form";
 
 export const dynamic = "force-dynamic";
@@ -16,7 +18,7 @@ export const metadata: Metadata = { title: "Settings · Flotilla" };
 
 /**
  * Account settings as independent sections (each a component built on SettingsSection):
- * sessions, API tokens, the batch webhook, and for the admin, invites.
+ * sessions, password, API tokens, the batch webhook, and for the admin, invites.
  */
 export default async function SettingsPage() {
   const user = await currentUser();
@@ -39,6 +41,13 @@ export default async function SettingsPage() {
           </p>
         </header>
         <SessionsSection sessions={sessions} />
+        <SettingsSection
+          id="password"
+          title="Password"
+          description="Changing it signs out every other browser; this one stays signed in. API tokens keep working until you revoke them."
+        >
+          <PasswordForm />
+        </SettingsSection>
         <TokensSection initialTokens={tokens} />
         {user.isAdmin && <InvitesSection invites={invites} policy={getConfig().auth.registration} />}
         <WebhookForm />

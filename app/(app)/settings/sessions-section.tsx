@@ -13,7 +13,7 @@ function device(userAgent: string | null): string {
 
 export function SessionsSection({ sessions }: { sessions: SessionView[] }) {
   return (
-    <SettingsSection id="sessions" title="Sessions" description="Browsers signed in to your account. Signing out everywhere ends all of them, this one included; API tokens keep working.">
+    <SettingsSection id="sessions" title="Sessions" description="Browsers signed in to your account. Signing out everywhere ends all of them, this one included. API tokens are not affected: they work until they expire or you revoke them.">
       <ul aria-label="Sessions" className="divide-y divide-zinc-100 rounded-lg border border-zinc-200">
         {sessions.map((s) => (
           <li key={s.id} className="flex flex-wrap items-center justify-between gap-2 px-3 py-2 text-sm">

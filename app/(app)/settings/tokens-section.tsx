@@ -3,6 +3,7 @@
 import { useState } from "react";
 import { humanMessage } from "@/lib/human-message";
 import { OnceSecret } from "@/components/settings/once-secret";
+import { DEFAULT_EXPIRY, EXPIRY_CHOICES, expiresInDays, TokenExpiry } from "@/components/settings/token-expiry";
 import { createdTokenSchema, createTokenBodySchema, type TokenProjection } from "@/lib/api/auth";
 import { ApiError, request, sendJson } from "@/lib/api/client";
 import { Badge } from "@/components/ui/badge";
@@ -10,7 +11,7 @@ import { Button } from "@/components/ui/button";
 import { Field } from "@/components/ui/field";
 import { SettingsSection, When } from "./section";
 
-const FIELD_LABELS = { name: "Token name", expires_in_days: "Expiry (days)" };
+const FIELD_LABELS = { name: "Token name", expires_in_days: "Expiry" };
 
 /** Personal API tokens through the tokens API (/api/tokens): list, create (shown once), revoke. */
 export function TokensSection({ initialTokens }: { initialTokens: TokenProjection[] }) {
@@ -23,9 +24,11 @@ export function TokensSection({ initialTokens }: { initialTokens: TokenProjectio
     e.preventDefault();
     const formEl = e.currentTarget;
     const form = new FormData(formEl);
-    const days = String(form.get("expires_in_days") ?? "").trim();
     // The API's own rules, checked before sending, in the form's words.
-    const body = createTokenBodySchema.safeParse({ name: String(form.get("name") ?? ""), ...(days ? { expires_in_days: Number(days) } : {}) });
+    const body = createTokenBodySchema.safeParse({
+      name: String(form.get("name") ?? ""),
+      expires_in_days: expiresInDays(String(form.get("expires_in_days") ?? DEFAULT_EXPIRY)),
+    });
     if (!body.success) {
       const issue = body.error.issues[0];
       setError(humanMessage(`${issue.path.join(".")}: ${issue.message}`, FIELD_LABELS));
@@ -61,10 +64,26 @@ export function TokensSection({ initialTokens }: { initialTokens: TokenProjectio
   }
 
   return (
-    <SettingsSection id="tokens" title="API tokens" description="For scripts and SDKs: send as Authorization: Bearer <token>. A token is shown once, when it is created.">
+    <SettingsSection id="tokens" title="API tokens" description="For scripts and SDKs: send as Authorization: Bearer <token>. A token is shown once, when it is created, and works until it expires or you revoke it (signing out or changing the password does not end it).">
       <form onSubmit={onCreate} className="grid gap-3 sm:grid-cols-[1fr_10rem_auto] sm:items-end" noValidate>
         <Field label="Token name" id="token-name" name="name" required maxLength={100} placeholder="e.g. nightly import" />
-        <Field label="Expires in days" id="token-days" name="expires_in_days" type="number" min={1} max={3650} placeholder="never" />
+        <div className="space-y-1.5">
+          <label htmlFor="token-expiry" className="block text-sm font-medium text-zinc-700">
+            Expires after
+          </label>
+          <select
+            id="token-expiry"
+            name="expires_in_days"
+            defaultValue={DEFAULT_EXPIRY}
+            className="block h-10 w-full rounded-lg border border-zinc-300 bg-white px-3 text-sm text-zinc-900 shadow-xs focus:border-zinc-500 focus:ring-2 focus:ring-zinc-200 focus:outline-none"
+          >
+            {EXPIRY_CHOICES.map((c) => (
+              <option key={c.value} value={c.value}>
+                {c.label}
+              </option>
+            ))}
+          </select>
+        </div>
         <Button type="submit" disabled={pending}>
           Create token
         </Button>
@@ -89,13 +108,7 @@ export function TokensSection({ initialTokens }: { initialTokens: TokenProjectio
                 </div>
                 <div className="text-xs text-zinc-500">
                   created <When iso={t.created_at} /> · last used <When iso={t.last_used_at} /> ·{" "}
-                  {t.expires_at ? (
-                    <>
-                      expires <When iso={t.expires_at} />
-                    </>
-                  ) : (
-                    "no expiry"
-                  )}
+                  <TokenExpiry expiresAt={t.expires_at} expired={t.expired} />
                 </div>
               </div>
               <Button variant="danger" size="sm" onClick={() => onRevoke(t.id)} aria-label={`Revoke ${t.name}`}>

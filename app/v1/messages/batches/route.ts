@@ -7,18 +7,37 @@ import { toAnthropicBatch } from "@/server/compat/projection";
 import { createAnthropicBatch } from "@/server/compat/service";
 import { getConfig } from "@/server/config/load";
 import { getDatabase } from "@/server/db/client";
-import { readJson } from "@/server/http/route";
-import { z } from "zod";
+import { BodySpool, receiveBody } from "@/server/http/spool";
+import { requestElements } from "@/server/compat/anthropic-body";
+import { AppError } from "@/server/errors";
 
 export const dynamic = "force-dynamic";
 
-/** Anthropic messages.batches.create: every request validated first; a bad one refuses the call naming it. */
+/**
+ * Anthropic messages.batches.create: the body is received whole (spooled, up to
+ * compat.max_file_bytes) and read request by request with bounded memory; every request is
+ * validated first, and a bad one refuses the call naming it.
+ */
 export const POST = compatHandle("anthropic", async (req: Request) => {
   const { userId } = await requireApiKey(req);
   const config = getConfig();
-  const body = await readJson(req, z.unknown(), config.compat.max_file_bytes);
-  const created = await createAnthropicBatch(getDatabase().db, { userId, config, body });
-  return Response.json(toAnthropicBatch(created, requestOrigin(req)));
+  const spool = new BodySpool();
+  try {
+    const body = await receiveBody(req, spool, {
+      maxBytes: config.compat.max_file_bytes,
+      tooLarge: () =>
+        new AppError("payload_too_large", `request body exceeds compat.max_file_bytes (${config.compat.max_file_bytes} bytes)`),
+    });
+    const limits = { maxValueBytes: config.http.max_body_bytes, limitName: "http.max_body_bytes" };
+    const created = await createAnthropicBatch(getDatabase().db, {
+      userId,
+      config,
+      requests: () => requestElements(body.chunks(), limits),
+    });
+    return Response.json(toAnthropicBatch(created, requestOrigin(req)));
+  } finally {
+    await spool.dispose();
+  }
 });
 
 /** Anthropic messages.batches.list: newest first; `after_id` (older) or `before_id` (newer); limit 1..1000 (20). */
