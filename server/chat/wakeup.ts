@@ -61,7 +61,7 @@ export const WAKEUP_PER_USER_LIMIT = 2;
 /**
  * Claims up to `limit` due wake-ups for `owner` (one process per row; an expired lease is
  * claimable again), fairly: round-robin over the users with due rows, each user at most
- * `perUser` running (live leases of any process count).
+ * `perUser` running (live leases of any process count), none in a thread whose wake-up runs.
  */
 export async function claimWakeups(
   db: Db,
@@ -83,6 +83,10 @@ export async function claimWakeups(
           select w.id, w.user_id, w.next_attempt_at from batch_wakeups w
            where w.user_id = u.user_id and w.done_at is null and w.next_attempt_at <= now()
              and (w.lease_expires_at is null or w.lease_expires_at < now())
+             -- One lead run per thread at a time: the next one reads the reply of the one before.
+             and not exists (
+               select 1 from batch_wakeups r
+                where r.thread_id = w.thread_id and r.done_at is null and r.lease_expires_at >= now())
            order by w.next_attempt_at, w.id
            limit greatest(0, ${perUser} - (
              select count(*) from batch_wakeups f
@@ -386,10 +390,21 @@ export function startSettlementRunner(
 ): () => Promise<void> {
   let stopped = false;
   const isStopped = () => stopped;
+  // Two wake-ups of one thread claimed together run one after the other, in claim order.
+  const threadTail = new Map<string, Promise<void>>();
+  const inThreadOrder = (row: WakeupRow) => {
+    const run = (threadTail.get(row.thread_id) ?? Promise.resolve()).then(() => runClaimedWakeup(options, row));
+    const tail = run.catch(() => {});
+    threadTail.set(row.thread_id, tail);
+    void tail.then(() => {
+      if (threadTail.get(row.thread_id) === tail) threadTail.delete(row.thread_id);
+    });
+    return run;
+  };
   const wakeups = new Pool(
     WAKEUP_POOL_SIZE,
     (free) => claimWakeups(options.db, options.owner, { limit: free }),
-    (row) => runClaimedWakeup(options, row),
+    inThreadOrder,
     isStopped,
   );
   const deliveries = new Pool(

@@ -143,9 +143,10 @@ describe("wake-up on settlement", () => {
   }, 180_000);
 
   it("hands each due wake-up to exactly one of many concurrent claimers", async () => {
-    const threadId = await makeThread(t, user);
     const ids: string[] = [];
     for (let i = 0; i < 5; i++) {
+      // One thread each: a thread's wake-ups run one at a time.
+      const threadId = await makeThread(t, user);
       const b = await leadBatch(threadId, ["x"]);
       await cancelBatch(t.db, { userId: user.userId, threadId, batchId: b.id });
       ids.push(b.id);
@@ -157,6 +158,20 @@ describe("wake-up on settlement", () => {
     expect(rows.map((r) => r.attempts)).toEqual([1, 1, 1, 1, 1]);
     // Leased: nobody else gets them until the lease expires.
     expect(await claimWakeup(t.db, "late", { perUser: 20 })).toBeUndefined();
+    await t.db.execute(sql`delete from batch_wakeups where batch_id in ${sql.raw(`('${ids.join("','")}')`)}`);
+  });
+
+  it("runs one wake-up per thread at a time: a second claim skips a thread whose wake-up is leased", async () => {
+    const threadId = await makeThread(t, user);
+    const ids: string[] = [];
+    for (let i = 0; i < 2; i++) {
+      const b = await leadBatch(threadId, ["x"]);
+      await cancelBatch(t.db, { userId: user.userId, threadId, batchId: b.id });
+      ids.push(b.id);
+    }
+    const first = await claimWakeup(t.db, "one", { perUser: 20 });
+    expect(first?.batch_id).toBe(ids[0]);
+    expect(await claimWakeup(t.db, "two", { perUser: 20 })).toBeUndefined();
     await t.db.execute(sql`delete from batch_wakeups where thread_id = ${threadId}`);
   });
 
