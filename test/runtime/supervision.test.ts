@@ -32,7 +32,7 @@ function startFlotilla(env: Record<string, string>): Flotilla {
   for (const key of ["VITEST", "VITEST_POOL_ID", "VITEST_WORKER_ID", "NODE_ENV", "DATABASE_URL", "FLOTILLA_EMBEDDED_PORT"]) delete base[key];
   const child = spawn(process.execPath, ["--import", "tsx", "scripts/start.ts"], {
     cwd: root,
-    env: { ...base, LOG_FORMAT: "json", NEXTAUTH_SECRET: "supervision-test-secret", ...env } as NodeJS.ProcessEnv,
+    env: { ...base, LOG_FORMAT: "json", NEXTAUTH_SECRET: "supervision-test-secret", ...env } as unknown as NodeJS.ProcessEnv,
     stdio: ["ignore", "pipe", "pipe"],
   });
   let out = "";
