@@ -30,10 +30,12 @@ async function asToolError<T>(fn: () => Promise<T>): Promise<T> {
   }
 }
 
+const utf8 = new TextDecoder("utf-8", { fatal: true });
+
 /** The file as text, or null when its bytes are not UTF-8 text. */
 function decodeText(bytes: Buffer): string | null {
   try {
-    const text = new TextDecoder("utf-8", { fatal: true }).decode(bytes);
+    const text = utf8.decode(bytes);
     return text.includes("\u0000") ? null : text;
   } catch {
     return null;
@@ -46,15 +48,40 @@ function textTypeFor(path: string): string {
   return guessed === "application/octet-stream" ? "text/plain; charset=utf-8" : guessed;
 }
 
+const PATH = z.string().min(1).max(MAX_PATH_CHARS).describe("A relative path such as reports/q1.md");
+const LIST_INPUT = z.object({ prefix: z.string().max(MAX_PATH_CHARS).optional().describe("A folder, e.g. reports/") });
+const WRITE_INPUT = z.object({ path: PATH, content: z.string().describe("The whole new content of the file.") });
+
+/**
+ * read_file's input names the configured cap: one schema per cap value, kept for the process
+ * like the others. The tools are built per run, and a schema built per run is converted to JSON
+ * Schema per run (index.ts converts once per schema object): on a batch item, building and
+ * converting the three schemas cost more CPU than the file read itself (bench/workspace).
+ */
+const readInput = (maxChars: number) =>
+  z.object({
+    path: PATH,
+    offset: z.number().int().min(0).optional().describe("First character to return (default 0)."),
+    limit: z.number().int().min(1).optional().describe(`Most characters to return (default and cap ${maxChars}).`),
+  });
+const readInputs = new Map<number, ReturnType<typeof readInput>>();
+function readInputFor(maxChars: number) {
+  let schema = readInputs.get(maxChars);
+  if (!schema) {
+    schema = readInput(maxChars);
+    readInputs.set(maxChars, schema);
+  }
+  return schema;
+}
+
 function workspaceTools(ctx: ToolGroupContext) {
   const maxChars = ctx.config.tools.max_output_chars;
-  const path = z.string().min(1).max(MAX_PATH_CHARS).describe("A relative path such as reports/q1.md");
   return {
     list_files: tool({
       description:
         "List the files in this thread's workspace (uploaded by the user or written by sub-agents): path, size in " +
         "bytes, content type, and whether an upload or a run wrote it. Pass prefix to list one folder.",
-      inputSchema: z.object({ prefix: z.string().max(MAX_PATH_CHARS).optional().describe("A folder, e.g. reports/") }),
+      inputSchema: LIST_INPUT,
       execute: ({ prefix }) =>
         asToolError(async () => {
           const files = await listFiles(ctx.db, { ...scopeOf(ctx), prefix: prefix || undefined });
@@ -74,11 +101,7 @@ function workspaceTools(ctx: ToolGroupContext) {
       description:
         `Read a text file of the workspace. Returns at most ${maxChars} characters per call; for longer files call ` +
         "again with offset = next_offset. Binary files are reported, not shown.",
-      inputSchema: z.object({
-        path,
-        offset: z.number().int().min(0).optional().describe("First character to return (default 0)."),
-        limit: z.number().int().min(1).optional().describe(`Most characters to return (default and cap ${maxChars}).`),
-      }),
+      inputSchema: readInputFor(maxChars),
       execute: ({ path, offset = 0, limit }) =>
         asToolError(async () => {
           const file = await readFileBytes(ctx.db, { ...scopeOf(ctx), path });
@@ -107,7 +130,7 @@ function workspaceTools(ctx: ToolGroupContext) {
       description:
         "Create or overwrite a text file in the workspace (an artifact the user sees in the Files section). " +
         `Limits: ${ctx.config.workspace.max_file_bytes} bytes a file, ${ctx.config.workspace.max_thread_bytes} bytes a thread.`,
-      inputSchema: z.object({ path, content: z.string().describe("The whole new content of the file.") }),
+      inputSchema: WRITE_INPUT,
       execute: ({ path, content }) =>
         asToolError(async () => {
           const file = await putFile(

@@ -248,13 +248,35 @@ async function checkThreadTotal(tx: Tx, scope: WorkspaceScope & { limits: Worksp
     );
 }
 
+/**
+ * readFileBytes's statement, built and prepared once per handle: a batch over files reads one
+ * file per item (read_file), and building, parsing and planning the query every time cost
+ * several times the read itself (bench/workspace).
+ */
+const readStatements = new WeakMap<DbOrTx, ReturnType<typeof prepareRead>>();
+function prepareRead(db: DbOrTx) {
+  return db
+    .select({ ...info, bytes: workspaceFiles.bytes })
+    .from(workspaceFiles)
+    .where(
+      and(
+        eq(workspaceFiles.threadId, sql.placeholder("threadId")),
+        eq(workspaceFiles.userId, sql.placeholder("userId")),
+        eq(workspaceFiles.path, sql.placeholder("path")),
+      ),
+    )
+    .prepare("workspace_read_file");
+}
+
 /** The whole file (bounded by max_file_bytes at write time). */
 export async function readFileBytes(db: DbOrTx, scope: WorkspaceScope & { path: string }): Promise<NewFile & FileInfo> {
   checkPath(scope.path);
-  const [row] = await db
-    .select({ ...info, bytes: workspaceFiles.bytes })
-    .from(workspaceFiles)
-    .where(and(owned(scope), eq(workspaceFiles.path, scope.path)));
+  let statement = readStatements.get(db);
+  if (!statement) {
+    statement = prepareRead(db);
+    readStatements.set(db, statement);
+  }
+  const [row] = await statement.execute({ threadId: scope.threadId, userId: scope.userId, path: scope.path });
   if (!row) throw notFound(`file ${JSON.stringify(scope.path)}`);
   return row;
 }

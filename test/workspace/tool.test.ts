@@ -1,4 +1,4 @@
-import type { ToolSet } from "ai";
+import { asSchema, type ToolSet } from "ai";
 import { beforeAll, describe, expect, it } from "vitest";
 import { runSubagent } from "@/server/agent/executor";
 import { getSubagentDefinition } from "@/server/agent/registry";
@@ -54,6 +54,22 @@ describe("workspace tool group", () => {
     const { tools } = await toolsFor(await makeOwner(tdb.db));
     expect(Object.keys(tools).sort()).toEqual(["list_files", "read_file", "write_file"]);
     expect(workspaceGroup.name).toBe("workspace");
+  });
+
+  it("two runs' tools share their input schemas (converted to JSON Schema once per process); read_file's follows the cap", async () => {
+    const owner = await makeOwner(tdb.db);
+    const [a, b] = [(await toolsFor(owner)).tools, (await toolsFor(owner)).tools];
+    for (const name of ["list_files", "read_file", "write_file"]) expect(a[name]!.inputSchema).toBe(b[name]!.inputSchema);
+    const other = await workspaceGroup.build({
+      db: tdb.db,
+      config: testConfig({ tools: { max_output_chars: 200 } }),
+      userId: owner.userId,
+      threadId: owner.threadId,
+      runId: "unused",
+      signal: new AbortController().signal,
+    });
+    expect(other.read_file!.inputSchema).not.toBe(a.read_file!.inputSchema);
+    expect(JSON.stringify(asSchema(other.read_file!.inputSchema).jsonSchema)).toContain("cap 200");
   });
 
   it("write_file stores a file recorded with the run; list_files and read_file see it", async () => {
