@@ -1,6 +1,8 @@
 /**
  * Operator CLI (failures exit non-zero with one line on stderr):
  *   user create --email E --password P [--admin]
+ *   setup-code                                    prints the first account's setup code alone on stdout
+ *                                                 (exit 1 once an account exists)
  *   invite create [--expires-in-days N]          prints the invite code alone on stdout
  *   token create --email E [--name N] [--expires-in-days N]   prints the token alone on stdout
  *   token list --email E                          one token per line: id, name, created, expires, last used
@@ -11,6 +13,7 @@
 import { parseArgs } from "node:util";
 import { eq } from "drizzle-orm";
 import { createInvite } from "../server/auth/invites";
+import { currentSetupCode } from "../server/auth/setup-code";
 import { createApiToken, listApiTokens, revokeApiToken } from "../server/auth/tokens";
 import { createUser, findUserByEmail } from "../server/auth/users";
 import { createDatabase, type Database } from "../server/db/client";
@@ -19,10 +22,10 @@ import { users } from "../server/db/schema";
 import { AppError } from "../server/errors";
 
 const USAGE =
-  "usage: cli user create --email E --password P [--admin] | cli invite create [--expires-in-days N] | " +
+  "usage: cli user create --email E --password P [--admin] | cli setup-code | cli invite create [--expires-in-days N] | " +
   "cli token create --email E [--name N] [--expires-in-days N] | cli token list --email E | cli token revoke --email E --id ID";
 
-const COMMANDS = new Set(["user create", "invite create", "token create", "token list", "token revoke"]);
+const COMMANDS = new Set(["user create", "setup-code", "invite create", "token create", "token list", "token revoke"]);
 
 class CliError extends Error {
   constructor(
@@ -95,7 +98,7 @@ async function run(argv: string[]): Promise<string> {
   const { values, command } = parsed;
   if (values.help) return USAGE;
   if (!COMMANDS.has(command)) throw new CliError(command ? `unknown command "${command}"; ${USAGE}` : USAGE, 2);
-  if (command !== "invite create" && !values.email) throw new CliError(`--email is required; ${USAGE}`, 2);
+  if (command !== "invite create" && command !== "setup-code" && !values.email) throw new CliError(`--email is required; ${USAGE}`, 2);
   if (command === "user create" && values.password === undefined) throw new CliError(`--password is required; ${USAGE}`, 2);
   if (command === "token revoke" && !values.id) throw new CliError(`--id is required; ${USAGE}`, 2);
   const expiresInDays = days(values["expires-in-days"]);
@@ -110,6 +113,11 @@ async function run(argv: string[]): Promise<string> {
       const user = await createUser(db, { email: values.email ?? "", password: values.password ?? "" });
       if (values.admin && !user.isAdmin) await db.update(users).set({ isAdmin: true }).where(eq(users.id, user.id));
       return `created ${values.admin || user.isAdmin ? "admin" : "user"} ${user.email} (${user.id})`;
+    }
+    if (command === "setup-code") {
+      const code = await currentSetupCode(db);
+      if (!code) throw new CliError("an account exists already, so there is no setup code; add people with `cli user create` or an invite");
+      return code;
     }
     if (command === "invite create") return (await createInvite(db, { expiresInDays })).code;
     const user = await findUserByEmail(db, values.email ?? "");

@@ -20,6 +20,8 @@ export const ERROR_STATUS = {
   payload_too_large: 413,
   unsupported_media_type: 415,
   rate_limited: 429,
+  // Too much work of one kind in flight at once (password hashing); retry in a moment.
+  busy: 429,
   worker_unavailable: 503,
   unavailable: 503,
   // A batch or request names a model or tool group this process does not have.

@@ -2,6 +2,9 @@ import "server-only";
 import { recoverOnStartup, startWebHeartbeat } from "@/server/startup";
 import { closeMcpClients } from "@/server/tools/mcp";
 import { startWebSettlementRunner } from "@/server/chat/wakeup";
+import { setupLine } from "@/server/auth/setup-code";
+import { getDatabase } from "@/server/db/client";
+import { log } from "@/server/log";
 
 /**
  * What a web process starts before it serves requests (instrumentation.ts calls it in the
@@ -16,4 +19,18 @@ export async function startWebProcess(): Promise<void> {
   await recoverOnStartup(startedAt);
   // Lead wake-ups and webhook deliveries of settled batches run in web processes only.
   startWebSettlementRunner();
+  await announceSetupLink();
+}
+
+/**
+ * While no account exists, the terminal shows the link that creates the first one (the admin):
+ * a plain line on stdout, whatever the log format, so `npm start` alone is enough to begin.
+ */
+export async function announceSetupLink(write: (line: string) => void = (line) => process.stdout.write(`${line}\n`)): Promise<void> {
+  try {
+    const line = await setupLine(getDatabase().db);
+    if (line) write(line);
+  } catch (err) {
+    log.warn({ err, event: "setup_link_failed" }, "could not show the setup link; run `npm run --silent cli -- setup-code`");
+  }
 }

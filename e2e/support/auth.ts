@@ -18,9 +18,24 @@ export function newAccount(prefix = "e2e"): Account {
   return { email: `${prefix}-${Date.now().toString(36)}-${randomBytes(3).toString("hex")}@example.com`, password: "e2e password 123" };
 }
 
-/** Registers through /register; the page signs the new user in and lands on the app. */
+/**
+ * The first account's setup code while no account exists (`cli setup-code`), else undefined:
+ * whichever spec registers first through HTTP uses it, as the person at the terminal would.
+ */
+export function pendingSetupCode(): string | undefined {
+  const out = spawnSync(process.execPath, ["--import", "tsx", "scripts/cli.ts", "setup-code"], {
+    env: { ...process.env, DATABASE_URL: e2eDatabaseUrl() },
+    encoding: "utf8",
+  });
+  if (out.status === 0) return out.stdout.trim();
+  expect(out.stderr, "cli setup-code failed for another reason than an existing account").toMatch(/account exists/);
+  return undefined;
+}
+
+/** Registers through /register (through the Setup link when first); the page signs the new user in and lands on the app. */
 export async function registerViaUI(page: Page, account: Account): Promise<void> {
-  await page.goto("/register");
+  const setup = pendingSetupCode();
+  await page.goto(setup ? `/register?setup=${encodeURIComponent(setup)}` : "/register");
   await page.getByLabel("Email").fill(account.email);
   await page.getByLabel("Password").fill(account.password);
   await page.getByRole("button", { name: "Create account" }).click();
@@ -43,7 +58,8 @@ export async function signOutViaUI(page: Page): Promise<void> {
 }
 
 export async function registerViaApi(request: APIRequestContext, account: Account): Promise<void> {
-  const res = await request.post("/api/register", { data: account });
+  const setup_code = pendingSetupCode();
+  const res = await request.post("/api/register", { data: setup_code ? { ...account, setup_code } : account });
   expect(res.status(), await res.text()).toBe(201);
 }
 

@@ -12,7 +12,16 @@ import type { ToolCallRecord } from "@/lib/api/runs";
 import type { SubagentRunStatus, SubagentStatusUpdate, SubagentUsage } from "@/lib/api/subagents";
 import { buildGroupTools, recordTools, ToolCallRecorder } from "@/server/tools";
 import type { SubagentDefinition } from "./registry";
-import { createRun, finishRun, insertFinishedRun, markRunning, type TerminalStatus } from "./runs";
+import {
+  createRun,
+  type FinishedRunRow,
+  finishedRunRow,
+  finishRun,
+  insertFinishedRun,
+  markRunning,
+  type TerminalStatus,
+} from "./runs";
+import "./prompt-schema";
 
 /**
  * Runs one sub-agent to completion: row (pending) → capacity → running → model → final row.
@@ -60,6 +69,12 @@ export interface RunSubagentOptions {
    * asked once the run exists. Absent: it cannot delegate (batch items never can).
    */
   delegate?: (run: DelegatingRun) => ToolSet;
+  /**
+   * Batch items of the worker: a run row still unwritten at the end (no tool ran) is returned as
+   * `runRow` for the caller to write with the item's settlement, in the same round trip, instead
+   * of its own insert (which also held the capacity slot for one more round trip).
+   */
+  returnRunRow?: boolean;
 }
 
 /** What a delegation tool needs to know about the run that delegates. */
@@ -86,6 +101,8 @@ export interface SubagentRunResult {
   toolCalls: ToolCallRecord[];
   /** Execution time once the slot was held (0 when it never started). */
   durationMs: number;
+  /** The run row, still to be written by the caller (only with `returnRunRow`). */
+  runRow?: FinishedRunRow;
 }
 
 /** Abort reason when the definition's time limit passes. */
@@ -149,7 +166,8 @@ export async function runSubagent(db: Db, opts: RunSubagentOptions): Promise<Sub
     return rowInsert;
   };
   const rootRunId = opts.rootRunId ?? opts.parentRunId ?? runId;
-  const logger = log.child({ run_id: runId, kind: opts.kind, definition: def.name });
+  // Built only when something is logged: a child logger per run was ~1 % of a batch item's CPU.
+  const runLog = () => log.child({ run_id: runId, kind: opts.kind, definition: def.name });
 
   // Our own controller: aborted by the caller's signal, by Stop (registry) or by the time limit.
   const controller = new AbortController();
@@ -166,7 +184,7 @@ export async function runSubagent(db: Db, opts: RunSubagentOptions): Promise<Sub
     try {
       opts.onStatus?.({ runId, definition: def.name, model: model.catalogName, status, usage, durationMs: duration(), ...extra });
     } catch (err) {
-      logger.warn({ err }, "status listener failed");
+      runLog().warn({ err }, "status listener failed");
     }
   };
 
@@ -184,10 +202,13 @@ export async function runSubagent(db: Db, opts: RunSubagentOptions): Promise<Sub
       toolCalls: recorder.calls,
     };
     await rowInsert?.catch(() => {});
-    if (!rowWritten)
+    let runRow: FinishedRunRow | undefined;
+    if (!rowWritten && opts.returnRunRow)
+      runRow = finishedRunRow({ ...runFields, id: runId, createdAt, startedAt: startedWall, ...final });
+    else if (!rowWritten)
       await insertFinishedRun(db, { ...runFields, id: runId, createdAt, startedAt: startedWall, ...final });
     else if (!(await finishRun(db, { runId, ...final })))
-      logger.warn({ status }, "run row was already final; kept the earlier outcome");
+      runLog().warn({ status }, "run row was already final; kept the earlier outcome");
     const result: SubagentRunResult = {
       runId,
       status,
@@ -198,6 +219,7 @@ export async function runSubagent(db: Db, opts: RunSubagentOptions): Promise<Sub
       definition: def.name,
       durationMs: duration(),
       toolCalls: [...recorder.calls],
+      ...(runRow ? { runRow } : {}),
       ...(fields.error !== undefined ? { error: fields.error } : {}),
       ...(fields.errorClass !== undefined ? { errorClass: fields.errorClass } : {}),
     };
@@ -303,7 +325,7 @@ export async function runSubagent(db: Db, opts: RunSubagentOptions): Promise<Sub
           transcript: partial,
         });
       const errorClass = classifyModelError(err);
-      logger.warn({ err, errorClass }, "sub-agent failed");
+      runLog().warn({ err, errorClass }, "sub-agent failed");
       return await finish("failed", { stopReason: "error", error: errorText(err), errorClass, transcript: partial });
     }
   } catch (err) {

@@ -13,6 +13,7 @@ import { log } from "@/server/log";
 import type { ResolvedModel } from "@/server/models/types";
 import { registerLiveRun } from "@/server/runtime/run-registry";
 import { createRun, finishRun } from "./runs";
+import "./prompt-schema";
 import { buildLeadTools, type LeadToolContext } from "./tools";
 import { delegationPromptSection } from "./tools/task";
 

@@ -2,7 +2,7 @@ import { and, asc, desc, eq, inArray, lt, sql } from "drizzle-orm";
 import type { FlotillaConfig } from "@/lib/config";
 import type { RunDetail, RunProjection, ToolCallRecord } from "@/lib/api/runs";
 import { getConfig } from "@/server/config/load";
-import type { Db, DbOrTx } from "@/server/db/client";
+import { type Db, type DbOrTx, driverOf } from "@/server/db/client";
 import { agentRuns, type RUN_KINDS, type RunStatus, runEvents } from "@/server/db/schema";
 import { AbortReason, notFound } from "@/server/errors";
 import { costUsd, findCatalogEntry } from "@/server/models/catalog";
@@ -126,9 +126,29 @@ export async function finishRun(
  * this row, so a crash can lose the run row only together with its unsettled item, which is
  * then run again under a new lease.
  */
-export async function insertFinishedRun(
-  db: Db,
-  args: {
+export async function insertFinishedRun(db: Db, args: FinishedRunArgs): Promise<void> {
+  return writeFinishedRunRow(db, finishedRunRow(args));
+}
+
+/** insertFinishedRun of a row already built (finishedRunRow). */
+export function writeFinishedRunRow(db: Db, row: FinishedRunRow): Promise<void> {
+  return new Promise<void>((resolve, reject) => {
+    let queue = finishedRunQueues.get(db);
+    if (!queue) {
+      const batch: FinishedRunQueue = [];
+      queue = batch;
+      finishedRunQueues.set(db, batch);
+      // Items that end in the same tick share one statement (one commit).
+      setImmediate(() => {
+        finishedRunQueues.delete(db);
+        void writeFinishedRuns(db, batch);
+      });
+    }
+    queue.push({ row, resolve, reject });
+  });
+}
+
+export interface FinishedRunArgs {
     id: string;
     userId: string;
     threadId?: string | null;
@@ -146,57 +166,49 @@ export async function insertFinishedRun(
     usage: { inputTokens: number; outputTokens: number };
     transcript?: unknown[] | null;
     toolCalls?: ToolCallRecord[];
-  },
-): Promise<void> {
-  const row: typeof agentRuns.$inferInsert = {
+}
+
+/**
+ * A finished run as run-rows.sql takes it (column names as the table spells them). The batch
+ * worker hands these to its settle, which writes them in the same round trip as the items.
+ */
+export type FinishedRunRow = Record<string, unknown>;
+
+export function finishedRunRow(args: FinishedRunArgs): FinishedRunRow {
+  return {
     id: args.id,
-    userId: args.userId,
-    threadId: args.threadId ?? null,
+    user_id: args.userId,
+    thread_id: args.threadId ?? null,
     kind: args.kind,
     definition: args.definition,
     model: args.model,
     prompt: args.prompt ?? null,
     depth: args.depth ?? 0,
     status: args.status,
-    stopReason: args.stopReason ?? null,
+    stop_reason: args.stopReason ?? null,
     result: args.result ?? null,
     error: args.error ?? null,
-    inputTokens: args.usage.inputTokens,
-    outputTokens: args.usage.outputTokens,
+    input_tokens: args.usage.inputTokens,
+    output_tokens: args.usage.outputTokens,
     transcript: args.transcript ?? null,
-    toolCalls: args.toolCalls ?? null,
-    toolCallCount: args.toolCalls?.length ?? 0,
-    ownerInstance: INSTANCE_ID,
-    createdAt: args.createdAt,
-    startedAt: args.startedAt,
-    finishedAt: new Date(),
+    tool_calls: args.toolCalls ?? null,
+    tool_call_count: args.toolCalls?.length ?? 0,
+    owner_instance: INSTANCE_ID,
+    created_at: args.createdAt,
+    started_at: args.startedAt,
+    finished_at: new Date(),
   };
-  return new Promise<void>((resolve, reject) => {
-    let queue = finishedRunQueues.get(db);
-    if (!queue) {
-      const batch: FinishedRunQueue = [];
-      queue = batch;
-      finishedRunQueues.set(db, batch);
-      // Items that end in the same tick share one transaction (one multi-row insert, one commit).
-      setImmediate(() => {
-        finishedRunQueues.delete(db);
-        void writeFinishedRuns(db, batch);
-      });
-    }
-    queue.push({ row, resolve, reject });
-  });
 }
 
-type FinishedRunQueue = Array<{ row: typeof agentRuns.$inferInsert; resolve(): void; reject(err: unknown): void }>;
+type FinishedRunQueue = Array<{ row: FinishedRunRow; resolve(): void; reject(err: unknown): void }>;
 
 const finishedRunQueues = new WeakMap<Db, FinishedRunQueue>();
 
 async function writeFinishedRuns(db: Db, batch: FinishedRunQueue): Promise<void> {
-  const write = (rows: Array<typeof agentRuns.$inferInsert>) =>
-    db.transaction(async (tx) => {
-      await tx.execute(sql`set local synchronous_commit = off`);
-      await tx.insert(agentRuns).values(rows);
-    });
+  // A prepared call of run-rows.sql (asynchronous commit inside), not a drizzle insert: see there.
+  const write = async (rows: FinishedRunRow[]) => {
+    await driverOf(db)`select flotilla_insert_finished_runs(${JSON.stringify(rows)}::text::jsonb)`;
+  };
   try {
     await write(batch.map((q) => q.row));
     for (const q of batch) q.resolve();

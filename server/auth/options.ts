@@ -23,7 +23,7 @@ declare module "next-auth" {
 
 export const SESSION_MAX_AGE_SECONDS = 30 * 24 * 60 * 60;
 
-/** What a locked-out sign-in reports to the form: `rate_limited:<ISO time the lock lifts>`. */
+/** What a locked-out sign-in reports to the form: `rate_limited:<LockScope>:<ISO time the lock lifts>`. */
 export const RATE_LIMITED_PREFIX = "rate_limited:";
 
 /**
@@ -87,7 +87,7 @@ export const authOptions: AuthOptions = {
           if (!(err instanceof RateLimitedError)) throw err;
           log.info({ event: "sign_in_rate_limited" }, err.message);
           // next-auth hands a thrown message to the form as `error`.
-          throw new Error(`${RATE_LIMITED_PREFIX}${err.retryAt.toISOString()}`);
+          throw new Error(`${RATE_LIMITED_PREFIX}${err.scope ?? "email"}:${err.retryAt.toISOString()}`);
         }
         if (!user) {
           log.info({ event: "sign_in_failed" }, "sign-in rejected");

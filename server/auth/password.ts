@@ -1,4 +1,6 @@
+import { AsyncLocalStorage } from "node:async_hooks";
 import { randomBytes, scrypt, timingSafeEqual } from "node:crypto";
+import { AppError } from "@/server/errors";
 
 /**
  * Password hashing with scrypt (memory-hard, node:crypto). Stored as
@@ -39,19 +41,50 @@ async function withHashSlot<T>(fn: () => Promise<T>): Promise<T> {
   }
 }
 
-/** Hashes running or waiting right now (for tests and metrics). */
-export function hashLoad(): { running: number; waiting: number } {
-  return { running: hashing, waiting: waiting.length };
+/**
+ * At most HASH_QUEUE_LIMIT pieces of hashing work (a sign-in, a registration, a lone hash) are
+ * admitted per process at once; beyond that BUSY at once, before anything is counted or written,
+ * so a flood cannot queue minutes of scrypt. Work admitted once (sign-in around its limits and
+ * password check) hashes inside its admission without being counted twice.
+ */
+export const HASH_QUEUE_LIMIT = 32;
+
+export class BusyError extends AppError {
+  readonly retryAfterSeconds = 1;
+  constructor() {
+    super("busy", "busy: too many sign-ins and registrations are being checked right now; try again in a few seconds");
+  }
+}
+
+let admitted = 0;
+const admission = new AsyncLocalStorage<true>();
+
+export async function withHashAdmission<T>(fn: () => Promise<T>): Promise<T> {
+  if (admission.getStore()) return fn();
+  if (admitted >= HASH_QUEUE_LIMIT) throw new BusyError();
+  admitted++;
+  try {
+    return await admission.run(true, fn);
+  } finally {
+    admitted--;
+  }
+}
+
+/** Hashes running or waiting, and work admitted, right now (for tests and metrics). */
+export function hashLoad(): { running: number; waiting: number; admitted: number } {
+  return { running: hashing, waiting: waiting.length, admitted };
 }
 
 function derive(password: string, salt: Buffer, n: number, r: number, p: number, keyLength: number): Promise<Buffer> {
-  return withHashSlot(
-    () =>
-      new Promise<Buffer>((resolve, reject) => {
-        scrypt(password.normalize("NFKC"), salt, keyLength, { N: n, r, p, maxmem: 256 * n * r + 1024 * 1024 }, (err, key) =>
-          err ? reject(err) : resolve(key),
-        );
-      }),
+  return withHashAdmission(() =>
+    withHashSlot(
+      () =>
+        new Promise<Buffer>((resolve, reject) => {
+          scrypt(password.normalize("NFKC"), salt, keyLength, { N: n, r, p, maxmem: 256 * n * r + 1024 * 1024 }, (err, key) =>
+            err ? reject(err) : resolve(key),
+          );
+        }),
+    ),
   );
 }
 

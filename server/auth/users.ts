@@ -1,7 +1,7 @@
 import { eq, sql } from "drizzle-orm";
 import { z } from "zod";
 import type { Db, DbOrTx } from "@/server/db/client";
-import { users } from "@/server/db/schema";
+import { setupCodes, users } from "@/server/db/schema";
 import { AppError, zodMessage } from "@/server/errors";
 import { hashPassword, needsRehash, verifyPassword } from "./password";
 
@@ -53,6 +53,8 @@ export async function insertUser(
     .onConflictDoNothing({ target: users.email })
     .returning(userColumns);
   if (!row) throw new AppError("conflict", "an account with this email already exists");
+  // The setup code only ever creates the first account.
+  if (first) await tx.delete(setupCodes);
   return row;
 }
 
@@ -111,7 +113,10 @@ export async function verifyCredentials(
         .limit(1)
     : [];
   if (!row) {
-    decoyHash ??= hashPassword(`decoy-${Math.random()}`);
+    decoyHash ??= hashPassword(`decoy-${Math.random()}`).catch((err) => {
+      decoyHash = undefined; // a busy refusal must not stick
+      throw err;
+    });
     await verifyPassword(input.password, await decoyHash);
     return null;
   }

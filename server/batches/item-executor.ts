@@ -1,5 +1,6 @@
 import type { ToolCallRecord } from "@/lib/api/runs";
 import type { RunErrorClass } from "@/server/runtime/model-errors";
+import type { RunRowRecord } from "./settlement";
 import type { ExecutionSpec } from "./spec";
 import type { ClaimedItem } from "./types";
 
@@ -30,6 +31,8 @@ export interface ItemRunResult {
   toolCalls?: ToolCallRecord[];
   /** Provider advice for rate limits, when the executor knows it. */
   retryAfterMs?: number;
+  /** The item's run row, not yet written: the settle writes it (settlement.ts `runRow`). */
+  runRow?: RunRowRecord;
 }
 
 export type ItemExecutor = (ctx: ItemRunContext) => Promise<ItemRunResult>;

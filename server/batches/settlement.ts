@@ -11,12 +11,17 @@ export interface Usage {
   outputTokens: number;
 }
 
+/** An unwritten run row of the attempt, as run-rows.sql takes it (built by the executor). */
+export type RunRowRecord = Record<string, unknown>;
+
 /**
  * How a held attempt ends. `startedAtMs`: the item started (epoch ms) and ends in the same round
  * trip that would have marked it running; the settle writes the start time itself instead of a
- * running row no other transaction could ever see.
+ * running row no other transaction could ever see. `runRow`: the attempt's run row, written by
+ * the settle in the same transaction (before the item's lease is checked, like the executor's own
+ * insert would have been).
  */
-export type Settlement = LeaseRef & { startedAtMs?: number } & (
+export type Settlement = LeaseRef & { startedAtMs?: number; runRow?: RunRowRecord } & (
     | {
         kind: "succeeded";
         result: string;
@@ -56,6 +61,7 @@ export interface RunOutcome {
   runId?: string;
   /** Provider advice for rate limits, when the executor knows it. */
   retryAfterMs?: number;
+  runRow?: RunRowRecord;
 }
 
 export interface ResultLimits {
@@ -69,7 +75,7 @@ export interface ResultLimits {
 export const DEFAULT_RATE_LIMIT_DELAY_MS = 5_000;
 
 export function settlementOf(ref: LeaseRef, r: RunOutcome, limits: ResultLimits): Settlement {
-  const common = { model: r.model, stopReason: r.stopReason, usage: r.usage, runId: r.runId ?? null };
+  const common = { model: r.model, stopReason: r.stopReason, usage: r.usage, runId: r.runId ?? null, runRow: r.runRow };
   if (r.status === "completed") {
     const result = r.text.length > limits.maxResultChars ? r.text.slice(0, limits.maxResultChars) : r.text;
     return { ...ref, ...common, kind: "succeeded", result, preview: result.slice(0, limits.previewMaxChars) };
@@ -84,6 +90,7 @@ export function settlementOf(ref: LeaseRef, r: RunOutcome, limits: ResultLimits)
       usage: r.usage,
       model: r.model,
       runId: r.runId ?? null,
+      runRow: r.runRow,
     };
   }
   const error =

@@ -54,6 +54,7 @@ export function subagentItemExecutor(args: { db: Db; model?: ResolvedModel; runt
       signal,
       runtime: args.runtime,
       onStarted,
+      returnRunRow: true,
     });
     return {
       status: result.status,
@@ -65,6 +66,7 @@ export function subagentItemExecutor(args: { db: Db; model?: ResolvedModel; runt
       errorClass: result.errorClass,
       runId: result.runId,
       toolCalls: result.toolCalls,
+      runRow: result.runRow,
       retryAfterMs: result.errorClass === "rate_limit" ? endpointBackoffMs(model.endpoint) : undefined,
     };
   };

@@ -1,3 +1,4 @@
+import { writeFinishedRunRow } from "@/server/agent/runs";
 import { AbortReason, errorText } from "@/server/errors";
 import type { FlotillaConfig } from "@/lib/config";
 import {
@@ -352,7 +353,12 @@ export class BatchWorker {
       this.end(entry, { kind: "failed", error: errorText(err) });
       return;
     }
-    if (controller.signal.aborted) return;
+    if (controller.signal.aborted) {
+      // No settlement (the lease is gone or the worker stops), but the run itself happened.
+      if (result.runRow)
+        writeFinishedRunRow(this.db, result.runRow).catch((err) => this.log.warn({ err }, "could not write the run row"));
+      return;
+    }
     const b = this.config.subagent_batches;
     const ref = { id: item.id, leaseToken: item.leaseToken };
     if (!entry.ended) {

@@ -1,7 +1,7 @@
 import { sql } from "drizzle-orm";
 import { beforeAll, describe, expect, it } from "vitest";
 import { POST as register } from "@/app/api/register/route";
-import { verifyCredentials } from "@/server/auth/users";
+import { createUser, verifyCredentials } from "@/server/auth/users";
 import { users } from "@/server/db/schema";
 import { createTestDatabase, type TestDatabase } from "../helpers/db";
 import { request, uniqueEmail, useSuiteEnv } from "../chat/support";
@@ -12,6 +12,8 @@ beforeAll(async () => {
   t = await createTestDatabase();
   // Open registration: the invite policy has its own suite (test/security/registration.test.ts).
   useSuiteEnv(t.url, { FLOTILLA__AUTH__REGISTRATION: "open" });
+  // The first account needs the setup code (test/security/registration.test.ts); these are later ones.
+  await createUser(t.db, { email: uniqueEmail("first"), password: "first password" });
 });
 
 const count = async () => (await t.db.select({ n: sql<number>`count(*)::int` }).from(users))[0].n;

@@ -3,6 +3,7 @@ import { beforeAll, describe, expect, it } from "vitest";
 import { POST as register } from "@/app/api/register/route";
 import { createInvite } from "@/server/auth/invites";
 import { registerUser } from "@/server/auth/registration";
+import { currentSetupCode } from "@/server/auth/setup-code";
 import { createUser } from "@/server/auth/users";
 import { getDatabase } from "@/server/db/client";
 import { request, uniqueEmail, useSuiteEnv } from "../chat/support";
@@ -23,8 +24,9 @@ const post = (body: unknown, address = "10.0.0.1") =>
   register(request("/api/register", { body, headers: { "x-flotilla-client-address": address } }), undefined);
 
 describe("registration policy: invite", () => {
-  it("makes the first account the admin without a code, then refuses anyone without a valid one (403 JSON, nothing written)", async () => {
-    const first = await post({ email: uniqueEmail("admin"), password: "admin password 1" });
+  it("makes the first account the admin with the setup code, then refuses anyone without a valid invite (403 JSON, nothing written)", async () => {
+    const code = await currentSetupCode(t.db);
+    const first = await post({ email: uniqueEmail("admin"), password: "admin password 1", setup_code: code });
     expect(first.status).toBe(201);
     const [admin] = await t.db.execute<{ is_admin: boolean }>(sql`select is_admin from users where id = ${(await first.json()).id}`);
     expect(admin!.is_admin).toBe(true);
@@ -113,15 +115,19 @@ describe("registration policy: invite", () => {
 });
 
 describe("the first account, raced", () => {
-  it("exactly one of many simultaneous first sign-ups becomes admin", async () => {
+  it("exactly one of many simultaneous first sign-ups with the setup code becomes admin; the code then stops working", async () => {
     const fresh = await createTestDatabase();
+    const setup_code = (await currentSetupCode(fresh.db)) ?? undefined;
     const results = await Promise.allSettled(
       Array.from({ length: 4 }, (_, i) =>
-        registerUser(fresh, { input: { email: uniqueEmail(`first${i}`), password: "first password" }, policy: "open", address: `a${i}` }),
+        registerUser(fresh, { input: { email: uniqueEmail(`first${i}`), password: "first password", setup_code }, policy: "open", address: `a${i}` }),
       ),
     );
-    expect(results.every((r) => r.status === "fulfilled")).toBe(true);
-    const [row] = await fresh.db.execute<{ admins: number }>(sql`select count(*) filter (where is_admin)::int as admins from users`);
-    expect(row!.admins).toBe(1);
+    expect(results.filter((r) => r.status === "fulfilled")).toHaveLength(1);
+    for (const r of results) if (r.status === "rejected") expect(r.reason).toMatchObject({ code: "forbidden", message: expect.stringMatching(/setup code/) });
+    const [row] = await fresh.db.execute<{ admins: number; users: number }>(
+      sql`select count(*) filter (where is_admin)::int as admins, count(*)::int as users from users`,
+    );
+    expect(row).toEqual({ admins: 1, users: 1 });
   });
 });

@@ -12,6 +12,7 @@ export const dynamic = "force-dynamic";
 export default async function RegisterPage({ searchParams }: { searchParams: Promise<Record<string, string | string[] | undefined>> }) {
   if (await currentUser()) redirect("/");
   const mode = await registrationMode(getDatabase(), getConfig().auth.registration);
-  const invite = (await searchParams).invite;
-  return <RegisterForm mode={mode} initialInvite={typeof invite === "string" ? invite.slice(0, 200) : ""} />;
+  const { invite, setup } = await searchParams;
+  const param = (v: string | string[] | undefined) => (typeof v === "string" ? v.slice(0, 200) : "");
+  return <RegisterForm mode={mode} initialInvite={param(invite)} initialSetup={param(setup)} />;
 }

@@ -15,7 +15,8 @@ const MIN_PASSWORD = 8;
 import type { RegistrationMode } from "@/server/auth/registration";
 
 const INTRO: Record<RegistrationMode, string> = {
-  first: "You are the first person here: this account becomes the admin, who invites everyone else.",
+  first:
+    "You are the first person here: this account becomes the admin, who invites everyone else. The setup code comes from the Setup link the server printed when it started.",
   open: "Anyone may create an account on this deployment.",
   invite: "This deployment is invite-only: paste the invite code the admin gave you.",
   closed: "",
@@ -33,7 +34,15 @@ function SignInLink() {
   );
 }
 
-export function RegisterForm({ mode, initialInvite }: { mode: RegistrationMode; initialInvite: string }) {
+export function RegisterForm({
+  mode,
+  initialInvite,
+  initialSetup,
+}: {
+  mode: RegistrationMode;
+  initialInvite: string;
+  initialSetup: string;
+}) {
   const router = useRouter();
   const [error, setError] = useState<string | null>(null);
   const [pending, setPending] = useState(false);
@@ -44,7 +53,12 @@ export function RegisterForm({ mode, initialInvite }: { mode: RegistrationMode; 
     const email = String(form.get("email") ?? "");
     const password = String(form.get("password") ?? "");
     const inviteCode = String(form.get("invite_code") ?? "").trim();
+    const setupCode = String(form.get("setup_code") ?? "").trim();
     setError(null);
+    if (mode === "first" && !setupCode) {
+      setError("Enter the setup code: it is in the Setup link the server printed when it started.");
+      return;
+    }
     if (mode === "invite" && !inviteCode) {
       setError("Enter your invite code.");
       return;
@@ -58,7 +72,12 @@ export function RegisterForm({ mode, initialInvite }: { mode: RegistrationMode; 
       await request("/api/register", {
         method: "POST",
         headers: { "content-type": "application/json" },
-        body: JSON.stringify(inviteCode ? { email, password, invite_code: inviteCode } : { email, password }),
+        body: JSON.stringify({
+          email,
+          password,
+          ...(inviteCode && { invite_code: inviteCode }),
+          ...(setupCode && { setup_code: setupCode }),
+        }),
       });
     } catch (err) {
       setPending(false);
@@ -68,7 +87,14 @@ export function RegisterForm({ mode, initialInvite }: { mode: RegistrationMode; 
           ? "An account with this email already exists."
           : status === 403 && mode === "invite"
             ? "That invite code is not valid: it may be mistyped, used already or expired. Ask the admin for a new one."
-            : humanMessage((err as Error).message, { email: "Email", password: "Password", invite_code: "Invite code" }),
+            : status === 403 && mode === "first"
+              ? "That setup code is not right. Copy the whole Setup link from the server's terminal, or run npm run --silent cli -- setup-code."
+              : humanMessage((err as Error).message, {
+                  email: "Email",
+                  password: "Password",
+                  invite_code: "Invite code",
+                  setup_code: "Setup code",
+                }),
       );
       return;
     }
@@ -100,6 +126,18 @@ export function RegisterForm({ mode, initialInvite }: { mode: RegistrationMode; 
       <p className="text-sm text-zinc-600">
         {initialInvite && mode !== "first" ? "You were invited: your invite code is filled in below." : INTRO[mode]}
       </p>
+      {mode === "first" && (
+        <Field
+          label="Setup code"
+          id="setup_code"
+          name="setup_code"
+          autoComplete="off"
+          spellCheck={false}
+          required
+          defaultValue={initialSetup}
+          placeholder="setup_…"
+        />
+      )}
       {(mode === "invite" || initialInvite !== "") && (
         <Field
           label="Invite code"

@@ -11,13 +11,24 @@ import { Spinner } from "@/components/ui/spinner";
 /** Mirrors server/auth/options.ts RATE_LIMITED_PREFIX (that module is server-only). */
 const RATE_LIMITED_PREFIX = "rate_limited:";
 
+const LOCKED: Record<string, (when: string) => string> = {
+  address: (when) => `Too many failed sign-ins from your network. Try again ${when}.`,
+  email: (when) =>
+    `Too many failed sign-ins for this account. Networks that signed in to it in the last 30 days still can; from here, try again ${when}.`,
+  email_here: (when) => `Too many failed sign-ins for this account from here. Try again ${when}.`,
+};
+
+/** The form's words for `rate_limited:<scope>:<ISO time>` (server/auth/options.ts). */
 function lockedMessage(error: string): string | null {
   if (!error.startsWith(RATE_LIMITED_PREFIX)) return null;
-  const at = new Date(error.slice(RATE_LIMITED_PREFIX.length));
-  if (Number.isNaN(at.getTime())) return "Too many failed sign-ins. Try again later.";
+  const rest = error.slice(RATE_LIMITED_PREFIX.length);
+  const scope = rest.slice(0, rest.indexOf(":"));
+  const at = new Date(rest.slice(scope.length + 1));
+  const say = LOCKED[scope] ?? LOCKED.email;
+  if (Number.isNaN(at.getTime())) return say("later");
   const minutes = Math.max(1, Math.ceil((at.getTime() - Date.now()) / 60_000));
   const time = at.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" });
-  return `Too many failed sign-ins for this account. Try again at ${time} (in ${minutes} minute${minutes === 1 ? "" : "s"}).`;
+  return say(`at ${time} (in ${minutes} minute${minutes === 1 ? "" : "s"})`);
 }
 
 export function SignInForm({ callbackUrl }: { callbackUrl: string }) {
@@ -38,7 +49,13 @@ export function SignInForm({ callbackUrl }: { callbackUrl: string }) {
     }
     setPending(true);
     setError(null);
-    const res = await signIn("credentials", { email, password, redirect: false });
+    // A busy server answers 429 with a JSON error instead of next-auth's answer: signIn throws.
+    const res = await signIn("credentials", { email, password, redirect: false }).catch(() => "busy" as const);
+    if (res === "busy") {
+      setPending(false);
+      setError("The server is busy checking other sign-ins (or could not be reached). Try again in a few seconds.");
+      return;
+    }
     if (!res || res.error) {
       setPending(false);
       setError((res?.error && lockedMessage(res.error)) || "Wrong email or password.");

@@ -7,7 +7,8 @@
 -- that moved, with their new status. `started_ms` (epoch ms) on a still-leased row: it started and
 -- finished since the worker's last round trip, so its running mark and its end travel together
 -- and the start time is written here (measured on issue 22: the separate leased → running update
--- was a third of the per-item work of zero-latency items).
+-- was a third of the per-item work of zero-latency items). `run_row`: the attempt's run row, which
+-- the executor left for this transaction to write (run-rows.sql).
 create or replace function flotilla_settle(p_owner text, p_rows jsonb, p_max_deferrals integer)
 returns table (item_id uuid, new_status text) language plpgsql as $$
 #variable_conflict use_column
@@ -23,6 +24,7 @@ declare
   v_started timestamptz[];
 begin
   perform set_config('synchronous_commit', 'off', true);
+  perform flotilla_settle_run_rows(p_rows);
   perform flotilla_lock_batches(array(select (e->>'id')::uuid from jsonb_array_elements(p_rows) e));
   with r as (
     select * from jsonb_to_recordset(p_rows) as x(

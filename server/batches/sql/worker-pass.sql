@@ -22,6 +22,10 @@ declare
   v_held uuid[] := coalesce(p_mark_ids, '{}') || array(select (e->>'id')::uuid from jsonb_array_elements(coalesce(p_settle, '[]')) e);
 begin
   perform set_config('synchronous_commit', 'off', true);
+  -- Run rows before any batch lock (run-rows.sql); the settle below finds them written.
+  if jsonb_array_length(coalesce(p_settle, '[]')) > 0 then
+    perform flotilla_settle_run_rows(p_settle);
+  end if;
   if cardinality(v_held) > 0 then
     perform flotilla_lock_batches(v_held);
   end if;

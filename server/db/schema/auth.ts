@@ -1,4 +1,5 @@
-import { boolean, index, integer, pgTable, text, timestamp, uuid } from "drizzle-orm/pg-core";
+import { sql } from "drizzle-orm";
+import { boolean, check, index, integer, pgTable, primaryKey, text, timestamp, uuid } from "drizzle-orm/pg-core";
 
 export const users = pgTable("users", {
   id: uuid("id").primaryKey().defaultRandom(),
@@ -28,4 +29,32 @@ export const apiTokens = pgTable(
     expiresAt: timestamp("expires_at", { withTimezone: true }),
   },
   (t) => [index("api_tokens_user_idx").on(t.userId)],
+);
+
+/**
+ * The code that lets the first account be created over HTTP (server/auth/setup-code.ts): one row,
+ * made on first need, deleted when the first account is created. Kept readable (not hashed) so
+ * the web process and the CLI can both show it; it is worthless once any account exists.
+ */
+export const setupCodes = pgTable(
+  "setup_codes",
+  {
+    only: boolean("only").primaryKey().default(true),
+    code: text("code").notNull(),
+    createdAt: timestamp("created_at", { withTimezone: true }).notNull().defaultNow(),
+  },
+  (t) => [check("setup_codes_one_row", sql`${t.only}`)],
+);
+
+/** Addresses a user signed in from successfully (smart lockout: server/auth/limits.ts). */
+export const familiarAddresses = pgTable(
+  "familiar_addresses",
+  {
+    userId: uuid("user_id")
+      .notNull()
+      .references(() => users.id, { onDelete: "cascade" }),
+    address: text("address").notNull(),
+    lastSignedInAt: timestamp("last_signed_in_at", { withTimezone: true }).notNull().defaultNow(),
+  },
+  (t) => [primaryKey({ columns: [t.userId, t.address] })],
 );

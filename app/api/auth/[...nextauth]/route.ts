@@ -1,6 +1,7 @@
 import { NextRequest } from "next/server";
 import NextAuth from "next-auth";
 import { authOptionsFor } from "@/server/auth/options";
+import { withHashAdmission } from "@/server/auth/password";
 import { errorResponse, readBodyText } from "@/server/http/route";
 import { AppError } from "@/server/errors";
 
@@ -21,7 +22,15 @@ async function POST(req: NextRequest, ctx: Ctx): Promise<Response> {
     throw err;
   }
   // next-auth reads the body itself: hand it a request carrying the bytes already read.
-  return handler(new NextRequest(req.url, { method: "POST", headers: req.headers, body }), ctx);
+  const forward = () => handler(new NextRequest(req.url, { method: "POST", headers: req.headers, body }), ctx);
+  if (!req.nextUrl.pathname.endsWith("/callback/credentials")) return forward();
+  // A password check: 429 busy at once, before any limit is counted, when too many are in flight.
+  try {
+    return await withHashAdmission(forward);
+  } catch (err) {
+    if (err instanceof AppError) return errorResponse(err);
+    throw err;
+  }
 }
 
 export { handler as GET, POST };

@@ -1,0 +1,176 @@
+import { type ChildProcess, execFileSync, spawn } from "node:child_process";
+import { existsSync, mkdtempSync, rmSync } from "node:fs";
+import net from "node:net";
+import os from "node:os";
+import path from "node:path";
+import { afterAll, describe, expect, it } from "vitest";
+import { createTestDatabase } from "../helpers/db";
+
+/**
+ * `npm start` itself (node --import tsx scripts/start.ts) as a real process tree: a web or
+ * worker process that dies comes back, with the pause doubling while it keeps dying; SIGTERM
+ * still stops everything; and a start whose embedded database port is taken says which port and
+ * how to choose another. The web process serves the production build (`next build`), which the
+ * restart test needs in place (CI builds before the browser tests; locally, `npx next build`).
+ */
+
+const root = path.resolve(__dirname, "../..");
+const hasBuild = existsSync(path.join(root, ".next", "BUILD_ID"));
+const cleanups: (() => Promise<void> | void)[] = [];
+afterAll(async () => {
+  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+});
+
+interface Flotilla {
+  child: ChildProcess;
+  output: () => string;
+  exited: Promise<number | null>;
+}
+
+function startFlotilla(env: Record<string, string>): Flotilla {
+  const base: Record<string, string | undefined> = { ...process.env };
+  for (const key of ["VITEST", "VITEST_POOL_ID", "VITEST_WORKER_ID", "NODE_ENV", "DATABASE_URL", "FLOTILLA_EMBEDDED_PORT"]) delete base[key];
+  const child = spawn(process.execPath, ["--import", "tsx", "scripts/start.ts"], {
+    cwd: root,
+    env: { ...base, LOG_FORMAT: "json", NEXTAUTH_SECRET: "supervision-test-secret", ...env } as unknown as NodeJS.ProcessEnv,
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let out = "";
+  child.stdout?.on("data", (d: Buffer) => {
+    out += d.toString();
+  });
+  child.stderr?.on("data", (d: Buffer) => {
+    out += d.toString();
+  });
+  const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
+  return { child, output: () => out, exited };
+}
+
+async function freePort(): Promise<number> {
+  const srv = net.createServer();
+  await new Promise<void>((resolve) => srv.listen(0, "127.0.0.1", resolve));
+  const port = (srv.address() as net.AddressInfo).port;
+  await new Promise<void>((resolve) => srv.close(() => resolve()));
+  return port;
+}
+
+/** The supervised children of `pid`: { web, worker } process ids (undefined while one is down). */
+function childrenOf(pid: number): { web?: number; worker?: number } {
+  let listing = "";
+  try {
+    listing = execFileSync("ps", ["-o", "pid=,args=", "--ppid", String(pid)], { encoding: "utf8" });
+  } catch {
+    return {}; // no children
+  }
+  const rows = listing
+    .split("\n")
+    .map((line) => line.trim())
+    .filter(Boolean)
+    .map((line) => ({ pid: Number(line.split(/\s+/, 1)[0]), args: line }));
+  return {
+    web: rows.find((r) => r.args.includes("scripts/web.ts"))?.pid,
+    worker: rows.find((r) => r.args.includes("server/worker/main.ts"))?.pid,
+  };
+}
+
+async function until<T>(what: string, probe: () => Promise<T | undefined> | T | undefined, timeoutMs: number, flotilla?: Flotilla): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await probe();
+    if (value !== undefined) return value;
+    if (Date.now() > deadline) throw new Error(`${what}: not within ${timeoutMs} ms\n${flotilla?.output() ?? ""}`);
+    await new Promise((r) => setTimeout(r, 250));
+  }
+}
+
+async function healthy(port: number): Promise<true | undefined> {
+  try {
+    const res = await fetch(`http://127.0.0.1:${port}/api/health`, { signal: AbortSignal.timeout(2_000) });
+    return res.status === 200 ? true : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+const alive = (pid: number) => {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+};
+
+describe("npm start supervises its processes", () => {
+  it.skipIf(!hasBuild)(
+    "restarts a killed web process (health answers again) and a killed worker, the pause doubling, and SIGTERM still stops all",
+    { timeout: 240_000 },
+    async () => {
+      const tdb = await createTestDatabase({ max: 1 });
+      const port = await freePort();
+      const dataDir = mkdtempSync(path.join(os.tmpdir(), "flotilla-supervision-"));
+      cleanups.push(() => rmSync(dataDir, { recursive: true, force: true }));
+      const flotilla = startFlotilla({ DATABASE_URL: tdb.url, PORT: String(port), FLOTILLA_DATA_DIR: dataDir });
+      const pid = flotilla.child.pid!;
+      cleanups.push(async () => {
+        if (flotilla.child.exitCode === null) {
+          flotilla.child.kill("SIGTERM");
+          await flotilla.exited;
+        }
+      });
+
+      await until("first health answer", () => healthy(port), 120_000, flotilla);
+      const first = childrenOf(pid);
+      expect(first.web).toBeDefined();
+      expect(first.worker).toBeDefined();
+
+      // The web process dies: it comes back and serves again; the worker was never touched.
+      process.kill(first.web!, "SIGKILL");
+      await until("restart logged", () => (/web exited \(SIGKILL\); restarting in 1 s/.test(flotilla.output()) ? true : undefined), 10_000, flotilla);
+      const back = await until("a new web process", () => {
+        const web = childrenOf(pid).web;
+        return web && web !== first.web ? web : undefined;
+      }, 30_000, flotilla);
+      await until("health after the restart", () => healthy(port), 120_000, flotilla);
+      expect(childrenOf(pid).worker).toBe(first.worker);
+      expect(flotilla.child.exitCode).toBeNull();
+
+      // The worker dies twice in a row: 1 s, then 2 s.
+      process.kill(first.worker!, "SIGKILL");
+      const second = await until("a new worker", () => {
+        const worker = childrenOf(pid).worker;
+        return worker && worker !== first.worker ? worker : undefined;
+      }, 30_000, flotilla);
+      process.kill(second, "SIGKILL");
+      await until("second worker restart logged", () => (/worker 1 exited \(SIGKILL\); restarting in 2 s/.test(flotilla.output()) ? true : undefined), 10_000, flotilla);
+      expect(flotilla.output()).toMatch(/worker 1 exited \(SIGKILL\); restarting in 1 s/);
+      const third = await until("a third worker", () => {
+        const worker = childrenOf(pid).worker;
+        return worker && worker !== second ? worker : undefined;
+      }, 30_000, flotilla);
+
+      // SIGTERM (what Ctrl-C does too): everything stops, nothing restarts.
+      flotilla.child.kill("SIGTERM");
+      await flotilla.exited;
+      expect(flotilla.output()).toMatch(/web and worker stopped/);
+      expect(alive(back)).toBe(false);
+      expect(alive(third)).toBe(false);
+      expect(await healthy(port)).toBeUndefined();
+    },
+  );
+
+  it("names the taken embedded database port and FLOTILLA_EMBEDDED_PORT instead of failing with 'undefined'", { timeout: 60_000 }, async () => {
+    const taken = net.createServer();
+    await new Promise<void>((resolve) => taken.listen(0, "127.0.0.1", resolve));
+    cleanups.push(() => new Promise<void>((resolve) => taken.close(() => resolve())));
+    const port = (taken.address() as net.AddressInfo).port;
+    const dataDir = mkdtempSync(path.join(os.tmpdir(), "flotilla-port-taken-"));
+    cleanups.push(() => rmSync(dataDir, { recursive: true, force: true }));
+    const flotilla = startFlotilla({ FLOTILLA_EMBEDDED_PORT: String(port), FLOTILLA_DATA_DIR: dataDir, PORT: String(await freePort()) });
+    expect(await flotilla.exited).toBe(1);
+    const failure = flotilla.output().split("\n").find((line) => line.includes("failed to start")) ?? "";
+    expect(failure).toContain(`port ${port}`);
+    expect(failure).toContain("FLOTILLA_EMBEDDED_PORT");
+    expect(failure).not.toMatch(/undefined/);
+  });
+});
