@@ -19,6 +19,8 @@ export class BodySpool {
   private entries: SpoolEntry[] = [];
   private files = 0;
   memoryLeft: number;
+  /** Every write of every entry, in order (one parser writes them one after another). */
+  writes: Promise<void> = Promise.resolve();
 
   constructor(memoryBytes = SPOOL_MEMORY_BYTES) {
     this.memoryLeft = memoryBytes;
@@ -31,8 +33,8 @@ export class BodySpool {
   }
 
   /** Every write so far has landed (memory or disk); rejects with the first failed write. */
-  async settled(): Promise<void> {
-    await Promise.all(this.entries.map((e) => e.written));
+  settled(): Promise<void> {
+    return this.writes;
   }
 
   async newFile(): Promise<string> {
@@ -48,20 +50,18 @@ export class BodySpool {
 
 export class SpoolEntry {
   size = 0;
-  /** The chain of writes, in order: each chunk lands after the previous one. */
-  written: Promise<void> = Promise.resolve();
   private memory: Buffer[] = [];
   private path: string | null = null;
   private handle: FileHandle | null = null;
 
   constructor(private readonly spool: BodySpool) {}
 
-  /** Appends a chunk (copied: the caller's buffer may be reused). Await `written` (or the spool's settled()) for it. */
+  /** Appends a chunk (copied: the caller's buffer may be reused); the spool's settled() says when it landed. */
   write(chunk: Uint8Array): void {
     const copy = Buffer.from(chunk);
     this.size += copy.byteLength;
-    this.written = this.written.then(() => this.append(copy));
-    this.written.catch(() => {}); // reported through settled()
+    this.spool.writes = this.spool.writes.then(() => this.append(copy));
+    this.spool.writes.catch(() => {}); // reported through settled()
   }
 
   private async append(chunk: Buffer): Promise<void> {
@@ -82,7 +82,7 @@ export class SpoolEntry {
   }
 
   async close(): Promise<void> {
-    await this.written.catch(() => {});
+    await this.spool.writes.catch(() => {});
     const handle = this.handle;
     this.handle = null;
     await handle?.close();
@@ -129,7 +129,7 @@ export async function receiveBody(
       }
       if (entry.size + result.value.byteLength > limits.maxBytes) throw limits.tooLarge();
       entry.write(result.value);
-      await entry.written;
+      await spool.settled();
     }
   } finally {
     if (!done) await reader.cancel().catch(() => {});
