@@ -6,7 +6,7 @@ import { type Db, driverOf } from "@/server/db/client";
 import { users } from "@/server/db/schema";
 import { AppError } from "@/server/errors";
 import { RateLimitedError } from "./limits";
-import { hashPassword, verifyPassword } from "./password";
+import { hashPassword, verifyPassword, withHashAdmission } from "./password";
 import { endOtherSessions } from "./sessions";
 import { PASSWORD_MAX, passwordSchema } from "./users";
 
@@ -64,15 +64,23 @@ async function takeAttempt(sql: postgres.Sql, userId: string): Promise<void> {
   }
 }
 
+interface PasswordChange {
+  userId: string;
+  keepSessionId?: string;
+  input: z.output<typeof passwordChangeSchema>;
+}
+
 /**
  * Changes the user's password after checking the current one, then ends every other browser
  * session (whoever knew the old password may hold one). The session making the change, if any,
  * stays signed in; personal API tokens stay until revoked. Returns how many sessions ended.
  */
-export async function changePassword(
-  db: Db,
-  args: { userId: string; keepSessionId?: string; input: z.output<typeof passwordChangeSchema> },
-): Promise<number> {
+export async function changePassword(db: Db, args: PasswordChange): Promise<number> {
+  // One admission to the bounded hash queue for both hashes (busy answers at once, nothing changed).
+  return withHashAdmission(() => checkAndChange(db, args));
+}
+
+async function checkAndChange(db: Db, args: PasswordChange): Promise<number> {
   const { current_password, new_password } = args.input;
   const [row] = await db.select({ passwordHash: users.passwordHash }).from(users).where(eq(users.id, args.userId)).limit(1);
   if (!row) throw new AppError("unauthorized", "sign in again");
