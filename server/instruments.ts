@@ -1,4 +1,4 @@
-import { Counter, collectDefaultMetrics, Histogram, Registry } from "prom-client";
+import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from "prom-client";
 import type { Logger } from "@/server/log";
 
 /**
@@ -19,6 +19,9 @@ interface Instruments {
   providerRateLimited: Counter<"endpoint">;
   limiterWait: Histogram<"endpoint">;
   exportBytes: Counter;
+  exportsInFlight: Gauge;
+  /** The gauge's value, readable synchronously. */
+  exports: number;
 }
 
 const globalForInstruments = globalThis as unknown as { __flotillaInstruments?: Instruments };
@@ -83,6 +86,12 @@ function build(): Instruments {
       help: "Bytes of JSONL result exports streamed by this process.",
       registers,
     }),
+    exportsInFlight: new Gauge({
+      name: "flotilla_exports_in_flight",
+      help: "results.jsonl exports of this process not yet finished (waiting for a connection, streaming, or stopping).",
+      registers,
+    }),
+    exports: 0,
   };
   return state;
 }
@@ -161,6 +170,15 @@ export function recordLeaseRecoveries(n = 1): void {
 }
 export function recordExportBytes(bytes: number): void {
   if (bytes > 0) state().exportBytes.inc(bytes);
+}
+/** Counts `exporting` as in flight until it settles (however it settles). */
+export function trackExport<T>(exporting: Promise<T>): Promise<T> {
+  const s = state();
+  s.exportsInFlight.set(++s.exports);
+  return exporting.finally(() => s.exportsInFlight.set(--s.exports));
+}
+export function exportsInFlight(): number {
+  return state().exports;
 }
 /** Counts an export chunk's bytes and passes it through: `controller.enqueue(exportChunk(bytes))`. */
 export function exportChunk(chunk: Uint8Array): Uint8Array {

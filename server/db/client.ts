@@ -21,14 +21,17 @@ export interface Database {
   close(): Promise<void>;
 }
 
-export function createDatabase(url: string, options: { max?: number; applicationName?: string } = {}): Database {
+export function createDatabase(
+  url: string,
+  options: { max?: number; applicationName?: string; fetchTypes?: boolean } = {},
+): Database {
   const sql = postgres(url, {
     max: options.max ?? 10,
     onnotice: () => {},
-    // postgres.js runs its array-type lookup unawaited on every new connection: a connection closed
-    // mid-lookup (pool end, database restart) becomes an unhandled rejection. No column or
-    // parameter here is a driver-parsed array (arrays go in as literals), so the lookup buys nothing.
-    fetch_types: false,
+    // postgres.js looks array types up (unawaited) on each new connection so JS arrays can be sent
+    // as parameters; a connection closed mid-lookup becomes an unhandled rejection. Pools that
+    // never send arrays and open connections on demand (exports) turn it off.
+    fetch_types: options.fetchTypes ?? true,
     connection: { application_name: options.applicationName ?? "flotilla" },
   });
   const db = drizzle(sql, { schema });

@@ -2,7 +2,7 @@ import "server-only";
 import type postgres from "postgres";
 import { createDatabase, type Database, databaseUrlFromEnv } from "@/server/db/client";
 import { log } from "@/server/log";
-import { exportChunk } from "@/server/instruments";
+import { exportChunk, trackExport } from "@/server/instruments";
 
 /**
  * results.jsonl as a byte stream: one READ ONLY, REPEATABLE READ transaction (so a batch that is
@@ -34,6 +34,7 @@ export function exportPool(): postgres.Sql {
   globalForExport.__flotillaExportDb ??= createDatabase(databaseUrlFromEnv(), {
     max: EXPORT_POOL_SIZE,
     applicationName: "flotilla-export",
+    fetchTypes: false,
   });
   return globalForExport.__flotillaExportDb.sql;
 }
@@ -199,7 +200,7 @@ export function exportResultsStream(
             }
           });
 
-        run().then(
+        trackExport(run()).then(
           () => {
             if (!bodyCancelled) controller.close();
           },

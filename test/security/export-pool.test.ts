@@ -1,6 +1,7 @@
 import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { EXPORT_POOL_SIZE, exportPool } from "@/server/http/export";
+import { exportsInFlight } from "@/server/instruments";
 import { call, makeThread, makeUser, setupApiDatabase, workerAlive } from "../api/helpers";
 
 /** Slow JSONL readers occupy only the exports' own pool: every other request keeps answering. */
@@ -57,18 +58,12 @@ describe("exports on their own pool", () => {
 
     for (const a of aborts) a.abort();
     for (const r of stalled) await r.body?.cancel().catch(() => {});
-    // Cancelled downloads give their snapshots back at once (and the pool can then end cleanly).
-    await expect
-      .poll(
-        async () => {
-          const [open] = await tdb.db.execute<{ n: number }>(
-            sql`select count(*)::int as n from pg_stat_activity
-                 where application_name = 'flotilla-export' and datname = current_database() and state <> 'idle'`,
-          );
-          return open!.n;
-        },
-        { timeout: 2_000, interval: 50 },
-      )
-      .toBe(0);
+    // Cancelled downloads end, queued ones included, and give their snapshots back at once.
+    await expect.poll(() => exportsInFlight(), { timeout: 5_000, interval: 50 }).toBe(0);
+    const [open] = await tdb.db.execute<{ n: number }>(
+      sql`select count(*)::int as n from pg_stat_activity
+           where application_name = 'flotilla-export' and datname = current_database() and state <> 'idle'`,
+    );
+    expect(open!.n).toBe(0);
   });
 });

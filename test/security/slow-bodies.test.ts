@@ -85,9 +85,9 @@ describe("slow bodies hold no connection", () => {
         }),
       );
     }
-    // Every request has authenticated and is waiting for the rest of its body.
-    await new Promise((r) => setTimeout(r, 1500));
-    expect(await busyWebConnections()).toBe(0);
+    // Every request authenticates (a short query each) and then waits for the rest of its body
+    // holding nothing: the bodies stay stalled, so a connection held for them would stay busy.
+    await expect.poll(() => busyWebConnections(), { timeout: 10_000, interval: 100 }).toBe(0);
     const started = Date.now();
     const list = await callFiles("GET", `/api/threads/${threadId}/files`, { token: user.token });
     expect(list.status).toBe(200);
