@@ -1,8 +1,6 @@
 import { createHmac, randomBytes } from "node:crypto";
-import { lookup as dnsLookup } from "node:dns/promises";
 import http from "node:http";
 import https from "node:https";
-import { isIP, type LookupFunction } from "node:net";
 import { eq, sql } from "drizzle-orm";
 import { Webhook } from "standardwebhooks";
 import type { FlotillaConfig } from "@/lib/config";
@@ -10,7 +8,7 @@ import type { Db, DbOrTx } from "@/server/db/client";
 import { userWebhooks } from "@/server/db/schema";
 import { AppError, errorText } from "@/server/errors";
 import { log } from "@/server/log";
-import { allowListed, isRefusedAddress, urlHost } from "@/server/net/addresses";
+import { type Address, allowListed, destinationOf, pinnedTo, urlHost } from "@/server/net/addresses";
 
 /**
  * Per-user webhook on batch events, signed the Standard Webhooks way (`webhook-id`,
@@ -48,8 +46,6 @@ export function signDelivery(
   return headers;
 }
 
-type Address = { address: string; family: number };
-
 class RefusedUrl extends Error {}
 
 /**
@@ -59,23 +55,16 @@ class RefusedUrl extends Error {}
  */
 async function checkedAddress(config: FlotillaConfig, url: URL): Promise<Address> {
   const host = urlHost(url);
-  const allowed = allowListed(config.webhooks.allow_hosts, url);
-  if (url.protocol !== "https:" && !(allowed && url.protocol === "http:"))
+  if (url.protocol !== "https:" && !(allowListed(config.webhooks.allow_hosts, url) && url.protocol === "http:"))
     throw new RefusedUrl("must be https (plain http only to a host listed in webhooks.allow_hosts)");
-  const family = isIP(host);
   // A failed lookup is no refusal: a delivery retries it later (saving answers 400 at once).
-  const addresses = family ? [{ address: host, family }] : await dnsLookup(host, { all: true, verbatim: true });
-  if (addresses.length === 0) throw new Error(`${host} does not resolve`);
-  if (!allowed) {
-    // Every answer is checked: connecting to "the first public one" would let a mixed answer through.
-    const bad = addresses.find((a) => isRefusedAddress(a.address));
-    if (bad)
-      throw new RefusedUrl(
-        `${bad.address === host ? `${host} is` : `${host} resolves to ${bad.address},`} a loopback, private, link-local ` +
-          "or reserved address; webhooks go to public addresses only",
-      );
-  }
-  return addresses[0]!;
+  const { address, refused } = await destinationOf(url, config.webhooks.allow_hosts);
+  if (refused)
+    throw new RefusedUrl(
+      `${refused.address === host ? `${host} is` : `${host} resolves to ${refused.address},`} a loopback, private, link-local ` +
+        "or reserved address; webhooks go to public addresses only",
+    );
+  return address;
 }
 
 /** https to a public address (http or a private one only when webhooks.allow_hosts lists the host). */
@@ -184,20 +173,15 @@ type Outcome = { status: "delivered" | "failed" | "pending" | "refused"; statusC
 
 /** One POST to the checked address; resolves with the HTTP status (the body is discarded). */
 function post(url: URL, address: Address, headers: Record<string, string>, body: string): Promise<number> {
-  const lookup: LookupFunction = (_host, options, callback) => {
-    if (options.all) callback(null, [address]);
-    else callback(null, address.address, address.family);
-  };
   const client = url.protocol === "https:" ? https : http;
   return new Promise((resolve, reject) => {
     const req = client.request(
       url,
       {
         method: "POST",
-        lookup,
+        ...pinnedTo(url, address),
         signal: AbortSignal.timeout(WEBHOOK_TIMEOUT_MS),
         headers: { ...headers, "content-type": "application/json", "user-agent": "Flotilla-Webhook/2", "content-length": Buffer.byteLength(body) },
-        ...(url.protocol === "https:" ? { servername: isIP(urlHost(url)) ? undefined : urlHost(url) } : {}),
       },
       (res) => {
         res.resume();

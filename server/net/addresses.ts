@@ -1,4 +1,5 @@
-import { isIP } from "node:net";
+import { lookup as dnsLookup } from "node:dns/promises";
+import { isIP, type LookupFunction } from "node:net";
 
 /**
  * Which IP addresses outbound requests (fetch_url, webhook deliveries) must not reach, and the
@@ -144,4 +145,41 @@ export function allowListed(entries: readonly string[], url: URL): boolean {
 function sameHost(a: string, b: string): boolean {
   // IPv6 literals compare by value: "0:0:0:0:0:0:0:1" is the URL's "::1".
   return isIP(a) === 6 && isIP(b) === 6 ? v6ToInt(a) === v6ToInt(b) : a === b;
+}
+
+export type Address = { address: string; family: number };
+export type Resolve = (host: string) => Promise<Address[]>;
+
+const resolveAll: Resolve = (host) => dnsLookup(host, { all: true, verbatim: true });
+
+/**
+ * Where a request to `url` would connect: the first address its host resolves to (an IP literal
+ * is its own), and, unless the destination is allow-listed, the first answer that must not be
+ * reached. Every answer is checked: connecting to "the first public one" would let a mixed
+ * answer through. A host that resolves to nothing throws (callers retry or refuse).
+ */
+export async function destinationOf(
+  url: URL,
+  allowHosts: readonly string[],
+  resolve: Resolve = resolveAll,
+): Promise<{ address: Address; refused: Address | undefined }> {
+  const host = urlHost(url);
+  const family = isIP(host);
+  const addresses = family ? [{ address: host, family }] : await resolve(host);
+  if (addresses.length === 0) throw new Error(`${host} did not resolve to an address`);
+  const refused = allowListed(allowHosts, url) ? undefined : addresses.find((a) => isRefusedAddress(a.address));
+  return { address: addresses[0]!, refused };
+}
+
+/**
+ * Request options that connect to `address` whatever DNS says by then (no rebinding between the
+ * check and the connect), still naming the host for TLS.
+ */
+export function pinnedTo(url: URL, address: Address): { lookup: LookupFunction; servername?: string } {
+  const lookup: LookupFunction = (_host, options, callback) => {
+    if (options.all) callback(null, [address]);
+    else callback(null, address.address, address.family);
+  };
+  const host = urlHost(url);
+  return url.protocol === "https:" && !isIP(host) ? { lookup, servername: host } : { lookup };
 }

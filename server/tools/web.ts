@@ -1,13 +1,11 @@
-import { lookup as dnsLookup } from "node:dns/promises";
 import http from "node:http";
 import https from "node:https";
-import { isIP, type LookupFunction } from "node:net";
 import { Readability } from "@mozilla/readability";
 import { tool } from "ai";
 import { parseHTML } from "linkedom";
 import TurndownService from "turndown";
 import { z } from "zod";
-import { allowListed, isRefusedAddress, urlHost } from "@/server/net/addresses";
+import { type Address, destinationOf, pinnedTo, type Resolve, urlHost } from "@/server/net/addresses";
 import type { ToolGroup } from "./types";
 
 /**
@@ -32,7 +30,7 @@ export interface FetchUrlOptions {
   signal: AbortSignal;
   maxBytes?: number;
   /** Resolves a host name to its addresses (tests pass their own to simulate a DNS answer). */
-  resolve?: (host: string) => Promise<{ address: string; family: number }[]>;
+  resolve?: Resolve;
 }
 
 export interface FetchedPage {
@@ -44,27 +42,17 @@ export interface FetchedPage {
   truncated: boolean;
 }
 
-const defaultResolve = (host: string) => dnsLookup(host, { all: true, verbatim: true });
-
-async function checkedAddress(url: URL, opts: FetchUrlOptions): Promise<{ address: string; family: number }> {
+async function checkedAddress(url: URL, opts: FetchUrlOptions): Promise<Address> {
   if (url.protocol !== "http:" && url.protocol !== "https:")
     throw new FetchRefusedError(`only http and https URLs can be fetched (got ${url.protocol})`);
   if (url.username || url.password) throw new FetchRefusedError("URLs with credentials are refused");
-  const host = urlHost(url);
-  const allowed = allowListed(opts.allowHosts, url);
-  const family = isIP(host);
-  const addresses = family ? [{ address: host, family }] : await (opts.resolve ?? defaultResolve)(host);
-  if (addresses.length === 0) throw new Error(`${host} did not resolve to an address`);
-  if (!allowed) {
-    // Every answer is checked: connecting to "the first public one" would let a mixed answer through.
-    const bad = addresses.find((a) => isRefusedAddress(a.address));
-    if (bad)
-      throw new FetchRefusedError(
-        `refused: ${host} resolves to ${bad.address}, a loopback, private or reserved address ` +
-          "(add the host or host:port to tools.web_allow_hosts to allow it)",
-      );
-  }
-  return addresses[0];
+  const { address, refused } = await destinationOf(url, opts.allowHosts, opts.resolve);
+  if (refused)
+    throw new FetchRefusedError(
+      `refused: ${urlHost(url)} resolves to ${refused.address}, a loopback, private or reserved address ` +
+        "(add the host or host:port to tools.web_allow_hosts to allow it)",
+    );
+  return address;
 }
 
 interface RawResponse {
@@ -75,27 +63,22 @@ interface RawResponse {
   truncated: boolean;
 }
 
-function requestOnce(url: URL, address: { address: string; family: number }, opts: FetchUrlOptions): Promise<RawResponse> {
+function requestOnce(url: URL, address: Address, opts: FetchUrlOptions): Promise<RawResponse> {
   const maxBytes = opts.maxBytes ?? WEB_MAX_BYTES;
-  // Connect to the address that was checked, whatever DNS says now.
-  const lookup: LookupFunction = (_host, options, callback) => {
-    if (options.all) callback(null, [address]);
-    else callback(null, address.address, address.family);
-  };
   const client = url.protocol === "https:" ? https : http;
   return new Promise((resolve, reject) => {
     const req = client.request(
       url,
       {
         method: "GET",
-        lookup,
+        // Connect to the address that was checked, whatever DNS says now.
+        ...pinnedTo(url, address),
         signal: opts.signal,
         headers: {
           "user-agent": "Flotilla-fetch_url/1.0",
           accept: "text/html,application/xhtml+xml,text/plain,application/json;q=0.9,*/*;q=0.5",
           "accept-encoding": "identity",
         },
-        ...(url.protocol === "https:" ? { servername: urlHost(url) } : {}),
       },
       (res) => {
         const status = res.statusCode ?? 0;
