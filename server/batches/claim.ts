@@ -139,6 +139,15 @@ export async function workerPass(
       if (r.execution_spec != null) out.specs.set(r.batch_id, r.execution_spec);
     }
   }
+  // The claim's own statements see batches committed after the pass's outer statement began, whose
+  // snapshot then reads no spec for them (seen in bench/workspace as items failed with "execution
+  // spec missing"): a new statement reads those.
+  const missing = [...new Set(out.claimed.map((c) => c.batchId))].filter((id) => !out.specs.has(id));
+  if (missing.length > 0) {
+    const specs = await driverOf(db)<{ id: string; execution_spec: unknown }[]>`
+      select id, execution_spec from subagent_batches where id = any(${arrayLiteral(missing)}::text::uuid[])`;
+    for (const r of specs) out.specs.set(r.id, r.execution_spec);
+  }
   return out;
 }
 
