@@ -31,7 +31,8 @@ const ROW_KEYS = [
 describe("agent_swarm: execution and ordering", () => {
   it("runs a template swarm as ordinary child runs and returns rows in input order whatever the finishing order", async () => {
     const h = await harness(t.db, who);
-    const sleeps = [400, 50, 250, 0, 150];
+    // The 0 ms item leads every other by at least 250 ms, so a loaded machine cannot reorder it.
+    const sleeps = [600, 250, 450, 0, 350];
     const result = await runSwarm(h.ctx, {
       profile: "general",
       prompt_template: "Describe {{item}} briefly.",
