@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { outputSchemaSchema } from "./api/batch-data";
 
 /**
  * The one configuration schema. Every bound is enforced at process start; a value
@@ -48,6 +49,8 @@ export const configSchema = z
                 model: z.string().optional(),
                 max_turns: int(1, 100, 8),
                 timeout_seconds: num(1, 86_400, 600),
+                /** Typed results for every run of this sub-agent (task, swarm child, batch item). */
+                output_schema: outputSchemaSchema.optional(),
               })
               .strict(),
           )

@@ -103,6 +103,8 @@ export interface SubagentRunResult {
   durationMs: number;
   /** The run row, still to be written by the caller (only with `returnRunRow`). */
   runRow?: FinishedRunRow;
+  /** With the definition's `outputSchema`: the final answer parsed and valid against it (`text` is its JSON). */
+  output?: unknown;
 }
 
 /** Abort reason when the definition's time limit passes. */

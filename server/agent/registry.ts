@@ -70,6 +70,7 @@ function fromConfig(config: FlotillaConfig): SubagentDefinition[] {
       model: d.model,
       maxTurns: d.max_turns,
       timeoutMs: d.timeout_seconds * 1000,
+      ...(d.output_schema ? { outputSchema: d.output_schema } : {}),
       builtin: false,
     };
   });

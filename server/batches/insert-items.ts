@@ -7,6 +7,8 @@ export interface ItemRow {
   key: string;
   prompt: string;
   input: string;
+  /** Object items: the `expected` value the checks compare against (never in the prompt). */
+  expected?: unknown;
 }
 
 /** Characters per COPY data message: large enough that messages cost nothing, small enough to stream. */

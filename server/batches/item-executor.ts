@@ -1,3 +1,4 @@
+import type { CheckResult, Verdict } from "@/lib/api/batch-data";
 import type { ToolCallRecord } from "@/lib/api/runs";
 import type { RunErrorClass } from "@/server/runtime/model-errors";
 import type { RunRowRecord } from "./settlement";
@@ -33,6 +34,11 @@ export interface ItemRunResult {
   retryAfterMs?: number;
   /** The item's run row, not yet written: the settle writes it (settlement.ts `runRow`). */
   runRow?: RunRowRecord;
+  /** Typed results: the parsed answer (valid against the spec's output_schema). */
+  output?: unknown;
+  /** The spec's checks on the final answer, and the verdict they give (null without checks). */
+  checks?: CheckResult[] | null;
+  verdict?: Verdict | null;
 }
 
 export type ItemExecutor = (ctx: ItemRunContext) => Promise<ItemRunResult>;

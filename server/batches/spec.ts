@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { type Check, checksSchema, type OutputSchema, outputSchemaSchema } from "@/lib/api/batch-data";
 
 /**
  * The execution spec stored with a batch: a snapshot of everything that defines the delegated
@@ -45,6 +46,10 @@ const specSchema = z.object({
     /** The sub-agents this caller could choose from at submission (the allowlist checked). */
     allowed_subagents: z.array(z.string()),
   }),
+  /** Typed results: each item's answer is one JSON value valid against this (the submission's, else the definition's). */
+  output_schema: outputSchemaSchema.nullable().default(null),
+  /** Checks run on each finished answer (lib/api/batch-data.ts). */
+  checks: checksSchema.default([]),
 });
 export type ExecutionSpec = z.infer<typeof specSchema>;
 
@@ -66,6 +71,8 @@ export interface SpecDefinition {
   maxTurns: number;
   /** Execution time limit once a slot is held. */
   timeoutMs: number;
+  /** Typed results: the final answer is structured output valid against this JSON Schema. */
+  outputSchema?: OutputSchema;
 }
 
 /** Snapshots the boundary for a submission, from a definition its caller resolved. */
@@ -81,6 +88,9 @@ export function buildExecutionSpec(args: {
   /** Groups this batch adds to the definition's (a batch over files adds `workspace`). */
   extraToolGroups?: readonly string[];
   kind?: ExecutionKind;
+  /** The submission's output schema (wins over the definition's). */
+  outputSchema?: OutputSchema | null;
+  checks?: readonly Check[];
 }): ExecutionSpec {
   const def = args.definition;
   const callerModel = args.model.catalogName ?? args.model.name;
@@ -109,6 +119,8 @@ export function buildExecutionSpec(args: {
       tool_call_id: args.origin.kind === "tool" ? args.origin.toolCallId : null,
     },
     authorization: { allowed_subagents: [...args.allowedSubagents] },
+    output_schema: args.outputSchema ?? def.outputSchema ?? null,
+    checks: [...(args.checks ?? [])],
   };
 }
 
@@ -135,6 +147,7 @@ export function snapshotDefinition(spec: ExecutionSpec): SpecDefinition & { buil
     ...(def.model ? { model: def.model } : {}),
     maxTurns: def.max_turns,
     timeoutMs: def.timeout_seconds * 1000,
+    ...(spec.output_schema ? { outputSchema: spec.output_schema } : {}),
     builtin: false,
   };
 }

@@ -9,6 +9,7 @@ import {
   integer,
   jsonb,
   pgTable,
+  primaryKey,
   text,
   uniqueIndex,
   uuid,
@@ -45,6 +46,9 @@ export const subagentBatches = pgTable(
     succeededCount: integer("succeeded_count").notNull().default(0),
     failedCount: integer("failed_count").notNull().default(0),
     cancelledCount: integer("cancelled_count").notNull().default(0),
+    // Verdicts of finished items with checks, moved by the same counters trigger.
+    verdictPassedCount: integer("verdict_passed_count").notNull().default(0),
+    verdictFailedCount: integer("verdict_failed_count").notNull().default(0),
     inputTokens: bigint("input_tokens", { mode: "number" }).notNull().default(0),
     outputTokens: bigint("output_tokens", { mode: "number" }).notNull().default(0),
     // Budgets (server/batches/budget.ts). The BEFORE UPDATE trigger of the loop migration pauses
@@ -107,6 +111,14 @@ export const subagentBatchItems = pgTable(
     deferrals: integer("deferrals").notNull().default(0),
     result: text("result"),
     preview: text("preview"),
+    /** Typed results: the answer parsed (and valid against the spec's output_schema). */
+    output: jsonb("output"),
+    /** Object items: what the checks compare against; never part of the prompt. */
+    expected: jsonb("expected"),
+    /** How each check judged the final answer: [{ name, passed, score?, reason? }]. */
+    checks: jsonb("checks").$type<{ name: string; passed: boolean; score?: number; reason?: string }[]>(),
+    /** passed | failed once finished with checks; null otherwise. */
+    verdict: text("verdict", { enum: ["passed", "failed"] }),
     error: text("error"),
     model: text("model"),
     stopReason: text("stop_reason"),
@@ -138,6 +150,10 @@ export const subagentBatchItems = pgTable(
     index("subagent_batch_items_cancelled_idx")
       .on(t.batchId, t.position)
       .where(sql`status = 'cancelled'`),
+    // Pages filtered by a failed verdict (the Results view's "failed", batch retry by verdict).
+    index("subagent_batch_items_verdict_failed_idx")
+      .on(t.batchId, t.position)
+      .where(sql`verdict = 'failed'`),
     index("subagent_batch_items_lease_idx")
       .on(t.leaseExpiresAt)
       .where(sql`status in ('leased', 'running')`),
@@ -178,4 +194,18 @@ export const subagentBatchItemAttempts = pgTable(
       .on(t.batchId, t.id)
       .where(sql`outcome in ('failed', 'lease_expired')`),
   ],
+);
+
+/** Per batch and check: finished items that passed and failed it (moved by the counters trigger). */
+export const subagentBatchCheckCounts = pgTable(
+  "subagent_batch_check_counts",
+  {
+    batchId: uuid("batch_id")
+      .notNull()
+      .references(() => subagentBatches.id, { onDelete: "cascade" }),
+    name: text("name").notNull(),
+    passed: integer("passed").notNull().default(0),
+    failed: integer("failed").notNull().default(0),
+  },
+  (t) => [primaryKey({ columns: [t.batchId, t.name] })],
 );
