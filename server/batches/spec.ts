@@ -50,6 +50,12 @@ const specSchema = z.object({
   output_schema: outputSchemaSchema.nullable().default(null),
   /** Checks run on each finished answer (lib/api/batch-data.ts). */
   checks: checksSchema.default([]),
+  /**
+   * The items submission's prompt_template, kept so an item retried with a corrected input gets
+   * its prompt rebuilt; null when none was given, for a batch over files, and for batches older
+   * than it.
+   */
+  prompt_template: z.string().nullable().default(null),
 });
 export type ExecutionSpec = z.infer<typeof specSchema>;
 
@@ -91,6 +97,8 @@ export function buildExecutionSpec(args: {
   /** The submission's output schema (wins over the definition's). */
   outputSchema?: OutputSchema | null;
   checks?: readonly Check[];
+  /** An items submission's template (not a files batch's). */
+  promptTemplate?: string | null;
 }): ExecutionSpec {
   const def = args.definition;
   const callerModel = args.model.catalogName ?? args.model.name;
@@ -121,6 +129,7 @@ export function buildExecutionSpec(args: {
     authorization: { allowed_subagents: [...args.allowedSubagents] },
     output_schema: args.outputSchema ?? def.outputSchema ?? null,
     checks: [...(args.checks ?? [])],
+    prompt_template: args.promptTemplate ?? null,
   };
 }
 
@@ -150,4 +159,19 @@ export function snapshotDefinition(spec: ExecutionSpec): SpecDefinition & { buil
     ...(spec.output_schema ? { outputSchema: spec.output_schema } : {}),
     builtin: false,
   };
+}
+
+/** The results table's columns as the spec names them: the object items' fields and the output schema's top-level properties. */
+export function specColumns(b: { executionSpec: unknown }): { checks: string[]; inputFields: string[]; outputFields: string[] } {
+  // Read from the stored JSON, not parseExecutionSpec: a projection never fails on a spec field it does not show.
+  const spec = (b.executionSpec ?? {}) as { checks?: unknown; input_fields?: unknown; output_schema?: unknown };
+  const strings = (v: unknown): string[] => (Array.isArray(v) ? v.filter((x): x is string => typeof x === "string") : []);
+  const checks = Array.isArray(spec.checks)
+    ? spec.checks.map((c: unknown) => (c as { name?: unknown })?.name).filter((n): n is string => typeof n === "string")
+    : [];
+  const schema = spec.output_schema as { properties?: unknown } | null | undefined;
+  const properties = schema?.properties;
+  const outputFields =
+    properties !== null && typeof properties === "object" && !Array.isArray(properties) ? Object.keys(properties) : [];
+  return { checks, inputFields: strings(spec.input_fields), outputFields };
 }

@@ -179,6 +179,8 @@ export async function submitBatch(db: Db, args: SubmitBatchArgs): Promise<{ batc
     allowedSubagents: args.allowedSubagents,
     model: args.model ?? resolveModel(config),
     origin: args.origin ?? { kind: "api" },
+    // Kept for an item retried with a corrected input (repository.ts retryItem).
+    promptTemplate: overFiles ? null : input.prompt_template,
   });
   const b = config.subagent_batches;
   return db.transaction((tx) =>
