@@ -305,38 +305,47 @@ export function csvColumns(plan: CsvPlan): string[] {
 const quoted = (text: string) => `"${text.replaceAll('"', '""')}"`;
 const csvText = (column: string) => `coalesce('"' || replace(${column}, '"', '""') || '"', '')`;
 
-/** A page of results.csv lines ($5 input fields, $6 output fields, $7 checks as JSON arrays; $8 $9 prices). */
-function csvPage(plan: CsvPlan): string {
-  // Names travel as JSON arrays (the export pool knows no array types).
-  const nth = (param: number, i: number) => `($${param}::jsonb ->> ${i})`;
+/**
+ * A page of results.csv lines. Names travel as parameters after the page's four (each list of
+ * names one JSON array, as the export pool knows no array types), only those the page uses.
+ */
+function csvPage(plan: CsvPlan): { page: string; params: unknown[] } {
+  const params: unknown[] = [plan.priceInputPerMillion, plan.priceOutputPerMillion];
+  const names = (list: readonly string[]) => {
+    params.push(JSON.stringify(list));
+    const at = params.length + 4;
+    return (i: number) => `($${at}::jsonb ->> ${i})`;
+  };
   const objects = plan.inputFields.length > 0;
+  const field = objects ? names(plan.inputFields) : undefined;
+  const property = plan.outputFields.length > 0 ? names(plan.outputFields) : undefined;
+  const check = plan.checks.length > 0 ? names(plan.checks) : undefined;
   const checkCell = (i: number) =>
-    `case when checks @> jsonb_build_array(jsonb_build_object('name', ${nth(7, i)}, 'passed', false)) then 'failed'
-          when checks @> jsonb_build_array(jsonb_build_object('name', ${nth(7, i)}, 'passed', true)) then 'passed' else '' end`;
+    `case when checks @> jsonb_build_array(jsonb_build_object('name', ${check!(i)}, 'passed', false)) then 'failed'
+          when checks @> jsonb_build_array(jsonb_build_object('name', ${check!(i)}, 'passed', true)) then 'passed' else '' end`;
   const cells = [
     csvText("item_key"),
     "status",
-    ...(objects ? plan.inputFields.map((_, i) => `flotilla_csv_value(fields -> ${nth(5, i)})`) : [csvText("input")]),
-    ...(plan.outputFields.length > 0
-      ? plan.outputFields.map((_, i) => `flotilla_csv_value(output -> ${nth(6, i)})`)
-      : [csvText("result")]),
+    ...(field ? plan.inputFields.map((_, i) => `flotilla_csv_value(fields -> ${field(i)})`) : [csvText("input")]),
+    ...(property ? plan.outputFields.map((_, i) => `flotilla_csv_value(output -> ${property(i)})`) : [csvText("result")]),
     ...plan.checks.map((_, i) => checkCell(i)),
     "coalesce(verdict, '')",
     "attempts",
     "input_tokens",
     "output_tokens",
-    "((input_tokens * $8::float8 + output_tokens * $9::float8) / 1000000)::text",
+    "((input_tokens * $5::float8 + output_tokens * $6::float8) / 1000000)::text",
     "coalesce(round(extract(epoch from finished_at - started_at) * 1000)::bigint::text, '')",
     csvText("error"),
   ];
   // An object item's input is its fields as compact JSON; an explicit prompt among them is not JSON.
   const fields = objects ? "case when left(input, 1) = '{' then flotilla_jsonb_or_null(input) end" : "null::jsonb";
-  return `
+  const page = `
   select ${cells.join(" || ',' || ")}, position, null::text
     from (select *, ${fields} as fields
             from (${pageRows("item_key, input, position, status, attempts, result, error, output, checks, verdict, input_tokens, output_tokens, started_at, finished_at")}) r) page
    where before < $4
    order by position`;
+  return { page, params };
 }
 
 /** results.csv (RFC 4180, UTF-8, CRLF): a header row, then one row per item in position order. */
@@ -344,14 +353,7 @@ export function exportCsvStream(sql: postgres.Sql, args: ExportArgs & { plan: Cs
   const { plan } = args;
   return exportStream(sql, {
     ...args,
-    page: csvPage(plan),
-    params: [
-      JSON.stringify(plan.inputFields),
-      JSON.stringify(plan.outputFields),
-      JSON.stringify(plan.checks),
-      plan.priceInputPerMillion,
-      plan.priceOutputPerMillion,
-    ],
+    ...csvPage(plan),
     head: Buffer.from(`${csvColumns(plan).map(quoted).join(",")}\r\n`),
     eol: Buffer.from("\r\n"),
   });
