@@ -298,7 +298,7 @@ export async function retryItem(
       const rebuilt = correctedItem(batch, item, args.input, args.config ?? DEFAULT_CONFIG);
       await tx
         .update(i)
-        .set({ prompt: rebuilt.prompt, input: rebuilt.input })
+        .set({ prompt: rebuilt.prompt, input: rebuilt.input, expected: rebuilt.expected ?? null })
         .where(eq(i.id, item.id));
     }
     await tx.execute(sql`select flotilla_retry_item(${batch.id}::uuid, ${item.id}::uuid)`); // server/batches/sql/retry.sql

@@ -1,6 +1,4 @@
 import {
-  fillTemplate,
-  ITEM_PLACEHOLDER,
   isProblem,
   itemsProblem,
   type Locator,
@@ -10,13 +8,16 @@ import {
 } from "@/lib/batch-rules";
 import type { FlotillaConfig } from "@/lib/config";
 import { AppError } from "@/server/errors";
+import type { ItemRow } from "./insert-items";
+import { itemRow } from "./submit";
 import type { BatchRow } from "./types";
 
 /**
  * An item retried with a corrected input: the input checked as a submission item of its batch
  * would be (lib/batch-rules.ts, the same messages under `input`), and the prompt rebuilt the way
- * the submission built it: a string fills the batch's prompt_template (kept in the execution
- * spec), an explicit `{ prompt }` is the prompt. A batch that kept no template (over files,
+ * the submission built it (submit.ts itemRow): a string fills the batch's prompt_template (kept
+ * in the execution spec), an object of fields fills its {{field}}s and brings its `expected`, an
+ * explicit `{ prompt }` is the prompt. A batch that kept no template (over files,
  * compatible APIs, or older than the field) takes a string only when its item's prompt was its
  * input (no template was applied), and otherwise only an explicit prompt.
  */
@@ -33,7 +34,7 @@ export function correctedItem(
   item: { itemKey: string; prompt: string; input: string },
   value: unknown,
   config: FlotillaConfig,
-): { prompt: string; input: string } {
+): Pick<ItemRow, "prompt" | "input" | "expected"> {
   const spec = batch.executionSpec as { kind?: unknown; prompt_template?: unknown };
   if (spec.kind !== undefined && spec.kind !== "subagent")
     throw refuse("an item of a batch submitted through the compatible APIs takes no corrected input; submit a new batch");
@@ -45,7 +46,11 @@ export function correctedItem(
   if (typeof parsed === "string" && template === undefined && item.prompt !== item.input)
     throw refuse("this batch kept no prompt template to rebuild this item's prompt from; send { prompt } instead");
   const problem = itemsProblem([parsed], template, submissionLimits(config.subagent_batches));
-  if (problem) throw new AppError(problem.tooLarge ? "payload_too_large" : "validation_failed", problemText(problem, inputLocator));
-  if (typeof parsed !== "string") return { prompt: parsed.prompt, input: parsed.prompt };
-  return { prompt: template === undefined ? parsed : fillTemplate(template, ITEM_PLACEHOLDER, parsed), input: parsed };
+  if (problem) {
+    // A problem of the batch's template (a string for a template of fields) still names the input.
+    const text = problem.item === undefined ? `input: ${problemText(problem)}` : problemText(problem, inputLocator);
+    throw new AppError(problem.tooLarge ? "payload_too_large" : "validation_failed", text);
+  }
+  const row = itemRow(parsed, 0, template);
+  return { prompt: row.prompt, input: row.input, expected: row.expected };
 }

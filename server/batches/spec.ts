@@ -50,6 +50,8 @@ const specSchema = z.object({
   output_schema: outputSchemaSchema.nullable().default(null),
   /** Checks run on each finished answer (lib/api/batch-data.ts). */
   checks: checksSchema.default([]),
+  /** Object items' field names in first-seen order: the results table's and CSV's input columns. */
+  input_fields: z.array(z.string()).default([]),
   /**
    * The items submission's prompt_template, kept so an item retried with a corrected input gets
    * its prompt rebuilt; null when none was given, for a batch over files, and for batches older
@@ -99,6 +101,8 @@ export function buildExecutionSpec(args: {
   /** The submission's output schema (wins over the definition's). */
   outputSchema?: OutputSchema | null;
   checks?: readonly Check[];
+  /** The object items' field names, first seen first. */
+  inputFields?: readonly string[];
   /** An items submission's template (not a files batch's). */
   promptTemplate?: string | null;
 }): ExecutionSpec {
@@ -131,6 +135,7 @@ export function buildExecutionSpec(args: {
     authorization: { allowed_subagents: [...args.allowedSubagents] },
     output_schema: args.outputSchema ?? def.outputSchema ?? null,
     checks: [...(args.checks ?? [])],
+    input_fields: [...(args.inputFields ?? [])],
     prompt_template: args.promptTemplate ?? null,
     output_fields: outputFieldsOf(args.outputSchema ?? def.outputSchema ?? null),
   };

@@ -256,17 +256,18 @@ describe("results.csv", () => {
   }
 
   it("writes a header row and one RFC 4180 row per item: fields, output properties (output.-prefixed on a clash), checks, verdict, usage", async () => {
-    const batch = await submit(["x", "y", "z"], { prompt_template: "Where is {{item}}" });
-    await typed(batch.id, { output_schema: SCHEMA, checks: CHECKS, input_fields: ["city", "text"] });
-    await tdb.sql`update subagent_batches set price_input_per_million = 2, price_output_per_million = 10 where id = ${batch.id}`;
-    // Object items: the input is the fields as compact JSON.
+    // Object items, submitted as such: the input is the fields as compact JSON, the spec names them.
     const inputs = [
       { city: 'Bergen, "rainy"', text: "line one\nline two" },
       { city: "Zürich ✓ 中文 😀", text: "=1+2" },
       { city: "", text: 'He said "hi", then\r\nleft' },
     ];
-    for (const [i, input] of inputs.entries())
-      await tdb.sql`update subagent_batch_items set input = ${JSON.stringify(input)} where batch_id = ${batch.id} and position = ${i + 1}`;
+    const batch = await submit(
+      inputs.map((fields, i) => ({ ...fields, expected: { label: i ? "neg" : "pos" } })),
+      { prompt_template: "Weather in {{city}}: {{text}}", output_schema: SCHEMA, checks: CHECKS },
+    );
+    expect(batch).toMatchObject({ input_fields: ["city", "text"], output_fields: ["label", "reason", "city", "meta"] });
+    await tdb.sql`update subagent_batches set price_input_per_million = 2, price_output_per_million = 10 where id = ${batch.id}`;
     await settle(batch.id, 1, {
       output: { label: "pos", reason: 'a "quoted", reason\nover lines', city: "Bergen", meta: { n: [1, { a: "b" }] } },
       checks: [pass("label_matches"), fail("has_reason", "none"), pass("tone")],
@@ -532,6 +533,25 @@ describe("item retry with a corrected input", () => {
     expect(await prompt(batch.id, 2)).toMatchObject({ prompt: "a better prompt", input: "a better prompt", status: "queued" });
   });
 
+  it("rebuilds an object item's prompt from its corrected fields and replaces its expected value", async () => {
+    const batch = await submit([{ item_key: "r1", city: "Pariss", n: 2, expected: { label: "pos" } }], {
+      prompt_template: "Weather in {{city}} for {{n}} days",
+    });
+    await settle(batch.id, 1, { checks: [fail("label_matches", "no")], verdict: "failed" });
+    const itemId = await itemIdAt(tdb, batch.id, 1);
+    const res = await retryItem(batch.id, itemId, { input: { item_key: "r1", city: "Paris", n: 3, expected: { label: "neg" } } });
+    expect(res.status, await res.clone().text()).toBe(200);
+    expect(itemRetryResponseSchema.parse(await res.json()).item.input).toBe('{"city":"Paris","n":3}');
+    const [row] = await tdb.sql<{ prompt: string; input: string; expected: unknown }[]>`
+      select prompt, input, expected from subagent_batch_items where id = ${itemId}`;
+    expect(row).toEqual({ prompt: "Weather in Paris for 3 days", input: '{"city":"Paris","n":3}', expected: { label: "neg" } });
+    // A field the template names is required, as at submission.
+    await settle(batch.id, 1, { status: "failed", error: "x" });
+    const missing = await retryItem(batch.id, itemId, { input: { city: "Rome" } });
+    expect(missing.status).toBe(400);
+    expect((await errorOf(missing)).message).toMatch(/^input\.n: the prompt_template names \{\{n\}\}/);
+  });
+
   it("retries a succeeded item only with a corrected input; without one, only a failed item or a failed verdict", async () => {
     const batch = await submit(["a", "b"]);
     await settle(batch.id, 1, {});
@@ -560,7 +580,8 @@ describe("item retry with a corrected input", () => {
       [{ prompt: "" }, 400, /^input\.prompt: must not be empty/],
       [{ prompt: 1 }, 400, /^input\.prompt: must be a string/],
       [{ item_key: "other", prompt: "p" }, 400, /^input\.item_key: must be this item's key "item-1"/],
-      [{ prompt: "p", extra: true }, 400, /^input: unrecognized key "extra"/],
+      // An object other than { item_key?, prompt } is an item of fields, which this template cannot fill.
+      [{ prompt: "p", extra: true }, 400, /^input\.item: the prompt_template names \{\{item\}\} and this item has no such field/],
       ["x".repeat(100_000), 400, /^input: prompt is 100003 characters; at most 100000/],
     ];
     for (const [input, status, message] of cases) {
