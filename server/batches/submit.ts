@@ -150,8 +150,11 @@ function checkDataRules(args: {
   });
 }
 
-/** An item as written: its key, its prompt (only now built), what its owner sees as input, its expected value. */
-function itemRow(item: ParsedItem, index: number, template: string | undefined): ItemRow {
+/**
+ * An item as written: its key, its prompt (built only once its bounds held), what its owner
+ * sees as input, its expected value. Also rebuilds the row of an item retried with a corrected input.
+ */
+export function itemRow(item: ParsedItem, index: number, template: string | undefined): ItemRow {
   const key = itemKey(item, index);
   if (typeof item === "string") return { key, prompt: template ? fillTemplate(template, ITEM_PLACEHOLDER, item) : item, input: item };
   if (!isFieldsItem(item)) return { key, prompt: item.prompt, input: item.prompt };

@@ -1,5 +1,6 @@
 import { afterEach, beforeAll, describe, expect, it } from "vitest";
 import { batchProjectionSchema } from "@/lib/api/batches";
+import { submissionLimits, submissionRefusal } from "@/lib/batch-rules";
 import { configSchema } from "@/lib/config";
 import { createBatchTools } from "@/server/agent/tools/batch";
 import { resolveModel } from "@/server/models/index";
@@ -195,6 +196,13 @@ describe("object items", () => {
     );
   });
 
+  it("the dialog's pre-send check gives the writer's refusal, items named by number", () => {
+    const limits = submissionLimits(config.subagent_batches);
+    const body = { items: [{ name: "Ada", age: 36 }, { name: "Bob" }], prompt_template: "{{name}} is {{age}}" };
+    expect(submissionRefusal(body, limits)).toBe("item 2: age: the prompt_template names {{age}} and this item has no such field");
+    expect(submissionRefusal({ ...body, items: [{ name: "Bob", age: 1, expected: [1] }] }, limits)).toBeNull();
+  });
+
   it("bounds fields, names, values and expected", async () => {
     const threadId = await makeThread(tdb, alice);
     const many = Object.fromEntries(Array.from({ length: 65 }, (_, i) => [`f${i}`, i]));
@@ -304,6 +312,12 @@ describe("CSV uploads", () => {
     expect((await refused(threadId, () => postCsv(threadId, big, { prompt_template: "{{text}}" }))).message).toBe(
       "line 3: expected: must be at most 16384 bytes as JSON",
     );
+  });
+
+  it("counts a lone carriage return as a line break, as old Mac files end their lines", async () => {
+    const threadId = await makeThread(tdb, alice);
+    const got = await refused(threadId, () => postCsv(threadId, 'text\rone\r"two\rlines"\rthree,x\r', { prompt_template: "{{text}}" }));
+    expect(got.message).toBe("line 5: has 2 fields; the header has 1");
   });
 
   it("stops at the first record past the item bound, and is owner-scoped", async () => {
