@@ -1,5 +1,5 @@
 import { generateText, jsonSchema, NoObjectGeneratedError, Output } from "ai";
-import { RE2JS } from "re2js";
+import type { RE2JS } from "re2js";
 import {
   type Check,
   type CheckResult,
@@ -7,6 +7,7 @@ import {
   JUDGE_OUTPUT_NAME,
   type Verdict,
 } from "@/lib/api/batch-data";
+import { compileCheckPattern } from "@/lib/check-pattern";
 import { errorText } from "@/server/errors";
 import type { ResolvedModel } from "@/server/models/types";
 import type { Usage } from "./settlement";
@@ -60,20 +61,12 @@ const PATTERN_CACHE_SIZE = 256;
 
 const patternCache = new Map<string, RE2JS>();
 
-/**
- * A regex check's pattern compiled under RE2 (no backreferences or lookaround, so matching is
- * linear in the input). `u` is accepted and changes nothing: RE2 always matches code points.
- * Throws the compiler's error for a pattern RE2 refuses.
- */
-export function compileCheckPattern(pattern: string, flags = ""): RE2JS {
+/** A regex check's pattern, compiled once per process (lib/check-pattern.ts, as the submission checked it). */
+function cachedPattern(pattern: string, flags = ""): RE2JS {
   const key = `${flags}/${pattern}`;
   const hit = patternCache.get(key);
   if (hit) return hit;
-  let bits = 0;
-  if (flags.includes("i")) bits |= RE2JS.CASE_INSENSITIVE;
-  if (flags.includes("m")) bits |= RE2JS.MULTILINE;
-  if (flags.includes("s")) bits |= RE2JS.DOTALL;
-  const re = RE2JS.compile(pattern, bits);
+  const re = compileCheckPattern(pattern, flags);
   if (patternCache.size >= PATTERN_CACHE_SIZE) patternCache.delete(patternCache.keys().next().value as string);
   patternCache.set(key, re);
   return re;
@@ -126,7 +119,7 @@ function runRegex(check: Extract<Check, { type: "regex" }>, args: RunChecksArgs)
   const { name } = check;
   let re: RE2JS;
   try {
-    re = compileCheckPattern(check.pattern, check.flags);
+    re = cachedPattern(check.pattern, check.flags);
   } catch (err) {
     return { name, passed: false, reason: `invalid pattern: ${errorText(err)}` };
   }
