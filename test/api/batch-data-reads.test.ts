@@ -425,6 +425,12 @@ describe("batch retry", () => {
     expect(row).toEqual({ output: null, checks: null, verdict: null, attempts: 0, error: null });
     const b = batchProjectionSchema.parse((await getJson(batchPath(batch.id))).body);
     expect(b).toMatchObject({ status: "running", finished_at: null, counts: { queued: 2, succeeded: 3, failed: 1 } });
+    // The counters trigger takes the cleared verdicts and checks away.
+    expect(b.verdicts).toEqual({ passed: 2, failed: 1 });
+    expect(b.checks).toEqual([
+      { name: "label_matches", passed: 3, failed: 0 },
+      { name: "has_reason", passed: 2, failed: 1 },
+    ]);
   });
 
   it("selects by failed verdict, by status, and by both at once", async () => {
