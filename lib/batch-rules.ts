@@ -8,7 +8,7 @@ import {
 } from "@/lib/api/batch-data";
 
 /**
- * The rules every batch submission obeys, whatever its door (JSON, NDJSON, files, the
+ * The rules every batch submission obeys, whatever its door (JSON, NDJSON, CSV, files, the
  * batch_task tool, the New batch dialog, the compatible /v1 APIs). The server's one writer
  * (server/batches/submit.ts) applies them; the dialog checks its input with them before sending.
  * Pure and client-safe. A problem names the item by index and the field; each door renders it
