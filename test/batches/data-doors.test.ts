@@ -202,6 +202,16 @@ describe("object items", () => {
     expect(submissionRefusal({ ...body, items: [{ name: "Bob", age: 1, expected: [1] }] }, limits)).toBeNull();
   });
 
+  it("counts every placeholder toward the batch's total even when its value is empty (filling costs a step per placeholder)", () => {
+    const limits = { maxItems: 100, maxLiveItems: 10, maxRunningItems: 4, maxTotalPromptChars: 1_000 };
+    const template = `x${"{{v}}".repeat(200)}`;
+    const empty = Array.from({ length: 10 }, () => ({ v: "" }));
+    expect(submissionRefusal({ items: empty, prompt_template: template }, limits)).toBe(
+      "items: the expanded prompts would total 2000 characters; at most 1000 per batch (subagent_batches.max_total_prompt_chars)",
+    );
+    expect(submissionRefusal({ items: empty.slice(0, 4), prompt_template: template }, limits)).toBeNull();
+  });
+
   it("bounds fields, names, values and expected", async () => {
     const threadId = await makeThread(tdb, alice);
     const many = Object.fromEntries(Array.from({ length: 65 }, (_, i) => [`f${i}`, i]));
