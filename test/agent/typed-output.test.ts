@@ -141,8 +141,17 @@ describe("typed results in runSubagent", () => {
     const row = await runRow(database.db, result.runId);
     expect(row).toMatchObject({ status: "failed", error: result.error });
 
-    const notJson = await run("Ticket [[json:sure, here you go]]", recordingModel());
+    // Not JSON at all (the AI SDK refuses to parse it): read the same way, repaired the same way.
+    const notJsonModel = recordingModel();
+    const notJson = await run("Ticket [[json:sure, here you go]]", notJsonModel);
     expect(notJson.error).toMatch(/^invalid_output: \/ the answer is not valid JSON \(/);
+    expect(notJsonModel.calls.map((c) => c.userText)).toEqual([
+      "Ticket [[json:sure, here you go]]",
+      expect.stringMatching(/^Your answer is not valid against the required JSON Schema: \/ the answer is not valid JSON/),
+    ]);
+    const notJsonRow = await runRow(database.db, notJson.runId);
+    expect((notJsonRow.transcript as Array<{ role: string }>).map((m) => m.role)).toEqual(["user", "assistant", "user", "assistant"]);
+    expect(notJsonRow.result).toBe("sure, here you go");
   });
 
   it("gives a batch item (deferred run row) its output", async () => {
