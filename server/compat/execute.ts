@@ -1,4 +1,4 @@
-import { generateText, type ModelMessage, NoObjectGeneratedError, Output } from "ai";
+import { generateText, jsonSchema, type ModelMessage, NoObjectGeneratedError, Output } from "ai";
 import { eq, sql } from "drizzle-orm";
 import { runSubagent } from "@/server/agent/executor";
 import { resolveSubagent } from "@/server/agent/registry";
@@ -41,7 +41,9 @@ const formatSchema = (format: CompatResponseFormat) => (format.type === "json_sc
 
 /** What the catalog model is asked for: the AI SDK output (its response format), the validator, the system prompt's statement. */
 function jsonAnswer(format: CompatResponseFormat) {
-  if (format.type === "json_schema") return typedOutput(format.schema);
+  // The request's own name for its format goes to the provider (OpenAI requires one).
+  if (format.type === "json_schema")
+    return { ...typedOutput(format.schema), output: Output.object({ schema: jsonSchema(format.schema), name: format.name }) };
   return {
     validate: compileOutputSchema(ANY_OBJECT),
     output: Output.json(),
