@@ -86,8 +86,8 @@ function startWorker(cfg: FlotillaConfig) {
 
 let n = 0;
 /**
- * Submits through submitBatch, then sets the spec's checks (and output schema) and the items'
- * `expected` with SQL before any worker runs: the doors that take them are another change.
+ * Submits through submitBatch (the one writer every door uses): with `expected`, each item is an
+ * object item `{ text, expected }` whose prompt is its text.
  */
 async function submit(
   owner: { userId: string; threadId: string },
@@ -96,20 +96,15 @@ async function submit(
   opts: { checks: Check[]; outputSchema?: Record<string, unknown>; expected?: unknown[]; extra?: Partial<SubmitBatchInput> },
 ) {
   n += 1;
-  const { batch } = await submitBatch(t.db, {
-    ...batchSubagent(cfg, undefined),
-    ...owner,
-    input: { submission_key: `c-${n}`, items, ...opts.extra },
-    config: cfg,
-    model: SIM_MODEL,
-  });
-  await t.db.execute(sql`
-    update subagent_batches set execution_spec = execution_spec
-      || jsonb_build_object('checks', ${JSON.stringify(opts.checks)}::jsonb, 'output_schema', ${opts.outputSchema ? JSON.stringify(opts.outputSchema) : null}::jsonb)
-     where id = ${batch.id}`);
-  if (opts.expected)
-    for (const [i, e] of opts.expected.entries())
-      await t.db.execute(sql`update subagent_batch_items set expected = ${JSON.stringify(e)}::jsonb where batch_id = ${batch.id} and position = ${i + 1}`);
+  const input: SubmitBatchInput = {
+    submission_key: `c-${n}`,
+    items: opts.expected ? items.map((text, i) => ({ text, ...(opts.expected![i] != null ? { expected: opts.expected![i] } : {}) })) : items,
+    ...(opts.expected ? { prompt_template: "{{text}}" } : {}),
+    checks: opts.checks,
+    ...(opts.outputSchema ? { output_schema: opts.outputSchema } : {}),
+    ...opts.extra,
+  };
+  const { batch } = await submitBatch(t.db, { ...batchSubagent(cfg, undefined), ...owner, input, config: cfg, model: SIM_MODEL });
   return batch;
 }
 
@@ -348,8 +343,10 @@ describe("checks on a real worker", () => {
 
   it("a judge whose model this worker lacks fails the check, naming the model", async () => {
     const cfg = config();
+    // The web process's catalog has the judge's model; this worker's does not.
+    const submitted = config({ models: [{ name: "nowhere", base_url: fake.url, model: "gone-1" }] });
     const owner = await makeOwner(t.db);
-    const batch = await submit(owner, ["[[echo]] hello"], cfg, { checks: [{ name: "j", type: "judge", rubric: "ok?", model: "nowhere" }] });
+    const batch = await submit(owner, ["[[echo]] hello"], submitted, { checks: [{ name: "j", type: "judge", rubric: "ok?", model: "nowhere" }] });
     startWorker(cfg);
     await finished(owner, batch.id);
     const [row] = await rowsOf(batch.id);
