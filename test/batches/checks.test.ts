@@ -34,11 +34,9 @@ beforeAll(async () => {
   t = await createTestDatabase({ max: 20 });
   fake = await startFakeOpenAI({
     handler: (req) => {
-      // JSON mode, named as the judge's output where the provider sends a schema (json_schema).
       const format = req.body?.response_format as { type?: string; json_schema?: { name?: string } } | undefined;
       const text = contentOf(req);
-      const judging = format?.type === "json_schema" ? format.json_schema?.name === JUDGE_OUTPUT_NAME : format?.type === "json_object";
-      if (!judging || !text.includes("<rubric>")) return { type: "error", status: 400, body: { error: { message: "not a judge call" } } };
+      if (format?.json_schema?.name !== JUDGE_OUTPUT_NAME) return { type: "error", status: 400, body: { error: { message: "not a judge call" } } };
       const custom = judgeReply(req, text);
       if (custom) return custom;
       const failing = text.includes("[[judge-fail]]");
@@ -307,6 +305,7 @@ describe("checks on a real worker", () => {
     expect(text).toContain("<expected>\na haiku\n</expected>");
     expect(text).toContain("<rubric>\nIs it poetic?\n</rubric>");
     expect(first.body?.model).toBe("grader-1");
+    expect(first.body?.response_format).toMatchObject({ type: "json_schema", json_schema: { name: JUDGE_OUTPUT_NAME } });
     await expectCountersAgree(batch.id);
   });
 
@@ -414,5 +413,86 @@ describe("checks on a real worker", () => {
       { name: "mark", passed: 20, failed: 40 },
       { name: "retried", passed: 60, failed: 0 },
     ]);
+  });
+});
+
+describe("checks on typed outputs (the simulator answers the schema)", () => {
+  const SCHEMA = {
+    type: "object",
+    properties: { label: { type: "string", enum: ["fruit", "vegetable"] }, note: { type: "string", maxLength: 80 } },
+    required: ["label", "note"],
+    additionalProperties: false,
+  };
+
+  it("typed items end with output; regex on a path and equals against expected flag; a judge on the batch's model adds its tokens", async () => {
+    const cfg = config();
+    const owner = await makeOwner(t.db);
+    const batch = await submit(owner, ["apple", "leek"], cfg, {
+      outputSchema: SCHEMA,
+      checks: [
+        { name: "label_matches", type: "equals", path: "/label" },
+        { name: "note_names_item", type: "regex", pattern: "^(apple|pear)$", path: "/note" },
+        { name: "sensible", type: "judge", rubric: "Is the label right?" },
+      ],
+      expected: [{ label: "fruit" }, { label: "vegetable" }],
+    });
+    startWorker(cfg);
+    const done = await finished(owner, batch.id);
+    expect(done).toMatchObject({ status: "completed", succeededCount: 2, verdictPassedCount: 1, verdictFailedCount: 1 });
+    const [apple, leek] = await rowsOf(batch.id);
+    expect(apple).toMatchObject({ status: "succeeded", output: { label: "fruit", note: "apple" }, verdict: "passed" });
+    expect(apple!.checks).toEqual([
+      { name: "label_matches", passed: true },
+      { name: "note_names_item", passed: true },
+      { name: "sensible", passed: true, score: 1, reason: expect.any(String) },
+    ]);
+    expect(leek).toMatchObject({ status: "succeeded", output: { label: "fruit", note: "leek" }, verdict: "failed" });
+    expect(leek!.checks!.slice(0, 2)).toEqual([
+      { name: "label_matches", passed: false, reason: '/label is "fruit", expected "vegetable"' },
+      { name: "note_names_item", passed: false, reason: '/note "leek" does not match /^(apple|pear)$/' },
+    ]);
+    // The judge's tokens are the item's beyond its own run's.
+    const runs = await t.db.execute<{ item_tokens: number; run_tokens: number }>(sql`
+      select i.input_tokens::float8 as item_tokens, r.input_tokens::float8 as run_tokens
+        from subagent_batch_items i join agent_runs r on r.id = i.run_id where i.batch_id = ${batch.id}`);
+    expect(runs).toHaveLength(2);
+    for (const r of runs) expect(r.item_tokens).toBeGreaterThan(r.run_tokens);
+    await expectCountersAgree(batch.id);
+  });
+
+  it("retry on typed output: passes on a later attempt, or ends check_failed with the output kept; invalid_output is never retried", async () => {
+    const cfg = config();
+    const owner = await makeOwner(t.db);
+    const batch = await submit(
+      owner,
+      [
+        // json-once answers its value once per exact prompt: the first two attempts' prompts differ
+        // (the second quotes the first's reason), the third repeats the second's, so it gets the
+        // schema's own answer (label "fruit") and passes.
+        '[[json-once:{"label": "vegetable", "note": "x"}]] cherry',
+        '[[json:{"label": "vegetable", "note": "y"}]] plum',
+        '[[json:{"label": "rock"}]] stone',
+      ],
+      cfg,
+      {
+        outputSchema: SCHEMA,
+        checks: [{ name: "label_retry", type: "equals", path: "/label", on_fail: "retry" }],
+        expected: [{ label: "fruit" }, { label: "fruit" }, { label: "fruit" }],
+      },
+    );
+    startWorker(cfg);
+    await finished(owner, batch.id);
+    const [cherry, plum, stone] = await rowsOf(batch.id);
+    expect(cherry).toMatchObject({ status: "succeeded", attempts: 3, verdict: "passed", output: { label: "fruit" }, error: null });
+    expect(plum).toMatchObject({
+      status: "failed",
+      attempts: 3,
+      verdict: "failed",
+      output: { label: "vegetable", note: "y" },
+      error: 'check_failed: label_retry: /label is "vegetable", expected "fruit"',
+    });
+    expect(stone).toMatchObject({ status: "failed", attempts: 1, verdict: null, checks: null, output: null });
+    expect(stone!.error).toMatch(/^invalid_output: /);
+    await expectCountersAgree(batch.id);
   });
 });
