@@ -202,6 +202,17 @@ describe("object items", () => {
     expect(submissionRefusal({ ...body, items: [{ name: "Bob", age: 1, expected: [1] }] }, limits)).toBeNull();
   });
 
+  it("a 20,000-character template over 5,000 object items: 413 from computed lengths, nothing built", async () => {
+    const threadId = await makeThread(tdb, alice);
+    const template = `{{v}}${"x".repeat(19_995)}`;
+    const items = Array.from({ length: 5000 }, (_, i) => ({ v: `v${i}` }));
+    const started = Date.now();
+    const got = await refused(() => postJson(threadId, { prompt_template: template, items }));
+    expect(got.status).toBe(413);
+    expect(got.message).toMatch(/^items: the expanded prompts would total \d+ characters; at most 50000000 per batch/);
+    expect(Date.now() - started).toBeLessThan(10_000);
+  });
+
   it("counts every placeholder toward the batch's total even when its value is empty (filling costs a step per placeholder)", () => {
     const limits = { maxItems: 100, maxLiveItems: 10, maxRunningItems: 4, maxTotalPromptChars: 1_000 };
     const template = `x${"{{v}}".repeat(200)}`;
