@@ -17,7 +17,8 @@ import { spawnBenchWorkers, stopBenchWorkers } from "./workers";
  * fresh database, each row a ratio against a baseline measured in the same run (lower is better):
  *   - NDJSON submission of 100,000 items vs one INSERT ... SELECT FROM unnest of the same rows
  *     into a plain table (uuid primary key) through the driver (target <= 2)
- *   - batch detail, first item page, and a `?status=failed` page that matches nothing: the
+ *   - batch detail, first item page, a `?status=failed` page that matches nothing, and
+ *     `?verdict=failed` and `?verdict=passed` pages: the
  *     100,000-item batch vs a 10-item batch (target <= 1.5)
  *   - results.jsonl of the 100,000 items vs psql's COPY (select the same columns) TO STDOUT
  *     (target <= 2)
@@ -144,9 +145,10 @@ async function reads(scope: Scope): Promise<BenchRow[]> {
   const { database } = scope;
   const big = await submitInProcess(scope, BIG);
   const small = await submitInProcess(scope, 10);
-  // A third finished, the rest waiting: what a long run looks like midway.
+  // A third finished (one in ten of them with a failed verdict), the rest waiting: what a long run looks like midway.
   for (const b of [big, small])
-    await database.db.execute(sql`update subagent_batch_items set status = 'succeeded', result = 'done', preview = 'done', finished_at = now()
+    await database.db.execute(sql`update subagent_batch_items set status = 'succeeded', result = 'done', preview = 'done', finished_at = now(),
+        verdict = case when position % 10 = 3 then 'failed' else 'passed' end
       where batch_id = ${b.id} and position <= (select count(*) / 3 from subagent_batch_items where batch_id = ${b.id})`);
   await database.sql`analyze subagent_batch_items`;
   const get = async (path: string) => {
@@ -172,6 +174,8 @@ async function reads(scope: Scope): Promise<BenchRow[]> {
     await row("batch detail", (id) => `/${id}`),
     await row("first item page", (id) => `/${id}/items`),
     await row("?status=failed page with no match", (id) => `/${id}/items?status=failed`),
+    await row("?verdict=failed page", (id) => `/${id}/items?verdict=failed`),
+    await row("?verdict=passed page", (id) => `/${id}/items?verdict=passed`),
   ];
 }
 
