@@ -317,6 +317,50 @@ describe("wake-up of a batch with checks", () => {
     expect(msg!.text).not.toMatch(/Automatic notice|Simulated answer/);
   }, 120_000);
 
+  it("with a real worker running the checks: the summary's pass rates and reasons, repeated by the simulator", async () => {
+    workers.spawn(WORKER_ENV);
+    await workers.waitAlive(1);
+    const threadId = await makeThread(t, user);
+    // The simulator answers a schema's first enum value ("spam"): the ham message fails label_matches;
+    // its judge fails the item whose prompt holds [[judge-fail]].
+    const batch = await leadBatch(
+      threadId,
+      [
+        { text: "WIN A FREE CRUISE", expected: "spam" },
+        { text: "Cheap pills [[judge-fail]]", expected: "spam" },
+        { text: "Lunch at noon?", expected: "ham" },
+        { text: "You won a prize", expected: "spam" },
+      ] as unknown as string[],
+      config,
+      {
+        prompt_template: "Classify this message as spam or ham: {{text}}",
+        output_schema: {
+          type: "object",
+          properties: { label: { enum: ["spam", "ham"] }, reason: { type: "string" } },
+          required: ["label", "reason"],
+        },
+        checks: [
+          { name: "label_matches", type: "equals", path: "/label", expected_path: "" },
+          { name: "polite", type: "judge", rubric: "The reason is polite." },
+        ],
+      },
+    );
+    const p = await settledStatus(threadId, batch.id);
+    expect(p.status).toBe("completed");
+    await workers.stopAll();
+    expect(await runOneWakeup({ db: t.db, config, owner: "in-test" })).toBe(true);
+    const [run] = await t.db.execute<{ prompt: string }>(
+      sql`select prompt from agent_runs where thread_id = ${threadId} and kind = 'lead' order by created_at limit 1`,
+    );
+    expect(run!.prompt).toContain("Checks: 2 items passed every check, 2 failed at least one. Pass rate per check:");
+    expect(run!.prompt).toContain("- label_matches: 3 of 4 passed (75%)\n- polite: 3 of 4 passed (75%)\n");
+    expect(run!.prompt).toMatch(/First items that failed a check:\n- item-2: polite: .+\n- item-3: label_matches: .+\n/);
+    const [msg] = await wakeMessages(threadId);
+    expect(msg!.text).toContain("label_matches: 3 of 4 passed (75%)");
+    expect(msg!.text).toContain("polite: 3 of 4 passed (75%)");
+    expect(msg!.text).toMatch(/item-3: label_matches: /);
+  }, 120_000);
+
   it("rounds a pass rate to neither 0% nor 100% unless it is exactly that", () => {
     expect(checkPassRate({ name: "label_matches", passed: 3, failed: 1 })).toBe("label_matches: 3 of 4 passed (75%)");
     expect(checkPassRate({ name: "a", passed: 1, failed: 999 })).toBe("a: 1 of 1000 passed (1%)");
