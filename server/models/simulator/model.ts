@@ -356,12 +356,19 @@ export function createSimulatorModel(options: SimulatorOptions): LanguageModelV3
       const timedCount = Math.max(1, parts.filter(isTimed).length);
       // A private controller also stops the timers when the consumer cancels the stream.
       const local = new AbortController();
-      const onAbort = () => local.abort(abortReason(signal as AbortSignal));
+      let errorStream: ((reason: unknown) => void) | undefined;
+      const onAbort = () => {
+        const reason = abortReason(signal as AbortSignal);
+        local.abort(reason);
+        // At once: parts already queued (a loaded machine may queue several) are dropped too.
+        errorStream?.(reason);
+      };
       signal?.addEventListener("abort", onAbort, { once: true });
       const cleanup = () => signal?.removeEventListener("abort", onAbort);
 
       const stream = new ReadableStream<LanguageModelV3StreamPart>({
         async start(controller) {
+          errorStream = (reason) => controller.error(reason);
           const started = Date.now();
           controller.enqueue({ type: "stream-start", warnings: [] });
           controller.enqueue({
