@@ -409,4 +409,64 @@ describe("batch_results", () => {
       ),
     ).toEqual({ error: "batch not found" });
   });
+
+  it("returns each item's output, verdict and checks, bounded, and reads only failed verdicts when asked", async () => {
+    const threadId = await makeThread(t, user);
+    const batch = await leadBatch(threadId, ["t1", "t2", "t3"]);
+    const huge = { label: "spam", note: "n".repeat(50_000) };
+    const longReason = `expected "ham" ${"r".repeat(10_000)}`;
+    await t.db.execute(sql`
+      update subagent_batch_items set status = 'succeeded', finished_at = now(),
+             result = case position when 3 then ${JSON.stringify(huge)} else '{"label":"ham"}' end,
+             preview = case position when 3 then left(${JSON.stringify(huge)}, 500) else '{"label":"ham"}' end,
+             output = case position when 3 then ${JSON.stringify(huge)}::jsonb else '{"label":"ham"}'::jsonb end,
+             verdict = case position when 1 then 'passed' else 'failed' end,
+             checks = case position
+               when 1 then '[{"name":"label_matches","passed":true},{"name":"tone","passed":true,"score":0.9,"reason":"fine"}]'::jsonb
+               else ${JSON.stringify([
+                 { name: "label_matches", passed: false, reason: longReason },
+                 { name: "tone", passed: true, score: 1, reason: "fine" },
+               ])}::jsonb end
+       where batch_id = ${batch.id}`);
+    await t.db.execute(sql`update subagent_batches set verdict_passed_count = 1, verdict_failed_count = 2 where id = ${batch.id}`);
+    const ctx = {
+      db: t.db,
+      config,
+      userId: user.userId,
+      threadId,
+      runId: randomUUID(),
+      model: resolveModel(config, {}),
+      abortSignal: new AbortController().signal,
+    };
+    const run = (input: Record<string, unknown>) =>
+      // biome-ignore lint/suspicious/noExplicitAny: tool execute signatures are generic over their schemas
+      (createBatchResultsTool(ctx).execute as any)(input, { toolCallId: "c", messages: [], abortSignal: new AbortController().signal });
+    const all = await run({ batch_id: batch.id });
+    expect(all.items[0]).toEqual({
+      item_key: "item-1",
+      position: 1,
+      status: "succeeded",
+      attempts: 0,
+      output: { label: "ham" },
+      verdict: "passed",
+      checks: [
+        { name: "label_matches", passed: true },
+        { name: "tone", passed: true, score: 0.9 },
+      ],
+      error: null,
+    });
+    const [, second, third] = all.items;
+    expect(second.verdict).toBe("failed");
+    expect(second.checks[0].name).toBe("label_matches");
+    expect(second.checks[0].passed).toBe(false);
+    expect(second.checks[0].reason.startsWith('expected "ham" rrr')).toBe(true);
+    expect(second.checks[0].reason.length).toBeLessThan(2_000);
+    // Too large for the page: no output, the preview instead, cut.
+    expect(third.output).toBeNull();
+    expect(third.result.startsWith('{"label":"spam"')).toBe(true);
+    expect(JSON.stringify(all).length).toBeLessThan(config.tools.max_output_chars + 1_000);
+
+    const failed = await run({ batch_id: batch.id, verdict: "failed" });
+    expect(failed.items.map((i: { item_key: string }) => i.item_key)).toEqual(["item-2", "item-3"]);
+  });
 });
