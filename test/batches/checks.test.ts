@@ -5,7 +5,7 @@ import { JUDGE_OUTPUT_NAME } from "@/lib/api/batch-data";
 import type { SubmitBatchInput } from "@/lib/api/batches";
 import type { FlotillaConfig, FlotillaConfigInput } from "@/lib/config";
 import { batchSubagent } from "@/server/agent/registry";
-import { getBatch } from "@/server/batches/repository";
+import { cancelBatch, getBatch } from "@/server/batches/repository";
 import { submitBatch } from "@/server/batches/submit";
 import { resolveModel } from "@/server/models/index";
 import { createSubagentRuntime } from "@/server/runtime/admission";
@@ -23,7 +23,7 @@ import { counterDrift, makeOwner, SIM_MODEL, sleep, testConfig } from "./support
 let t: TestDatabase;
 let fake: FakeOpenAI;
 /** The fake judge's answer per request (default: score 1, or 0 when the prompt holds [[judge-fail]]). */
-let judgeReply: (req: RecordedRequest, text: string) => FakeReply | undefined = () => undefined;
+let judgeReply: (req: RecordedRequest, text: string) => FakeReply | undefined | Promise<FakeReply> = () => undefined;
 const workers: BatchWorker[] = [];
 
 function contentOf(req: RecordedRequest): string {
@@ -33,11 +33,11 @@ function contentOf(req: RecordedRequest): string {
 beforeAll(async () => {
   t = await createTestDatabase({ max: 20 });
   fake = await startFakeOpenAI({
-    handler: (req) => {
+    handler: async (req) => {
       const format = req.body?.response_format as { type?: string; json_schema?: { name?: string } } | undefined;
       const text = contentOf(req);
       if (format?.json_schema?.name !== JUDGE_OUTPUT_NAME) return { type: "error", status: 400, body: { error: { message: "not a judge call" } } };
-      const custom = judgeReply(req, text);
+      const custom = await judgeReply(req, text);
       if (custom) return custom;
       const failing = text.includes("[[judge-fail]]");
       return {
@@ -351,6 +351,36 @@ describe("checks on a real worker", () => {
     const [row] = await rowsOf(batch.id);
     expect(row).toMatchObject({ status: "succeeded", verdict: "failed" });
     expect(row!.checks![0]!.reason).toMatch(/^judge unavailable: .*"nowhere"/);
+  });
+
+  it("a cancel during a judge call settles nothing, and the item's run row is still written", async () => {
+    const cfg = config();
+    const owner = await makeOwner(t.db);
+    // The fake judge answers only after this test has cancelled the batch.
+    let release: () => void = () => {};
+    const gate = new Promise<void>((r) => {
+      release = r;
+    });
+    let judging = false;
+    judgeReply = async () => {
+      judging = true;
+      await gate;
+      return { type: "text", text: JSON.stringify({ score: 1, reason: "late" }) };
+    };
+    const batch = await submit(owner, ["[[echo]] slow judge"], cfg, { checks: [{ name: "j", type: "judge", rubric: "ok?", model: "grader" }] });
+    const worker = startWorker(cfg);
+    await waitFor("the judge call", async () => judging);
+    await cancelBatch(t.db, { ...owner, batchId: batch.id });
+    // The cancel aborts the judge's request: the run ends before the judge could answer.
+    await waitFor("the local run to end", async () => worker.localCount === 0, 10_000);
+    release();
+    const [row] = await rowsOf(batch.id);
+    expect(row).toMatchObject({ status: "cancelled", checks: null, verdict: null });
+    const runs = await waitFor("the run row", async () => {
+      const r = await t.db.execute<{ status: string }>(sql`select status from agent_runs where thread_id = ${owner.threadId} and kind = 'batch_item'`);
+      return r.length > 0 ? r : undefined;
+    });
+    expect(runs.map((r) => r.status)).toEqual(["completed"]);
   });
 
   it("a pathological pattern on a long answer finishes fast (RE2: linear time)", async () => {
