@@ -154,6 +154,13 @@ describe("typed results in runSubagent", () => {
     expect(notJsonRow.result).toBe("sure, here you go");
   });
 
+  it("fails a schema that refers to itself without end as invalid_output, not a crash", async () => {
+    const definition = { ...typedGeneral(), outputSchema: { allOf: [{ $ref: "#" }], type: "string" } };
+    const result = await run("Loop", recordingModel(), definition);
+    expect(result).toMatchObject({ status: "failed", errorClass: "invalid_output" });
+    expect(result.error).toMatch(/^invalid_output: \/ could not be checked against the schema \(Maximum call stack size exceeded\)$/);
+  });
+
   it("gives a batch item (deferred run row) its output", async () => {
     const result = await runSubagent(database.db, {
       ...ids,

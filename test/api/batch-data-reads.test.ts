@@ -8,6 +8,7 @@ import {
   itemRetryResponseSchema,
   resultLineSchema,
 } from "@/lib/api/batches";
+import { BATCH_CHANNEL, batchEventPayload } from "@/server/batches/notify";
 import { buildExecutionSpec, parseExecutionSpec, specColumns } from "@/server/batches/spec";
 import { getConfig } from "@/server/config/load";
 import { call, errorOf, itemIdAt, makeThread, makeUser, rowCounts, setupApiDatabase, type TestUser, workerAlive } from "./helpers";
@@ -462,6 +463,20 @@ describe("batch retry", () => {
     const b = batchProjectionSchema.parse((await getJson(batchPath(batch.id))).body);
     expect(b.counts).toMatchObject({ running: 1, queued: 1, pending: 4, succeeded: 0, failed: 0 });
     expect(b.live).toBe(2);
+  });
+
+  it("wakes the workers when something moved, and not when nothing did", async () => {
+    const batch = await finished();
+    const heard: string[] = [];
+    const listener = await tdb.sql.listen(BATCH_CHANNEL, (payload) => heard.push(payload));
+    try {
+      expect(await (await retry(batch.id, { status: ["cancelled"] })).json()).toEqual({ retried: 0 });
+      expect(await (await retry(batch.id, { status: ["failed"] })).json()).toEqual({ retried: 1 });
+      await expect.poll(() => heard, { timeout: 5_000 }).toContain(batchEventPayload("retry", batch.id));
+      expect(heard.filter((p) => p.endsWith(batch.id))).toEqual([batchEventPayload("retry", batch.id)]);
+    } finally {
+      await listener.unlisten();
+    }
   });
 
   it("answers { retried: 0 } when nothing matches, changing nothing", async () => {
