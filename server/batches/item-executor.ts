@@ -1,7 +1,7 @@
 import type { CheckResult, Verdict } from "@/lib/api/batch-data";
 import type { ToolCallRecord } from "@/lib/api/runs";
 import type { RunErrorClass } from "@/server/runtime/model-errors";
-import type { RunRowRecord } from "./settlement";
+import type { PendingApproval, RunRowRecord } from "./settlement";
 import type { ExecutionSpec } from "./spec";
 import type { ClaimedItem } from "./types";
 
@@ -39,6 +39,8 @@ export interface ItemRunResult {
   /** The spec's checks on the final answer, and the verdict they give (null without checks). */
   checks?: CheckResult[] | null;
   verdict?: Verdict | null;
+  /** Calls that wait for a person: the item parks in awaiting_approval (settlement.ts). */
+  awaitingApproval?: PendingApproval[];
 }
 
 export type ItemExecutor = (ctx: ItemRunContext) => Promise<ItemRunResult>;

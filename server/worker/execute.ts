@@ -1,4 +1,6 @@
 import { runSubagent, type SubagentRunResult } from "@/server/agent/executor";
+import type { FlotillaConfig } from "@/lib/config";
+import { approvedResume } from "@/server/batches/approvals";
 import { runChecks } from "@/server/batches/checks";
 import type { ItemExecutor, ItemRunContext, ItemRunResult } from "@/server/batches/item-executor";
 import { compatItemExecutor } from "@/server/compat/execute";
@@ -10,6 +12,7 @@ import { resolveModelByName } from "@/server/models/index";
 import type { ResolvedModel } from "@/server/models/types";
 import type { SubagentRuntime } from "@/server/runtime/admission";
 import { endpointBackoffMs } from "@/server/runtime/rate-limit";
+import { approvalMatcherFor, NO_APPROVAL } from "@/server/tools/approval";
 
 export type { ItemExecutor, ItemRunContext, ItemRunResult };
 
@@ -47,6 +50,8 @@ export function subagentItemExecutor(args: { db: Db; model?: ResolvedModel; runt
         errorClass: "model_unavailable",
       };
     }
+    // A re-queued item whose call a person decided: continue from the parked attempt (approvals.ts).
+    const resume = await resumeAfterApproval(args.db, args.runtime.config, spec, item);
     const result = await runSubagent(args.db, {
       userId: spec.caller.user_id,
       threadId: spec.caller.thread_id,
@@ -58,6 +63,7 @@ export function subagentItemExecutor(args: { db: Db; model?: ResolvedModel; runt
       runtime: args.runtime,
       onStarted,
       returnRunRow: true,
+      ...(resume ?? {}),
     });
     const out: ItemRunResult = {
       status: result.status,
@@ -73,6 +79,7 @@ export function subagentItemExecutor(args: { db: Db; model?: ResolvedModel; runt
       retryAfterMs: result.errorClass === "rate_limit" ? endpointBackoffMs(model.endpoint) : undefined,
     };
     if (result.output !== undefined) out.output = result.output;
+    if (result.awaitingApproval) out.awaitingApproval = result.awaitingApproval;
     if (result.status === "completed" && spec.checks.length > 0) {
       try {
         await checkAnswer(out, { item, spec, signal, model, result, runtime: args.runtime, fallback: args.model });
@@ -84,6 +91,16 @@ export function subagentItemExecutor(args: { db: Db; model?: ResolvedModel; runt
     }
     return out;
   };
+}
+
+/**
+ * The stored transcript and decisions to resume from, when the item's last attempt parked on a
+ * call that needed a person. Only asked when approval patterns could apply to this batch, so other
+ * batches pay no query per item.
+ */
+async function resumeAfterApproval(db: Db, config: FlotillaConfig, spec: ExecutionSpec, item: ClaimedItem) {
+  if (approvalMatcherFor(config, spec.subagent.name) === NO_APPROVAL) return undefined;
+  return approvedResume(db, item);
 }
 
 /** The prompt of an attempt after a `retry` check failed: the item's prompt, then why. */
