@@ -10,7 +10,7 @@ import {
   type LanguageModelV3ToolResultOutput,
   type LanguageModelV3Usage,
 } from "@ai-sdk/provider";
-import { baseAnswer, batchSettledAnswer, exactChars, summariseToolResults } from "./answers";
+import { baseAnswer, batchSettledAnswer, childrenSettledAnswer, exactChars, summariseToolResults } from "./answers";
 import { echoText, parseDirectives, parseToolDirectives, type SimulatedToolCall } from "./directives";
 import { asksForCapabilities, CAPABILITIES_ANSWER, parseToolCalls } from "./grammar";
 import {
@@ -267,7 +267,7 @@ function plan(options: LanguageModelV3CallOptions, defaultLatencyMs: number): Pl
   const reply: Reply = isJudgeFormat(format)
     ? { text: judgeAnswer(allTexts(options.prompt)), calls: [], callIdPrefix: "" }
     : notice
-      ? { text: batchSettledAnswer(notice), calls: [], callIdPrefix: "" }
+      ? { text: notice.kind === "batch_settled" ? batchSettledAnswer(notice) : childrenSettledAnswer(notice), calls: [], callIdPrefix: "" }
       : replyToUser(options, format);
   const callId = () => `${reply.callIdPrefix}${randomUUID().replace(/-/g, "").slice(0, 16)}`;
   const calls = reply.calls.map((c) => ({ ...c, toolCallId: callId() }));
