@@ -323,6 +323,8 @@ export async function runSubagent(db: Db, opts: RunSubagentOptions): Promise<Sub
       };
       const tools = deferRow ? withRunRow(built, ensureRow) : built;
       const typed = def.outputSchema ? typedOutput(def.outputSchema) : undefined;
+      // Model steps this attempt may still take (resumed steps count against the definition's turns).
+      const turnsLeft = Math.max(1, def.maxTurns - (journal?.resumedSteps ?? 0));
       // One model call with its tool steps (the repair turn: one step, no tools). A typed answer
       // that is not JSON makes the AI SDK throw; it is read like any other answer below.
       const ask = async (messages: ModelMessage[], repair: boolean) => {
@@ -334,7 +336,7 @@ export async function runSubagent(db: Db, opts: RunSubagentOptions): Promise<Sub
             tools,
             ...(repair
               ? { toolChoice: "none" as const, stopWhen: stepCountIs(1) }
-              : { stopWhen: stepCountIs(Math.max(1, def.maxTurns - (journal?.resumedSteps ?? 0))) }),
+              : { stopWhen: stepCountIs(turnsLeft) }),
             ...(typed ? { output: typed.output } : {}),
             abortSignal: controller.signal,
             onStepFinish: (step) => {
@@ -344,12 +346,12 @@ export async function runSubagent(db: Db, opts: RunSubagentOptions): Promise<Sub
               };
               partial = [...messages, ...step.response.messages];
               emit("running");
-              await journal?.stepFinished(step, def.maxTurns);
+              return journal?.stepFinished(step, def.maxTurns);
             },
           });
           // Out of turns while still calling tools: the text so far is what we have.
           const stopReason =
-            result.finishReason === "tool-calls" && result.steps.length >= def.maxTurns ? "max_turns" : result.finishReason;
+            result.finishReason === "tool-calls" && result.steps.length >= turnsLeft ? "max_turns" : result.finishReason;
           return { text: result.text, stopReason, transcript: [...messages, ...result.response.messages] };
         } catch (err) {
           if (!typed || !NoObjectGeneratedError.isInstance(err) || controller.signal.aborted) throw err;
