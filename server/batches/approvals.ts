@@ -99,15 +99,17 @@ export async function pendingApprovals(db: DbOrTx, itemId: string) {
 }
 
 /**
- * What an attempt of a re-queued item continues from: the parked attempt's transcript (up to its
- * assistant message with the calls) and a tool message with the decisions: approved calls as the
- * AI SDK's approval responses (generateText runs them first), denied ones as tool errors the
- * model reads. Undefined when the item's latest run did not park (an ordinary attempt).
+ * The decisions on the calls the item's last attempt parked on, as the tool message the next
+ * attempt continues with: approved calls as the AI SDK's approval responses (generateText runs
+ * them first), denied ones as tool errors the model reads. The run continues after its durable
+ * steps (steps.ts: the parked step is stored like any step another follows), or, without them,
+ * after `replay`: the parked run's stored transcript. Undefined when the item's latest run did not
+ * park or a call is still pending.
  */
-export async function approvedResume(
+export async function approvalDecisions(
   db: DbOrTx,
   item: { id: string },
-): Promise<{ replay: ModelMessage[]; resumedFromRunId: string } | undefined> {
+): Promise<{ message: ModelMessage; runId: string; replay?: ModelMessage[] } | undefined> {
   const a = toolApprovals;
   const rows = await db
     .select({
@@ -121,13 +123,10 @@ export async function approvedResume(
     })
     .from(subagentBatchItems)
     .innerJoin(a, and(eq(a.itemId, subagentBatchItems.id), eq(a.runId, subagentBatchItems.runId)))
-    .innerJoin(agentRuns, eq(agentRuns.id, a.runId))
+    .leftJoin(agentRuns, eq(agentRuns.id, a.runId))
     .where(eq(subagentBatchItems.id, item.id))
     .orderBy(asc(a.createdAt));
   if (rows.length === 0 || rows.some((r) => r.status === "pending")) return undefined;
-  const transcript = rows[0]!.transcript;
-  if (!Array.isArray(transcript) || transcript.length === 0) return undefined;
-  const history = transcript as ModelMessage[];
   const content = rows.map((r) =>
     r.status === "approved"
       ? ({ type: "tool-approval-response", approvalId: r.approvalId, approved: true } as const)
@@ -138,5 +137,8 @@ export async function approvedResume(
           output: { type: "error-text", value: deniedText(r.reason) },
         } as const),
   );
-  return { replay: [...history, { role: "tool", content }], resumedFromRunId: rows[0]!.runId };
+  const message: ModelMessage = { role: "tool", content };
+  const transcript = rows[0]!.transcript;
+  const replay = Array.isArray(transcript) && transcript.length > 0 ? [...(transcript as ModelMessage[]), message] : undefined;
+  return { message, runId: rows[0]!.runId, ...(replay ? { replay } : {}) };
 }

@@ -331,17 +331,19 @@ function csvPage(plan: CsvPlan): { page: string; params: unknown[] } {
     ...(property ? plan.outputFields.map((_, i) => `flotilla_csv_value(output -> ${property(i)})`) : [csvText("result")]),
     ...plan.checks.map((_, i) => checkCell(i)),
     "coalesce(verdict, '')",
-    "attempts",
-    "input_tokens",
-    "output_tokens",
+    "attempts::text",
+    "input_tokens::text",
+    "output_tokens::text",
     "((input_tokens * $5::float8 + output_tokens * $6::float8) / 1000000)::text",
     "coalesce(round(extract(epoch from finished_at - started_at) * 1000)::bigint::text, '')",
     csvText("error"),
   ];
+  // Joined from an array, not with ||: a schema of thousands of properties would nest the
+  // expression past PostgreSQL's stack depth. No cell is null (array_to_string would drop it).
   // An object item's input is its fields as compact JSON; an explicit prompt among them is not JSON.
   const fields = objects ? "case when left(input, 1) = '{' then flotilla_jsonb_or_null(input) end" : "null::jsonb";
   const page = `
-  select ${cells.join(" || ',' || ")}, position, null::text
+  select array_to_string(array[${cells.join(", ")}], ','), position, null::text
     from (select *, ${fields} as fields
             from (${pageRows("item_key, input, position, status, attempts, result, error, output, checks, verdict, input_tokens, output_tokens, started_at, finished_at")}) r) page
    where before < $4

@@ -1,10 +1,11 @@
 import { runSubagent, type SubagentRunResult } from "@/server/agent/executor";
 import type { FlotillaConfig } from "@/lib/config";
-import { approvedResume } from "@/server/batches/approvals";
+import { approvalDecisions } from "@/server/batches/approvals";
 import { runChecks } from "@/server/batches/checks";
 import type { ItemExecutor, ItemRunContext, ItemRunResult } from "@/server/batches/item-executor";
 import { compatItemExecutor } from "@/server/compat/execute";
 import { type ExecutionSpec, snapshotDefinition } from "@/server/batches/spec";
+import { openStepJournal } from "@/server/batches/steps";
 import type { ClaimedItem } from "@/server/batches/types";
 import type { Db } from "@/server/db/client";
 import { AppError } from "@/server/errors";
@@ -27,10 +28,16 @@ function catalogModel(name: string, runtime: SubagentRuntime, fallback?: Resolve
 }
 
 /**
- * The production executor: the spec's snapshot definition and model, run by runSubagent.
+ * The production executor: the spec's snapshot definition and model, run by runSubagent, with
+ * durable steps (server/batches/steps.ts; `durableSteps: false` only for the bench's baseline).
  * Items of the compatible batch APIs (spec kind compat_*) run their stored request instead.
  */
-export function subagentItemExecutor(args: { db: Db; model?: ResolvedModel; runtime: SubagentRuntime }): ItemExecutor {
+export function subagentItemExecutor(args: {
+  db: Db;
+  model?: ResolvedModel;
+  runtime: SubagentRuntime;
+  durableSteps?: boolean;
+}): ItemExecutor {
   const compat = compatItemExecutor(args);
   return async (ctx) => {
     if (ctx.spec.kind !== "subagent") return compat(ctx);
@@ -50,8 +57,9 @@ export function subagentItemExecutor(args: { db: Db; model?: ResolvedModel; runt
         errorClass: "model_unavailable",
       };
     }
-    // A re-queued item whose call a person decided: continue from the parked attempt (approvals.ts).
-    const resume = await resumeAfterApproval(args.db, args.runtime.config, spec, item);
+    const steps = args.durableSteps === false ? undefined : await openStepJournal(args.db, { workerId: ctx.workerId, item });
+    // A re-queued item whose call a person decided: continue with the decisions (approvals.ts).
+    const decided = await decidedApprovals(args.db, args.runtime.config, spec, item, steps !== undefined);
     const result = await runSubagent(args.db, {
       userId: spec.caller.user_id,
       threadId: spec.caller.thread_id,
@@ -63,7 +71,8 @@ export function subagentItemExecutor(args: { db: Db; model?: ResolvedModel; runt
       runtime: args.runtime,
       onStarted,
       returnRunRow: true,
-      ...(resume ?? {}),
+      steps,
+      ...(decided ?? {}),
     });
     const out: ItemRunResult = {
       status: result.status,
@@ -79,6 +88,7 @@ export function subagentItemExecutor(args: { db: Db; model?: ResolvedModel; runt
       retryAfterMs: result.errorClass === "rate_limit" ? endpointBackoffMs(model.endpoint) : undefined,
     };
     if (result.output !== undefined) out.output = result.output;
+    if (steps?.used) out.steps = true;
     if (result.awaitingApproval) out.awaitingApproval = result.awaitingApproval;
     if (result.status === "completed" && spec.checks.length > 0) {
       try {
@@ -94,13 +104,17 @@ export function subagentItemExecutor(args: { db: Db; model?: ResolvedModel; runt
 }
 
 /**
- * The stored transcript and decisions to resume from, when the item's last attempt parked on a
- * call that needed a person. Only asked when approval patterns could apply to this batch, so other
- * batches pay no query per item.
+ * The decisions to continue with, when the item's last attempt parked on a call that needed a
+ * person: after its durable steps (which end with that call), or without them after the parked
+ * run's transcript. Only asked when approval patterns could apply to this batch, so other batches
+ * pay no query per item.
  */
-async function resumeAfterApproval(db: Db, config: FlotillaConfig, spec: ExecutionSpec, item: ClaimedItem) {
+async function decidedApprovals(db: Db, config: FlotillaConfig, spec: ExecutionSpec, item: ClaimedItem, withSteps: boolean) {
   if (approvalMatcherFor(config, spec.subagent.name) === NO_APPROVAL) return undefined;
-  return approvedResume(db, item);
+  const decided = await approvalDecisions(db, item);
+  if (!decided) return undefined;
+  if (withSteps) return item.resume ? { approvalDecisions: decided.message } : undefined;
+  return decided.replay ? { replay: decided.replay, resumedFromRunId: decided.runId } : undefined;
 }
 
 /** The prompt of an attempt after a `retry` check failed: the item's prompt, then why. */

@@ -380,6 +380,21 @@ describe("results.csv", () => {
     expect(parsed.data.slice(1).map((r) => r[2])).toEqual(Array.from({ length: n }, (_, i) => `row ${i + 1}`));
   });
 
+  it("writes a column for each of the most output properties a 16 KB schema can name", async () => {
+    // Never integer-like: JavaScript orders such keys first, whatever the schema's order.
+    const names = Array.from({ length: 1_700 }, (_, i) => `_${i.toString(36)}`);
+    const batch = await submit(["a"], {
+      output_schema: { type: "object", properties: Object.fromEntries(names.map((n) => [n, {}])) },
+    });
+    expect(batch.output_fields).toEqual(names);
+    await settle(batch.id, 1, { output: Object.fromEntries(names.map((n, i) => [n, i])) });
+    const res = await csv(batch.id);
+    expect(res.status).toBe(200);
+    const [header, row] = Papa.parse<string[]>(await res.text(), { skipEmptyLines: true }).data as [string[], string[]];
+    expect(header.slice(3, 1_703)).toEqual(names);
+    expect(row.slice(3, 1_703)).toEqual(names.map((_, i) => String(i)));
+  });
+
   it("is 404 for another user's batch", async () => {
     const batch = await submit(["a"]);
     const res = await call("GET", `${batchPath(batch.id, bobThread)}/results.csv`, { token: bob.token });
