@@ -108,6 +108,11 @@ describe("batch items waiting for approval", () => {
     expect(parked).toMatchObject({ status: "awaiting_approval", attempts: 0, error: "awaiting_approval: count_text waits for a person" });
     // The tool has not run: the parked run recorded no call.
     expect(await toolCallsOfItem(a.id, 1)).toEqual([]);
+    // The step that asked is stored (durable steps): the next attempt continues after it.
+    const [stored] = await tdb.sql<{ n: number }[]>`
+      select count(*)::int as n from subagent_batch_item_steps st join subagent_batch_items it on it.id = st.item_id
+       where it.batch_id = ${a.id} and it.position = 1`;
+    expect(stored!.n).toBe(1);
 
     // The worker's one slot is free: another batch runs to completion meanwhile.
     const other = await submit(["plain one", "plain two"]);
