@@ -1,6 +1,7 @@
 import {
   type BatchProjection,
   batchListSchema,
+  batchRetryResponseSchema,
   batchNotificationsSchema,
   batchProjectionSchema,
   type Features,
@@ -95,7 +96,7 @@ export function resultsCsvUrl(threadId: string, batchId: string): string {
 }
 
 /** Re-queues every finished item whose checks failed; answers how many. */
-export function retryFailedChecks(threadId: string, batchId: string): Promise<BatchRetryResponse> {
+export function retryFailedChecks(threadId: string, batchId: string): Promise<{ retried: number }> {
   return sendJson(batchRetryResponseSchema, `${batchPath(threadId, batchId)}/retry`, "retried items", { verdict: "failed" });
 }
 

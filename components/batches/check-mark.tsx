@@ -28,6 +28,8 @@ export function CheckMark({ result }: { result: CheckResult | undefined }) {
   return <ReasonButton result={result} word={word} mark={mark} why={why} />;
 }
 
+const supportsPopover = () => typeof HTMLElement !== "undefined" && "showPopover" in HTMLElement.prototype;
+
 function formatScore(score: number): string {
   return Number.isInteger(score) ? String(score) : score.toFixed(2);
 }
@@ -42,7 +44,8 @@ function ReasonButton({ result, word, mark, why }: { result: CheckResult; word: 
   useLayoutEffect(() => {
     const el = tip.current;
     const anchor = button.current;
-    if (!el || !anchor) return;
+    // Without the Popover API (older browsers) the reason stays the button's description and title.
+    if (!el || !anchor || typeof el.showPopover !== "function") return;
     if (!open) {
       if (el.matches(":popover-open")) el.hidePopover();
       return;
@@ -67,7 +70,7 @@ function ReasonButton({ result, word, mark, why }: { result: CheckResult; word: 
         data-testid="check-cell"
         data-passed={result.passed}
         aria-describedby={id}
-        aria-expanded={open}
+        title={supportsPopover() ? undefined : why}
         onMouseEnter={() => setOpen(true)}
         onMouseLeave={() => setOpen(false)}
         onFocus={() => setOpen(true)}

@@ -114,7 +114,7 @@ describe("item input", () => {
   it("parses pasted lines, skipping blanks and trimming", () => {
     const r = parseItemsInput("alpha\n\n  beta  \r\ngamma\n", "lines");
     expect(r.error).toBeNull();
-    expect(r.items.map((i) => (i.kind === "value" ? i.value : i.prompt))).toEqual(["alpha", "beta", "gamma"]);
+    expect(r.items.map((i) => (i.kind === "value" ? i.value : ""))).toEqual(["alpha", "beta", "gamma"]);
   });
 
   it("parses JSONL strings, numbers, prompts and keyed items", () => {
