@@ -1,11 +1,16 @@
 import { z } from "zod";
 import {
-  ITEM_KEY_MAX_CHARS,
+  isProblem,
+  jsonValueProblem,
+  keyProblem,
   MAX_COST_USD,
+  parseItem,
+  type SubmitItem,
   PROMPT_TEMPLATE_MAX_CHARS,
   SUBAGENT_NAME_MAX_CHARS,
   SUBMISSION_KEY_MAX_CHARS,
 } from "@/lib/batch-rules";
+import { checksSchema, MAX_CHECKS, OUTPUT_SCHEMA_MAX_BYTES, outputSchemaSchema } from "./batch-data";
 import { toolCallRecordSchema } from "./runs";
 
 /**
@@ -143,16 +148,34 @@ export const resultLineSchema = z
   })
   .strict();
 
-/** Submission body (JSON). For application/x-ndjson the items are the body lines and the rest are query parameters. */
-export const submitItemSchema = z.union([
-  z.string().min(1, "must not be empty"),
-  z
-    .object({
-      item_key: z.string().min(1, "must not be empty").max(ITEM_KEY_MAX_CHARS, `must be at most ${ITEM_KEY_MAX_CHARS} characters`).optional(),
-      prompt: z.string().min(1, "must not be empty"),
-    })
-    .strict(),
-]);
+/**
+ * One submitted item (lib/batch-rules.ts parseItem): a string for {{item}}, `{ item_key?, prompt }`,
+ * or an object of fields `{ item_key?, <field>: string | number | boolean, ..., expected? }`.
+ */
+export const submitItemSchema = z.custom<SubmitItem>().superRefine((value, ctx) => {
+  const item = parseItem(value, 0);
+  const problem = isProblem(item) ? item : typeof item === "string" || item.item_key === undefined ? null : keyProblem(item.item_key, 0);
+  if (problem) ctx.addIssue({ code: "custom", path: problem.field ? [problem.field] : [], message: problem.message });
+});
+
+/**
+ * A submission's output schema: a JSON Schema object of at most 16 KB. Its depth is bounded
+ * before it is measured: serializing a value nested thousands deep overflows the stack.
+ */
+export const submitOutputSchemaSchema = z
+  .unknown()
+  .superRefine((value, ctx) => {
+    if (value === null || typeof value !== "object" || Array.isArray(value)) return; // outputSchemaSchema says why
+    const issue = jsonValueProblem(value, OUTPUT_SCHEMA_MAX_BYTES);
+    if (issue) ctx.addIssue({ code: "custom", message: issue });
+  })
+  .pipe(outputSchemaSchema);
+
+/** Checks run on each answer (lib/api/batch-data.ts), their text storable (no NUL). */
+export const submitChecksSchema = checksSchema.superRefine((checks, ctx) => {
+  const issue = jsonValueProblem(checks, MAX_CHECKS * 8 * 1024);
+  if (issue) ctx.addIssue({ code: "custom", message: issue });
+});
 
 /** Budget fields every submission may carry (items or files, any door). */
 export const submissionBudgetShape = {
@@ -169,6 +192,9 @@ export const submissionFieldsShape = {
   max_live_items: z.number().int("must be a whole number").positive("must be a positive whole number").optional(),
   max_running_items: z.number().int("must be a whole number").positive("must be a positive whole number").optional(),
   ...submissionBudgetShape,
+  /** Typed results: each item's answer is one JSON value valid against this schema. */
+  output_schema: submitOutputSchemaSchema.optional(),
+  checks: submitChecksSchema.optional(),
 };
 
 export const promptTemplateSchema = z
@@ -176,10 +202,15 @@ export const promptTemplateSchema = z
   .min(1, "must not be empty")
   .max(PROMPT_TEMPLATE_MAX_CHARS, `must be at most ${PROMPT_TEMPLATE_MAX_CHARS} characters`);
 
+/**
+ * Submission body (JSON). For application/x-ndjson and text/csv the items are the body's lines
+ * or records and the rest are query parameters (output_schema and checks as JSON text).
+ */
 export const submitBatchSchema = z
   .object({
     ...submissionFieldsShape,
     items: z.array(submitItemSchema).min(1, "must contain at least one item"),
+    /** {{item}} for string items, {{<field>}} for object items. */
     prompt_template: promptTemplateSchema.optional(),
   })
   .strict();

@@ -33,6 +33,28 @@ export interface BatchSettledNotice {
   failures: Array<{ error: string; count: number; item_keys: string[] }>;
   /** True when only the first failed items were grouped (there are more). */
   failures_sampled: boolean;
+  /** Items whose every check passed / at least one failed (both 0 without checks). */
+  verdicts: { passed: number; failed: number };
+  /** Per check of the batch (in the submission's order): how many finished answers passed and failed it. */
+  checks: Array<{ name: string; passed: number; failed: number }>;
+  /** The first items (in position order) whose verdict is failed, with their failed checks' reasons. */
+  check_failures: Array<{ item_key: string; checks: Array<{ name: string; reason: string | null }> }>;
+}
+
+/**
+ * One check's pass rate as the lead reads it and repeats it: `label_matches: 3 of 4 passed (75%)`.
+ * The percentage is rounded but never to 0 or 100 unless it is exactly that.
+ */
+export function checkPassRate(c: { name: string; passed: number; failed: number }): string {
+  const total = c.passed + c.failed;
+  if (total === 0) return `${c.name}: 0 of 0 passed (no finished answers)`;
+  const pct = Math.min(Math.max(Math.round((100 * c.passed) / total), c.passed > 0 ? 1 : 0), c.failed > 0 ? 99 : 100);
+  return `${c.name}: ${c.passed} of ${total} passed (${pct}%)`;
+}
+
+/** One failing item as a line: `item-3: label_matches: expected "spam", got "ham"; is_short: failed`. */
+export function checkFailureLine(f: BatchSettledNotice["check_failures"][number]): string {
+  return `${f.item_key}: ${f.checks.map((c) => `${c.name}: ${c.reason ?? "failed"}`).join("; ")}`;
 }
 
 export type LeadNotice = BatchSettledNotice;

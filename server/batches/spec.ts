@@ -50,6 +50,8 @@ const specSchema = z.object({
   output_schema: outputSchemaSchema.nullable().default(null),
   /** Checks run on each finished answer (lib/api/batch-data.ts). */
   checks: checksSchema.default([]),
+  /** Object items' field names in first-seen order: the results table's and CSV's input columns. */
+  input_fields: z.array(z.string()).default([]),
 });
 export type ExecutionSpec = z.infer<typeof specSchema>;
 
@@ -91,6 +93,8 @@ export function buildExecutionSpec(args: {
   /** The submission's output schema (wins over the definition's). */
   outputSchema?: OutputSchema | null;
   checks?: readonly Check[];
+  /** The object items' field names, first seen first. */
+  inputFields?: readonly string[];
 }): ExecutionSpec {
   const def = args.definition;
   const callerModel = args.model.catalogName ?? args.model.name;
@@ -121,6 +125,7 @@ export function buildExecutionSpec(args: {
     authorization: { allowed_subagents: [...args.allowedSubagents] },
     output_schema: args.outputSchema ?? def.outputSchema ?? null,
     checks: [...(args.checks ?? [])],
+    input_fields: [...(args.inputFields ?? [])],
   };
 }
 

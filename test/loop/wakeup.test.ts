@@ -4,6 +4,7 @@ import type { LanguageModelV3 } from "@ai-sdk/provider";
 import { sql } from "drizzle-orm";
 import { afterEach, beforeAll, describe, expect, it } from "vitest";
 import type { FlotillaConfig } from "@/lib/config";
+import { checkPassRate } from "@/lib/api/model-facts";
 import { createBatchResultsTool } from "@/server/agent/tools/batch";
 import { cancelBatch, retryItem } from "@/server/batches/repository";
 import { submitBatch } from "@/server/batches/submit";
@@ -259,6 +260,69 @@ describe("wake-up on settlement", () => {
     expect(msgs[0]!.text).toMatch(/could not produce a summary of it: .*provider is down/);
     expect(await runOneWakeup({ db: t.db, config, owner: "in-test", model, backoffBaseMs: 50 })).toBe(false);
   }, 60_000);
+});
+
+describe("wake-up of a batch with checks", () => {
+  it("gives the pass rate per check and the first failing reasons, and the simulator's reply repeats those lines", async () => {
+    workers.spawn(WORKER_ENV);
+    await workers.waitAlive(1);
+    const threadId = await makeThread(t, user);
+    const batch = await leadBatch(threadId, ["one", "two", "three", "four", "five", "six"]);
+    const p = await settledStatus(threadId, batch.id);
+    expect(p.status).toBe("completed");
+    await workers.stopAll(); // no web runner: the wake-up waits for this test to run it
+    // The checks as the settling statements leave them (server/batches/checks.ts fills them for real).
+    await t.db.execute(sql`
+      update subagent_batches
+         set execution_spec = jsonb_set(execution_spec, '{checks}', ${JSON.stringify([
+           { name: "label_matches", type: "equals", path: "/label" },
+           { name: "is_short", type: "regex", pattern: "^.{0,80}$" },
+           { name: "never_ran", type: "judge", rubric: "r" },
+         ])}::jsonb),
+             verdict_passed_count = 4, verdict_failed_count = 2
+       where id = ${batch.id}`);
+    await t.db.execute(sql`
+      insert into subagent_batch_check_counts (batch_id, name, passed, failed)
+      values (${batch.id}, 'label_matches', 4, 2), (${batch.id}, 'is_short', 599, 1)`);
+    const failing = (reason: string) =>
+      JSON.stringify([
+        { name: "label_matches", passed: false, reason },
+        { name: "is_short", passed: true },
+      ]);
+    await t.db.execute(sql`
+      update subagent_batch_items
+         set verdict = case when position in (2, 5) then 'failed' else 'passed' end,
+             checks = case position
+               when 2 then ${failing('expected "spam",\n  got "ham"')}::jsonb
+               when 5 then ${failing(`expected "ham", got ${"x".repeat(500)}`)}::jsonb
+               else '[{"name":"label_matches","passed":true}]'::jsonb end
+       where batch_id = ${batch.id}`);
+
+    expect(await runOneWakeup({ db: t.db, config, owner: "in-test" })).toBe(true);
+    const [run] = await t.db.execute<{ prompt: string }>(
+      sql`select prompt from agent_runs where thread_id = ${threadId} and kind = 'lead' order by created_at limit 1`,
+    );
+    expect(run!.prompt).toContain("Checks: 4 items passed every check, 2 failed at least one. Pass rate per check:");
+    expect(run!.prompt).toContain("- label_matches: 4 of 6 passed (67%)\n- is_short: 599 of 600 passed (99%)\n");
+    expect(run!.prompt).toContain("- never_ran: 0 of 0 passed (no finished answers)");
+    expect(run!.prompt).toContain('First items that failed a check:\n- item-2: label_matches: expected "spam", got "ham"\n');
+    // A long reason is cut: the summary stays bounded however long the checks' reasons are.
+    expect(run!.prompt).toMatch(/- item-5: label_matches: expected "ham", got x{150,190}\n/);
+
+    const [msg] = await wakeMessages(threadId);
+    expect(msg!.text).toContain(`Batch ${batch.id.slice(0, 8)} finished: all 6 items succeeded.`);
+    expect(msg!.text).toContain("label_matches: 4 of 6 passed (67%)");
+    expect(msg!.text).toContain("is_short: 599 of 600 passed (99%)");
+    expect(msg!.text).toContain('item-2: label_matches: expected "spam", got "ham"');
+    expect(msg!.text).not.toMatch(/Automatic notice|Simulated answer/);
+  }, 120_000);
+
+  it("rounds a pass rate to neither 0% nor 100% unless it is exactly that", () => {
+    expect(checkPassRate({ name: "label_matches", passed: 3, failed: 1 })).toBe("label_matches: 3 of 4 passed (75%)");
+    expect(checkPassRate({ name: "a", passed: 1, failed: 999 })).toBe("a: 1 of 1000 passed (1%)");
+    expect(checkPassRate({ name: "a", passed: 0, failed: 5 })).toBe("a: 0 of 5 passed (0%)");
+    expect(checkPassRate({ name: "a", passed: 5, failed: 0 })).toBe("a: 5 of 5 passed (100%)");
+  });
 });
 
 describe("batch_results", () => {

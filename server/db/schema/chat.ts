@@ -1,3 +1,4 @@
+import { sql } from "drizzle-orm";
 import { index, jsonb, pgTable, primaryKey, text, timestamp, uuid } from "drizzle-orm/pg-core";
 import { users } from "./auth";
 
@@ -31,5 +32,10 @@ export const messages = pgTable(
     metadata: jsonb("metadata").$type<Record<string, unknown>>(),
     createdAt: timestamp("created_at", { withTimezone: true }).notNull().defaultNow(),
   },
-  (t) => [primaryKey({ columns: [t.threadId, t.id] }), index("messages_thread_created_idx").on(t.threadId, t.createdAt)],
+  (t) => [
+    primaryKey({ columns: [t.threadId, t.id] }),
+    index("messages_thread_created_idx").on(t.threadId, t.createdAt),
+    // User messages waiting for a busy thread (server/chat/queue.ts): the queue's head and the web sweep.
+    index("messages_queued_idx").on(t.threadId, t.createdAt).where(sql`(${t.metadata} ->> 'queued') = 'true'`),
+  ],
 );

@@ -1,5 +1,5 @@
 import type { LanguageModelV3ToolResultOutput } from "@ai-sdk/provider";
-import { type BatchSettledNotice, readToolOutput } from "@/lib/api/model-facts";
+import { type BatchSettledNotice, checkFailureLine, checkPassRate, readToolOutput } from "@/lib/api/model-facts";
 import { stripDirectives } from "./directives";
 import { outputToText } from "./prompt";
 
@@ -208,6 +208,10 @@ export function batchSettledAnswer(n: BatchSettledNotice): string {
     const sampled = n.failures_sampled ? " (among the first failed items)" : "";
     paragraphs.push([`What failed${order}${sampled}:`, ...lines].join("\n"));
   }
+  // The checks' lines verbatim, as the notice gives them (a person reads the same numbers).
+  if (n.checks.length > 0) paragraphs.push(["How the answers did on the checks:", ...n.checks.map((c) => `- ${checkPassRate(c)}`)].join("\n"));
+  if (n.check_failures.length > 0)
+    paragraphs.push(["First items that failed a check:", ...n.check_failures.map((f) => `- ${checkFailureLine(f)}`)].join("\n"));
   const jsonl = `/api/threads/${n.thread_id}/subagent-batches/${n.batch_id}/results.jsonl`;
   const retry = n.failed > 0 ? " The failed items can be retried from there." : "";
   paragraphs.push(`Every item's result is in the batch panel; download them all as [results.jsonl](${jsonl}).${retry}`);

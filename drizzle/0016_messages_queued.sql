@@ -1,0 +1,1 @@
+CREATE INDEX "messages_queued_idx" ON "messages" USING btree ("thread_id","created_at") WHERE ("messages"."metadata" ->> 'queued') = 'true';
