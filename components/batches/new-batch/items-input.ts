@@ -1,6 +1,6 @@
 import Papa from "papaparse";
-import { EXPECTED_MAX_BYTES, ITEM_FIELD_NAME_MAX_CHARS, MAX_ITEM_FIELDS } from "@/lib/api/batch-data";
-import { ITEM_PLACEHOLDER } from "@/lib/batch-rules";
+import { EXPECTED_MAX_BYTES, MAX_ITEM_FIELDS } from "@/lib/api/batch-data";
+import { fieldNameProblem, fillFields, ITEM_PLACEHOLDER } from "@/lib/batch-rules";
 
 /** Parsing what a person pastes or uploads into the New batch dialog: lines, JSONL or CSV, every bad row by line. */
 
@@ -11,19 +11,6 @@ export function expandTemplate(template: string, item: string): string {
 }
 
 export type ItemsFormat = "lines" | "jsonl" | "csv";
-
-/** A `{{name}}` placeholder of a template. */
-const PLACEHOLDER = /\{\{([^{}]+)\}\}/g;
-
-/** The names a template's placeholders hold, each once, in order. */
-export function templateNames(template: string): string[] {
-  return [...new Set(Array.from(template.matchAll(PLACEHOLDER), (m) => m[1]))];
-}
-
-/** An object item's prompt: every `{{field}}` filled from its fields (other placeholders stay). */
-export function fillFields(template: string, fields: Record<string, string>): string {
-  return template.replace(PLACEHOLDER, (whole, name: string) => (Object.hasOwn(fields, name) ? fields[name] : whole));
-}
 
 /**
  * One parsed item: a plain value (expanded by the template), a keyed explicit prompt, or an
@@ -215,8 +202,10 @@ function csvShape(header: string[], errors: string[]): CsvShape | null {
   names.forEach((name, i) => {
     if (name === "") errors.push(`line 1: column ${i + 1} has no name`);
     else if (seen.has(name)) errors.push(`line 1: the column "${name}" appears twice`);
-    else if (name.length > ITEM_FIELD_NAME_MAX_CHARS)
-      errors.push(`line 1: the column "${name.slice(0, 20)}…" has a name longer than ${ITEM_FIELD_NAME_MAX_CHARS} characters`);
+    else {
+      const issue = name === "item_key" || name === "expected" ? null : fieldNameProblem(name);
+      if (issue) errors.push(`line 1: ${issue}`);
+    }
     seen.add(name);
   });
   const key = names.indexOf("item_key");

@@ -1,7 +1,7 @@
 import type { Check, OutputSchema } from "@/lib/api/batch-data";
 import type { SubmitBatchInput } from "@/lib/api/batches";
-import { ITEM_PLACEHOLDER, PROMPT_TEMPLATE_MAX_CHARS } from "@/lib/batch-rules";
-import { type DraftItem, draftPrompt, templateNames } from "./items-input";
+import { fieldTemplate, ITEM_PLACEHOLDER, PROMPT_TEMPLATE_MAX_CHARS } from "@/lib/batch-rules";
+import { type DraftItem, draftPrompt } from "./items-input";
 
 /** Turns a dialog draft into the JSON submission, or the first problem the server would report. */
 
@@ -23,7 +23,7 @@ const placeholders = (names: string[]) => names.map((n) => `{{${n}}}`).join(", "
 
 /** An object item's template names only its fields, and at least one. */
 function objectTemplateError(template: string, fields: string[]): string | null {
-  const names = templateNames(template);
+  const names = [...fieldTemplate(template).slots.keys()];
   const unknown = names.filter((n) => !fields.includes(n));
   if (unknown.length > 0)
     return `The prompt template names ${placeholders(unknown)}, which ${unknown.length === 1 ? "is not a column" : "are not columns"} of the CSV (its fields: ${placeholders(fields)}).`;
