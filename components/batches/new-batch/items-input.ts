@@ -156,7 +156,11 @@ export function parseCsvRows(text: string): { rows: CsvRow[]; errors: string[] }
     step: (r) => {
       const here = line;
       const end = r.meta.cursor;
-      for (let i = start; i < end; i++) if (src.charCodeAt(i) === 10) line++;
+      // \r\n, \n or a lone \r each end a physical line (as the server's CSV door counts them).
+      for (let i = start; i < end; i++) {
+        const c = src.charCodeAt(i);
+        if (c === 10 || (c === 13 && src.charCodeAt(i + 1) !== 10)) line++;
+      }
       start = end;
       const codes = new Set(r.errors.map((e) => e.code));
       for (const code of codes) errors.push(`line ${here}: ${CSV_REASONS[code] ?? "could not be read"}`);
