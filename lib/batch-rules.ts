@@ -8,7 +8,7 @@ import {
 } from "@/lib/api/batch-data";
 
 /**
- * The rules every batch submission obeys, whatever its door (JSON, NDJSON, files, the
+ * The rules every batch submission obeys, whatever its door (JSON, NDJSON, CSV, files, the
  * batch_task tool, the New batch dialog, the compatible /v1 APIs). The server's one writer
  * (server/batches/submit.ts) applies them; the dialog checks its input with them before sending.
  * Pure and client-safe. A problem names the item by index and the field; each door renders it
@@ -311,26 +311,42 @@ function promptLengthProblem(length: number, index: number): Problem | null {
   return null;
 }
 
-/** The {{field}} placeholders of a template for object items: each name and how often it occurs, and the length without them. */
+/**
+ * A template for object items, read once per batch: each {{field}} name and how often it
+ * occurs, the length without them, and the text between them (`parts[i]` precedes `names[i]`).
+ */
 export interface FieldTemplate {
   fixed: number;
   slots: Map<string, number>;
+  parts: string[];
+  names: string[];
 }
 
 export function fieldTemplate(template: string): FieldTemplate {
   const slots = new Map<string, number>();
-  let fixed = template.length;
+  const parts: string[] = [];
+  const names: string[] = [];
+  let at = 0;
   for (const m of template.matchAll(PLACEHOLDER)) {
     slots.set(m[1]!, (slots.get(m[1]!) ?? 0) + 1);
-    fixed -= m[0].length;
+    parts.push(template.slice(at, m.index));
+    names.push(m[1]!);
+    at = m.index + m[0].length;
   }
-  return { fixed, slots };
+  parts.push(template.slice(at));
+  return { fixed: parts.reduce((n, p) => n + p.length, 0), slots, parts, names };
 }
 
-/** An object item's prompt: the template with every {{field}} replaced (only after the bounds held), else its `prompt` field. */
-export function fillFields(template: string | undefined, fields: Readonly<Record<string, ItemFieldValue>>): string {
-  if (template === undefined) return String(fields.prompt);
-  return template.replace(PLACEHOLDER, (whole, name: string) => (Object.hasOwn(fields, name) ? String(fields[name]) : whole));
+/**
+ * An object item's prompt: the template with every {{field}} replaced (only after the bounds
+ * held, with every named field present), else its `prompt` field. Work is one step per
+ * placeholder, never a scan of the template.
+ */
+export function fillFields(shape: FieldTemplate | null, fields: Readonly<Record<string, ItemFieldValue>>): string {
+  if (shape === null) return String(fields.prompt);
+  let prompt = shape.parts[0]!;
+  for (let i = 0; i < shape.names.length; i++) prompt += String(fields[shape.names[i]!]) + shape.parts[i + 1]!;
+  return prompt;
 }
 
 /** The length of an object item's prompt, computed from its fields' lengths, or the field the template names that the item lacks. */
@@ -387,6 +403,7 @@ export function itemsProblem(items: readonly ParsedItem[], template: string | un
     if (first !== undefined) return { item: i, message: `duplicate item_key "${key}"`, firstItem: first };
     seen.set(key, i);
     let length: number;
+    let cost: number | undefined;
     if (typeof item === "string") {
       if (item.length === 0) return { item: i, message: "must not be empty" };
       length = filledLength(shape, item.length);
@@ -399,12 +416,14 @@ export function itemsProblem(items: readonly ParsedItem[], template: string | un
       const filled = fieldsPromptLength(item, fieldShape, i);
       if (isProblem(filled)) return filled;
       length = filled;
+      // Filling takes a step per placeholder even where a value is empty: the total counts at least that.
+      cost = Math.max(length, fieldShape?.names.length ?? 0);
     } else {
       length = item.prompt.length;
     }
     const lengthIssue = promptLengthProblem(length, i);
     if (lengthIssue) return lengthIssue;
-    total += length;
+    total += cost ?? length;
   }
   return totalProblem(total, limits, "items");
 }

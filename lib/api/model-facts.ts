@@ -5,9 +5,10 @@ import type { TaskToolOutput } from "@/lib/api/subagents";
 /**
  * Typed facts that travel beside the text a model reads, as provider options under `flotilla`.
  * A real provider ignores them (each provider reads only its own key); the built-in simulator
- * answers from them instead of parsing the text. Two kinds:
+ * answers from them instead of parsing the text. Three kinds:
  * - a lead turn that is a notice, not a user message (a batch settled): on its text part;
- * - the typed output of the `task` and `agent_swarm` tools: on the tool result.
+ * - the typed output of the `task` and `agent_swarm` tools: on the tool result;
+ * - a sub-agent's repair turn (its typed answer was invalid): on the text part asking again.
  * Both are written and read in the same process, so the types below are the contract.
  */
 
@@ -79,6 +80,16 @@ export function noticeOptions(notice: LeadNotice): SharedV3ProviderOptions {
 export function readNotice(providerOptions: SharedV3ProviderOptions | undefined): LeadNotice | undefined {
   const notice = providerOptions?.[KEY]?.notice as LeadNotice | undefined;
   return notice?.kind === "batch_settled" ? notice : undefined;
+}
+
+/** Provider options marking a user message as the repair turn of a typed answer (server/agent/structured-output.ts). */
+export function repairOptions(): SharedV3ProviderOptions {
+  return { [KEY]: { repair: true } };
+}
+
+/** True when a prompt part is a repair turn's request. */
+export function isRepairRequest(providerOptions: SharedV3ProviderOptions | undefined): boolean {
+  return providerOptions?.[KEY]?.repair === true;
 }
 
 /** A tool's model output: the text the model reads, with the typed output beside it. */

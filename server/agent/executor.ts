@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import { generateText, type ModelMessage, stepCountIs, type ToolSet } from "ai";
+import { generateText, type ModelMessage, NoObjectGeneratedError, stepCountIs, type ToolSet } from "ai";
 import type { Db } from "@/server/db/client";
 import { AbortReason, AppError, abortKind, errorText } from "@/server/errors";
 import { log } from "@/server/log";
@@ -22,6 +22,7 @@ import {
   type TerminalStatus,
 } from "./runs";
 import "./prompt-schema";
+import { readTypedAnswer, repairRequest, typedOutput } from "./structured-output";
 
 /**
  * Runs one sub-agent to completion: row (pending) → capacity → running → model → final row.
@@ -192,7 +193,14 @@ export async function runSubagent(db: Db, opts: RunSubagentOptions): Promise<Sub
 
   const finish = async (
     status: TerminalStatus & SubagentRunStatus,
-    fields: { text?: string; stopReason: string | null; error?: string; errorClass?: RunErrorClass; transcript?: unknown[] },
+    fields: {
+      text?: string;
+      output?: unknown;
+      stopReason: string | null;
+      error?: string;
+      errorClass?: RunErrorClass;
+      transcript?: unknown[];
+    },
   ): Promise<SubagentRunResult> => {
     const final = {
       status,
@@ -222,6 +230,7 @@ export async function runSubagent(db: Db, opts: RunSubagentOptions): Promise<Sub
       durationMs: duration(),
       toolCalls: [...recorder.calls],
       ...(runRow ? { runRow } : {}),
+      ...("output" in fields ? { output: fields.output } : {}),
       ...(fields.error !== undefined ? { error: fields.error } : {}),
       ...(fields.errorClass !== undefined ? { errorClass: fields.errorClass } : {}),
     };
@@ -292,29 +301,58 @@ export async function runSubagent(db: Db, opts: RunSubagentOptions): Promise<Sub
           : {}),
       };
       const tools = deferRow ? withRunRow(built, ensureRow) : built;
-      const result = await generateText({
-        model: model.model,
-        system: def.systemPrompt,
-        messages: input,
-        tools,
-        stopWhen: stepCountIs(def.maxTurns),
-        abortSignal: controller.signal,
-        onStepFinish: (step) => {
-          usage = {
-            inputTokens: usage.inputTokens + (step.usage.inputTokens ?? 0),
-            outputTokens: usage.outputTokens + (step.usage.outputTokens ?? 0),
-          };
-          partial = [...input, ...step.response.messages];
-          emit("running");
-        },
-      });
-      usage = { inputTokens: result.totalUsage.inputTokens ?? 0, outputTokens: result.totalUsage.outputTokens ?? 0 };
-      const transcript = [...input, ...result.response.messages];
-      // Out of turns while still calling tools: the text so far is what we have.
-      const stopReason =
-        result.finishReason === "tool-calls" && result.steps.length >= def.maxTurns ? "max_turns" : result.finishReason;
-      if (controller.signal.aborted) return await finish(abortStatus(controller.signal), { ...abortFields(), transcript });
-      return await finish("completed", { text: result.text, stopReason, transcript });
+      const typed = def.outputSchema ? typedOutput(def.outputSchema) : undefined;
+      // One model call with its tool steps (the repair turn: one step, no tools). A typed answer
+      // that is not JSON makes the AI SDK throw; it is read like any other answer below.
+      const ask = async (messages: ModelMessage[], repair: boolean) => {
+        try {
+          const result = await generateText({
+            model: model.model,
+            system: typed ? `${def.systemPrompt}\n\n${typed.instructions}` : def.systemPrompt,
+            messages,
+            tools,
+            ...(repair ? { toolChoice: "none" as const, stopWhen: stepCountIs(1) } : { stopWhen: stepCountIs(def.maxTurns) }),
+            ...(typed ? { output: typed.output } : {}),
+            abortSignal: controller.signal,
+            onStepFinish: (step) => {
+              usage = {
+                inputTokens: usage.inputTokens + (step.usage.inputTokens ?? 0),
+                outputTokens: usage.outputTokens + (step.usage.outputTokens ?? 0),
+              };
+              partial = [...messages, ...step.response.messages];
+              emit("running");
+            },
+          });
+          // Out of turns while still calling tools: the text so far is what we have.
+          const stopReason =
+            result.finishReason === "tool-calls" && result.steps.length >= def.maxTurns ? "max_turns" : result.finishReason;
+          return { text: result.text, stopReason, transcript: [...messages, ...result.response.messages] };
+        } catch (err) {
+          if (!typed || !NoObjectGeneratedError.isInstance(err) || controller.signal.aborted) throw err;
+          return { text: err.text ?? "", stopReason: err.finishReason ?? "stop", transcript: partial as ModelMessage[] };
+        }
+      };
+      let answer = await ask(input, false);
+      if (controller.signal.aborted)
+        return await finish(abortStatus(controller.signal), { ...abortFields(), transcript: answer.transcript });
+      if (!typed) return await finish("completed", answer);
+      let read = readTypedAnswer(answer.text, typed.validate);
+      if (!read.ok) {
+        // Exactly one repair turn, quoting the validator's errors.
+        answer = await ask([...answer.transcript, repairRequest(read.errors)], true);
+        if (controller.signal.aborted)
+          return await finish(abortStatus(controller.signal), { ...abortFields(), transcript: answer.transcript });
+        read = readTypedAnswer(answer.text, typed.validate);
+      }
+      if (!read.ok)
+        return await finish("failed", {
+          text: answer.text,
+          stopReason: "invalid_output",
+          error: `invalid_output: ${read.errors}`,
+          errorClass: "invalid_output",
+          transcript: answer.transcript,
+        });
+      return await finish("completed", { ...answer, text: JSON.stringify(read.value), output: read.value });
     } catch (err) {
       if (controller.signal.aborted)
         return await finish(abortStatus(controller.signal), { ...abortFields(), transcript: partial });

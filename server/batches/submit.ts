@@ -7,6 +7,7 @@ import {
   checksProblem,
   FILE_PLACEHOLDER,
   filesProblem,
+  fieldTemplate,
   fillFields,
   filledLength,
   fillTemplate,
@@ -150,12 +151,22 @@ function checkDataRules(args: {
   });
 }
 
-/** An item as written: its key, its prompt (only now built), what its owner sees as input, its expected value. */
-function itemRow(item: ParsedItem, index: number, template: string | undefined): ItemRow {
-  const key = itemKey(item, index);
-  if (typeof item === "string") return { key, prompt: template ? fillTemplate(template, ITEM_PLACEHOLDER, item) : item, input: item };
-  if (!isFieldsItem(item)) return { key, prompt: item.prompt, input: item.prompt };
-  return { key, prompt: fillFields(template, item.fields), input: item.input, ...(item.expected !== undefined ? { expected: item.expected } : {}) };
+/**
+ * The items as written: key, prompt (built only now that every bound held; the template is
+ * read once for the whole batch), what the owner sees as input, the expected value. Also
+ * rebuilds the row of an item retried with a corrected input.
+ */
+export function itemRows(items: readonly ParsedItem[], template: string | undefined): ItemRow[] {
+  const valueParts = template?.split(ITEM_PLACEHOLDER);
+  const fieldShape = template === undefined ? null : fieldTemplate(template);
+  return items.map((item, index) => {
+    const key = itemKey(item, index);
+    if (typeof item === "string") return { key, prompt: valueParts ? valueParts.join(item) : item, input: item };
+    if (!isFieldsItem(item)) return { key, prompt: item.prompt, input: item.prompt };
+    const row: ItemRow = { key, prompt: fillFields(fieldShape, item.fields), input: item.input };
+    if (item.expected !== undefined) row.expected = item.expected;
+    return row;
+  });
 }
 
 /**
@@ -204,7 +215,7 @@ export async function submitBatch(db: Db, args: SubmitBatchArgs): Promise<{ batc
     const expected = items.some((item) => isFieldsItem(item) && item.expected !== undefined);
     checkDataRules({ outputSchema, checks, expected, config });
     // Only now, with every length known to be within bounds, are prompts built.
-    rows = items.map((item, index) => itemRow(item, index, template));
+    rows = itemRows(items, template);
     fields = inputFields(items);
   }
 

@@ -52,6 +52,10 @@ export interface ClaimedItem {
   leaseToken: number;
   /** Attempt number of this lease (1-based). */
   attempt: number;
+  /** Object items: what the checks compare against (null when the item has none). */
+  expected: unknown;
+  /** The error of the attempt a `retry` check failed (`check_failed: <name>: <reason>`), else null. */
+  feedback: string | null;
 }
 
 export interface LeaseRef {

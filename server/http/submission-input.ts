@@ -112,7 +112,7 @@ const positiveNumberParam = z
   .regex(/^\d+(\.\d+)?$/, "must be a positive number")
   .transform(Number)
   .pipe(submissionFieldsShape.max_cost_usd.unwrap());
-const ndjsonParamsSchema = z
+const uploadParamsSchema = z
   .object({
     submission_key: submissionFieldsShape.submission_key,
     subagent: submissionFieldsShape.subagent,
@@ -135,13 +135,13 @@ export function parseNdjsonSubmission(text: string, params: URLSearchParams, lim
 }
 
 /** The upload's other fields, from its query string (each at most once). */
-function queryFields(params: URLSearchParams): z.output<typeof ndjsonParamsSchema> {
+function queryFields(params: URLSearchParams): z.output<typeof uploadParamsSchema> {
   const query: Record<string, string> = {};
   for (const [name, value] of params) {
     if (name in query) throw refusal({ field: name, message: "given more than once" });
     query[name] = value;
   }
-  const parsedQuery = ndjsonParamsSchema.safeParse(query);
+  const parsedQuery = uploadParamsSchema.safeParse(query);
   if (!parsedQuery.success) {
     const issue = parsedQuery.error.issues[0];
     // A strict object reports unknown keys at the root; name them like any other field.
@@ -153,7 +153,7 @@ function queryFields(params: URLSearchParams): z.output<typeof ndjsonParamsSchem
 
 /** The upload's items with the query's fields, checked by the shared rules with the upload's locator. */
 function uploaded(
-  fields: z.output<typeof ndjsonParamsSchema>,
+  fields: z.output<typeof uploadParamsSchema>,
   items: SubmitItem[],
   locator: Locator,
   limits: SubmissionLimits,

@@ -1,5 +1,6 @@
 import { afterEach, beforeAll, describe, expect, it } from "vitest";
 import { batchProjectionSchema } from "@/lib/api/batches";
+import { submissionLimits, submissionRefusal } from "@/lib/batch-rules";
 import { configSchema } from "@/lib/config";
 import { createBatchTools } from "@/server/agent/tools/batch";
 import { resolveModel } from "@/server/models/index";
@@ -92,12 +93,11 @@ async function created(res: Response): Promise<string> {
 }
 
 /** The refusal's status and message, and that nothing was written. */
-async function refused(threadId: string, send: () => Promise<Response>): Promise<{ status: number; message: string }> {
+async function refused(send: () => Promise<Response>): Promise<{ status: number; message: string }> {
   const before = await rowCounts(tdb);
   const res = await send();
   const { message } = await errorOf(res);
   expect(await rowCounts(tdb)).toEqual(before);
-  void threadId;
   return { status: res.status, message };
 }
 
@@ -164,7 +164,7 @@ describe("object items", () => {
     const batchId = await created(res);
     expect((await storedItems(batchId))[0]).toMatchObject({ prompt: "a / b", input: '{"__proto__":"a","toString":"b"}' });
 
-    const { message } = await refused(threadId, () =>
+    const { message } = await refused(() =>
       postJson(threadId, { prompt_template: "{{name}} {{toString}}", items: [{ name: "x" }] }),
     );
     expect(message).toBe("items.0.toString: the prompt_template names {{toString}} and this item has no such field");
@@ -174,25 +174,53 @@ describe("object items", () => {
     const threadId = await makeThread(tdb, alice);
     const items = [{ name: "Ada", age: 36 }, { name: "Bob" }];
     const template = "{{name}} is {{age}}";
-    const json = await refused(threadId, () => postJson(threadId, { prompt_template: template, items }));
+    const json = await refused(() => postJson(threadId, { prompt_template: template, items }));
     expect(json).toEqual({ status: 400, message: "items.1.age: the prompt_template names {{age}} and this item has no such field" });
-    const nd = await refused(threadId, () => postNdjson(threadId, items, { prompt_template: template }));
+    const nd = await refused(() => postNdjson(threadId, items, { prompt_template: template }));
     expect(nd.message).toBe("line 2: age: the prompt_template names {{age}} and this item has no such field");
     expect(await tool(threadId, { prompt_template: template, items })).toEqual({ error: json.message });
   });
 
   it("refuses object items without a way to their prompt, and templates that name no field", async () => {
     const threadId = await makeThread(tdb, alice);
-    expect((await refused(threadId, () => postJson(threadId, { items: [{ name: "Ada" }] }))).message).toBe(
+    expect((await refused(() => postJson(threadId, { items: [{ name: "Ada" }] }))).message).toBe(
       "items.0: an object item needs a prompt_template naming its fields as {{<field>}} (or a prompt field)",
     );
-    expect((await refused(threadId, () => postJson(threadId, { items: [{ name: "Ada" }], prompt_template: "Same for all" }))).message).toBe(
+    expect((await refused(() => postJson(threadId, { items: [{ name: "Ada" }], prompt_template: "Same for all" }))).message).toBe(
       "prompt_template: must contain {{item}} or name the items' fields as {{<field>}}",
     );
     // {{item}} names a field for object items: the item has none by that name.
-    expect((await refused(threadId, () => postJson(threadId, { items: [{ name: "Ada" }], prompt_template: "Do {{item}}" }))).message).toBe(
+    expect((await refused(() => postJson(threadId, { items: [{ name: "Ada" }], prompt_template: "Do {{item}}" }))).message).toBe(
       "items.0.item: the prompt_template names {{item}} and this item has no such field",
     );
+  });
+
+  it("the dialog's pre-send check gives the writer's refusal, items named by number", () => {
+    const limits = submissionLimits(config.subagent_batches);
+    const body = { items: [{ name: "Ada", age: 36 }, { name: "Bob" }], prompt_template: "{{name}} is {{age}}" };
+    expect(submissionRefusal(body, limits)).toBe("item 2: age: the prompt_template names {{age}} and this item has no such field");
+    expect(submissionRefusal({ ...body, items: [{ name: "Bob", age: 1, expected: [1] }] }, limits)).toBeNull();
+  });
+
+  it("a 20,000-character template over 5,000 object items: 413 from computed lengths, nothing built", async () => {
+    const threadId = await makeThread(tdb, alice);
+    const template = `{{v}}${"x".repeat(19_995)}`;
+    const items = Array.from({ length: 5000 }, (_, i) => ({ v: `v${i}` }));
+    const started = Date.now();
+    const got = await refused(() => postJson(threadId, { prompt_template: template, items }));
+    expect(got.status).toBe(413);
+    expect(got.message).toMatch(/^items: the expanded prompts would total \d+ characters; at most 50000000 per batch/);
+    expect(Date.now() - started).toBeLessThan(10_000);
+  });
+
+  it("counts every placeholder toward the batch's total even when its value is empty (filling costs a step per placeholder)", () => {
+    const limits = { maxItems: 100, maxLiveItems: 10, maxRunningItems: 4, maxTotalPromptChars: 1_000 };
+    const template = `x${"{{v}}".repeat(200)}`;
+    const empty = Array.from({ length: 10 }, () => ({ v: "" }));
+    expect(submissionRefusal({ items: empty, prompt_template: template }, limits)).toBe(
+      "items: the expanded prompts would total 2000 characters; at most 1000 per batch (subagent_batches.max_total_prompt_chars)",
+    );
+    expect(submissionRefusal({ items: empty.slice(0, 4), prompt_template: template }, limits)).toBeNull();
   });
 
   it("bounds fields, names, values and expected", async () => {
@@ -211,7 +239,7 @@ describe("object items", () => {
       [{ v: "x", item_key: 7 }, "items.0.item_key: must be a string"],
     ];
     for (const [item, message] of cases) {
-      const got = await refused(threadId, () => postJson(threadId, { prompt_template: "{{v}}", items: [item] }));
+      const got = await refused(() => postJson(threadId, { prompt_template: "{{v}}", items: [item] }));
       expect(got).toEqual({ status: 400, message });
     }
   });
@@ -220,7 +248,7 @@ describe("object items", () => {
     const threadId = await makeThread(tdb, alice);
     const deep = `${"[".repeat(20_000)}1${"]".repeat(20_000)}`;
     const body = `{"submission_key":"${key()}","prompt_template":"{{v}}","items":[{"v":"x","expected":${deep}}]}`;
-    const got = await refused(threadId, () => call("POST", submitPath(threadId), { token: alice.token, body, contentType: "application/json" }));
+    const got = await refused(() => call("POST", submitPath(threadId), { token: alice.token, body, contentType: "application/json" }));
     expect(got).toEqual({ status: 400, message: "items.0.expected: must be nested at most 64 levels deep" });
   });
 
@@ -228,7 +256,7 @@ describe("object items", () => {
     const threadId = await makeThread(tdb, alice);
     // 1,000 slots of a 200-character field: 200,000 characters if it were built.
     const template = "{{v}}".repeat(1000);
-    const got = await refused(threadId, () => postJson(threadId, { prompt_template: template, items: [{ v: "x" }, { v: "y".repeat(200) }] }));
+    const got = await refused(() => postJson(threadId, { prompt_template: template, items: [{ v: "x" }, { v: "y".repeat(200) }] }));
     expect(got).toEqual({ status: 400, message: "items.1: prompt is 200000 characters; at most 100000 per item" });
   });
 });
@@ -296,23 +324,29 @@ describe("CSV uploads", () => {
       ["text\n", "items: must contain at least one item (a header row, then one record per line)"],
     ];
     for (const [csv, message] of cases) {
-      const got = await refused(threadId, () => postCsv(threadId, csv, { prompt_template: "{{text}}" }));
+      const got = await refused(() => postCsv(threadId, csv, { prompt_template: "{{text}}" }));
       expect(got).toEqual({ status: 400, message });
     }
     // A record whose expected is too large: the item's line and field.
     const big = `text,expected\nok,1\nfine,"${"x".repeat(17_000)}"\n`;
-    expect((await refused(threadId, () => postCsv(threadId, big, { prompt_template: "{{text}}" }))).message).toBe(
+    expect((await refused(() => postCsv(threadId, big, { prompt_template: "{{text}}" }))).message).toBe(
       "line 3: expected: must be at most 16384 bytes as JSON",
     );
+  });
+
+  it("counts a lone carriage return as a line break, as old Mac files end their lines", async () => {
+    const threadId = await makeThread(tdb, alice);
+    const got = await refused(() => postCsv(threadId, 'text\rone\r"two\rlines"\rthree,x\r', { prompt_template: "{{text}}" }));
+    expect(got.message).toBe("line 5: has 2 fields; the header has 1");
   });
 
   it("stops at the first record past the item bound, and is owner-scoped", async () => {
     const threadId = await makeThread(tdb, alice);
     const rows = Array.from({ length: config.subagent_batches.max_items_per_batch + 1 }, (_, i) => `v${i}`);
-    const got = await refused(threadId, () => postCsv(threadId, `text\n${rows.join("\n")}\n`, { prompt_template: "{{text}}" }));
+    const got = await refused(() => postCsv(threadId, `text\n${rows.join("\n")}\n`, { prompt_template: "{{text}}" }));
     expect(got.message).toBe(`line ${rows.length + 1}: at most ${config.subagent_batches.max_items_per_batch} items per batch`);
 
-    const other = await refused(threadId, () => postCsv(threadId, "text\na\n", { prompt_template: "{{text}}" }, mallory));
+    const other = await refused(() => postCsv(threadId, "text\na\n", { prompt_template: "{{text}}" }, mallory));
     expect(other.status).toBe(404);
   });
 });
@@ -333,9 +367,9 @@ describe("output_schema and checks", () => {
     );
     expect(await storedSpec(batchId)).toEqual({ output_schema: LABEL_SCHEMA, checks, input_fields: ["review"] });
 
-    const bad = await refused(threadId, () => postNdjson(threadId, ["a"], { output_schema: "{not json" }));
+    const bad = await refused(() => postNdjson(threadId, ["a"], { output_schema: "{not json" }));
     expect(bad).toEqual({ status: 400, message: "output_schema: must be JSON (URL-encoded in the query string)" });
-    const badCheck = await refused(threadId, () => postNdjson(threadId, ["a"], { checks: JSON.stringify([{ name: "x", type: "regex" }]) }));
+    const badCheck = await refused(() => postNdjson(threadId, ["a"], { checks: JSON.stringify([{ name: "x", type: "regex" }]) }));
     expect(badCheck.message).toMatch(/^checks\.0\.pattern: /);
   });
 
@@ -344,20 +378,20 @@ describe("output_schema and checks", () => {
     const base = JSON.stringify({ description: "" }).length;
     const over = { description: "d".repeat(16 * 1024 + 1 - base) };
     expect(JSON.stringify(over).length).toBe(16 * 1024 + 1);
-    const big = await refused(threadId, () => postJson(threadId, { items: ["a"], output_schema: over }));
+    const big = await refused(() => postJson(threadId, { items: ["a"], output_schema: over }));
     expect(big).toEqual({ status: 400, message: "output_schema: must be at most 16384 bytes as JSON" });
     const exact = { description: "d".repeat(16 * 1024 - base) };
     await created(await postJson(threadId, { items: ["a"], output_schema: exact }));
 
-    const broken = await refused(threadId, () => postJson(threadId, { items: ["a"], output_schema: { type: "nope" } }));
+    const broken = await refused(() => postJson(threadId, { items: ["a"], output_schema: { type: "nope" } }));
     expect(broken.status).toBe(400);
     expect(broken.message).toMatch(/^output_schema: /);
-    const notObject = await refused(threadId, () => postJson(threadId, { items: ["a"], output_schema: [1] }));
+    const notObject = await refused(() => postJson(threadId, { items: ["a"], output_schema: [1] }));
     expect(notObject).toEqual({ status: 400, message: "output_schema: must be a JSON Schema object" });
 
     const deep = `${'{"not":'.repeat(5000)}{}${"}".repeat(5000)}`;
     const body = `{"submission_key":"${key()}","items":["a"],"output_schema":${deep}}`;
-    const nested = await refused(threadId, () => call("POST", submitPath(threadId), { token: alice.token, body, contentType: "application/json" }));
+    const nested = await refused(() => call("POST", submitPath(threadId), { token: alice.token, body, contentType: "application/json" }));
     expect(nested).toEqual({ status: 400, message: "output_schema: must be nested at most 64 levels deep" });
   });
 
@@ -365,7 +399,7 @@ describe("output_schema and checks", () => {
     const threadId = await makeThread(tdb, alice);
     await created(await postJson(threadId, { items: ["a"], checks: [{ name: "evil", type: "regex", pattern: "^(a+)+$" }] }));
     for (const pattern of ["(unclosed", "(a)\\1", "(?<=a)b"]) {
-      const got = await refused(threadId, () => postJson(threadId, { items: ["a"], checks: [{ name: "c", type: "regex", pattern }] }));
+      const got = await refused(() => postJson(threadId, { items: ["a"], checks: [{ name: "c", type: "regex", pattern }] }));
       expect(got.status).toBe(400);
       expect(got.message).toMatch(/^checks\.0\.pattern: does not compile \(RE2 syntax\): /);
     }
@@ -374,7 +408,7 @@ describe("output_schema and checks", () => {
   it("refuses a path without an output schema, equals without expected, an unknown judge model, duplicate names", async () => {
     const threadId = await makeThread(tdb, alice);
     const regexPath = [{ name: "r", type: "regex", pattern: "x", path: "/label" }];
-    expect((await refused(threadId, () => postJson(threadId, { items: ["a"], checks: regexPath }))).message).toBe(
+    expect((await refused(() => postJson(threadId, { items: ["a"], checks: regexPath }))).message).toBe(
       'checks.0.path: points into a JSON answer and the batch has no output_schema (without one, omit path or use "" for the whole answer)',
     );
     // The whole raw answer needs no schema.
@@ -382,7 +416,7 @@ describe("output_schema and checks", () => {
 
     const equals = [{ name: "same", type: "equals", path: "/label" }];
     expect(
-      (await refused(threadId, () => postJson(threadId, { items: [{ v: "a" }], prompt_template: "{{v}}", output_schema: LABEL_SCHEMA, checks: equals })))
+      (await refused(() => postJson(threadId, { items: [{ v: "a" }], prompt_template: "{{v}}", output_schema: LABEL_SCHEMA, checks: equals })))
         .message,
     ).toBe("checks.0: an equals check compares with each item's expected, and no item carries expected");
     await created(
@@ -395,16 +429,16 @@ describe("output_schema and checks", () => {
     );
 
     const judge = [{ name: "j", type: "judge", rubric: "good?", model: "no-such-model" }];
-    expect((await refused(threadId, () => postJson(threadId, { items: ["a"], checks: judge }))).message).toBe(
+    expect((await refused(() => postJson(threadId, { items: ["a"], checks: judge }))).message).toBe(
       'checks.0.model: unknown model "no-such-model" (not in the model catalog)',
     );
     const twice = [
       { name: "j", type: "judge", rubric: "a" },
       { name: "j", type: "judge", rubric: "b" },
     ];
-    expect((await refused(threadId, () => postJson(threadId, { items: ["a"], checks: twice }))).message).toBe('checks.1.name: duplicate check name "j"');
+    expect((await refused(() => postJson(threadId, { items: ["a"], checks: twice }))).message).toBe('checks.1.name: duplicate check name "j"');
     const nul = [{ name: "j", type: "judge", rubric: "a\u0000b" }];
-    expect((await refused(threadId, () => postJson(threadId, { items: ["a"], checks: nul }))).message).toBe(
+    expect((await refused(() => postJson(threadId, { items: ["a"], checks: nul }))).message).toBe(
       "checks: must not contain NUL (\\u0000) characters",
     );
   });
@@ -417,7 +451,7 @@ describe("output_schema and checks", () => {
     const res = await postJson(threadId, { files: "r/*.md", prompt_template: "Read {{file}}", output_schema: LABEL_SCHEMA, checks });
     expect(await storedSpec(await created(res))).toEqual({ output_schema: LABEL_SCHEMA, checks, input_fields: [] });
     const equals = [{ name: "same", type: "equals", path: "/label" }];
-    const got = await refused(threadId, () =>
+    const got = await refused(() =>
       postJson(threadId, { files: "r/*.md", prompt_template: "Read {{file}}", output_schema: LABEL_SCHEMA, checks: equals }),
     );
     expect(got.message).toBe("checks.0: an equals check compares with each item's expected, and no item carries expected");

@@ -8,7 +8,9 @@
 -- finished since the worker's last round trip, so its running mark and its end travel together
 -- and the start time is written here (measured on issue 22: the separate leased → running update
 -- was a third of the per-item work of zero-latency items). `run_row`: the attempt's run row, which
--- the executor left for this transaction to write (run-rows.sql).
+-- the executor left for this transaction to write (run-rows.sql). `output`, `checks`, `verdict`
+-- (typed results and checks) are written when the item finishes, succeeded or failed for good; a
+-- re-queued item has none (the counters trigger moves the verdict and per-check counts with them).
 create or replace function flotilla_settle(p_owner text, p_rows jsonb, p_max_deferrals integer)
 returns table (item_id uuid, new_status text) language plpgsql as $$
 #variable_conflict use_column
@@ -30,12 +32,12 @@ begin
     select * from jsonb_to_recordset(p_rows) as x(
       id uuid, token bigint, kind text, result text, preview text, error text, model text,
       stop_reason text, input_tokens bigint, output_tokens bigint, retryable boolean, delay_ms bigint, run_id uuid,
-      started_ms double precision)
+      started_ms double precision, output jsonb, checks jsonb, verdict text)
   ),
   cur as (
     select it.id, it.batch_id, it.attempts, it.deferrals, it.leased_at, it.status as old_status,
            case when it.status = 'running' then it.started_at else to_timestamp(r.started_ms / 1000.0) end as started_at,
-           bt.max_attempts, r.kind, r.result, r.preview, r.error, r.model, r.stop_reason,
+           bt.max_attempts, r.kind, r.result, r.preview, r.error, r.model, r.stop_reason, r.output, r.checks, r.verdict,
            coalesce(r.input_tokens, 0) as input_tokens, coalesce(r.output_tokens, 0) as output_tokens,
            coalesce(r.retryable, true) as retryable, coalesce(r.delay_ms, 0) as delay_ms, r.run_id
       from subagent_batch_items it
@@ -73,6 +75,9 @@ begin
       lease_expires_at = null,
       result = case when plan.next_status = 'succeeded' then plan.result else it.result end,
       preview = case when plan.next_status = 'succeeded' then plan.preview else it.preview end,
+      output = case when plan.next_status in ('succeeded', 'failed') then plan.output end,
+      checks = case when plan.next_status in ('succeeded', 'failed') then plan.checks end,
+      verdict = case when plan.next_status in ('succeeded', 'failed') then plan.verdict end,
       error = case
         when plan.next_status = 'succeeded' then null
         when plan.kind = 'released' then it.error

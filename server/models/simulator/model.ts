@@ -14,8 +14,11 @@ import { baseAnswer, batchSettledAnswer, exactChars, summariseToolResults } from
 import { echoText, parseDirectives, parseToolDirectives, type SimulatedToolCall } from "./directives";
 import { asksForCapabilities, CAPABILITIES_ANSWER, parseToolCalls } from "./grammar";
 import {
+  allTexts,
   estimateTokens,
   hash,
+  isRepairTurn,
+  itemPromptText,
   latestNotice,
   latestUserText,
   outputToText,
@@ -23,6 +26,7 @@ import {
   promptFingerprint,
   sinceLatestUser,
 } from "./prompt";
+import { isJudgeFormat, type JsonFormat, jsonAnswer, judgeAnswer } from "./structured";
 
 /**
  * The built-in simulator as an AI SDK v3 language model that needs no network: it answers
@@ -38,7 +42,10 @@ import {
  * - after tool results: a person's summary of them (answers.ts);
  * - [[tool:NAME {json}]] calls run one per model step, in order; once every one has run the
  *   answer carries each tool's text output verbatim (its first 2,000 characters);
- * - [[echo]]: the answer is the rest of the message verbatim.
+ * - [[echo]]: the answer is the rest of the message verbatim;
+ * - a JSON response format: the answer is JSON (structured.ts): a judge's verdict, a
+ *   [[json:...]] value, a value valid against the format's schema, or `{"answer": ...}`; a
+ *   repair turn (the executor asking again) answers from the item's own prompt, without tools.
  */
 
 export const SIMULATOR_MODEL_ID = "simulator";
@@ -58,6 +65,7 @@ export interface SimulatorOptions {
 // "Once" directives remember prompt texts for the life of the process, as the contract says.
 const failedOnce = new Set<string>();
 const rateLimitedOnce = new Set<string>();
+const jsonOnce = new Set<string>();
 
 /** How many [[tool:...]] steps of the latest user message already ran. */
 function toolDirectiveStepsDone(prompt: LanguageModelV3Prompt): number {
@@ -181,8 +189,12 @@ interface Reply {
 }
 
 /** The reply to the latest user message (or to the tool results of its earlier steps). */
-function replyToUser(options: LanguageModelV3CallOptions): Reply {
+function replyToUser(options: LanguageModelV3CallOptions, format: JsonFormat | undefined): Reply {
   const prompt = options.prompt;
+  if (format && isRepairTurn(prompt)) {
+    const itemText = itemPromptText(prompt);
+    return { text: jsonAnswer(itemText, format, baseAnswer(itemText, hash(itemText)), jsonOnce), calls: [], callIdPrefix: "" };
+  }
   const userText = latestUserText(prompt);
   const last = prompt[prompt.length - 1];
   const offered = new Set(
@@ -219,12 +231,24 @@ function replyToUser(options: LanguageModelV3CallOptions): Reply {
   if (last?.role === "user" && directed.calls.length === 0 && grammar.calls.length > 0)
     return { ...reply, calls: grammar.calls, callIdPrefix: "call_sim_" };
   const none = { ...reply, calls: [], callIdPrefix: "" };
+  const text = answerText(prompt, userText, directed, directives.chars);
+  return { ...none, text: format ? jsonAnswer(userText, format, text, jsonOnce) : text };
+}
+
+/** The text answer once no tool call is left to make. */
+function answerText(
+  prompt: LanguageModelV3Prompt,
+  userText: string,
+  directed: { calls: SimulatedToolCall[]; rest: string },
+  chars: number | undefined,
+): string {
+  const last = prompt[prompt.length - 1];
   const echo = echoText(directed.calls.length > 0 ? directed.rest : userText);
   if (directed.calls.length > 0) {
     const answer = toolDirectiveAnswer(prompt);
-    return { ...none, text: echo === undefined ? answer : `${echo}\n\n${answer}` };
+    return echo === undefined ? answer : `${echo}\n\n${answer}`;
   }
-  if (echo !== undefined) return { ...none, text: echo };
+  if (echo !== undefined) return echo;
   const seed = hash(promptFingerprint(prompt));
   const base =
     last?.role === "tool"
@@ -232,13 +256,19 @@ function replyToUser(options: LanguageModelV3CallOptions): Reply {
       : asksForCapabilities(userText)
         ? CAPABILITIES_ANSWER
         : baseAnswer(userText, seed);
-  return { ...none, text: directives.chars === undefined ? base : exactChars(base, directives.chars) };
+  return chars === undefined ? base : exactChars(base, chars);
 }
 
 function plan(options: LanguageModelV3CallOptions, defaultLatencyMs: number): Plan {
+  const format = options.responseFormat?.type === "json" ? options.responseFormat : undefined;
   // A notice is not the user's message: answered from its facts, no directives, no tool calls.
+  // A judge reads only [[judge-fail]]: the item's prompt it quotes holds the item's directives.
   const notice = latestNotice(options.prompt);
-  const reply: Reply = notice ? { text: batchSettledAnswer(notice), calls: [], callIdPrefix: "" } : replyToUser(options);
+  const reply: Reply = isJudgeFormat(format)
+    ? { text: judgeAnswer(allTexts(options.prompt)), calls: [], callIdPrefix: "" }
+    : notice
+      ? { text: batchSettledAnswer(notice), calls: [], callIdPrefix: "" }
+      : replyToUser(options, format);
   const callId = () => `${reply.callIdPrefix}${randomUUID().replace(/-/g, "").slice(0, 16)}`;
   const calls = reply.calls.map((c) => ({ ...c, toolCallId: callId() }));
   const { text } = reply;
@@ -370,8 +400,9 @@ export function createSimulatorModel(options: SimulatorOptions): LanguageModelV3
   };
 }
 
-/** Forgets [[fail-once]] / [[429-once]] history (tests only). */
+/** Forgets [[fail-once]] / [[429-once]] / [[json-once]] history (tests only). */
 export function resetSimulatorOnceState(): void {
   failedOnce.clear();
   rateLimitedOnce.clear();
+  jsonOnce.clear();
 }
