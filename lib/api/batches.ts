@@ -10,7 +10,17 @@ import {
   SUBAGENT_NAME_MAX_CHARS,
   SUBMISSION_KEY_MAX_CHARS,
 } from "@/lib/batch-rules";
-import { checksSchema, MAX_CHECKS, OUTPUT_SCHEMA_MAX_BYTES, outputSchemaSchema } from "./batch-data";
+import {
+  batchCheckCountSchema,
+  batchVerdictsSchema,
+  CHECK_NAME_MAX_CHARS,
+  checkResultSchema,
+  checksSchema,
+  MAX_CHECKS,
+  OUTPUT_SCHEMA_MAX_BYTES,
+  outputSchemaSchema,
+  verdictSchema,
+} from "./batch-data";
 import { toolCallRecordSchema } from "./runs";
 
 /**
@@ -96,6 +106,14 @@ export const batchProjectionSchema = z
     /** no_worker: the last heartbeat of any worker (null when none ever ran). */
     waiting_since: z.string().nullable(),
     eta: batchEtaSchema.nullable(),
+    /** Per check of the spec, in its order: finished items that passed and failed it (zeros until one finished). */
+    checks: z.array(batchCheckCountSchema),
+    /** Finished items with checks by verdict. */
+    verdicts: batchVerdictsSchema,
+    /** The object items' field names (the results table's input columns); [] for string items. */
+    input_fields: z.array(z.string()),
+    /** The output schema's top-level property names (the results table's output columns); [] without a schema. */
+    output_fields: z.array(z.string()),
     created_at: z.string(),
     updated_at: z.string(),
     started_at: z.string().nullable(),
@@ -116,6 +134,12 @@ export const itemProjectionSchema = z
     preview: z.string().nullable(),
     error: z.string().nullable(),
     usage: usageSchema,
+    /** Typed results: the parsed answer; null without one, or when its compact JSON is longer than result_preview_max_chars. */
+    output: z.unknown(),
+    /** How each check judged the answer ([] when none ran). */
+    checks: z.array(checkResultSchema),
+    /** passed | failed once finished with checks; null otherwise. */
+    verdict: verdictSchema.nullable(),
     /** Tool calls of the item's latest run (the list is on the item detail). */
     tool_calls: z.number(),
     started_at: z.string().nullable(),
@@ -144,9 +168,41 @@ export const resultLineSchema = z
     attempts: z.number(),
     result: z.string().nullable(),
     error: z.string().nullable(),
+    /** Typed results: the parsed answer (whole), null without one. */
+    output: z.unknown(),
+    checks: z.array(checkResultSchema),
+    verdict: verdictSchema.nullable(),
     usage: usageSchema,
   })
   .strict();
+
+/** Item statuses a batch retry can select (finished ones). */
+export const FINISHED_ITEM_STATUSES = ["succeeded", "failed", "cancelled"] as const;
+
+/**
+ * POST .../subagent-batches/{id}/retry: every finished item matching all the given filters
+ * (at least one) re-queued with fresh attempts. `check` names one of the batch's checks: items
+ * that failed it.
+ */
+export const batchRetrySchema = z
+  .object({
+    status: z
+      .array(z.enum(FINISHED_ITEM_STATUSES, { error: `must hold only ${FINISHED_ITEM_STATUSES.join(", ")}` }))
+      .min(1, "must name at least one status")
+      .refine((s) => new Set(s).size === s.length, { error: "must not repeat a status" })
+      .optional(),
+    verdict: z.literal("failed", { error: 'must be "failed"' }).optional(),
+    check: z.string().min(1, "must not be empty").max(CHECK_NAME_MAX_CHARS, `must be at most ${CHECK_NAME_MAX_CHARS} characters`).optional(),
+  })
+  .strict()
+  .refine((v) => v.status !== undefined || v.verdict !== undefined || v.check !== undefined, {
+    error: "status, verdict or check: give at least one (a retry of every finished item must be asked for by status)",
+  });
+export type BatchRetry = z.infer<typeof batchRetrySchema>;
+export const batchRetryResponseSchema = z.object({ retried: z.number() }).strict();
+
+/** POST .../items/{item_id}/retry: optionally a corrected input, checked like a submission item of the batch. */
+export const itemRetrySchema = z.object({ input: z.unknown().optional() }).strict();
 
 /**
  * One submitted item (lib/batch-rules.ts parseItem): a string for {{item}}, `{ item_key?, prompt }`,

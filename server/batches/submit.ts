@@ -230,6 +230,8 @@ export async function submitBatch(db: Db, args: SubmitBatchArgs): Promise<{ batc
     outputSchema: input.output_schema ?? null,
     checks,
     inputFields: fields,
+    // Kept for an item retried with a corrected input (repository.ts retryItem).
+    promptTemplate: overFiles ? null : input.prompt_template,
   });
   const b = config.subagent_batches;
   return db.transaction((tx) =>

@@ -19,6 +19,13 @@ export interface ItemSummary {
   outputTokens: number;
   /** Tool calls of the item's latest run (0 before one finished). */
   toolCalls: number;
+  /**
+   * The parsed answer, read only when its stored text could fit the preview cap (null otherwise);
+   * the projection drops one whose compact JSON is still longer.
+   */
+  output: unknown;
+  checks: { name: string; passed: boolean; score?: number; reason?: string }[] | null;
+  verdict: "passed" | "failed" | null;
   startedAt: Date | null;
   finishedAt: Date | null;
 }
@@ -39,6 +46,9 @@ export interface ResultLine {
   attempts: number;
   result: string | null;
   error: string | null;
+  output: unknown;
+  checks: { name: string; passed: boolean; score?: number; reason?: string }[];
+  verdict: "passed" | "failed" | null;
   usage: { input_tokens: number; output_tokens: number };
 }
 
