@@ -86,7 +86,7 @@ describe("CSV of fields", () => {
       { kind: "object", fields: { text: "two\nlines", lang: "fr" }, expected: "negative", key: "k2" },
       { kind: "object", fields: { text: "x", lang: "en" }, key: "k3" },
     ]);
-    expect(draftPrompt(r.items[0], "[{{lang}}] {{text}} {{other}}")).toBe("[en] Great, fast {{other}}");
+    expect(draftPrompt(r.items[0], "[{{lang}}] {{text}}")).toBe("[en] Great, fast");
   });
 
   it("names bad rows by the physical line they start on, and a bad header", () => {

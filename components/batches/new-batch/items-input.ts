@@ -1,6 +1,6 @@
 import Papa from "papaparse";
 import { EXPECTED_MAX_BYTES, MAX_ITEM_FIELDS } from "@/lib/api/batch-data";
-import { fieldNameProblem, fillFields, ITEM_PLACEHOLDER } from "@/lib/batch-rules";
+import { fieldNameProblem, fieldTemplate, fillFields, ITEM_PLACEHOLDER } from "@/lib/batch-rules";
 
 /** Parsing what a person pastes or uploads into the New batch dialog: lines, JSONL or CSV, every bad row by line. */
 
@@ -273,6 +273,10 @@ export function parseItemsInput(text: string, format: ItemsFormat): ParsedItems 
 /** The prompt an item will run with (what the dialog previews). */
 export function draftPrompt(item: DraftItem, template: string): string {
   if (item.kind === "prompt") return item.prompt;
-  if (item.kind === "object") return fillFields(template, item.fields);
+  if (item.kind === "object") {
+    const shape = fieldTemplate(template);
+    // A field the CSV lacks is refused before sending; until then the template shows as typed.
+    return shape.names.every((n) => Object.hasOwn(item.fields, n)) ? fillFields(shape, item.fields) : template;
+  }
   return expandTemplate(template, item.value);
 }
