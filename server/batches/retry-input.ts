@@ -9,13 +9,13 @@ import {
 import type { FlotillaConfig } from "@/lib/config";
 import { AppError } from "@/server/errors";
 import type { ItemRow } from "./insert-items";
-import { itemRow } from "./submit";
+import { itemRows } from "./submit";
 import type { BatchRow } from "./types";
 
 /**
  * An item retried with a corrected input: the input checked as a submission item of its batch
  * would be (lib/batch-rules.ts, the same messages under `input`), and the prompt rebuilt the way
- * the submission built it (submit.ts itemRow): a string fills the batch's prompt_template (kept
+ * the submission built it (submit.ts itemRows): a string fills the batch's prompt_template (kept
  * in the execution spec), an object of fields fills its {{field}}s and brings its `expected`, an
  * explicit `{ prompt }` is the prompt. A batch that kept no template (over files,
  * compatible APIs, or older than the field) takes a string only when its item's prompt was its
@@ -51,6 +51,6 @@ export function correctedItem(
     const text = problem.item === undefined ? `input: ${problemText(problem)}` : problemText(problem, inputLocator);
     throw new AppError(problem.tooLarge ? "payload_too_large" : "validation_failed", text);
   }
-  const row = itemRow(parsed, 0, template);
-  return { prompt: row.prompt, input: row.input, expected: row.expected };
+  const [row] = itemRows([parsed], template);
+  return { prompt: row!.prompt, input: row!.input, expected: row!.expected };
 }
