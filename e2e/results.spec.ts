@@ -173,19 +173,25 @@ test("Download CSV: results.csv has the header and every row", async () => {
 test("Retry failed checks re-queues the failing item and says how many", async () => {
   const detail = detailOf(page);
   const r3 = detail.locator('[data-testid="result-row"][data-item-key="r3"]');
-  const before = Number((await (await page.request.get(`/api/threads/${thread}/subagent-batches/${batchId}/items?limit=50`)).json()).items[2].attempts);
+  type Row = { item_key: string; finished_at: string | null; verdict: string | null };
+  const r3Now = async (): Promise<Row> => {
+    const res = await page.request.get(`/api/threads/${thread}/subagent-batches/${batchId}/items?limit=50`);
+    return ((await res.json()) as { items: Row[] }).items.find((i) => i.item_key === "r3")!;
+  };
+  const before = await r3Now();
   await detail.getByRole("button", { name: "Retry failed checks" }).click();
   await expect(detail.getByTestId("retry-checks-feedback")).toHaveText("Retried 1 item.");
-  // It runs again ([[json:...]] answers the same) and ends with a failed verdict again, one attempt more.
+  // It runs again ([[json:...]] answers the same) and finishes later with a failed verdict again.
   await expect
     .poll(async () => {
-      const res = await page.request.get(`/api/threads/${thread}/subagent-batches/${batchId}/items?limit=50`);
-      const r = ((await res.json()) as { items: { item_key: string; attempts: number; verdict: string | null }[] }).items.find((i) => i.item_key === "r3")!;
-      return `${r.attempts > before} ${r.verdict}`;
+      const r = await r3Now();
+      return `${(r.finished_at ?? "") > (before.finished_at ?? "")} ${r.verdict}`;
     }, { timeout: 60_000 })
     .toBe("true failed");
   await expect(r3).toHaveAttribute("data-verdict", "failed", { timeout: 30_000 });
   await expect(detail).toHaveAttribute("data-status", "completed");
+  // Nothing failed is left unretried... until the same answer fails again: the button follows the count.
+  await expect(detail.getByTestId("check-summary")).toContainText("label_matches 2 of 3 passed");
 });
 
 test("390×844: the table scrolls sideways in its box with the item column in view; controls on screen", async () => {
@@ -236,12 +242,13 @@ test("New batch dialog: a CSV of fields and expected values, an output schema an
   await panel.getByRole("button", { name: "New batch", exact: true }).click();
   const dialog = page.getByRole("dialog", { name: "New batch" });
   await dialog.getByLabel("Prompt template").fill("Classify this review ({{lang}}): {{text}}");
-  const csv = [
+  const records = [
     "item_key,text,lang,expected",
     'c1,"Great value, fast shipping",en,"{""label"":""positive""}"',
     'c2,"Two lines:\nfine, then broke",en,"{""label"":""positive""}"',
-    "c3,Stopped working [[json:{\"\"label\"\":\"\"negative\"\",\"\"summary\"\":\"\"x\"\"}]],en,\"{\"\"label\"\":\"\"positive\"\"}\"",
-  ].join("\n");
+    'c3,"Stopped working [[json:{""label"":""negative"",""summary"":""x""}]]",en,"{""label"":""positive""}"',
+  ];
+  const csv = records.join("\n");
   await dialog.getByLabel("Upload items file").setInputFiles({ name: "reviews.csv", mimeType: "text/csv", buffer: Buffer.from(csv) });
   await expect(dialog.getByTestId("new-batch-count")).toContainText("3 items");
   await expect(dialog.getByTestId("new-batch-fields")).toContainText("{{text}}, {{lang}}");
@@ -262,7 +269,7 @@ test("New batch dialog: a CSV of fields and expected values, an output schema an
   // A bad row is named by its line (line 3 starts a quoted field over two lines; line 5 is short).
   await dialog
     .getByLabel("Upload items file")
-    .setInputFiles({ name: "bad.csv", mimeType: "text/csv", buffer: Buffer.from(`${csv.split("\n").slice(0, 3).join("\n")}\nc4,only two\n`) });
+    .setInputFiles({ name: "bad.csv", mimeType: "text/csv", buffer: Buffer.from([...records.slice(0, 3), "c4,only two"].join("\n")) });
   await expect(dialog.getByTestId("new-batch-errors")).toContainText("line 5: 2 fields where the header has 4");
   await expect(dialog.getByRole("button", { name: "Start batch" })).toBeDisabled();
   await page.setViewportSize(PHONE);

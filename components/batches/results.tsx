@@ -18,7 +18,7 @@ const VERDICT_WORDS: Record<Verdict, string> = { passed: "Passed", failed: "Fail
 const selectClass =
   "rounded-md border border-zinc-300 bg-white px-2 py-1 text-sm focus-visible:outline-2 focus-visible:outline-sky-600";
 /** The sticky first column: opaque, with an edge, above the cells that scroll under it. */
-const stickyCell = "sticky left-0 z-[1] border-r border-zinc-200 bg-inherit";
+const stickyCell = "sticky left-0 z-[1] bg-inherit shadow-[inset_-1px_0_0_var(--color-zinc-200)]";
 
 /** Whether a batch produces data (the panel opens on its Results). */
 export function producesData(batch: BatchProjection): boolean {
@@ -77,11 +77,12 @@ export function ResultsSection({ threadId, batch, workerAlive }: { threadId: str
 
       <section
         aria-labelledby={ids.caption}
-        // A scroll box keyboard users can scroll too.
+        // A scroll box keyboard users can scroll too; relative, so the cells' visually hidden
+        // text (absolutely placed) stays inside it instead of widening the page.
         // biome-ignore lint/a11y/noNoninteractiveTabindex: the table scrolls sideways inside this box
         tabIndex={0}
         data-testid="results-scroll"
-        className="max-w-full overflow-x-auto rounded-md ring-1 ring-zinc-200 focus-visible:outline-2 focus-visible:outline-sky-600"
+        className="relative max-w-full overflow-x-auto rounded-md ring-1 ring-zinc-200 focus-visible:outline-2 focus-visible:outline-sky-600"
       >
         <table
           data-testid="results-table"
@@ -91,9 +92,9 @@ export function ResultsSection({ threadId, batch, workerAlive }: { threadId: str
           <caption id={ids.caption} className="sr-only">
             Results: one row per item
           </caption>
-          <thead className="bg-zinc-50 text-[11px] text-zinc-600">
-            <tr>
-              <Th className={`${stickyCell} bg-zinc-50`}>Item</Th>
+          <thead className="text-[11px] text-zinc-600">
+            <tr className="bg-zinc-50">
+              <Th className={stickyCell}>Item</Th>
               {columns.input.length > 0 ? columns.input.map((f) => <Th key={`in-${f}`}>{f}</Th>) : <Th>Input</Th>}
               {columns.output.length > 0 ? columns.output.map((c) => <Th key={`out-${c.field}`}>{c.header}</Th>) : <Th>Result</Th>}
               {columns.checks.map((name) => (

@@ -274,7 +274,8 @@ function TemplateField({ value, onChange, fromFiles }: { value: string; onChange
         {fromFiles ? "file's path." : "item."}
         <span hidden={fromFiles}>
           {" "}
-          Items with their own <code className="font-mono">prompt</code> (JSONL or a CSV prompt column) are used as written.
+          Items with their own <code className="font-mono">prompt</code> (JSONL or a CSV prompt column) are used as written;
+          a CSV's other columns are fields: <code className="font-mono">{"{{column}}"}</code> is replaced by its value.
         </span>
       </p>
     </div>
