@@ -18,6 +18,7 @@ const MODULES: Array<() => Promise<BenchModule>> = [
   () => import("./workspace.bench"),
   () => import("./compat.bench"),
   () => import("./auth.bench"),
+  () => import("./data.bench"),
 ];
 
 function fmt(n: number): string {

@@ -89,6 +89,10 @@ export const batchResultsInputSchema = z.object({
     .enum(["succeeded", "failed", "cancelled", "pending", "queued", "leased", "running"])
     .optional()
     .describe("Only items of this status (e.g. failed)."),
+  verdict: z
+    .enum(["passed", "failed"])
+    .optional()
+    .describe("Only items whose checks all passed (passed) or at least one failed (failed)."),
   cursor: z.string().optional().describe("next_cursor of the previous page."),
   limit: z
     .number()

@@ -201,7 +201,11 @@ export const batchRetrySchema = z
 export type BatchRetry = z.infer<typeof batchRetrySchema>;
 export const batchRetryResponseSchema = z.object({ retried: z.number() }).strict();
 
-/** POST .../items/{item_id}/retry: optionally a corrected input, checked like a submission item of the batch. */
+/**
+ * POST .../items/{item_id}/retry: optionally a corrected `input`, checked like a submission item
+ * of the batch; it replaces the item (prompt rebuilt from the batch's template, an object item's
+ * `expected` taken from it, absent = none).
+ */
 export const itemRetrySchema = z.object({ input: z.unknown().optional() }).strict();
 
 /**

@@ -1,12 +1,12 @@
 import type { JSONObject, LanguageModelV3ToolResultOutput, SharedV3ProviderOptions } from "@ai-sdk/provider";
 import type { SwarmResult } from "@/lib/api/swarm";
-import type { TaskToolOutput } from "@/lib/api/subagents";
+import type { BackgroundReceipt, ChildrenSettledNotice, TaskToolOutput } from "@/lib/api/subagents";
 
 /**
  * Typed facts that travel beside the text a model reads, as provider options under `flotilla`.
  * A real provider ignores them (each provider reads only its own key); the built-in simulator
  * answers from them instead of parsing the text. Three kinds:
- * - a lead turn that is a notice, not a user message (a batch settled): on its text part;
+ * - a lead turn that is a notice, not a user message (a batch or background children settled): on its text part;
  * - the typed output of the `task` and `agent_swarm` tools: on the tool result;
  * - a sub-agent's repair turn (its typed answer was invalid): on the text part asking again.
  * Both are written and read in the same process, so the types below are the contract.
@@ -58,12 +58,14 @@ export function checkFailureLine(f: BatchSettledNotice["check_failures"][number]
   return `${f.item_key}: ${f.checks.map((c) => `${c.name}: ${c.reason ?? "failed"}`).join("; ")}`;
 }
 
-export type LeadNotice = BatchSettledNotice;
+export type LeadNotice = BatchSettledNotice | ChildrenSettledNotice;
 
 /** The tools whose typed output rides along their model text. */
 export interface TypedToolOutputs {
   task: TaskToolOutput;
   agent_swarm: SwarmResult;
+  /** `task` or `agent_swarm` with `background: true`. */
+  background: BackgroundReceipt;
 }
 
 /** JSON without undefined members (provider options are validated as JSON). */
@@ -79,7 +81,7 @@ export function noticeOptions(notice: LeadNotice): SharedV3ProviderOptions {
 /** The notice a prompt part carries, if it is one. */
 export function readNotice(providerOptions: SharedV3ProviderOptions | undefined): LeadNotice | undefined {
   const notice = providerOptions?.[KEY]?.notice as LeadNotice | undefined;
-  return notice?.kind === "batch_settled" ? notice : undefined;
+  return notice?.kind === "batch_settled" || notice?.kind === "children_settled" ? notice : undefined;
 }
 
 /** Provider options marking a user message as the repair turn of a typed answer (server/agent/structured-output.ts). */

@@ -55,6 +55,11 @@ export interface RunSubagentOptions {
   replay?: ModelMessage[];
   retryOfRunId?: string;
   resumedFromRunId?: string;
+  /**
+   * The run's pending row, already created by the caller with childRunFields (a background
+   * call answers with its children's ids before they start). Absent: the row is created here.
+   */
+  runId?: string;
   /** Process controller to acquire from; defaults to the runtime's (getProcessCapacity()). */
   capacity?: CapacityController;
   /** Called once the slot is held and right before the model runs. */
@@ -133,12 +138,9 @@ function unavailableClass(err: unknown): "tool_unavailable" | "model_unavailable
   return undefined;
 }
 
-export async function runSubagent(db: Db, opts: RunSubagentOptions): Promise<SubagentRunResult> {
-  const runtime = opts.runtime ?? getSubagentRuntime();
-  const def = opts.definition;
-  const model = opts.model;
-  const depth = opts.depth ?? 1;
-  const runFields = {
+/** The fields of a sub-agent's run row, as runSubagent writes them (createRun takes them). */
+export function childRunFields(opts: Omit<RunSubagentOptions, "signal">) {
+  return {
     userId: opts.userId,
     threadId: opts.threadId,
     parentRunId: opts.parentRunId,
@@ -146,19 +148,27 @@ export async function runSubagent(db: Db, opts: RunSubagentOptions): Promise<Sub
     retryOfRunId: opts.retryOfRunId,
     resumedFromRunId: opts.resumedFromRunId,
     kind: opts.kind,
-    definition: def.name,
-    model: model.catalogName,
+    definition: opts.definition.name,
+    model: opts.model.catalogName,
     prompt: opts.prompt,
     toolCallId: opts.toolCallId,
-    depth,
+    depth: opts.depth ?? 1,
   };
+}
+
+export async function runSubagent(db: Db, opts: RunSubagentOptions): Promise<SubagentRunResult> {
+  const runtime = opts.runtime ?? getSubagentRuntime();
+  const def = opts.definition;
+  const model = opts.model;
+  const depth = opts.depth ?? 1;
+  const runFields = childRunFields(opts);
   // A batch item's durable record is its item row (claimed, fenced, settled): its run row is
   // written once at the end instead of pending → running → final, or as soon as a tool is
   // about to run (tools record their run on what they write). Nobody reads a batch item's run
   // before the settle links it to the item, and Stop never reaches batch items.
   const deferRow = opts.kind === "batch_item";
   const createdAt = new Date();
-  const runId = deferRow ? randomUUID() : (await createRun(db, runFields)).id;
+  const runId = deferRow ? randomUUID() : (opts.runId ?? (await createRun(db, runFields)).id);
   let rowWritten = !deferRow;
   let startedWall: Date | null = null;
   let rowInsert: Promise<void> | undefined;

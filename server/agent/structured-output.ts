@@ -59,7 +59,12 @@ export function readTypedAnswer(text: string, validate: ValidateFunction): Typed
     const why = err instanceof Error ? err.message.slice(0, 200) : "parse error";
     return { ok: false, errors: `/ the answer is not valid JSON (${why})` };
   }
-  if (validate(value)) return { ok: true, value };
+  try {
+    if (validate(value)) return { ok: true, value };
+  } catch (err) {
+    // A schema that refers to itself without end (`{ allOf: [{ $ref: "#" }] }`) overflows the stack.
+    return { ok: false, errors: `/ could not be checked against the schema (${err instanceof Error ? err.message : "error"})` };
+  }
   return { ok: false, errors: schemaErrors(validate) };
 }
 

@@ -16,6 +16,7 @@ import { usedCostUsd } from "@/server/batches/budget";
 import type { BatchRow } from "@/server/batches/types";
 import { claimDeliveries, deliverClaimed } from "@/server/batches/webhooks";
 import { errorText } from "@/server/errors";
+import { claimChildWakeups, runClaimedChildWakeup, startBackgroundSweeps } from "./children-wakeup";
 
 /**
  * Waking the lead when a batch it submitted settles — exactly once per settlement.
@@ -422,7 +423,8 @@ class Pool<T> {
 }
 
 /**
- * The web process's runner for settlement side effects: lead wake-ups and webhook deliveries,
+ * The web process's runner for settlement side effects: lead wake-ups (settled batches, and
+ * settled background children: children-wakeup.ts) and webhook deliveries,
  * each in its own pool (one kind never waits for the other), claimed fairly between users so
  * one user's slow endpoint or thousand batches delay no other user's. Pools are topped up
  * every `intervalMs` and whenever a job ends. Returns a stop function that waits for running jobs.
@@ -458,9 +460,18 @@ export function startSettlementRunner(
       ),
     isStopped,
   );
+  // Background children settled (server/chat/children-wakeup.ts): the same pool size, their own claim.
+  const children = new Pool(
+    WAKEUP_POOL_SIZE,
+    (free) => claimChildWakeups(options.db, options.owner, { limit: free }),
+    (row) => runClaimedChildWakeup(options, row),
+    isStopped,
+  );
+  const stopSweeps = startBackgroundSweeps({ db: options.db });
   const tick = () => {
     void wakeups.fill();
     void deliveries.fill();
+    void children.fill();
   };
   const timer = setInterval(tick, options.intervalMs ?? 1_000);
   timer.unref();
@@ -468,7 +479,8 @@ export function startSettlementRunner(
   return async () => {
     stopped = true;
     clearInterval(timer);
-    await Promise.all([wakeups.drain(), deliveries.drain()]);
+    stopSweeps();
+    await Promise.all([wakeups.drain(), deliveries.drain(), children.drain()]);
   };
 }
 

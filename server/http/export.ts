@@ -46,7 +46,8 @@ export function exportPool(): postgres.Sql {
  * the keys come in the wire schema's order, so each line is byte for byte what JSON.stringify
  * writes (test/api/export-exactness.test.ts); `output` and `checks` are compact JSON
  * (flotilla_json_text, server/batches/sql/export.sql), their numbers as jsonb writes them (which
- * differs from JSON.stringify only in exponent form: 1e-7, 1e21). A page takes rows after position $2 while the text
+ * differs from JSON.stringify only in exponent form: 1e-7, 1e21); an item without them never
+ * calls that function (a call costs microseconds a row even for null). A page takes rows after position $2 while the text
  * stored in the rows before each one stays under $4 bytes, at most $3 rows; octet_length reads
  * stored sizes without decompressing anything. Measured on 100,000 small rows (bench/scale):
  * encoding lines in this process cost 5x a COPY of the same rows; PostgreSQL writes them at
@@ -60,8 +61,8 @@ const JSONL_PAGE = `
       || ',"position":' || position || ',"status":' || to_json(status)::text || ',"attempts":' || attempts
       || ',"result":' || case when octet_length(result) > ${LARGE_RESULT_BYTES} then '' else coalesce(to_json(result)::text, 'null') end
       || ',"error":' || coalesce(to_json(error)::text, 'null')
-      || ',"output":' || coalesce(flotilla_json_text(output), 'null')
-      || ',"checks":' || coalesce(flotilla_json_text(checks), '[]')
+      || ',"output":' || case when output is null then 'null' else flotilla_json_text(output) end
+      || ',"checks":' || case when checks is null then '[]' else flotilla_json_text(checks) end
       || ',"verdict":' || coalesce(to_json(verdict)::text, 'null')
       || ',"usage":{"input_tokens":' || input_tokens || ',"output_tokens":' || output_tokens || '}}',
          position,
@@ -330,17 +331,19 @@ function csvPage(plan: CsvPlan): { page: string; params: unknown[] } {
     ...(property ? plan.outputFields.map((_, i) => `flotilla_csv_value(output -> ${property(i)})`) : [csvText("result")]),
     ...plan.checks.map((_, i) => checkCell(i)),
     "coalesce(verdict, '')",
-    "attempts",
-    "input_tokens",
-    "output_tokens",
+    "attempts::text",
+    "input_tokens::text",
+    "output_tokens::text",
     "((input_tokens * $5::float8 + output_tokens * $6::float8) / 1000000)::text",
     "coalesce(round(extract(epoch from finished_at - started_at) * 1000)::bigint::text, '')",
     csvText("error"),
   ];
+  // Joined from an array, not with ||: a schema of thousands of properties would nest the
+  // expression past PostgreSQL's stack depth. No cell is null (array_to_string would drop it).
   // An object item's input is its fields as compact JSON; an explicit prompt among them is not JSON.
   const fields = objects ? "case when left(input, 1) = '{' then flotilla_jsonb_or_null(input) end" : "null::jsonb";
   const page = `
-  select ${cells.join(" || ',' || ")}, position, null::text
+  select array_to_string(array[${cells.join(", ")}], ','), position, null::text
     from (select *, ${fields} as fields
             from (${pageRows("item_key, input, position, status, attempts, result, error, output, checks, verdict, input_tokens, output_tokens, started_at, finished_at")}) r) page
    where before < $4

@@ -73,7 +73,15 @@ export function subagentItemExecutor(args: { db: Db; model?: ResolvedModel; runt
       retryAfterMs: result.errorClass === "rate_limit" ? endpointBackoffMs(model.endpoint) : undefined,
     };
     if (result.output !== undefined) out.output = result.output;
-    if (result.status === "completed" && spec.checks.length > 0) await checkAnswer(out, { item, spec, signal, model, result, runtime: args.runtime, fallback: args.model });
+    if (result.status === "completed" && spec.checks.length > 0) {
+      try {
+        await checkAnswer(out, { item, spec, signal, model, result, runtime: args.runtime, fallback: args.model });
+      } catch (err) {
+        // Cancelled, lease lost or shutting down during a judge: the worker settles nothing but
+        // still writes the run row, which only this result carries.
+        if (!signal.aborted) throw err;
+      }
+    }
     return out;
   };
 }

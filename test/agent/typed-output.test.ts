@@ -1,11 +1,13 @@
 import type { LanguageModelV3, LanguageModelV3CallOptions } from "@ai-sdk/provider";
-import { generateText, stepCountIs, type UIMessageStreamWriter } from "ai";
+import { generateText, jsonSchema, Output, stepCountIs, type UIMessageStreamWriter } from "ai";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { configSchema, type FlotillaConfigInput } from "@/lib/config";
 import { runSubagent } from "@/server/agent/executor";
 import { getSubagentDefinition, resolveSubagent, type SubagentDefinition } from "@/server/agent/registry";
 import { createRun } from "@/server/agent/runs";
+import { readTypedAnswer } from "@/server/agent/structured-output";
 import { createTaskTool, type TaskToolOutput } from "@/server/agent/tools/task";
+import { compileOutputSchema } from "@/server/runtime/output-schema";
 import { resolveModel } from "@/server/models";
 import { createSimulatorModel, resetSimulatorOnceState } from "@/server/models/simulator";
 import { latestUserText } from "@/server/models/simulator/prompt";
@@ -154,6 +156,13 @@ describe("typed results in runSubagent", () => {
     expect(notJsonRow.result).toBe("sure, here you go");
   });
 
+  it("fails a schema that refers to itself without end as invalid_output, not a crash", async () => {
+    const definition = { ...typedGeneral(), outputSchema: { allOf: [{ $ref: "#" }], type: "string" } };
+    const result = await run("Loop", recordingModel(), definition);
+    expect(result).toMatchObject({ status: "failed", errorClass: "invalid_output" });
+    expect(result.error).toMatch(/^invalid_output: \/ could not be checked against the schema \(Maximum call stack size exceeded\)$/);
+  });
+
   it("gives a batch item (deferred run row) its output", async () => {
     const result = await runSubagent(database.db, {
       ...ids,
@@ -176,6 +185,16 @@ describe("typed results in runSubagent", () => {
     expect(result.text).toMatch(/^Simulated answer to "Say hello"/);
     expect(result.output).toBeUndefined();
     expect(model.calls[0].responseFormat).toBeUndefined();
+  });
+});
+
+describe("readTypedAnswer", () => {
+  const validate = compileOutputSchema(LABEL_SCHEMA);
+  it("takes JSON, also inside a Markdown fence, and names what is wrong otherwise", () => {
+    expect(readTypedAnswer(' {"label": "other", "summary": "s"}\n', validate)).toEqual({ ok: true, value: { label: "other", summary: "s" } });
+    expect(readTypedAnswer('```json\n{"label": "other", "summary": "s"}\n```', validate)).toMatchObject({ ok: true });
+    expect(readTypedAnswer("  ", validate)).toEqual({ ok: false, errors: "/ the answer is empty: expected one JSON value" });
+    expect(readTypedAnswer('{"label": "other"}', validate)).toEqual({ ok: false, errors: "/ must have required property 'summary'" });
   });
 });
 
@@ -241,5 +260,21 @@ describe("typed results against an OpenAI-compatible endpoint", () => {
     expect(repair?.role).toBe("user");
     expect(JSON.stringify(repair?.content)).toContain("/label must be equal to one of the allowed values");
     expect(second?.messages?.at(-2)).toMatchObject({ role: "assistant", content: answers[0] });
+  });
+
+  it("keeps strict json_schema when a caller asks for it", async () => {
+    const env = { MODEL_BASE_URL: fake.url, MODEL_API_KEY: "sk-typed", MODEL_NAME: "fake-gpt" };
+    const { model } = resolveModel(testConfig(env), env);
+    const before = fake.requests.length;
+    await generateText({
+      model,
+      prompt: "strict please",
+      output: Output.object({ schema: jsonSchema(LABEL_SCHEMA), name: "label" }),
+      providerOptions: { openaiCompatible: { strictJsonSchema: true } },
+    });
+    expect(fake.requests[before].body?.response_format).toEqual({
+      type: "json_schema",
+      json_schema: { schema: LABEL_SCHEMA, strict: true, name: "label" },
+    });
   });
 });

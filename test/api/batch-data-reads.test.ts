@@ -8,6 +8,7 @@ import {
   itemRetryResponseSchema,
   resultLineSchema,
 } from "@/lib/api/batches";
+import { BATCH_CHANNEL, batchEventPayload } from "@/server/batches/notify";
 import { buildExecutionSpec, parseExecutionSpec, specColumns } from "@/server/batches/spec";
 import { getConfig } from "@/server/config/load";
 import { call, errorOf, itemIdAt, makeThread, makeUser, rowCounts, setupApiDatabase, type TestUser, workerAlive } from "./helpers";
@@ -379,6 +380,21 @@ describe("results.csv", () => {
     expect(parsed.data.slice(1).map((r) => r[2])).toEqual(Array.from({ length: n }, (_, i) => `row ${i + 1}`));
   });
 
+  it("writes a column for each of the most output properties a 16 KB schema can name", async () => {
+    // Never integer-like: JavaScript orders such keys first, whatever the schema's order.
+    const names = Array.from({ length: 1_700 }, (_, i) => `_${i.toString(36)}`);
+    const batch = await submit(["a"], {
+      output_schema: { type: "object", properties: Object.fromEntries(names.map((n) => [n, {}])) },
+    });
+    expect(batch.output_fields).toEqual(names);
+    await settle(batch.id, 1, { output: Object.fromEntries(names.map((n, i) => [n, i])) });
+    const res = await csv(batch.id);
+    expect(res.status).toBe(200);
+    const [header, row] = Papa.parse<string[]>(await res.text(), { skipEmptyLines: true }).data as [string[], string[]];
+    expect(header.slice(3, 1_703)).toEqual(names);
+    expect(row.slice(3, 1_703)).toEqual(names.map((_, i) => String(i)));
+  });
+
   it("is 404 for another user's batch", async () => {
     const batch = await submit(["a"]);
     const res = await call("GET", `${batchPath(batch.id, bobThread)}/results.csv`, { token: bob.token });
@@ -462,6 +478,20 @@ describe("batch retry", () => {
     const b = batchProjectionSchema.parse((await getJson(batchPath(batch.id))).body);
     expect(b.counts).toMatchObject({ running: 1, queued: 1, pending: 4, succeeded: 0, failed: 0 });
     expect(b.live).toBe(2);
+  });
+
+  it("wakes the workers when something moved, and not when nothing did", async () => {
+    const batch = await finished();
+    const heard: string[] = [];
+    const listener = await tdb.sql.listen(BATCH_CHANNEL, (payload) => heard.push(payload));
+    try {
+      expect(await (await retry(batch.id, { status: ["cancelled"] })).json()).toEqual({ retried: 0 });
+      expect(await (await retry(batch.id, { status: ["failed"] })).json()).toEqual({ retried: 1 });
+      await expect.poll(() => heard, { timeout: 5_000 }).toContain(batchEventPayload("retry", batch.id));
+      expect(heard.filter((p) => p.endsWith(batch.id))).toEqual([batchEventPayload("retry", batch.id)]);
+    } finally {
+      await listener.unlisten();
+    }
   });
 
   it("answers { retried: 0 } when nothing matches, changing nothing", async () => {

@@ -5,7 +5,7 @@ import { JUDGE_OUTPUT_NAME } from "@/lib/api/batch-data";
 import type { SubmitBatchInput } from "@/lib/api/batches";
 import type { FlotillaConfig, FlotillaConfigInput } from "@/lib/config";
 import { batchSubagent } from "@/server/agent/registry";
-import { getBatch } from "@/server/batches/repository";
+import { cancelBatch, getBatch } from "@/server/batches/repository";
 import { submitBatch } from "@/server/batches/submit";
 import { resolveModel } from "@/server/models/index";
 import { createSubagentRuntime } from "@/server/runtime/admission";
@@ -23,7 +23,7 @@ import { counterDrift, makeOwner, SIM_MODEL, sleep, testConfig } from "./support
 let t: TestDatabase;
 let fake: FakeOpenAI;
 /** The fake judge's answer per request (default: score 1, or 0 when the prompt holds [[judge-fail]]). */
-let judgeReply: (req: RecordedRequest, text: string) => FakeReply | undefined = () => undefined;
+let judgeReply: (req: RecordedRequest, text: string) => FakeReply | undefined | Promise<FakeReply> = () => undefined;
 const workers: BatchWorker[] = [];
 
 function contentOf(req: RecordedRequest): string {
@@ -33,13 +33,11 @@ function contentOf(req: RecordedRequest): string {
 beforeAll(async () => {
   t = await createTestDatabase({ max: 20 });
   fake = await startFakeOpenAI({
-    handler: (req) => {
-      // JSON mode, named as the judge's output where the provider sends a schema (json_schema).
+    handler: async (req) => {
       const format = req.body?.response_format as { type?: string; json_schema?: { name?: string } } | undefined;
       const text = contentOf(req);
-      const judging = format?.type === "json_schema" ? format.json_schema?.name === JUDGE_OUTPUT_NAME : format?.type === "json_object";
-      if (!judging || !text.includes("<rubric>")) return { type: "error", status: 400, body: { error: { message: "not a judge call" } } };
-      const custom = judgeReply(req, text);
+      if (format?.json_schema?.name !== JUDGE_OUTPUT_NAME) return { type: "error", status: 400, body: { error: { message: "not a judge call" } } };
+      const custom = await judgeReply(req, text);
       if (custom) return custom;
       const failing = text.includes("[[judge-fail]]");
       return {
@@ -86,8 +84,8 @@ function startWorker(cfg: FlotillaConfig) {
 
 let n = 0;
 /**
- * Submits through submitBatch, then sets the spec's checks (and output schema) and the items'
- * `expected` with SQL before any worker runs: the doors that take them are another change.
+ * Submits through submitBatch (the one writer every door uses): with `expected`, each item is an
+ * object item `{ text, expected }` whose prompt is its text.
  */
 async function submit(
   owner: { userId: string; threadId: string },
@@ -96,20 +94,15 @@ async function submit(
   opts: { checks: Check[]; outputSchema?: Record<string, unknown>; expected?: unknown[]; extra?: Partial<SubmitBatchInput> },
 ) {
   n += 1;
-  const { batch } = await submitBatch(t.db, {
-    ...batchSubagent(cfg, undefined),
-    ...owner,
-    input: { submission_key: `c-${n}`, items, ...opts.extra },
-    config: cfg,
-    model: SIM_MODEL,
-  });
-  await t.db.execute(sql`
-    update subagent_batches set execution_spec = execution_spec
-      || jsonb_build_object('checks', ${JSON.stringify(opts.checks)}::jsonb, 'output_schema', ${opts.outputSchema ? JSON.stringify(opts.outputSchema) : null}::jsonb)
-     where id = ${batch.id}`);
-  if (opts.expected)
-    for (const [i, e] of opts.expected.entries())
-      await t.db.execute(sql`update subagent_batch_items set expected = ${JSON.stringify(e)}::jsonb where batch_id = ${batch.id} and position = ${i + 1}`);
+  const input: SubmitBatchInput = {
+    submission_key: `c-${n}`,
+    items: opts.expected ? items.map((text, i) => ({ text, ...(opts.expected![i] != null ? { expected: opts.expected![i] } : {}) })) : items,
+    ...(opts.expected ? { prompt_template: "{{text}}" } : {}),
+    checks: opts.checks,
+    ...(opts.outputSchema ? { output_schema: opts.outputSchema } : {}),
+    ...opts.extra,
+  };
+  const { batch } = await submitBatch(t.db, { ...batchSubagent(cfg, undefined), ...owner, input, config: cfg, model: SIM_MODEL });
   return batch;
 }
 
@@ -312,6 +305,7 @@ describe("checks on a real worker", () => {
     expect(text).toContain("<expected>\na haiku\n</expected>");
     expect(text).toContain("<rubric>\nIs it poetic?\n</rubric>");
     expect(first.body?.model).toBe("grader-1");
+    expect(first.body?.response_format).toMatchObject({ type: "json_schema", json_schema: { name: JUDGE_OUTPUT_NAME } });
     await expectCountersAgree(batch.id);
   });
 
@@ -348,13 +342,45 @@ describe("checks on a real worker", () => {
 
   it("a judge whose model this worker lacks fails the check, naming the model", async () => {
     const cfg = config();
+    // The web process's catalog has the judge's model; this worker's does not.
+    const submitted = config({ models: [{ name: "nowhere", base_url: fake.url, model: "gone-1" }] });
     const owner = await makeOwner(t.db);
-    const batch = await submit(owner, ["[[echo]] hello"], cfg, { checks: [{ name: "j", type: "judge", rubric: "ok?", model: "nowhere" }] });
+    const batch = await submit(owner, ["[[echo]] hello"], submitted, { checks: [{ name: "j", type: "judge", rubric: "ok?", model: "nowhere" }] });
     startWorker(cfg);
     await finished(owner, batch.id);
     const [row] = await rowsOf(batch.id);
     expect(row).toMatchObject({ status: "succeeded", verdict: "failed" });
     expect(row!.checks![0]!.reason).toMatch(/^judge unavailable: .*"nowhere"/);
+  });
+
+  it("a cancel during a judge call settles nothing, and the item's run row is still written", async () => {
+    const cfg = config();
+    const owner = await makeOwner(t.db);
+    // The fake judge answers only after this test has cancelled the batch.
+    let release: () => void = () => {};
+    const gate = new Promise<void>((r) => {
+      release = r;
+    });
+    let judging = false;
+    judgeReply = async () => {
+      judging = true;
+      await gate;
+      return { type: "text", text: JSON.stringify({ score: 1, reason: "late" }) };
+    };
+    const batch = await submit(owner, ["[[echo]] slow judge"], cfg, { checks: [{ name: "j", type: "judge", rubric: "ok?", model: "grader" }] });
+    const worker = startWorker(cfg);
+    await waitFor("the judge call", async () => judging);
+    await cancelBatch(t.db, { ...owner, batchId: batch.id });
+    // The cancel aborts the judge's request: the run ends before the judge could answer.
+    await waitFor("the local run to end", async () => worker.localCount === 0, 10_000);
+    release();
+    const [row] = await rowsOf(batch.id);
+    expect(row).toMatchObject({ status: "cancelled", checks: null, verdict: null });
+    const runs = await waitFor("the run row", async () => {
+      const r = await t.db.execute<{ status: string }>(sql`select status from agent_runs where thread_id = ${owner.threadId} and kind = 'batch_item'`);
+      return r.length > 0 ? r : undefined;
+    });
+    expect(runs.map((r) => r.status)).toEqual(["completed"]);
   });
 
   it("a pathological pattern on a long answer finishes fast (RE2: linear time)", async () => {
@@ -417,5 +443,86 @@ describe("checks on a real worker", () => {
       { name: "mark", passed: 20, failed: 40 },
       { name: "retried", passed: 60, failed: 0 },
     ]);
+  });
+});
+
+describe("checks on typed outputs (the simulator answers the schema)", () => {
+  const SCHEMA = {
+    type: "object",
+    properties: { label: { type: "string", enum: ["fruit", "vegetable"] }, note: { type: "string", maxLength: 80 } },
+    required: ["label", "note"],
+    additionalProperties: false,
+  };
+
+  it("typed items end with output; regex on a path and equals against expected flag; a judge on the batch's model adds its tokens", async () => {
+    const cfg = config();
+    const owner = await makeOwner(t.db);
+    const batch = await submit(owner, ["apple", "leek"], cfg, {
+      outputSchema: SCHEMA,
+      checks: [
+        { name: "label_matches", type: "equals", path: "/label" },
+        { name: "note_names_item", type: "regex", pattern: "^(apple|pear)$", path: "/note" },
+        { name: "sensible", type: "judge", rubric: "Is the label right?" },
+      ],
+      expected: [{ label: "fruit" }, { label: "vegetable" }],
+    });
+    startWorker(cfg);
+    const done = await finished(owner, batch.id);
+    expect(done).toMatchObject({ status: "completed", succeededCount: 2, verdictPassedCount: 1, verdictFailedCount: 1 });
+    const [apple, leek] = await rowsOf(batch.id);
+    expect(apple).toMatchObject({ status: "succeeded", output: { label: "fruit", note: "apple" }, verdict: "passed" });
+    expect(apple!.checks).toEqual([
+      { name: "label_matches", passed: true },
+      { name: "note_names_item", passed: true },
+      { name: "sensible", passed: true, score: 1, reason: expect.any(String) },
+    ]);
+    expect(leek).toMatchObject({ status: "succeeded", output: { label: "fruit", note: "leek" }, verdict: "failed" });
+    expect(leek!.checks!.slice(0, 2)).toEqual([
+      { name: "label_matches", passed: false, reason: '/label is "fruit", expected "vegetable"' },
+      { name: "note_names_item", passed: false, reason: '/note "leek" does not match /^(apple|pear)$/' },
+    ]);
+    // The judge's tokens are the item's beyond its own run's.
+    const runs = await t.db.execute<{ item_tokens: number; run_tokens: number }>(sql`
+      select i.input_tokens::float8 as item_tokens, r.input_tokens::float8 as run_tokens
+        from subagent_batch_items i join agent_runs r on r.id = i.run_id where i.batch_id = ${batch.id}`);
+    expect(runs).toHaveLength(2);
+    for (const r of runs) expect(r.item_tokens).toBeGreaterThan(r.run_tokens);
+    await expectCountersAgree(batch.id);
+  });
+
+  it("retry on typed output: passes on a later attempt, or ends check_failed with the output kept; invalid_output is never retried", async () => {
+    const cfg = config();
+    const owner = await makeOwner(t.db);
+    const batch = await submit(
+      owner,
+      [
+        // json-once answers its value once per exact prompt: the first two attempts' prompts differ
+        // (the second quotes the first's reason), the third repeats the second's, so it gets the
+        // schema's own answer (label "fruit") and passes.
+        '[[json-once:{"label": "vegetable", "note": "x"}]] cherry',
+        '[[json:{"label": "vegetable", "note": "y"}]] plum',
+        '[[json:{"label": "rock"}]] stone',
+      ],
+      cfg,
+      {
+        outputSchema: SCHEMA,
+        checks: [{ name: "label_retry", type: "equals", path: "/label", on_fail: "retry" }],
+        expected: [{ label: "fruit" }, { label: "fruit" }, { label: "fruit" }],
+      },
+    );
+    startWorker(cfg);
+    await finished(owner, batch.id);
+    const [cherry, plum, stone] = await rowsOf(batch.id);
+    expect(cherry).toMatchObject({ status: "succeeded", attempts: 3, verdict: "passed", output: { label: "fruit" }, error: null });
+    expect(plum).toMatchObject({
+      status: "failed",
+      attempts: 3,
+      verdict: "failed",
+      output: { label: "vegetable", note: "y" },
+      error: 'check_failed: label_retry: /label is "vegetable", expected "fruit"',
+    });
+    expect(stone).toMatchObject({ status: "failed", attempts: 1, verdict: null, checks: null, output: null });
+    expect(stone!.error).toMatch(/^invalid_output: /);
+    await expectCountersAgree(batch.id);
   });
 });

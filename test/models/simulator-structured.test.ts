@@ -106,6 +106,11 @@ describe("simulator: a value valid against a schema", () => {
     expect(value).toMatchObject({ n: 3, x: 0, flag: true });
   });
 
+  it("ends a schema that folds itself in (allOf or $ref back to the root, $refs in a loop)", () => {
+    expect(schemaValue({ allOf: [{ $ref: "#" }], type: "string" }, "x")).toBe("x");
+    expect(schemaValue({ $defs: { a: { $ref: "#/$defs/b" }, b: { $ref: "#/$defs/a" } }, $ref: "#/$defs/a" }, "x")).toBe("x");
+  });
+
   it("stops a schema that recurses without end", () => {
     const value = schemaValue(SCHEMAS.recursive, "tree") as { children: unknown[] };
     let depth = 0;

@@ -21,6 +21,10 @@ $$;
 -- per-check counts (subagent_batch_check_counts) when an item's `checks` changed: a finished item
 -- adds its checks, a retry that clears them takes them away. Only a statement that moved checks
 -- touches that table, so batches without checks pay two null comparisons per moved row.
+-- Measured on issue 25 (PostgreSQL 15, 200 updates of 32 rows without checks, 9 rounds
+-- interleaving this trigger, the one before it and none, on a busy shared machine): medians of
+-- 7.9 ms per statement with this trigger, 8.4 ms with the previous one, 6.4 ms without: no cost
+-- visible above the noise.
 create or replace function flotilla_count_items() returns trigger language plpgsql as $$
 declare
   v_checks boolean;

@@ -10,7 +10,7 @@ import {
   type LanguageModelV3ToolResultOutput,
   type LanguageModelV3Usage,
 } from "@ai-sdk/provider";
-import { baseAnswer, batchSettledAnswer, exactChars, summariseToolResults } from "./answers";
+import { baseAnswer, batchSettledAnswer, childrenSettledAnswer, exactChars, summariseToolResults } from "./answers";
 import { echoText, parseDirectives, parseToolDirectives, type SimulatedToolCall } from "./directives";
 import { asksForCapabilities, CAPABILITIES_ANSWER, parseToolCalls } from "./grammar";
 import {
@@ -267,7 +267,7 @@ function plan(options: LanguageModelV3CallOptions, defaultLatencyMs: number): Pl
   const reply: Reply = isJudgeFormat(format)
     ? { text: judgeAnswer(allTexts(options.prompt)), calls: [], callIdPrefix: "" }
     : notice
-      ? { text: batchSettledAnswer(notice), calls: [], callIdPrefix: "" }
+      ? { text: notice.kind === "batch_settled" ? batchSettledAnswer(notice) : childrenSettledAnswer(notice), calls: [], callIdPrefix: "" }
       : replyToUser(options, format);
   const callId = () => `${reply.callIdPrefix}${randomUUID().replace(/-/g, "").slice(0, 16)}`;
   const calls = reply.calls.map((c) => ({ ...c, toolCallId: callId() }));
@@ -356,12 +356,19 @@ export function createSimulatorModel(options: SimulatorOptions): LanguageModelV3
       const timedCount = Math.max(1, parts.filter(isTimed).length);
       // A private controller also stops the timers when the consumer cancels the stream.
       const local = new AbortController();
-      const onAbort = () => local.abort(abortReason(signal as AbortSignal));
+      let errorStream: ((reason: unknown) => void) | undefined;
+      const onAbort = () => {
+        const reason = abortReason(signal as AbortSignal);
+        local.abort(reason);
+        // At once: parts already queued (a loaded machine may queue several) are dropped too.
+        errorStream?.(reason);
+      };
       signal?.addEventListener("abort", onAbort, { once: true });
       const cleanup = () => signal?.removeEventListener("abort", onAbort);
 
       const stream = new ReadableStream<LanguageModelV3StreamPart>({
         async start(controller) {
+          errorStream = (reason) => controller.error(reason);
           const started = Date.now();
           controller.enqueue({ type: "stream-start", warnings: [] });
           controller.enqueue({

@@ -105,6 +105,8 @@ function merge(a: Schema, b: Schema): Schema {
 
 /** The schema with $ref, allOf and the first anyOf / oneOf branch folded in. */
 function flatten(schema: Schema, ctx: Ctx, depth: number): Schema {
+  // `{ allOf: [{ $ref: "#" }] }` would fold itself in forever.
+  if (depth > MAX_DEPTH) return {};
   let s = schema;
   for (let i = 0; i < MAX_DEPTH; i++) {
     const { $ref, allOf, anyOf, oneOf, ...rest } = s;
