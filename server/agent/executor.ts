@@ -10,6 +10,7 @@ import { type CapacityController, CapacityTimeoutError, isCapacityError } from "
 import { registerLiveRun } from "@/server/runtime/run-registry";
 import type { ToolCallRecord } from "@/lib/api/runs";
 import type { SubagentRunStatus, SubagentStatusUpdate, SubagentUsage } from "@/lib/api/subagents";
+import type { StepJournal, StoredStep } from "@/server/batches/steps";
 import { buildGroupTools, recordTools, ToolCallRecorder } from "@/server/tools";
 import type { SubagentDefinition } from "./registry";
 import {
@@ -81,6 +82,12 @@ export interface RunSubagentOptions {
    * of its own insert (which also held the capacity slot for one more round trip).
    */
   returnRunRow?: boolean;
+  /**
+   * Batch items: durable steps (server/batches/steps.ts). The run continues after the steps
+   * earlier attempts stored (its prompt, then their messages; their tool calls join this run's),
+   * stores each completed step another step follows, and gives its tools the step's idempotency key.
+   */
+  steps?: StepJournal;
 }
 
 /** What a delegation tool needs to know about the run that delegates. */
@@ -293,7 +300,10 @@ export async function runSubagent(db: Db, opts: RunSubagentOptions): Promise<Sub
     if (controller.signal.aborted) return await finish("cancelled", cancelledFields());
 
     timer = setTimeout(() => controller.abort(timedOut(def.timeoutMs)), def.timeoutMs);
-    const input: ModelMessage[] = opts.replay ?? [...(opts.history ?? []), { role: "user", content: opts.prompt }];
+    const journal = opts.steps ? durableSteps(opts.steps, recorder, () => controller.abort(stepLeaseLost())) : undefined;
+    const input: ModelMessage[] = journal
+      ? journal.input(opts.prompt)
+      : (opts.replay ?? [...(opts.history ?? []), { role: "user", content: opts.prompt }]);
     let partial: unknown[] = input;
     try {
       const groupCtx = {
@@ -303,6 +313,7 @@ export async function runSubagent(db: Db, opts: RunSubagentOptions): Promise<Sub
         threadId: opts.threadId ?? null,
         runId,
         signal: controller.signal,
+        idempotencyKey: journal?.key,
       };
       const built = {
         ...(await buildGroupTools(def.toolGroups, groupCtx, recorder)),
@@ -312,6 +323,8 @@ export async function runSubagent(db: Db, opts: RunSubagentOptions): Promise<Sub
       };
       const tools = deferRow ? withRunRow(built, ensureRow) : built;
       const typed = def.outputSchema ? typedOutput(def.outputSchema) : undefined;
+      // Model steps this attempt may still take (resumed steps count against the definition's turns).
+      const turnsLeft = Math.max(1, def.maxTurns - (journal?.resumedSteps ?? 0));
       // One model call with its tool steps (the repair turn: one step, no tools). A typed answer
       // that is not JSON makes the AI SDK throw; it is read like any other answer below.
       const ask = async (messages: ModelMessage[], repair: boolean) => {
@@ -321,7 +334,9 @@ export async function runSubagent(db: Db, opts: RunSubagentOptions): Promise<Sub
             system: typed ? `${def.systemPrompt}\n\n${typed.instructions}` : def.systemPrompt,
             messages,
             tools,
-            ...(repair ? { toolChoice: "none" as const, stopWhen: stepCountIs(1) } : { stopWhen: stepCountIs(def.maxTurns) }),
+            ...(repair
+              ? { toolChoice: "none" as const, stopWhen: stepCountIs(1) }
+              : { stopWhen: stepCountIs(turnsLeft) }),
             ...(typed ? { output: typed.output } : {}),
             abortSignal: controller.signal,
             onStepFinish: (step) => {
@@ -331,11 +346,12 @@ export async function runSubagent(db: Db, opts: RunSubagentOptions): Promise<Sub
               };
               partial = [...messages, ...step.response.messages];
               emit("running");
+              return journal?.stepFinished(step, def.maxTurns);
             },
           });
           // Out of turns while still calling tools: the text so far is what we have.
           const stopReason =
-            result.finishReason === "tool-calls" && result.steps.length >= def.maxTurns ? "max_turns" : result.finishReason;
+            result.finishReason === "tool-calls" && result.steps.length >= turnsLeft ? "max_turns" : result.finishReason;
           return { text: result.text, stopReason, transcript: [...messages, ...result.response.messages] };
         } catch (err) {
           if (!typed || !NoObjectGeneratedError.isInstance(err) || controller.signal.aborted) throw err;
@@ -404,4 +420,48 @@ export async function runSubagent(db: Db, opts: RunSubagentOptions): Promise<Sub
     if (abortKind(reason) === "timeout") return { stopReason: "timeout", error: errorText(reason) };
     return cancelledFields();
   }
+}
+
+/** Abort reason when a step write finds the item's lease gone: the worker settles nothing. */
+const stepLeaseLost = () =>
+  new AbortReason("lease_lost", "the lease on this item is no longer held (a step could not be stored)");
+
+type FinishedStep = { toolCalls: readonly unknown[]; response: { messages: ModelMessage[] } };
+
+/**
+ * The executor's side of durable steps: where the run starts, which step it is in (the tools'
+ * idempotency key), and storing a completed step that another follows. A step whose write is
+ * refused (lease gone) aborts the run; a write that fails otherwise is logged and the run goes on
+ * (at worst a later attempt repeats the step under the same key).
+ */
+function durableSteps(journal: StepJournal, recorder: ToolCallRecorder, onLeaseLost: () => void) {
+  let done = journal.resumed.length;
+  // Within one generateText call: response messages so far, and calls recorded so far.
+  let seenMessages = 0;
+  for (const s of journal.resumed) for (const c of s.toolCalls) recorder.add(c);
+  let seenCalls = recorder.calls.length;
+  return {
+    resumedSteps: journal.resumed.length,
+    input(prompt: string): ModelMessage[] {
+      return [{ role: "user", content: prompt }, ...journal.resumed.flatMap((s) => s.messages)];
+    },
+    /** The key of the step running now (tools run before their step finishes). */
+    key: () => journal.key(done + 1),
+    async stepFinished(step: FinishedStep, maxTurns: number): Promise<void> {
+      done++;
+      const all = step.response.messages;
+      const messages = all.slice(seenMessages);
+      seenMessages = all.length;
+      const toolCalls = recorder.calls.slice(seenCalls);
+      seenCalls = recorder.calls.length;
+      // Only a step another follows: an answer (no tool calls) or the last allowed turn ends the run.
+      if (step.toolCalls.length === 0 || done >= maxTurns) return;
+      const stored: StoredStep = { step: done, messages, toolCalls };
+      try {
+        if (!(await journal.save(stored))) onLeaseLost();
+      } catch (err) {
+        log.warn({ err, step: done }, "could not store a batch item's step; a later attempt may repeat it");
+      }
+    },
+  };
 }

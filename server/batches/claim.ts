@@ -39,6 +39,7 @@ type ClaimRow = {
   attempt: number;
   expected: unknown;
   feedback: string | null;
+  resume: boolean | null;
 };
 
 function toClaimed(r: ClaimRow): ClaimedItem {
@@ -52,6 +53,7 @@ function toClaimed(r: ClaimRow): ClaimedItem {
     attempt: r.attempt,
     expected: r.expected ?? null,
     feedback: r.feedback ?? null,
+    resume: r.resume === true,
   };
 }
 
@@ -60,6 +62,8 @@ function settlementPayload(settlements: readonly Settlement[]): string {
     settlements.map((s) => ({
       // Typed results and checks: keys only when set (absent keys read as null in settle.sql).
       ...(s.kind === "succeeded" || s.kind === "failed" ? { output: s.output, checks: s.checks, verdict: s.verdict } : {}),
+      // Durable steps: only an attempt that stored or resumed steps says so (settle.sql drops them).
+      ...(s.steps ? { steps: true } : {}),
       id: s.id,
       token: s.leaseToken,
       kind: s.kind,

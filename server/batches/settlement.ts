@@ -32,7 +32,7 @@ export interface ItemData {
  * the settle in the same transaction (before the item's lease is checked, like the executor's own
  * insert would have been).
  */
-export type Settlement = LeaseRef & { startedAtMs?: number; runRow?: RunRowRecord } & (
+export type Settlement = LeaseRef & { startedAtMs?: number; runRow?: RunRowRecord; steps?: boolean } & (
     | ({
         kind: "succeeded";
         result: string;
@@ -73,6 +73,8 @@ export interface RunOutcome extends ItemData {
   /** Provider advice for rate limits, when the executor knows it. */
   retryAfterMs?: number;
   runRow?: RunRowRecord;
+  /** The attempt stored or resumed durable steps (steps.ts): the settle drops them when the item ends or starts over. */
+  steps?: boolean;
 }
 
 export interface ResultLimits {
@@ -101,7 +103,14 @@ function itemData(r: ItemData): ItemData {
 }
 
 export function settlementOf(ref: LeaseRef, r: RunOutcome, limits: ResultLimits): Settlement {
-  const common = { model: r.model, stopReason: r.stopReason, usage: r.usage, runId: r.runId ?? null, runRow: r.runRow };
+  const common = {
+    model: r.model,
+    stopReason: r.stopReason,
+    usage: r.usage,
+    runId: r.runId ?? null,
+    runRow: r.runRow,
+    ...(r.steps ? { steps: true } : {}),
+  };
   if (r.status === "completed") {
     const result = r.text.length > limits.maxResultChars ? r.text.slice(0, limits.maxResultChars) : r.text;
     return { ...ref, ...common, ...itemData(r), kind: "succeeded", result, preview: result.slice(0, limits.previewMaxChars) };
@@ -117,6 +126,7 @@ export function settlementOf(ref: LeaseRef, r: RunOutcome, limits: ResultLimits)
       model: r.model,
       runId: r.runId ?? null,
       runRow: r.runRow,
+      ...(r.steps ? { steps: true } : {}),
     };
   }
   const error =

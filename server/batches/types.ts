@@ -66,6 +66,8 @@ export interface ClaimedItem {
   expected: unknown;
   /** The error of the attempt a `retry` check failed (`check_failed: <name>: <reason>`), else null. */
   feedback: string | null;
+  /** The item has stored steps (steps.ts): this attempt continues from them instead of starting over. */
+  resume: boolean;
 }
 
 export interface LeaseRef {

@@ -3,6 +3,7 @@ import { runChecks } from "@/server/batches/checks";
 import type { ItemExecutor, ItemRunContext, ItemRunResult } from "@/server/batches/item-executor";
 import { compatItemExecutor } from "@/server/compat/execute";
 import { type ExecutionSpec, snapshotDefinition } from "@/server/batches/spec";
+import { openStepJournal } from "@/server/batches/steps";
 import type { ClaimedItem } from "@/server/batches/types";
 import type { Db } from "@/server/db/client";
 import { AppError } from "@/server/errors";
@@ -24,10 +25,16 @@ function catalogModel(name: string, runtime: SubagentRuntime, fallback?: Resolve
 }
 
 /**
- * The production executor: the spec's snapshot definition and model, run by runSubagent.
+ * The production executor: the spec's snapshot definition and model, run by runSubagent, with
+ * durable steps (server/batches/steps.ts; `durableSteps: false` only for the bench's baseline).
  * Items of the compatible batch APIs (spec kind compat_*) run their stored request instead.
  */
-export function subagentItemExecutor(args: { db: Db; model?: ResolvedModel; runtime: SubagentRuntime }): ItemExecutor {
+export function subagentItemExecutor(args: {
+  db: Db;
+  model?: ResolvedModel;
+  runtime: SubagentRuntime;
+  durableSteps?: boolean;
+}): ItemExecutor {
   const compat = compatItemExecutor(args);
   return async (ctx) => {
     if (ctx.spec.kind !== "subagent") return compat(ctx);
@@ -47,6 +54,7 @@ export function subagentItemExecutor(args: { db: Db; model?: ResolvedModel; runt
         errorClass: "model_unavailable",
       };
     }
+    const steps = args.durableSteps === false ? undefined : await openStepJournal(args.db, { workerId: ctx.workerId, item });
     const result = await runSubagent(args.db, {
       userId: spec.caller.user_id,
       threadId: spec.caller.thread_id,
@@ -58,6 +66,7 @@ export function subagentItemExecutor(args: { db: Db; model?: ResolvedModel; runt
       runtime: args.runtime,
       onStarted,
       returnRunRow: true,
+      steps,
     });
     const out: ItemRunResult = {
       status: result.status,
@@ -73,6 +82,7 @@ export function subagentItemExecutor(args: { db: Db; model?: ResolvedModel; runt
       retryAfterMs: result.errorClass === "rate_limit" ? endpointBackoffMs(model.endpoint) : undefined,
     };
     if (result.output !== undefined) out.output = result.output;
+    if (steps?.used) out.steps = true;
     if (result.status === "completed" && spec.checks.length > 0) {
       try {
         await checkAnswer(out, { item, spec, signal, model, result, runtime: args.runtime, fallback: args.model });

@@ -4,9 +4,13 @@
 -- attempt history); a completed or failed batch reopens as running when anything moved. In the
 -- caller's transaction, which holds the batch row lock and has checked the batch is not
 -- cancelled. The counters trigger moves the status, verdict and check counts with the items.
+-- A retry runs the item from the start: durable steps an unfinished execution left (a cancel, a
+-- lease that expired on the last attempt) are dropped.
 
 -- One item (retryItem, which checked it is finished). Returns the item's new status.
 create or replace function flotilla_retry_item(p_batch uuid, p_item uuid) returns text language sql as $$
+  delete from subagent_batch_item_steps st using subagent_batch_items it
+   where st.item_id = p_item and it.id = p_item and it.batch_id = p_batch and it.status in ('succeeded', 'failed', 'cancelled');
   update subagent_batches b set status = 'running', finished_at = null, updated_at = now()
    where b.id = p_batch and b.status in ('completed', 'failed');
   update subagent_batch_items it set
@@ -46,7 +50,9 @@ returns integer language sql as $$
       updated_at = now()
     from matching, b
     where it.id = matching.id
-    returning 1
+    returning it.id
+  ), dropped as (
+    delete from subagent_batch_item_steps st using moved where st.item_id = moved.id
   )
   select count(*)::int from moved;
 $$;

@@ -11,6 +11,9 @@
 -- the executor left for this transaction to write (run-rows.sql). `output`, `checks`, `verdict`
 -- (typed results and checks) are written when the item finishes, succeeded or failed for good; a
 -- re-queued item has none (the counters trigger moves the verdict and per-check counts with them).
+-- `steps` (only on attempts that stored or resumed durable steps, steps.sql): the item's steps
+-- live while one execution goes on across attempts (a hand-back, a rate-limit deferral, a lease
+-- expiry); an attempt that ends the item or re-runs it from the start drops them.
 create or replace function flotilla_settle(p_owner text, p_rows jsonb, p_max_deferrals integer)
 returns table (item_id uuid, new_status text) language plpgsql as $$
 #variable_conflict use_column
@@ -109,6 +112,12 @@ begin
   if v_ids is null then return; end if;
   perform flotilla_record_attempts(v_ids, v_batch, v_attempt, array_fill(p_owner, array[cardinality(v_ids)]),
     v_outcome, v_error, v_run, v_leased, v_started);
+  if jsonb_path_exists(p_rows, '$[*].steps') then
+    delete from subagent_batch_item_steps st
+     using unnest(v_ids, v_outcome) as m(id, outcome)
+     where st.item_id = m.id and m.outcome in ('succeeded', 'failed', 'retry')
+       and m.id in (select (e->>'id')::uuid from jsonb_array_elements(p_rows) e where e ? 'steps');
+  end if;
   return query select * from unnest(v_ids, v_status);
 end
 $$;

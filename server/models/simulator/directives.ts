@@ -6,7 +6,8 @@
  * exactly N characters; [[tool:NAME {json}]] call tool NAME with that input, one per model step;
  * [[echo]] answer with the rest of the message verbatim; with a JSON response format,
  * [[json:VALUE]] / [[json-once:VALUE]] answer VALUE verbatim and [[judge-fail]] makes a judge
- * give 0 (structured.ts). Unknown or malformed ones are ignored.
+ * give 0 (structured.ts); [[wait-after-step:N:MS]] waits MS ms before model step N+1 (steps count
+ * from 1), so a test can kill a worker between two steps. Unknown or malformed ones are ignored.
  */
 
 /** The longest answer [[chars:N]] produces; keeps a typo from allocating gigabytes. */
@@ -31,6 +32,7 @@ export interface SimulatedToolCall {
 
 const DIRECTIVE_RE = /\[\[\s*(sleep|fail|fail-once|429|429-once|chars)\s*(?::\s*(\d+)\s*)?\]\]/gi;
 const ECHO_RE = /\[\[\s*echo\s*\]\]/gi;
+const WAIT_AFTER_STEP_RE = /\[\[\s*wait-after-step\s*:\s*(\d+)\s*:\s*(\d+)\s*\]\]/gi;
 const TOOL_DIRECTIVE_RE = /\[\[tool:([A-Za-z0-9_.:-]+)\s*(\{(?:[^\]]|\](?!\]))*\})?\s*\]\]/g;
 
 /** Reads the test directives from a prompt text. */
@@ -51,7 +53,16 @@ export function parseDirectives(text: string): SimulatorDirectives {
 
 /** The text without its test directives (each becomes a space). */
 export function stripDirectives(text: string): string {
-  return stripJsonDirectives(text.replace(DIRECTIVE_RE, " ").replace(ECHO_RE, " ").replace(TOOL_DIRECTIVE_RE, " "));
+  return stripJsonDirectives(
+    text.replace(DIRECTIVE_RE, " ").replace(ECHO_RE, " ").replace(TOOL_DIRECTIVE_RE, " ").replace(WAIT_AFTER_STEP_RE, " "),
+  );
+}
+
+/** [[wait-after-step:N:MS]]: the wait before model step `step` (1-based), 0 when none applies. */
+export function waitBeforeStep(text: string, step: number): number {
+  let ms = 0;
+  for (const m of text.matchAll(WAIT_AFTER_STEP_RE)) if (Number(m[1]) + 1 === step) ms += Number(m[2]);
+  return Math.min(ms, MAX_SLEEP_MS);
 }
 
 const JUDGE_FAIL_RE = /\[\[\s*judge-fail\s*\]\]/gi;

@@ -11,7 +11,7 @@ import {
   type LanguageModelV3Usage,
 } from "@ai-sdk/provider";
 import { baseAnswer, batchSettledAnswer, childrenSettledAnswer, exactChars, summariseToolResults } from "./answers";
-import { echoText, parseDirectives, parseToolDirectives, type SimulatedToolCall } from "./directives";
+import { echoText, parseDirectives, parseToolDirectives, type SimulatedToolCall, waitBeforeStep } from "./directives";
 import { asksForCapabilities, CAPABILITIES_ANSWER, parseToolCalls } from "./grammar";
 import {
   allTexts,
@@ -152,6 +152,8 @@ interface Plan {
   finishReason: LanguageModelV3FinishReason;
   /** Thrown (after an explicit [[sleep]]) instead of answering. */
   error?: unknown;
+  /** [[wait-after-step:N:MS]]: waited before anything else of this step. */
+  waitMs: number;
 }
 
 function rateLimitError(): APICallError {
@@ -186,6 +188,7 @@ interface Reply {
   callIdPrefix: string;
   sleepMs?: number;
   error?: unknown;
+  waitMs?: number;
 }
 
 /** The reply to the latest user message (or to the tool results of its earlier steps). */
@@ -225,7 +228,7 @@ function replyToUser(options: LanguageModelV3CallOptions, format: JsonFormat | u
     rateLimitedOnce.add(userText);
     error = rateLimitError();
   }
-  const reply = { sleepMs: directives.sleepMs, error, text: "" };
+  const reply = { sleepMs: directives.sleepMs, error, text: "", waitMs: stepWait(prompt, directed.rest) };
 
   if (nextDirected) return { ...reply, calls: [nextDirected], callIdPrefix: `${TOOL_DIRECTIVE_ID}${directedDone}_` };
   if (last?.role === "user" && directed.calls.length === 0 && grammar.calls.length > 0)
@@ -233,6 +236,12 @@ function replyToUser(options: LanguageModelV3CallOptions, format: JsonFormat | u
   const none = { ...reply, calls: [], callIdPrefix: "" };
   const text = answerText(prompt, userText, directed, directives.chars);
   return { ...none, text: format ? jsonAnswer(userText, format, text, jsonOnce) : text };
+}
+
+/** [[wait-after-step:N:MS]] of the user's message, for this model step (assistant turns since it, plus one). */
+function stepWait(prompt: LanguageModelV3Prompt, text: string): number {
+  if (!text.includes("wait-after-step")) return 0;
+  return waitBeforeStep(text, sinceLatestUser(prompt).filter((m) => m.role === "assistant").length + 1);
 }
 
 /** The text answer once no tool call is left to make. */
@@ -281,6 +290,7 @@ function plan(options: LanguageModelV3CallOptions, defaultLatencyMs: number): Pl
     text,
     calls,
     error: reply.error,
+    waitMs: reply.waitMs ?? 0,
     finishReason: calls.length > 0 ? { unified: "tool-calls", raw: "tool_calls" } : { unified: "stop", raw: "stop" },
     usage: {
       inputTokens: { total: inputTokens, noCache: inputTokens, cacheRead: 0, cacheWrite: 0 },
@@ -322,6 +332,7 @@ export function createSimulatorModel(options: SimulatorOptions): LanguageModelV3
 
     async doGenerate(call) {
       const p = plan(call, defaultLatencyMs);
+      await delay(p.waitMs, call.abortSignal);
       if (p.error) {
         if (p.explicitSleep) await delay(p.latencyMs, call.abortSignal);
         else if (call.abortSignal?.aborted) throw abortReason(call.abortSignal);
@@ -344,6 +355,7 @@ export function createSimulatorModel(options: SimulatorOptions): LanguageModelV3
     async doStream(call) {
       const p = plan(call, defaultLatencyMs);
       const signal = call.abortSignal;
+      await delay(p.waitMs, signal);
       if (p.error) {
         // Errors arrive like a provider's: at once, unless the prompt asked for a [[sleep]] first.
         if (p.explicitSleep) await delay(p.latencyMs, signal);
