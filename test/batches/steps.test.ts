@@ -118,7 +118,7 @@ describe("durable steps", () => {
     await until("the first worker's exit", async () => (first.exitCode !== null || first.signalCode ? true : undefined), 10_000);
     expect(recorded(log)).toHaveLength(1);
 
-    spawnWorker(env);
+    const second = spawnWorker(env);
     const done = await until(
       "the batch to finish",
       async () => {
@@ -152,6 +152,9 @@ describe("durable steps", () => {
     ]);
     // Finished: its steps are gone.
     expect(await loadSteps(t.db, item!.id)).toEqual([]);
+    // The tests below claim by hand: no worker of this one may take their items.
+    second.kill("SIGKILL");
+    await until("the second worker's exit", async () => (second.exitCode !== null || second.signalCode ? true : undefined), 10_000);
   }, 180_000);
 
   it("a late step write from a worker that lost its lease does not land", async () => {
