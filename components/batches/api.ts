@@ -15,6 +15,11 @@ import {
   itemRetryResponseSchema,
   settlementsSeenSchema,
 } from "@/lib/api/batches";
+import {
+  batchApprovalsResultSchema,
+  type WaitingApproval,
+  waitingApprovalsSchema,
+} from "@/lib/api/approvals";
 import type { Verdict } from "@/lib/api/batch-data";
 import { threadMessagesSchema } from "@/lib/api/chat";
 import { fetchJson, sendJson } from "@/lib/api/client";
@@ -63,6 +68,7 @@ export function fetchItemDetail(threadId: string, batchId: string, itemId: strin
   return fetchJson(itemDetailSchema, itemPath(threadId, batchId, itemId), "item", { signal });
 }
 
+export type ApprovalDecision = "approve" | "deny";
 export type { BatchAction } from "@/lib/api/batch-controls";
 import type { BatchAction } from "@/lib/api/batch-controls";
 
@@ -112,4 +118,21 @@ export function markSettlementsSeen(threadId: string) {
 export async function fetchThreadMessages(threadId: string, signal?: AbortSignal): Promise<ChatMessage[]> {
   const thread = await fetchJson(threadMessagesSchema, `/api/threads/${encodeURIComponent(threadId)}`, "thread", { signal });
   return thread.messages as unknown as ChatMessage[];
+}
+
+export function fetchWaitingApprovals(threadId: string, batchId: string, signal?: AbortSignal): Promise<WaitingApproval[]> {
+  return fetchJson(waitingApprovalsSchema, `${batchPath(threadId, batchId)}/approvals`, "approvals", { signal }).then(
+    (r) => r.approvals,
+  );
+}
+
+export function decideItemApproval(threadId: string, batchId: string, itemId: string, decision: ApprovalDecision) {
+  return sendJson(itemRetryResponseSchema, `${itemPath(threadId, batchId, itemId)}/approval`, "approval", { decision });
+}
+
+export function approveAllForTool(threadId: string, batchId: string, tool: string): Promise<{ decided: number }> {
+  return sendJson(batchApprovalsResultSchema, `${batchPath(threadId, batchId)}/approvals`, "approvals", {
+    tool,
+    decision: "approve",
+  });
 }

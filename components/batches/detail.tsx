@@ -11,6 +11,7 @@ import { ItemsSection } from "./items";
 import { producesData, ResultsSection } from "./results";
 import { BudgetSection } from "./budget";
 import { etaText, WaitingNotice } from "./waiting";
+import { WaitingApprovals } from "./approvals";
 import { ConfirmCancel } from "./confirm-cancel";
 import { batchKeys } from "./panel-state";
 import { errorMessage, NO_WORKER_TITLE } from "./shared";
@@ -175,6 +176,7 @@ export function BatchDetail({
         </Stat>
       </dl>
 
+      <WaitingApprovals threadId={threadId} batch={batch} />
       <WaitingNotice batch={batch} />
       <BudgetSection threadId={threadId} batch={batch} />
 

@@ -25,3 +25,17 @@ export const batchApprovalsSchema = z
   .strict();
 
 export const batchApprovalsResultSchema = z.object({ decided: z.number().int() }).strict();
+
+/** GET .../subagent-batches/{id}/approvals: the calls waiting for a person, oldest first (at most 100). */
+export const waitingApprovalSchema = z
+  .object({
+    item_id: z.string(),
+    item_key: z.string(),
+    tool: z.string(),
+    /** The call's arguments as compact JSON, cut to 500 characters. */
+    input: z.string(),
+    created_at: z.string(),
+  })
+  .strict();
+export type WaitingApproval = z.infer<typeof waitingApprovalSchema>;
+export const waitingApprovalsSchema = z.object({ approvals: z.array(waitingApprovalSchema) }).strict();

@@ -4,7 +4,7 @@ import { type DbOrTx, driverOf } from "@/server/db/client";
 import { agentRuns, subagentBatches, subagentBatchItems, toolApprovals } from "@/server/db/schema";
 import { AppError, notFound } from "@/server/errors";
 import { BATCH_CHANNEL, batchEventPayload } from "./notify";
-import { checkIds, lockBatch, type BatchScopeArgs } from "./owned";
+import { type BatchScopeArgs, checkIds, getBatch, lockBatch } from "./owned";
 import { itemSummaryColumns } from "./repository";
 import type { BatchRow, ItemSummary } from "./types";
 
@@ -88,14 +88,35 @@ export async function expireApprovals(db: DbOrTx, timeoutSeconds: number): Promi
   return row?.n ?? 0;
 }
 
-/** The pending calls of one item, oldest first (the panel's per-item row). */
-export async function pendingApprovals(db: DbOrTx, itemId: string) {
+/** Characters of a waiting call's arguments the panel shows. */
+const INPUT_PREVIEW_CHARS = 500;
+
+/** The calls of this owner's batch that wait for a person, oldest first (the panel's list). */
+export async function listWaitingApprovals(db: DbOrTx, args: BatchScopeArgs & { limit?: number }) {
+  checkIds(args);
+  const batch = await getBatch(db, args);
   const a = toolApprovals;
-  return db
-    .select({ toolName: a.toolName, input: a.input, toolCallId: a.toolCallId, createdAt: a.createdAt })
+  const i = subagentBatchItems;
+  const rows = await db
+    .select({
+      itemId: a.itemId,
+      itemKey: i.itemKey,
+      tool: a.toolName,
+      input: sql<string>`left(coalesce(${a.input}::text, ''), ${INPUT_PREVIEW_CHARS})`,
+      createdAt: a.createdAt,
+    })
     .from(a)
-    .where(and(eq(a.itemId, itemId), eq(a.status, "pending")))
-    .orderBy(asc(a.createdAt));
+    .innerJoin(i, eq(i.id, a.itemId))
+    .where(and(eq(a.batchId, batch.id), eq(a.status, "pending"), eq(i.status, "awaiting_approval")))
+    .orderBy(asc(a.createdAt))
+    .limit(args.limit ?? 100);
+  return rows.map((r) => ({
+    item_id: r.itemId!,
+    item_key: r.itemKey,
+    tool: r.tool,
+    input: r.input,
+    created_at: r.createdAt.toISOString(),
+  }));
 }
 
 /**

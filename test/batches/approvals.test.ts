@@ -1,4 +1,5 @@
 import { afterEach, beforeAll, describe, expect, it } from "vitest";
+import { waitingApprovalsSchema } from "@/lib/api/approvals";
 import { type BatchProjection, batchProjectionSchema, itemProjectionSchema } from "@/lib/api/batches";
 import type { FlotillaConfig } from "@/lib/config";
 import { resolveModel } from "@/server/models/index";
@@ -113,6 +114,18 @@ describe("batch items waiting for approval", () => {
       select count(*)::int as n from subagent_batch_item_steps st join subagent_batch_items it on it.id = st.item_id
        where it.batch_id = ${a.id} and it.position = 1`;
     expect(stored!.n).toBe(1);
+
+    // The panel's list: every waiting call with its tool and arguments; 404 for another user.
+    const listed = await call("GET", `${base(thread)}/${a.id}/approvals`, { token: alice.token });
+    expect(listed.status).toBe(200);
+    const { approvals } = waitingApprovalsSchema.parse(await listed.json());
+    expect(approvals.map((x) => [x.item_key, x.tool, x.input])).toEqual([
+      ["item-1", "count_text", '{"text": "one two"}'],
+      ["item-2", "count_text", '{"text": "x"}'],
+      ["item-3", "count_text", '{"text": "y z"}'],
+      ["item-4", "count_text", '{"text": "q r s"}'],
+    ]);
+    expect((await call("GET", `${base(bobThread)}/${a.id}/approvals`, { token: bob.token })).status).toBe(404);
 
     // The worker's one slot is free: another batch runs to completion meanwhile.
     const other = await submit(["plain one", "plain two"]);

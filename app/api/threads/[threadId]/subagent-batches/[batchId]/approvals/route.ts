@@ -1,5 +1,5 @@
-import { batchApprovalsResultSchema, batchApprovalsSchema } from "@/lib/api/approvals";
-import { decideBatchApprovals } from "@/server/batches/approvals";
+import { batchApprovalsResultSchema, batchApprovalsSchema, waitingApprovalsSchema } from "@/lib/api/approvals";
+import { decideBatchApprovals, listWaitingApprovals } from "@/server/batches/approvals";
 import { batchScope, project } from "@/server/http/batch-scope";
 import { handle, json, readJson } from "@/server/http/route";
 
@@ -12,4 +12,10 @@ export const POST = handle(async (req: Request, ctx: Ctx) => {
   const scope = await batchScope(req, await ctx.params);
   const { tool, decision, reason } = await readJson(req, batchApprovalsSchema, 16 * 1024);
   return json(project(batchApprovalsResultSchema, await decideBatchApprovals(scope.db, { ...scope, tool, decision, reason })));
+});
+
+/** The calls of this batch waiting for a person, oldest first (the panel's list). */
+export const GET = handle(async (req: Request, ctx: Ctx) => {
+  const scope = await batchScope(req, await ctx.params);
+  return json(project(waitingApprovalsSchema, { approvals: await listWaitingApprovals(scope.db, scope) }));
 });
