@@ -24,7 +24,7 @@ function batch(over: Partial<BatchProjection> = {}): BatchProjection {
     status: "running",
     subagent: "general",
     total: 100,
-    counts: { pending: 0, queued: 0, leased: 0, running: 0, succeeded: 0, failed: 0, cancelled: 0 },
+    counts: { pending: 0, queued: 0, leased: 0, running: 0, awaiting_approval: 0, succeeded: 0, failed: 0, cancelled: 0 },
     live: 0,
     terminal: 0,
     progress: 0,
@@ -290,7 +290,7 @@ describe("timing", () => {
   const ran = (succeeded: number, over: Partial<BatchProjection> = {}, cancelled = 0) =>
     batch({
       terminal: succeeded + cancelled,
-      counts: { pending: 0, queued: 0, leased: 0, running: 0, succeeded, failed: 0, cancelled },
+      counts: { pending: 0, queued: 0, leased: 0, running: 0, awaiting_approval: 0, succeeded, failed: 0, cancelled },
       ...over,
     });
 
@@ -432,7 +432,7 @@ describe("batch status in words", () => {
 
 describe("cancelled bar and times", () => {
   it("a cancelled batch's bar shows the share that ran, never a full bar", () => {
-    const c = { pending: 0, queued: 0, leased: 0, running: 0, succeeded: 30, failed: 10, cancelled: 60 };
+    const c = { pending: 0, queued: 0, leased: 0, running: 0, awaiting_approval: 0, succeeded: 30, failed: 10, cancelled: 60 };
     expect(barProgress({ status: "cancelled", total: 100, terminal: 100, counts: c })).toBe(40);
     expect(barProgress({ status: "completed", total: 100, terminal: 100, counts: { ...c, succeeded: 90, cancelled: 0 } })).toBe(100);
     expect(barProgress({ status: "running", total: 200, terminal: 50, counts: c })).toBe(25);

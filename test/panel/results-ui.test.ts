@@ -111,7 +111,7 @@ describe("CSV of fields", () => {
     expect(built.body?.prompt_template).toBe("{{lang}}: {{text}}");
     expect(submitBatchSchema.safeParse(built.body).success).toBe(true);
     expect(buildSubmission({ ...base, template: "{{item}}" }, LIMITS).error).toBe(
-      "The prompt template names {{item}}, which is not a column of the CSV (its fields: {{text}}, {{lang}}).",
+      "The prompt template names {{item}}, which is not a field of the items (their fields: {{text}}, {{lang}}).",
     );
     expect(buildSubmission({ ...base, template: "Classify" }, LIMITS).error).toBe(
       "The prompt template must contain a field, such as {{text}}.",
@@ -124,6 +124,25 @@ describe("CSV of fields", () => {
     const built = buildSubmission({ submissionKey: "k", template: "{{item}}", items: [{ kind: "value", value: "a" }], outputSchema: schema.value, checks: checks.value }, LIMITS);
     expect(built.body).toMatchObject({ output_schema: { type: "object" }, checks: [{ name: "m", type: "equals", path: "/label" }] });
     expect(submitBatchSchema.safeParse(built.body).success).toBe(true);
+  });
+});
+
+describe("JSONL of fields", () => {
+  it("reads objects of fields with the rules every door applies, naming the line of a bad one", () => {
+    const r = parseItemsInput('{"item_key":"a","text":"hi","n":2,"expected":{"label":"x"}}\n{"text":"yo","flag":true}\n{"item":"plain"}\n', "jsonl");
+    expect(r.errors).toEqual([]);
+    expect(r.fields).toEqual(["text", "n", "flag"]);
+    expect(r.expected).toBe(true);
+    expect(r.items).toEqual([
+      { kind: "object", fields: { text: "hi", n: 2 }, expected: { label: "x" }, key: "a" },
+      { kind: "object", fields: { text: "yo", flag: true }, key: undefined },
+      { kind: "value", value: "plain", key: undefined },
+    ]);
+    const bad = parseItemsInput('{"text":"ok"}\n{"text":{"nested":1}}\n{"item_key":"k"}\n', "jsonl");
+    expect(bad.errors).toEqual([
+      "line 2: text: must be a string, a number or a boolean",
+      "line 3: an object item needs at least one field besides item_key and expected (or a prompt)",
+    ]);
   });
 });
 

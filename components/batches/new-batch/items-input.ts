@@ -1,6 +1,16 @@
 import Papa from "papaparse";
-import { EXPECTED_MAX_BYTES, MAX_ITEM_FIELDS } from "@/lib/api/batch-data";
-import { fieldNameProblem, fieldTemplate, fillFields, ITEM_PLACEHOLDER } from "@/lib/batch-rules";
+import { EXPECTED_MAX_BYTES, type ItemFieldValue, MAX_ITEM_FIELDS } from "@/lib/api/batch-data";
+import {
+  fieldNameProblem,
+  fieldTemplate,
+  fillFields,
+  ITEM_PLACEHOLDER,
+  isFieldsItem,
+  isProblem,
+  lineLocator,
+  parseItem,
+  problemText,
+} from "@/lib/batch-rules";
 
 /** Parsing what a person pastes or uploads into the New batch dialog: lines, JSONL or CSV, every bad row by line. */
 
@@ -19,13 +29,13 @@ export type ItemsFormat = "lines" | "jsonl" | "csv";
 export type DraftItem =
   | { kind: "value"; value: string; key?: string }
   | { kind: "prompt"; prompt: string; key?: string }
-  | { kind: "object"; fields: Record<string, string>; expected?: unknown; key?: string };
+  | { kind: "object"; fields: Record<string, ItemFieldValue>; expected?: unknown; key?: string };
 
 export interface ParsedItems {
   items: DraftItem[];
-  /** Object items' field names (the CSV header without item_key and expected); [] otherwise. */
+  /** Object items' field names in first-seen order (a CSV header without item_key and expected); [] otherwise. */
   fields: string[];
-  /** Whether an `expected` column fills the items' expected values. */
+  /** Whether the items carry expected values (an `expected` column or key). */
   expected: boolean;
   /** The bad rows, as "line N: reason" (the first MAX_LISTED_ERRORS); nothing may be submitted while any exists. */
   errors: string[];
@@ -90,10 +100,15 @@ function optionalKey(value: unknown, where: string): string | undefined {
   return value;
 }
 
-/** JSONL: a JSON string or number per line, or {item_key?, prompt} / {item_key?, item}. Every bad line is reported. */
+/**
+ * JSONL: a JSON string or number per line, {item_key?, prompt} / {item_key?, item}, or an
+ * object of fields `{ item_key?, <field>: value, ..., expected? }`. Every bad line is reported.
+ */
 function parseJsonl(text: string): ParsedItems {
   const items: DraftItem[] = [];
   const errors: string[] = [];
+  const fields: string[] = [];
+  let expected = false;
   splitLines(text).forEach((line, i) => {
     if (line.trim() === "") return;
     const where = `line ${i + 1}`;
@@ -113,6 +128,18 @@ function parseJsonl(text: string): ParsedItems {
       if (value === null || typeof value !== "object" || Array.isArray(value))
         throw new Error(`${where}: expected a string or an object with "prompt" or "item"`);
       const o = value as Record<string, unknown>;
+      const own = Object.keys(o).filter((k) => k !== "item_key" && k !== "key");
+      if (own.length !== 1 || (own[0] !== "prompt" && own[0] !== "item")) {
+        // Any other object is an object item: its fields and expected, by the rules every door applies.
+        const parsed = parseItem(o, 0);
+        if (isProblem(parsed)) throw new Error(problemText(parsed, lineLocator([i + 1])));
+        if (typeof parsed === "string" || !isFieldsItem(parsed)) throw new Error(`${where}: expected an object of fields`);
+        for (const name of Object.keys(parsed.fields)) if (!fields.includes(name)) fields.push(name);
+        if (parsed.expected !== undefined) expected = true;
+        const key = optionalKey(parsed.item_key, where);
+        items.push({ kind: "object", fields: parsed.fields, ...(parsed.expected !== undefined ? { expected: parsed.expected } : {}), key });
+        return;
+      }
       const key = optionalKey(o.item_key ?? o.key, where);
       if (typeof o.prompt === "string" && o.prompt.trim() !== "") {
         items.push({ kind: "prompt", prompt: o.prompt, key });
@@ -127,7 +154,7 @@ function parseJsonl(text: string): ParsedItems {
       errors.push((e as Error).message);
     }
   });
-  return result(items, errors);
+  return result(items, errors, fields, expected);
 }
 
 export interface CsvRow {

@@ -39,14 +39,14 @@ export function DraftSummary({
       </p>
       {parsed.fields.length > 0 ? (
         <p data-testid="new-batch-fields" className="text-xs text-zinc-700 wrap-anywhere">
-          Fields from the CSV header:{" "}
+          Fields:{" "}
           {parsed.fields.map((f, i) => (
             <span key={f}>
               {i > 0 ? ", " : ""}
               <code className="font-mono">{`{{${f}}}`}</code>
             </span>
           ))}
-          {parsed.expected ? " · the expected column goes to the checks, not the prompt" : ""}
+          {parsed.expected ? " · expected goes to the checks, not the prompt" : ""}
         </p>
       ) : null}
       {prompts.length > 0 ? (

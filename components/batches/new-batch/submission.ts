@@ -12,7 +12,7 @@ export interface SubmissionDraft {
   items: DraftItem[];
   maxLiveItems?: number;
   maxRunningItems?: number;
-  /** Object items' field names (the CSV header's). */
+  /** Object items' field names (a CSV header's, or the JSONL objects'). */
   fields?: string[];
   outputSchema?: OutputSchema;
   checks?: Check[];
@@ -26,7 +26,7 @@ function objectTemplateError(template: string, fields: string[]): string | null 
   const names = [...fieldTemplate(template).slots.keys()];
   const unknown = names.filter((n) => !fields.includes(n));
   if (unknown.length > 0)
-    return `The prompt template names ${placeholders(unknown)}, which ${unknown.length === 1 ? "is not a column" : "are not columns"} of the CSV (its fields: ${placeholders(fields)}).`;
+    return `The prompt template names ${placeholders(unknown)}, which ${unknown.length === 1 ? "is not a field" : "are not fields"} of the items (their fields: ${placeholders(fields)}).`;
   if (names.length === 0) return `The prompt template must contain a field, such as ${placeholders(fields.slice(0, 1))}.`;
   return null;
 }

@@ -70,7 +70,7 @@ export function TypedOutputSection({
             Optional. A JSON array of checks: <code className="font-mono">regex</code> (pattern, path?),{" "}
             <code className="font-mono">equals</code> (path, expected_path?) or <code className="font-mono">judge</code>{" "}
             (rubric, threshold?); <code className="font-mono">on_fail</code> "flag" or "retry".
-            {expectedColumn ? " The CSV's expected column is what equals compares with." : ""}
+            {expectedColumn ? " The items' expected values are what equals compares with." : ""}
           </p>
           {checksError ? (
             <p role="alert" className="text-xs text-red-700">
