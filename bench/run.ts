@@ -19,6 +19,7 @@ const MODULES: Array<() => Promise<BenchModule>> = [
   () => import("./compat.bench"),
   () => import("./auth.bench"),
   () => import("./data.bench"),
+  () => import("./steps.bench"),
 ];
 
 function fmt(n: number): string {
