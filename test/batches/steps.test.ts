@@ -12,6 +12,7 @@ import { loadSteps, saveStep } from "@/server/batches/steps";
 import { submitBatch } from "@/server/batches/submit";
 import { buildGroupTools } from "@/server/tools";
 import { closeMcpClients, IDEMPOTENCY_META_KEY } from "@/server/tools/mcp";
+import { stripDirectives, waitBeforeStep } from "@/server/models/simulator/directives";
 import { createSubagentRuntime } from "@/server/runtime/admission";
 import { BatchWorker } from "@/server/worker/loop";
 import { createTestDatabase, type TestDatabase } from "../helpers/db";
@@ -82,6 +83,14 @@ async function until<T>(what: string, probe: () => Promise<T | undefined>, timeo
 }
 
 describe("durable steps", () => {
+  it("[[wait-after-step:N:MS]] waits before step N+1 only, and is no part of the answer", () => {
+    const text = "Go [[wait-after-step:1:250]] on [[ wait-after-step : 3 : 40 ]]";
+    expect([1, 2, 3, 4, 5].map((step) => waitBeforeStep(text, step))).toEqual([0, 250, 0, 40, 0]);
+    expect(waitBeforeStep("[[wait-after-step:0:10]]", 1)).toBe(10);
+    expect(waitBeforeStep("[[wait-after-step:x:10]] [[wait-after-step:1]]", 2)).toBe(0);
+    expect(stripDirectives(text).replace(/\s+/g, " ").trim()).toBe("Go on");
+  });
+
   it("a worker SIGKILLed between two steps: the next attempt resumes, no tool call runs twice", async () => {
     const log = path.join(dir, "killed.jsonl");
     const servers = { rec: recorder(log) };
