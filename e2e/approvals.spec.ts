@@ -63,10 +63,17 @@ test("the panel lists the waiting calls; Approve, Deny and Approve all decide th
   await expect(alpha).toContainText("count_text");
   await expect(alpha).toContainText('{"text": "the quick brown fox"}');
   await shot(page, "desktop");
+  // On a phone the panel is a drawer: the same list, each call's buttons on screen.
   await page.setViewportSize(PHONE);
-  await expect(alpha.getByRole("button", { name: "Deny", exact: true })).toBeVisible();
+  await page.goto(`/threads/${thread}`);
+  await page.getByTestId("batches-drawer-toggle").click();
+  const phoneAlpha = page.getByTestId("waiting-approvals").getByRole("group", { name: "alpha" });
+  await expect(phoneAlpha).toContainText('{"text": "the quick brown fox"}');
+  const deny = await phoneAlpha.getByRole("button", { name: "Deny", exact: true }).boundingBox();
+  expect(deny!.x + deny!.width).toBeLessThanOrEqual(PHONE.width);
   await shot(page, "phone");
   await page.setViewportSize(DESKTOP);
+  await page.goto(`/threads/${thread}`);
 
   await alpha.getByRole("button", { name: "Approve", exact: true }).click();
   await expect(waiting.getByRole("heading", { name: "2 items need approval" })).toBeVisible();

@@ -26,7 +26,7 @@ export const batchApprovalsSchema = z
 
 export const batchApprovalsResultSchema = z.object({ decided: z.number().int() }).strict();
 
-/** GET .../subagent-batches/{id}/approvals: the calls waiting for a person, oldest first (at most 100). */
+/** GET .../subagent-batches/{id}/approvals: the calls waiting for a person, in item order (at most 100). */
 export const waitingApprovalSchema = z
   .object({
     item_id: z.string(),

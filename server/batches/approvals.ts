@@ -91,7 +91,7 @@ export async function expireApprovals(db: DbOrTx, timeoutSeconds: number): Promi
 /** Characters of a waiting call's arguments the panel shows. */
 const INPUT_PREVIEW_CHARS = 500;
 
-/** The calls of this owner's batch that wait for a person, oldest first (the panel's list). */
+/** The calls of this owner's batch that wait for a person, in item order (the panel's list). */
 export async function listWaitingApprovals(db: DbOrTx, args: BatchScopeArgs & { limit?: number }) {
   checkIds(args);
   const batch = await getBatch(db, args);
@@ -108,7 +108,7 @@ export async function listWaitingApprovals(db: DbOrTx, args: BatchScopeArgs & { 
     .from(a)
     .innerJoin(i, eq(i.id, a.itemId))
     .where(and(eq(a.batchId, batch.id), eq(a.status, "pending"), eq(i.status, "awaiting_approval")))
-    .orderBy(asc(a.createdAt))
+    .orderBy(asc(i.position), asc(a.createdAt))
     .limit(args.limit ?? 100);
   return rows.map((r) => ({
     item_id: r.itemId!,

@@ -14,7 +14,7 @@ export const POST = handle(async (req: Request, ctx: Ctx) => {
   return json(project(batchApprovalsResultSchema, await decideBatchApprovals(scope.db, { ...scope, tool, decision, reason })));
 });
 
-/** The calls of this batch waiting for a person, oldest first (the panel's list). */
+/** The calls of this batch waiting for a person, in item order (the panel's list). */
 export const GET = handle(async (req: Request, ctx: Ctx) => {
   const scope = await batchScope(req, await ctx.params);
   return json(project(waitingApprovalsSchema, { approvals: await listWaitingApprovals(scope.db, scope) }));
