@@ -3,12 +3,13 @@ import { Readable } from "node:stream";
 import type { ReadableStream as NodeReadableStream } from "node:stream/web";
 import { GET as batchGET } from "@/app/api/threads/[threadId]/subagent-batches/[batchId]/route";
 import { GET as itemsGET } from "@/app/api/threads/[threadId]/subagent-batches/[batchId]/items/route";
+import { GET as csvGET } from "@/app/api/threads/[threadId]/subagent-batches/[batchId]/results.csv/route";
 import { GET as resultsGET } from "@/app/api/threads/[threadId]/subagent-batches/[batchId]/results.jsonl/route";
 import { POST as submitPOST } from "@/app/api/threads/[threadId]/subagent-batches/route";
 
 /**
  * A bare Node HTTP server in front of the real batch route handlers (submit, batch detail, items
- * page, results.jsonl), for bench/export.bench.ts when no production build is available (`next
+ * page, results.jsonl, results.csv), for bench/export.bench.ts when no production build is available (`next
  * start` is preferred) and for bench/scale.bench.ts. Adapts node:http to a Fetch Request (the
  * body streamed) and pipes the Response body back with backpressure.
  * Usage: tsx --conditions=react-server bench/export-server.ts <port> (DATABASE_URL in the environment;
@@ -26,6 +27,12 @@ const routes: Array<{ method: string; pattern: RegExp; names: string[]; handler:
     pattern: /^\/api\/threads\/([^/]+)\/subagent-batches\/([^/]+)\/results\.jsonl$/,
     names: ["threadId", "batchId"],
     handler: resultsGET as Handler,
+  },
+  {
+    method: "GET",
+    pattern: /^\/api\/threads\/([^/]+)\/subagent-batches\/([^/]+)\/results\.csv$/,
+    names: ["threadId", "batchId"],
+    handler: csvGET as Handler,
   },
 ];
 

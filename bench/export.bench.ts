@@ -175,7 +175,7 @@ async function stopGroup(child: ChildProcess): Promise<void> {
 }
 
 /** Resident set size of a process and all its descendants, in bytes (Linux /proc). */
-function treeRss(rootPid: number): number {
+export function treeRss(rootPid: number): number {
   const children = new Map<number, number[]>();
   for (const entry of readdirSync("/proc")) {
     if (!/^\d+$/.test(entry)) continue;
@@ -225,10 +225,10 @@ export function download(url: string, token: string): Promise<{ ms: number; byte
   });
 }
 
-export function psqlCopy(url: string, query: string): Promise<{ ms: number; bytes: number; lines: number }> {
+export function psqlCopy(url: string, query: string, options = ""): Promise<{ ms: number; bytes: number; lines: number }> {
   return new Promise((resolve, reject) => {
     const started = performance.now();
-    const child = spawn("psql", [url, "-X", "-q", "-v", "ON_ERROR_STOP=1", "-c", `COPY (${query}) TO STDOUT`], {
+    const child = spawn("psql", [url, "-X", "-q", "-v", "ON_ERROR_STOP=1", "-c", `COPY (${query}) TO STDOUT ${options}`], {
       stdio: ["ignore", "pipe", "inherit"],
     });
     let bytes = 0;

@@ -18,6 +18,8 @@ const MODULES: Array<() => Promise<BenchModule>> = [
   () => import("./workspace.bench"),
   () => import("./compat.bench"),
   () => import("./auth.bench"),
+  () => import("./data.bench"),
+  () => import("./steps.bench"),
 ];
 
 function fmt(n: number): string {

@@ -7,7 +7,7 @@ import { claimItems } from "@/server/batches/claim";
 import { submitBatch } from "@/server/batches/submit";
 import { createDatabase, type Database } from "@/server/db/client";
 import { benchServer, freshDatabase, owner, waitTerminal } from "./batch.bench";
-import { download, psqlCopy, startWeb, type Web } from "./export.bench";
+import { download, psqlCopy, startWeb, treeRss, type Web } from "./export.bench";
 import type { BenchRow } from "./types";
 import { spawnBenchWorkers, stopBenchWorkers } from "./workers";
 
@@ -17,16 +17,20 @@ import { spawnBenchWorkers, stopBenchWorkers } from "./workers";
  * fresh database, each row a ratio against a baseline measured in the same run (lower is better):
  *   - NDJSON submission of 100,000 items vs one INSERT ... SELECT FROM unnest of the same rows
  *     into a plain table (uuid primary key) through the driver (target <= 2)
- *   - batch detail, first item page, and a `?status=failed` page that matches nothing: the
+ *   - batch detail, first item page, a `?status=failed` page that matches nothing, and
+ *     `?verdict=failed` and `?verdict=passed` pages: the
  *     100,000-item batch vs a 10-item batch (target <= 1.5)
  *   - results.jsonl of the 100,000 items vs psql's COPY (select the same columns) TO STDOUT
  *     (target <= 2)
+ *   - results.csv of a typed batch of 100,000 items (three output properties, two checks) vs psql's
+ *     COPY (select the same columns) TO STDOUT (format csv) (target <= 2), and the web process's
+ *     peak RSS growth during the download vs 64 MB (target <= 1); SCALE_CSV_ITEMS runs fewer
  *   - claim (with promotion of pending rows) of 32 items with 100,000 pending vs 1,000 pending,
  *     in process (target <= 1.3)
  *   - the 100,000 items run by one real worker process with 64 slots (simulator, latency 0),
  *     the batch's own first claim to finish: seconds vs 50 s, i.e. 2,000 items/s (target <= 1);
  *     SCALE_RUN_ITEMS runs fewer
- * Select parts with SCALE_BENCH=submit,read,export,claim,run (default all).
+ * Select parts with SCALE_BENCH=submit,read,export,csv,claim,run (default all).
  */
 
 export const name = "scale";
@@ -141,9 +145,10 @@ async function reads(scope: Scope): Promise<BenchRow[]> {
   const { database } = scope;
   const big = await submitInProcess(scope, BIG);
   const small = await submitInProcess(scope, 10);
-  // A third finished, the rest waiting: what a long run looks like midway.
+  // A third finished (one in ten of them with a failed verdict), the rest waiting: what a long run looks like midway.
   for (const b of [big, small])
-    await database.db.execute(sql`update subagent_batch_items set status = 'succeeded', result = 'done', preview = 'done', finished_at = now()
+    await database.db.execute(sql`update subagent_batch_items set status = 'succeeded', result = 'done', preview = 'done', finished_at = now(),
+        verdict = case when position % 10 = 3 then 'failed' else 'passed' end
       where batch_id = ${b.id} and position <= (select count(*) / 3 from subagent_batch_items where batch_id = ${b.id})`);
   await database.sql`analyze subagent_batch_items`;
   const get = async (path: string) => {
@@ -169,6 +174,8 @@ async function reads(scope: Scope): Promise<BenchRow[]> {
     await row("batch detail", (id) => `/${id}`),
     await row("first item page", (id) => `/${id}/items`),
     await row("?status=failed page with no match", (id) => `/${id}/items?status=failed`),
+    await row("?verdict=failed page", (id) => `/${id}/items?verdict=failed`),
+    await row("?verdict=passed page", (id) => `/${id}/items?verdict=passed`),
   ];
 }
 
@@ -204,6 +211,83 @@ async function exportRow(scope: Scope): Promise<BenchRow> {
     ratio: o / c,
     target: 2,
   };
+}
+
+const CSV_ITEMS = Number(process.env.SCALE_CSV_ITEMS ?? BIG);
+const RSS_BUDGET_MB = 64;
+
+/** A typed batch as a settlement leaves it: every item an output of three properties, two checks, a verdict. */
+async function typedBatch(scope: Scope, n: number) {
+  const batch = await submitInProcess(scope, n, {
+    output_schema: { type: "object", properties: { label: { type: "string" }, score: { type: "number" }, reason: { type: "string" } } },
+    checks: [
+      { name: "label_known", type: "regex", pattern: "^(routine|urgent)$", path: "/label" },
+      { name: "has_reason", type: "regex", pattern: "\\w", path: "/reason" },
+    ],
+  });
+  await scope.database.db.execute(sql`
+    update subagent_batch_items set status = 'succeeded', attempts = 1, input_tokens = 12, output_tokens = 40,
+           output = jsonb_build_object('label', case when position % 10 = 0 then 'odd' else 'routine' end,
+                                       'score', position % 100, 'reason', 'Record ' || position || ', "classified" as routine'),
+           checks = jsonb_build_array(jsonb_build_object('name', 'label_known', 'passed', position % 10 <> 0),
+                                      jsonb_build_object('name', 'has_reason', 'passed', true, 'score', 1)),
+           verdict = case when position % 10 = 0 then 'failed' else 'passed' end,
+           started_at = now() - interval '2 seconds', finished_at = now()
+     where batch_id = ${batch.id}`);
+  await scope.database.sql`vacuum analyze subagent_batch_items`;
+  return batch;
+}
+
+async function csvRow(scope: Scope): Promise<BenchRow[]> {
+  const n = CSV_ITEMS;
+  const big = await typedBatch(scope, n);
+  const url = `${scope.web.base}/api/threads/${scope.threadId}/subagent-batches/${big.id}/results.csv`;
+  const check = (name: string) =>
+    `case when checks @> '[{"name":"${name}","passed":false}]' then 'failed' when checks @> '[{"name":"${name}","passed":true}]' then 'passed' else '' end`;
+  const query = `select item_key, status, input, output->>'label', output->>'score', output->>'reason', ${check("label_known")}, ${check("has_reason")},
+      verdict, attempts, input_tokens, output_tokens, (input_tokens * 0 + output_tokens * 0) / 1000000.0,
+      round(extract(epoch from finished_at - started_at) * 1000), error
+    from subagent_batch_items where batch_id = '${big.id}' order by position`;
+  const ours: number[] = [];
+  const copy: number[] = [];
+  const growth: number[] = [];
+  let bytes = 0;
+  await download(url, scope.token); // warm-up
+  for (let round = 0; round < 3; round++) {
+    const c = await psqlCopy(scope.url, query, "(format csv)");
+    if (c.lines !== n) throw new Error(`COPY returned ${c.lines} lines`);
+    copy.push(c.ms);
+    const before = treeRss(scope.web.pid);
+    let peak = before;
+    const sampler = setInterval(() => {
+      peak = Math.max(peak, treeRss(scope.web.pid));
+    }, 25);
+    const o = await download(url, scope.token).finally(() => clearInterval(sampler));
+    if (o.status !== 200 || o.lines !== n + 1) throw new Error(`results.csv returned ${o.status} with ${o.lines} lines`);
+    ours.push(o.ms);
+    growth.push((peak - before) / 1048576);
+    bytes = o.bytes;
+    log(`csv round ${round + 1}: results.csv ${o.ms.toFixed(0)} ms (${(o.bytes / 1e6).toFixed(0)} MB, RSS +${growth[round]!.toFixed(0)} MB), COPY csv ${c.ms.toFixed(0)} ms (${(c.bytes / 1e6).toFixed(0)} MB)`);
+  }
+  const o = median(ours);
+  const c = median(copy);
+  const worst = Math.max(...growth);
+  return [
+    {
+      metric: `scale: results.csv of ${n} typed items over HTTP (${(bytes / 1e6).toFixed(0)} MB): ms vs psql COPY (select the same columns) TO STDOUT (format csv)`,
+      ours: o,
+      baseline: c,
+      ratio: o / c,
+      target: 2,
+    },
+    {
+      metric: `scale: results.csv of ${n} typed items: worst peak RSS growth of the web process (MB) vs ${RSS_BUDGET_MB} MB`,
+      ours: worst,
+      baseline: RSS_BUDGET_MB,
+      ratio: worst / RSS_BUDGET_MB,
+      target: 1,
+    },
+  ];
 }
 
 async function claimRow(scope: Scope): Promise<BenchRow> {
@@ -248,7 +332,7 @@ async function runRow(scope: Scope): Promise<BenchRow> {
 export async function run(): Promise<BenchRow[]> {
   const server = await benchServer();
   const rows: BenchRow[] = [];
-  const all = { submit: submission, read: reads, export: exportRow, claim: claimRow, run: runRow };
+  const all = { submit: submission, read: reads, export: exportRow, csv: csvRow, claim: claimRow, run: runRow };
   const only = new Set((process.env.SCALE_BENCH ?? Object.keys(all).join(",")).split(","));
   const parts = Object.entries(all)
     .filter(([k]) => only.has(k))

@@ -1,6 +1,7 @@
 import { z } from "zod";
 import { outputSchemaSchema } from "./api/batch-data";
 import { BUSY_POLICIES } from "./api/chat";
+import { approvalPatternGroup, approvalPatternSchema as approvalPattern } from "./approval-pattern";
 
 /**
  * The one configuration schema. Every bound is enforced at process start; a value
@@ -52,6 +53,8 @@ export const configSchema = z
                 timeout_seconds: num(1, 86_400, 600),
                 /** Typed results for every run of this sub-agent (task, swarm child, batch item). */
                 output_schema: outputSchemaSchema.optional(),
+                /** Approval patterns for this sub-agent's runs, on top of tools.require_approval. */
+                require_approval: z.array(approvalPattern).default([]),
               })
               .strict(),
           )
@@ -132,6 +135,10 @@ export const configSchema = z
         call_timeout_seconds: num(1, 600, 30),
         // Hosts fetch_url may reach although they resolve to a loopback or private address.
         web_allow_hosts: z.array(z.string().min(1)).default([]),
+        // Calls that wait for a person: "group" or "group/tool-glob" (server/tools/approval.ts).
+        require_approval: z.array(approvalPattern).default([]),
+        // A call waiting longer than this is denied.
+        approval_timeout_seconds: int(1, 30 * 86_400, 86_400),
       })
       .strict()
       .prefault({}),
@@ -230,6 +237,21 @@ export const configSchema = z
       });
     };
     checkGroups(c.lead.tool_groups, ["lead", "tool_groups"]);
+    const checkApproval = (list: string[], path: (string | number)[]) => {
+      list.forEach((p, i) => {
+        const group = approvalPatternGroup(p);
+        if (!groups.has(group))
+          ctx.addIssue({
+            code: "custom",
+            path: [...path, i],
+            message: `unknown tool group "${group}" (known: ${[...groups].join(", ")})`,
+          });
+      });
+    };
+    checkApproval(c.tools.require_approval, ["tools", "require_approval"]);
+    c.subagents.definitions.forEach((d, i) => {
+      checkApproval(d.require_approval, ["subagents", "definitions", i, "require_approval"]);
+    });
     c.subagents.definitions.forEach((d, i) => {
       checkGroups(d.tool_groups, ["subagents", "definitions", i, "tool_groups"]);
     });

@@ -12,6 +12,7 @@ import path from "node:path";
 import { inspect } from "node:util";
 import postgres from "postgres";
 import { ConfigError, loadConfig } from "../server/config/load";
+import { assertConfiguredOutputSchemas } from "../server/runtime/output-schema";
 import { EMBEDDED_PORT, type EmbeddedServer, startEmbeddedPostgres } from "../server/db/embedded";
 import { recoverLeasesOfPreviousRun } from "../server/batches/claim";
 import { createDatabase } from "../server/db/client";
@@ -70,7 +71,8 @@ function authSecret(): string {
 
 async function main() {
   try {
-    loadConfig(); // refuse to start on an invalid configuration, before anything boots
+    // Refuse to start on an invalid configuration, before anything boots.
+    assertConfiguredOutputSchemas(loadConfig());
   } catch (err) {
     if (err instanceof ConfigError) {
       console.error(err.message);

@@ -6,6 +6,7 @@
  */
 import path from "node:path";
 import { ConfigError, loadConfig } from "../server/config/load";
+import { assertConfiguredOutputSchemas } from "../server/runtime/output-schema";
 import { createFrontDoorServer } from "../server/http/front-door";
 
 const root = process.cwd();
@@ -14,7 +15,9 @@ const port = Number(process.env.PORT ?? 3000);
 async function main() {
   let trustedProxies: string[];
   try {
-    trustedProxies = loadConfig().http.trusted_proxies;
+    const config = loadConfig();
+    assertConfiguredOutputSchemas(config);
+    trustedProxies = config.http.trusted_proxies;
   } catch (err) {
     if (err instanceof ConfigError) {
       console.error(err.message);

@@ -96,7 +96,13 @@ function MessageView({ message, threadId, streaming }: { message: ChatMessage; t
   }
   const status = message.metadata?.status;
   return (
-    <article data-role="assistant" aria-label="Lead agent message" aria-busy={streaming} className="min-w-0 space-y-1.5">
+    <article
+      id={`message-${message.id}`}
+      data-role="assistant"
+      aria-label="Lead agent message"
+      aria-busy={streaming}
+      className="min-w-0 scroll-mt-4 space-y-1.5"
+    >
       <div className="flex items-center gap-2 text-xs font-medium text-zinc-500">
         <span>Lead agent</span>
         {streaming && <Spinner className="size-3 text-zinc-400" />}

@@ -1,15 +1,23 @@
 "use client";
 
 import { useQuery } from "@tanstack/react-query";
-import { useEffect, useRef, useState, useSyncExternalStore } from "react";
+import { type ReactNode, useEffect, useRef, useState, useSyncExternalStore } from "react";
+import { z } from "zod";
 import type { ToolPartProps } from "./part-props";
 import { Badge, type Tone } from "@/components/ui/badge";
 import { fetchRun, RunToolCalls } from "@/components/tool-calls";
 import { Spinner } from "@/components/ui/spinner";
-import { sendJson } from "@/lib/api/client";
+import { fetchJson, sendJson } from "@/lib/api/client";
 import { isTerminalRunStatus, type RunDetail, type StopReportProjection, stopReportSchema } from "@/lib/api/runs";
 import { formatDuration, formatTokens } from "@/lib/format";
-import type { SubagentDataPart, TaskInput, TaskToolOutput } from "@/lib/api/subagents";
+import {
+  type BackgroundReceipt,
+  CHILDREN_SETTLED,
+  isBackgroundReceipt,
+  type SubagentDataPart,
+  type TaskInput,
+  type TaskToolOutput,
+} from "@/lib/api/subagents";
 
 /**
  * The `task` delegation card: definition, status (waiting for a slot, running, final),
@@ -92,14 +100,18 @@ export function SubagentCard({
   view,
   stale = false,
   threadId,
+  background,
 }: {
   view: SubagentView;
   stale?: boolean;
   /** Given: a finished run lists its tool calls. */
   threadId?: string;
+  /** A background call: what the card says about it (BackgroundNote). */
+  background?: ReactNode;
 }) {
   const s = STATUS[view.status];
   const active = view.status === "pending" || view.status === "running";
+  const label = background && active ? "running in background" : s.label;
   const duration = useLiveDuration(view.durationMs, view.status === "running" && !stale);
   return (
     <section
@@ -119,7 +131,7 @@ export function SubagentCard({
         </span>
         <Badge tone={s.tone}>
           {active && !stale ? <Spinner className="size-3" /> : null}
-          <span data-testid="subagent-status">{s.label}</span>
+          <span data-testid="subagent-status">{label}</span>
         </Badge>
       </header>
       <dl className="flex flex-wrap gap-x-4 gap-y-0.5 text-xs text-zinc-500">
@@ -148,6 +160,7 @@ export function SubagentCard({
           </div>
         ) : null}
       </dl>
+      {background}
       {view.status === "interrupted" ? (
         <p className="text-xs text-amber-800">
           Interrupted by a server restart and not restarted. Work it had started may be partly done; check before relying on it.
@@ -233,8 +246,87 @@ export function subagentView(
   };
 }
 
-/** The chat's `tool-task` entry. */
-export function SubagentToolCard({ part, message, threadId, streaming }: ToolPartProps) {
+// ---------------------------------------------------------------------------------------------
+// Background calls: the tool answered at once; the card follows the runs and links the report.
+
+const threadMessagesSchema = z.object({
+  messages: z.array(z.object({ id: z.string(), metadata: z.record(z.string(), z.unknown()).nullish() })),
+});
+
+/** The id of the lead's report on a settled background call (looked up among the thread's messages until it is stored). */
+function useBackgroundReply(threadId: string, runIds: string[], settled: boolean) {
+  const first = runIds[0];
+  return useQuery({
+    queryKey: ["background-reply", threadId, first],
+    queryFn: async ({ signal }) => {
+      const body = await fetchJson(threadMessagesSchema, `/api/threads/${encodeURIComponent(threadId)}`, "thread", { signal });
+      const reply = body.messages.find(
+        (m) => m.metadata?.trigger === CHILDREN_SETTLED && Array.isArray(m.metadata.run_ids) && m.metadata.run_ids.includes(first),
+      );
+      return reply?.id ?? null;
+    },
+    enabled: settled && !!first,
+    refetchInterval: (q) => (q.state.data ? false : 2_000),
+  });
+}
+
+/** Under a background card: it runs on without the answer, then a link to the lead's report on it. */
+export function BackgroundNote({ threadId, runIds, settled }: { threadId: string; runIds: string[]; settled: boolean }) {
+  const { data: replyId } = useBackgroundReply(threadId, runIds, settled);
+  return (
+    <p data-testid="background-note" className="text-xs text-zinc-600">
+      {!settled ? (
+        "Running in the background: the answer did not wait for it. The lead reports here when it finishes."
+      ) : replyId ? (
+        <>
+          Finished in the background.{" "}
+          <a href={`#message-${replyId}`} className="font-medium text-sky-700 underline underline-offset-2 hover:text-sky-900">
+            Read the lead&apos;s report
+          </a>
+        </>
+      ) : (
+        "Finished in the background; the lead's report follows in this thread."
+      )}
+    </p>
+  );
+}
+
+function BackgroundTaskCard({ input, receipt, threadId }: { input: unknown; receipt: BackgroundReceipt; threadId: string }) {
+  const runId = receipt.run_ids[0] ?? null;
+  const { data: row } = useRunRow(threadId, runId, true);
+  const task = (rec(input) ?? {}) as Partial<TaskInput>;
+  const description = task.description ?? "Task";
+  const view: SubagentView = row
+    ? {
+        runId: row.id,
+        definition: row.definition,
+        description,
+        status: row.status,
+        model: row.model,
+        inputTokens: row.usage.input_tokens,
+        outputTokens: row.usage.output_tokens,
+        durationMs: row.duration_ms,
+        error: row.error,
+      }
+    : { runId, definition: task.subagent ?? "general", description, status: "pending", model: null, inputTokens: 0, outputTokens: 0, durationMs: null };
+  const settled = !!row && isTerminalRunStatus(row.status);
+  return (
+    <SubagentCard
+      view={view}
+      threadId={threadId}
+      background={<BackgroundNote threadId={threadId} runIds={receipt.run_ids} settled={settled} />}
+    />
+  );
+}
+
+/** The chat's `tool-task` entry: a background call's receipt, or the task the response waited for. */
+export function SubagentToolCard(props: ToolPartProps) {
+  const part = props.part as unknown as { input?: unknown; output?: unknown };
+  if (isBackgroundReceipt(part.output)) return <BackgroundTaskCard input={part.input} receipt={part.output} threadId={props.threadId} />;
+  return <ForegroundTaskCard {...props} />;
+}
+
+function ForegroundTaskCard({ part, message, threadId, streaming }: ToolPartProps) {
   const toolPart = part as unknown as { toolCallId: string; state: string; input?: unknown; output?: unknown; errorText?: string };
   const live = findSubagentLive(message.parts, toolPart.toolCallId);
   const final = toolPart.state === "output-available" || toolPart.state === "output-error";

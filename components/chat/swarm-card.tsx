@@ -1,7 +1,13 @@
 "use client";
 
+import { useQuery } from "@tanstack/react-query";
+import { z } from "zod";
 import type { LooseToolPart, ToolPartProps } from "./part-props";
+import { BackgroundNote } from "./subagent-card";
 import { RunToolCalls } from "@/components/tool-calls";
+import { fetchJson } from "@/lib/api/client";
+import { isTerminalRunStatus, runProjectionSchema } from "@/lib/api/runs";
+import { type BackgroundReceipt, isBackgroundReceipt } from "@/lib/api/subagents";
 import { Badge, type Tone } from "@/components/ui/badge";
 import { Spinner } from "@/components/ui/spinner";
 import type {
@@ -273,9 +279,68 @@ export function SwarmCard({
   );
 }
 
+const threadRunsSchema = z.object({ runs: z.array(runProjectionSchema) });
+
+/**
+ * A background swarm's card: the tool answered at once, so the items are followed through the
+ * thread's runs (every run of this call, retries included) until all have settled.
+ */
+function BackgroundSwarmCard({ part, receipt, threadId }: { part: LooseToolPart; receipt: BackgroundReceipt; threadId: string }) {
+  const { data: runs } = useQuery({
+    queryKey: ["background-swarm", threadId, part.toolCallId],
+    queryFn: async ({ signal }) =>
+      (await fetchJson(threadRunsSchema, `/api/threads/${encodeURIComponent(threadId)}/runs`, "runs", { signal })).runs.filter(
+        (r) => r.kind === "swarm_child" && r.tool_call_id === part.toolCallId,
+      ),
+    refetchInterval: (q) => (q.state.data?.length && q.state.data.every((r) => isTerminalRunStatus(r.status)) ? false : 1_500),
+  });
+  const byId = new Map((runs ?? []).map((r) => [r.id, r]));
+  const settled = !!runs?.length && runs.every((r) => isTerminalRunStatus(r.status));
+  const count = (status: string) => (runs ?? []).filter((r) => r.status === status).length;
+  const inputs = swarmInputs(part.input);
+  const ids = [...inputs.keys()];
+  return (
+    <section
+      data-testid="swarm-card"
+      data-status={settled ? "settled" : "running"}
+      aria-label="Agent swarm"
+      className="my-1 flex w-full max-w-2xl flex-col gap-2 rounded-lg border border-zinc-200 bg-white px-3 py-2 text-sm shadow-xs"
+    >
+      <header className="flex flex-wrap items-center gap-2">
+        <span className="font-medium">{settled ? "Swarm finished in the background" : "Swarm running in the background"}</span>
+        {!settled ? <Spinner className="size-3.5 text-zinc-500" /> : null}
+        <span className="ml-auto">
+          <Badge tone={settled ? "green" : "blue"}>{settled ? "finished" : "running in background"}</Badge>
+        </span>
+      </header>
+      <p className="text-xs text-zinc-500">
+        {receipt.run_ids.length} item{receipt.run_ids.length === 1 ? "" : "s"} · {count("completed")} completed · {count("running")} running ·{" "}
+        {count("failed") + count("timed_out")} failed · {count("cancelled") + count("interrupted")} stopped
+      </p>
+      <ol aria-label="Swarm items" className="max-h-64 overflow-y-auto rounded border border-zinc-100 text-xs">
+        {receipt.run_ids.map((id, i) => {
+          const run = byId.get(id);
+          const label = ids[i] ?? `item-${i + 1}`;
+          return (
+            <li key={id} className="flex items-center gap-2 border-b border-zinc-100 px-2 py-1 last:border-b-0">
+              <span className="font-mono text-zinc-700">{label}</span>
+              <span className="min-w-0 flex-1 truncate text-zinc-500" title={inputs.get(label)}>
+                {inputs.get(label) ?? ""}
+              </span>
+              <Badge tone={statusTone(run?.status ?? "queued")}>{run?.status ?? "pending"}</Badge>
+            </li>
+          );
+        })}
+      </ol>
+      <BackgroundNote threadId={threadId} runIds={receipt.run_ids} settled={settled} />
+    </section>
+  );
+}
+
 /** The chat's `tool-agent_swarm` entry: the card with this call's live part from the same message. */
 export function SwarmToolCard({ part, message, streaming, threadId }: ToolPartProps) {
   const toolPart = part as unknown as LooseToolPart;
+  if (isBackgroundReceipt(toolPart.output)) return <BackgroundSwarmCard part={toolPart} receipt={toolPart.output} threadId={threadId} />;
   return (
     <SwarmCard
       part={toolPart}

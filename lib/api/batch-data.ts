@@ -116,8 +116,8 @@ export type ItemFieldValue = z.infer<typeof itemFieldValueSchema>;
 
 /**
  * An object item: `{ item_key?, <field>: value, ..., expected? }` (`expected` never reaches the
- * prompt). Told apart from `{ item_key?, prompt }` by having no `prompt` key... unless a
- * template names {{prompt}}: see lib/batch-rules.ts parseItem.
+ * prompt). An object whose only keys are `prompt` (and `item_key`) stays an explicit prompt; see
+ * lib/batch-rules.ts parseItem.
  */
 export interface ObjectItem {
   item_key?: string;

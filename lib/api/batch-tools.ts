@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { checkSchema, itemFieldValueSchema, MAX_CHECKS, MAX_ITEM_FIELDS } from "@/lib/api/batch-data";
 import {
   GLOB_MAX_CHARS,
   ITEM_KEY_MAX_CHARS,
@@ -13,10 +14,14 @@ import {
  * from lib/batch-rules.ts.
  */
 
-const itemObject = z.object({
-  item_key: z.string().min(1).max(ITEM_KEY_MAX_CHARS).optional().describe("Stable key for this item (default item-1, item-2, ...)."),
-  prompt: z.string().min(1).describe("The complete, self-contained instructions for this item."),
-});
+const itemObject = z
+  .object({
+    item_key: z.string().min(1).max(ITEM_KEY_MAX_CHARS).optional().describe("Stable key for this item (default item-1, item-2, ...)."),
+    prompt: z.string().min(1).optional().describe("The complete, self-contained instructions for this item (an item with only a prompt)."),
+    expected: z.unknown().optional().describe("What the checks compare the answer with (any JSON); never shown to the sub-agent."),
+  })
+  .catchall(itemFieldValueSchema)
+  .describe("{item_key?, prompt}, or a record of fields {item_key?, <field>: string | number | boolean, ..., expected?} filling {{<field>}}.");
 
 export const batchTaskInputSchema = z.object({
   subagent: z.string().min(1).max(SUBAGENT_NAME_MAX_CHARS).optional().describe("Which sub-agent runs every item (default general)."),
@@ -27,12 +32,16 @@ export const batchTaskInputSchema = z.object({
     .optional()
     .describe(
       "Template with {{item}}; each string item is substituted into it to form that item's prompt. " +
+        "For items that are records of fields: {{<field>}} is replaced by that field of each item. " +
         "With files: a template with {{file}}, replaced by each file's path.",
     ),
   items: z
     .union([z.array(z.string().min(1)).min(1), z.array(itemObject).min(1)])
     .optional()
-    .describe("The independent items: strings (with prompt_template) or {item_key?, prompt} objects."),
+    .describe(
+      "The independent items: strings (with prompt_template), {item_key?, prompt} objects, or records of fields " +
+        `(at most ${MAX_ITEM_FIELDS} fields, filling {{<field>}} in prompt_template; expected is for the checks).`,
+    ),
   files: z
     .string()
     .min(1)
@@ -51,6 +60,19 @@ export const batchTaskInputSchema = z.object({
     .optional()
     .describe("Budget: the batch pauses once its items used this many tokens (in-flight items finish)."),
   max_cost_usd: z.number().positive().optional().describe("Budget in US dollars, priced from the model catalog."),
+  output_schema: z
+    .record(z.string(), z.unknown())
+    .optional()
+    .describe("A JSON Schema (at most 16 KB): each item's answer is then one JSON value valid against it (a dataset of fields)."),
+  checks: z
+    .array(checkSchema)
+    .max(MAX_CHECKS)
+    .optional()
+    .describe(
+      "Checks on every answer, each named: regex (pattern, optional JSON Pointer path into the answer), equals (the answer " +
+        "at path equals the item's expected at expected_path), judge (a model grades 0..1 against rubric). on_fail: flag " +
+        "(default) or retry.",
+    ),
 });
 export type BatchTaskInput = z.infer<typeof batchTaskInputSchema>;
 
@@ -67,6 +89,10 @@ export const batchResultsInputSchema = z.object({
     .enum(["succeeded", "failed", "cancelled", "pending", "queued", "leased", "running"])
     .optional()
     .describe("Only items of this status (e.g. failed)."),
+  verdict: z
+    .enum(["passed", "failed"])
+    .optional()
+    .describe("Only items whose checks all passed (passed) or at least one failed (failed)."),
   cursor: z.string().optional().describe("next_cursor of the previous page."),
   limit: z
     .number()

@@ -1,11 +1,26 @@
 import { z } from "zod";
 import {
-  ITEM_KEY_MAX_CHARS,
+  isProblem,
+  jsonValueProblem,
+  keyProblem,
   MAX_COST_USD,
+  parseItem,
+  type SubmitItem,
   PROMPT_TEMPLATE_MAX_CHARS,
   SUBAGENT_NAME_MAX_CHARS,
   SUBMISSION_KEY_MAX_CHARS,
 } from "@/lib/batch-rules";
+import {
+  batchCheckCountSchema,
+  batchVerdictsSchema,
+  CHECK_NAME_MAX_CHARS,
+  checkResultSchema,
+  checksSchema,
+  MAX_CHECKS,
+  OUTPUT_SCHEMA_MAX_BYTES,
+  outputSchemaSchema,
+  verdictSchema,
+} from "./batch-data";
 import { toolCallRecordSchema } from "./runs";
 
 /**
@@ -91,6 +106,14 @@ export const batchProjectionSchema = z
     /** no_worker: the last heartbeat of any worker (null when none ever ran). */
     waiting_since: z.string().nullable(),
     eta: batchEtaSchema.nullable(),
+    /** Per check of the spec, in its order: finished items that passed and failed it (zeros until one finished). */
+    checks: z.array(batchCheckCountSchema),
+    /** Finished items with checks by verdict. */
+    verdicts: batchVerdictsSchema,
+    /** The object items' field names (the results table's input columns); [] for string items. */
+    input_fields: z.array(z.string()),
+    /** The output schema's top-level property names (the results table's output columns); [] without a schema. */
+    output_fields: z.array(z.string()),
     created_at: z.string(),
     updated_at: z.string(),
     started_at: z.string().nullable(),
@@ -111,6 +134,12 @@ export const itemProjectionSchema = z
     preview: z.string().nullable(),
     error: z.string().nullable(),
     usage: usageSchema,
+    /** Typed results: the parsed answer; null without one, or when its compact JSON is longer than result_preview_max_chars. */
+    output: z.unknown(),
+    /** How each check judged the answer ([] when none ran). */
+    checks: z.array(checkResultSchema),
+    /** passed | failed once finished with checks; null otherwise. */
+    verdict: verdictSchema.nullable(),
     /** Tool calls of the item's latest run (the list is on the item detail). */
     tool_calls: z.number(),
     started_at: z.string().nullable(),
@@ -139,20 +168,74 @@ export const resultLineSchema = z
     attempts: z.number(),
     result: z.string().nullable(),
     error: z.string().nullable(),
+    /** Typed results: the parsed answer (whole), null without one. */
+    output: z.unknown(),
+    checks: z.array(checkResultSchema),
+    verdict: verdictSchema.nullable(),
     usage: usageSchema,
   })
   .strict();
 
-/** Submission body (JSON). For application/x-ndjson the items are the body lines and the rest are query parameters. */
-export const submitItemSchema = z.union([
-  z.string().min(1, "must not be empty"),
-  z
-    .object({
-      item_key: z.string().min(1, "must not be empty").max(ITEM_KEY_MAX_CHARS, `must be at most ${ITEM_KEY_MAX_CHARS} characters`).optional(),
-      prompt: z.string().min(1, "must not be empty"),
-    })
-    .strict(),
-]);
+/** Item statuses a batch retry can select (finished ones). */
+export const FINISHED_ITEM_STATUSES = ["succeeded", "failed", "cancelled"] as const;
+
+/**
+ * POST .../subagent-batches/{id}/retry: every finished item matching all the given filters
+ * (at least one) re-queued with fresh attempts. `check` names one of the batch's checks: items
+ * that failed it.
+ */
+export const batchRetrySchema = z
+  .object({
+    status: z
+      .array(z.enum(FINISHED_ITEM_STATUSES, { error: `must hold only ${FINISHED_ITEM_STATUSES.join(", ")}` }))
+      .min(1, "must name at least one status")
+      .refine((s) => new Set(s).size === s.length, { error: "must not repeat a status" })
+      .optional(),
+    verdict: z.literal("failed", { error: 'must be "failed"' }).optional(),
+    check: z.string().min(1, "must not be empty").max(CHECK_NAME_MAX_CHARS, `must be at most ${CHECK_NAME_MAX_CHARS} characters`).optional(),
+  })
+  .strict()
+  .refine((v) => v.status !== undefined || v.verdict !== undefined || v.check !== undefined, {
+    error: "status, verdict or check: give at least one (a retry of every finished item must be asked for by status)",
+  });
+export type BatchRetry = z.infer<typeof batchRetrySchema>;
+export const batchRetryResponseSchema = z.object({ retried: z.number() }).strict();
+
+/**
+ * POST .../items/{item_id}/retry: optionally a corrected `input`, checked like a submission item
+ * of the batch; it replaces the item (prompt rebuilt from the batch's template, an object item's
+ * `expected` taken from it, absent = none).
+ */
+export const itemRetrySchema = z.object({ input: z.unknown().optional() }).strict();
+
+/**
+ * One submitted item (lib/batch-rules.ts parseItem): a string for {{item}}, `{ item_key?, prompt }`,
+ * or an object of fields `{ item_key?, <field>: string | number | boolean, ..., expected? }`.
+ */
+export const submitItemSchema = z.custom<SubmitItem>().superRefine((value, ctx) => {
+  const item = parseItem(value, 0);
+  const problem = isProblem(item) ? item : typeof item === "string" || item.item_key === undefined ? null : keyProblem(item.item_key, 0);
+  if (problem) ctx.addIssue({ code: "custom", path: problem.field ? [problem.field] : [], message: problem.message });
+});
+
+/**
+ * A submission's output schema: a JSON Schema object of at most 16 KB. Its depth is bounded
+ * before it is measured: serializing a value nested thousands deep overflows the stack.
+ */
+export const submitOutputSchemaSchema = z
+  .unknown()
+  .superRefine((value, ctx) => {
+    if (value === null || typeof value !== "object" || Array.isArray(value)) return; // outputSchemaSchema says why
+    const issue = jsonValueProblem(value, OUTPUT_SCHEMA_MAX_BYTES);
+    if (issue) ctx.addIssue({ code: "custom", message: issue });
+  })
+  .pipe(outputSchemaSchema);
+
+/** Checks run on each answer (lib/api/batch-data.ts), their text storable (no NUL). */
+export const submitChecksSchema = checksSchema.superRefine((checks, ctx) => {
+  const issue = jsonValueProblem(checks, MAX_CHECKS * 8 * 1024);
+  if (issue) ctx.addIssue({ code: "custom", message: issue });
+});
 
 /** Budget fields every submission may carry (items or files, any door). */
 export const submissionBudgetShape = {
@@ -169,6 +252,9 @@ export const submissionFieldsShape = {
   max_live_items: z.number().int("must be a whole number").positive("must be a positive whole number").optional(),
   max_running_items: z.number().int("must be a whole number").positive("must be a positive whole number").optional(),
   ...submissionBudgetShape,
+  /** Typed results: each item's answer is one JSON value valid against this schema. */
+  output_schema: submitOutputSchemaSchema.optional(),
+  checks: submitChecksSchema.optional(),
 };
 
 export const promptTemplateSchema = z
@@ -176,10 +262,15 @@ export const promptTemplateSchema = z
   .min(1, "must not be empty")
   .max(PROMPT_TEMPLATE_MAX_CHARS, `must be at most ${PROMPT_TEMPLATE_MAX_CHARS} characters`);
 
+/**
+ * Submission body (JSON). For application/x-ndjson and text/csv the items are the body's lines
+ * or records and the rest are query parameters (output_schema and checks as JSON text).
+ */
 export const submitBatchSchema = z
   .object({
     ...submissionFieldsShape,
     items: z.array(submitItemSchema).min(1, "must contain at least one item"),
+    /** {{item}} for string items, {{<field>}} for object items. */
     prompt_template: promptTemplateSchema.optional(),
   })
   .strict();

@@ -1,13 +1,14 @@
 import type { JSONObject, LanguageModelV3ToolResultOutput, SharedV3ProviderOptions } from "@ai-sdk/provider";
 import type { SwarmResult } from "@/lib/api/swarm";
-import type { TaskToolOutput } from "@/lib/api/subagents";
+import type { BackgroundReceipt, ChildrenSettledNotice, TaskToolOutput } from "@/lib/api/subagents";
 
 /**
  * Typed facts that travel beside the text a model reads, as provider options under `flotilla`.
  * A real provider ignores them (each provider reads only its own key); the built-in simulator
- * answers from them instead of parsing the text. Two kinds:
- * - a lead turn that is a notice, not a user message (a batch settled): on its text part;
- * - the typed output of the `task` and `agent_swarm` tools: on the tool result.
+ * answers from them instead of parsing the text. Three kinds:
+ * - a lead turn that is a notice, not a user message (a batch or background children settled): on its text part;
+ * - the typed output of the `task` and `agent_swarm` tools: on the tool result;
+ * - a sub-agent's repair turn (its typed answer was invalid): on the text part asking again.
  * Both are written and read in the same process, so the types below are the contract.
  */
 
@@ -33,14 +34,38 @@ export interface BatchSettledNotice {
   failures: Array<{ error: string; count: number; item_keys: string[] }>;
   /** True when only the first failed items were grouped (there are more). */
   failures_sampled: boolean;
+  /** Items whose every check passed / at least one failed (both 0 without checks). */
+  verdicts: { passed: number; failed: number };
+  /** Per check of the batch (in the submission's order): how many finished answers passed and failed it. */
+  checks: Array<{ name: string; passed: number; failed: number }>;
+  /** The first items (in position order) whose verdict is failed, with their failed checks' reasons. */
+  check_failures: Array<{ item_key: string; checks: Array<{ name: string; reason: string | null }> }>;
 }
 
-export type LeadNotice = BatchSettledNotice;
+/**
+ * One check's pass rate as the lead reads it and repeats it: `label_matches: 3 of 4 passed (75%)`.
+ * The percentage is rounded but never to 0 or 100 unless it is exactly that.
+ */
+export function checkPassRate(c: { name: string; passed: number; failed: number }): string {
+  const total = c.passed + c.failed;
+  if (total === 0) return `${c.name}: 0 of 0 passed (no finished answers)`;
+  const pct = Math.min(Math.max(Math.round((100 * c.passed) / total), c.passed > 0 ? 1 : 0), c.failed > 0 ? 99 : 100);
+  return `${c.name}: ${c.passed} of ${total} passed (${pct}%)`;
+}
+
+/** One failing item as a line: `item-3: label_matches: expected "spam", got "ham"; is_short: failed`. */
+export function checkFailureLine(f: BatchSettledNotice["check_failures"][number]): string {
+  return `${f.item_key}: ${f.checks.map((c) => `${c.name}: ${c.reason ?? "failed"}`).join("; ")}`;
+}
+
+export type LeadNotice = BatchSettledNotice | ChildrenSettledNotice;
 
 /** The tools whose typed output rides along their model text. */
 export interface TypedToolOutputs {
   task: TaskToolOutput;
   agent_swarm: SwarmResult;
+  /** `task` or `agent_swarm` with `background: true`. */
+  background: BackgroundReceipt;
 }
 
 /** JSON without undefined members (provider options are validated as JSON). */
@@ -56,7 +81,17 @@ export function noticeOptions(notice: LeadNotice): SharedV3ProviderOptions {
 /** The notice a prompt part carries, if it is one. */
 export function readNotice(providerOptions: SharedV3ProviderOptions | undefined): LeadNotice | undefined {
   const notice = providerOptions?.[KEY]?.notice as LeadNotice | undefined;
-  return notice?.kind === "batch_settled" ? notice : undefined;
+  return notice?.kind === "batch_settled" || notice?.kind === "children_settled" ? notice : undefined;
+}
+
+/** Provider options marking a user message as the repair turn of a typed answer (server/agent/structured-output.ts). */
+export function repairOptions(): SharedV3ProviderOptions {
+  return { [KEY]: { repair: true } };
+}
+
+/** True when a prompt part is a repair turn's request. */
+export function isRepairRequest(providerOptions: SharedV3ProviderOptions | undefined): boolean {
+  return providerOptions?.[KEY]?.repair === true;
 }
 
 /** A tool's model output: the text the model reads, with the typed output beside it. */

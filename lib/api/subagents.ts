@@ -33,6 +33,12 @@ export const taskInputSchema = z.object({
     .min(1)
     .max(100_000)
     .describe("The complete, self-contained instructions and material; the sub-agent sees nothing else."),
+  background: z
+    .boolean()
+    .optional()
+    .describe(
+      "true: answer at once and let the sub-agent run on after this response; you are started again with its result when it settles.",
+    ),
 });
 export type TaskInput = z.infer<typeof taskInputSchema>;
 
@@ -58,3 +64,43 @@ export interface SubagentDataPart extends SubagentStatusUpdate {
   toolCallId: string;
   description: string;
 }
+
+/**
+ * What `task` and `agent_swarm` answer at once with `background: true`: every child run of the
+ * call (created before the answer). The lead's response ends without them; when the last one
+ * settles the lead starts again in the thread (metadata `{ trigger: "children_settled", run_ids }`).
+ */
+export interface BackgroundReceipt {
+  background: true;
+  run_ids: string[];
+}
+
+export function isBackgroundReceipt(value: unknown): value is BackgroundReceipt {
+  return !!value && typeof value === "object" && (value as { background?: unknown }).background === true;
+}
+
+/** One child of a background call as the lead's wake-up reads it. */
+export interface SettledChild {
+  run_id: string;
+  /** The swarm item it ran (agent_swarm only). */
+  item_id?: string;
+  definition: string;
+  status: string;
+  /** A bounded excerpt of its answer, or its error. */
+  result: string | null;
+  error: string | null;
+}
+
+/** The lead's wake-up after the children of one background call settled (server/chat/children-wakeup.ts). */
+export interface ChildrenSettledNotice {
+  kind: "children_settled";
+  tool: "task" | "agent_swarm";
+  tool_call_id: string;
+  run_ids: string[];
+  /** The process running them died: unfinished children were marked interrupted, not restarted. */
+  interrupted: boolean;
+  children: SettledChild[];
+}
+
+/** The reply to a background call's wake-up is stored with this metadata. */
+export const CHILDREN_SETTLED = "children_settled";

@@ -114,6 +114,10 @@ export const swarmInputSchema = z
       .record(z.string(), z.string())
       .optional()
       .describe("Continue earlier child runs of this thread: map of child run id to the new prompt. Runs before new items."),
+    background: z
+      .boolean()
+      .optional()
+      .describe("true: answer at once and let the items run on after this response; you are started again with the results when all settle."),
   })
   .strict();
 

@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import { generateText, type ModelMessage, stepCountIs, type ToolSet } from "ai";
+import { generateText, type ModelMessage, NoObjectGeneratedError, stepCountIs, type ToolSet } from "ai";
 import type { Db } from "@/server/db/client";
 import { AbortReason, AppError, abortKind, errorText } from "@/server/errors";
 import { log } from "@/server/log";
@@ -10,6 +10,7 @@ import { type CapacityController, CapacityTimeoutError, isCapacityError } from "
 import { registerLiveRun } from "@/server/runtime/run-registry";
 import type { ToolCallRecord } from "@/lib/api/runs";
 import type { SubagentRunStatus, SubagentStatusUpdate, SubagentUsage } from "@/lib/api/subagents";
+import type { StepJournal, StoredStep } from "@/server/batches/steps";
 import { buildGroupTools, recordTools, ToolCallRecorder } from "@/server/tools";
 import type { SubagentDefinition } from "./registry";
 import {
@@ -22,6 +23,7 @@ import {
   type TerminalStatus,
 } from "./runs";
 import "./prompt-schema";
+import { readTypedAnswer, repairRequest, typedOutput } from "./structured-output";
 
 /**
  * Runs one sub-agent to completion: row (pending) → capacity → running → model → final row.
@@ -54,6 +56,11 @@ export interface RunSubagentOptions {
   replay?: ModelMessage[];
   retryOfRunId?: string;
   resumedFromRunId?: string;
+  /**
+   * The run's pending row, already created by the caller with childRunFields (a background
+   * call answers with its children's ids before they start). Absent: the row is created here.
+   */
+  runId?: string;
   /** Process controller to acquire from; defaults to the runtime's (getProcessCapacity()). */
   capacity?: CapacityController;
   /** Called once the slot is held and right before the model runs. */
@@ -75,6 +82,12 @@ export interface RunSubagentOptions {
    * of its own insert (which also held the capacity slot for one more round trip).
    */
   returnRunRow?: boolean;
+  /**
+   * Batch items: durable steps (server/batches/steps.ts). The run continues after the steps
+   * earlier attempts stored (its prompt, then their messages; their tool calls join this run's),
+   * stores each completed step another step follows, and gives its tools the step's idempotency key.
+   */
+  steps?: StepJournal;
 }
 
 /** What a delegation tool needs to know about the run that delegates. */
@@ -132,12 +145,9 @@ function unavailableClass(err: unknown): "tool_unavailable" | "model_unavailable
   return undefined;
 }
 
-export async function runSubagent(db: Db, opts: RunSubagentOptions): Promise<SubagentRunResult> {
-  const runtime = opts.runtime ?? getSubagentRuntime();
-  const def = opts.definition;
-  const model = opts.model;
-  const depth = opts.depth ?? 1;
-  const runFields = {
+/** The fields of a sub-agent's run row, as runSubagent writes them (createRun takes them). */
+export function childRunFields(opts: Omit<RunSubagentOptions, "signal">) {
+  return {
     userId: opts.userId,
     threadId: opts.threadId,
     parentRunId: opts.parentRunId,
@@ -145,19 +155,27 @@ export async function runSubagent(db: Db, opts: RunSubagentOptions): Promise<Sub
     retryOfRunId: opts.retryOfRunId,
     resumedFromRunId: opts.resumedFromRunId,
     kind: opts.kind,
-    definition: def.name,
-    model: model.catalogName,
+    definition: opts.definition.name,
+    model: opts.model.catalogName,
     prompt: opts.prompt,
     toolCallId: opts.toolCallId,
-    depth,
+    depth: opts.depth ?? 1,
   };
+}
+
+export async function runSubagent(db: Db, opts: RunSubagentOptions): Promise<SubagentRunResult> {
+  const runtime = opts.runtime ?? getSubagentRuntime();
+  const def = opts.definition;
+  const model = opts.model;
+  const depth = opts.depth ?? 1;
+  const runFields = childRunFields(opts);
   // A batch item's durable record is its item row (claimed, fenced, settled): its run row is
   // written once at the end instead of pending → running → final, or as soon as a tool is
   // about to run (tools record their run on what they write). Nobody reads a batch item's run
   // before the settle links it to the item, and Stop never reaches batch items.
   const deferRow = opts.kind === "batch_item";
   const createdAt = new Date();
-  const runId = deferRow ? randomUUID() : (await createRun(db, runFields)).id;
+  const runId = deferRow ? randomUUID() : (opts.runId ?? (await createRun(db, runFields)).id);
   let rowWritten = !deferRow;
   let startedWall: Date | null = null;
   let rowInsert: Promise<void> | undefined;
@@ -192,7 +210,14 @@ export async function runSubagent(db: Db, opts: RunSubagentOptions): Promise<Sub
 
   const finish = async (
     status: TerminalStatus & SubagentRunStatus,
-    fields: { text?: string; stopReason: string | null; error?: string; errorClass?: RunErrorClass; transcript?: unknown[] },
+    fields: {
+      text?: string;
+      output?: unknown;
+      stopReason: string | null;
+      error?: string;
+      errorClass?: RunErrorClass;
+      transcript?: unknown[];
+    },
   ): Promise<SubagentRunResult> => {
     const final = {
       status,
@@ -222,6 +247,7 @@ export async function runSubagent(db: Db, opts: RunSubagentOptions): Promise<Sub
       durationMs: duration(),
       toolCalls: [...recorder.calls],
       ...(runRow ? { runRow } : {}),
+      ...("output" in fields ? { output: fields.output } : {}),
       ...(fields.error !== undefined ? { error: fields.error } : {}),
       ...(fields.errorClass !== undefined ? { errorClass: fields.errorClass } : {}),
     };
@@ -274,7 +300,10 @@ export async function runSubagent(db: Db, opts: RunSubagentOptions): Promise<Sub
     if (controller.signal.aborted) return await finish("cancelled", cancelledFields());
 
     timer = setTimeout(() => controller.abort(timedOut(def.timeoutMs)), def.timeoutMs);
-    const input: ModelMessage[] = opts.replay ?? [...(opts.history ?? []), { role: "user", content: opts.prompt }];
+    const journal = opts.steps ? durableSteps(opts.steps, recorder, () => controller.abort(stepLeaseLost())) : undefined;
+    const input: ModelMessage[] = journal
+      ? journal.input(opts.prompt)
+      : (opts.replay ?? [...(opts.history ?? []), { role: "user", content: opts.prompt }]);
     let partial: unknown[] = input;
     try {
       const groupCtx = {
@@ -284,6 +313,7 @@ export async function runSubagent(db: Db, opts: RunSubagentOptions): Promise<Sub
         threadId: opts.threadId ?? null,
         runId,
         signal: controller.signal,
+        idempotencyKey: journal?.key,
       };
       const built = {
         ...(await buildGroupTools(def.toolGroups, groupCtx, recorder)),
@@ -292,29 +322,63 @@ export async function runSubagent(db: Db, opts: RunSubagentOptions): Promise<Sub
           : {}),
       };
       const tools = deferRow ? withRunRow(built, ensureRow) : built;
-      const result = await generateText({
-        model: model.model,
-        system: def.systemPrompt,
-        messages: input,
-        tools,
-        stopWhen: stepCountIs(def.maxTurns),
-        abortSignal: controller.signal,
-        onStepFinish: (step) => {
-          usage = {
-            inputTokens: usage.inputTokens + (step.usage.inputTokens ?? 0),
-            outputTokens: usage.outputTokens + (step.usage.outputTokens ?? 0),
-          };
-          partial = [...input, ...step.response.messages];
-          emit("running");
-        },
-      });
-      usage = { inputTokens: result.totalUsage.inputTokens ?? 0, outputTokens: result.totalUsage.outputTokens ?? 0 };
-      const transcript = [...input, ...result.response.messages];
-      // Out of turns while still calling tools: the text so far is what we have.
-      const stopReason =
-        result.finishReason === "tool-calls" && result.steps.length >= def.maxTurns ? "max_turns" : result.finishReason;
-      if (controller.signal.aborted) return await finish(abortStatus(controller.signal), { ...abortFields(), transcript });
-      return await finish("completed", { text: result.text, stopReason, transcript });
+      const typed = def.outputSchema ? typedOutput(def.outputSchema) : undefined;
+      // Model steps this attempt may still take (resumed steps count against the definition's turns).
+      const turnsLeft = Math.max(1, def.maxTurns - (journal?.resumedSteps ?? 0));
+      // One model call with its tool steps (the repair turn: one step, no tools). A typed answer
+      // that is not JSON makes the AI SDK throw; it is read like any other answer below.
+      const ask = async (messages: ModelMessage[], repair: boolean) => {
+        try {
+          const result = await generateText({
+            model: model.model,
+            system: typed ? `${def.systemPrompt}\n\n${typed.instructions}` : def.systemPrompt,
+            messages,
+            tools,
+            ...(repair
+              ? { toolChoice: "none" as const, stopWhen: stepCountIs(1) }
+              : { stopWhen: stepCountIs(turnsLeft) }),
+            ...(typed ? { output: typed.output } : {}),
+            abortSignal: controller.signal,
+            onStepFinish: (step) => {
+              usage = {
+                inputTokens: usage.inputTokens + (step.usage.inputTokens ?? 0),
+                outputTokens: usage.outputTokens + (step.usage.outputTokens ?? 0),
+              };
+              partial = [...messages, ...step.response.messages];
+              emit("running");
+              return journal?.stepFinished(step, def.maxTurns);
+            },
+          });
+          // Out of turns while still calling tools: the text so far is what we have.
+          const stopReason =
+            result.finishReason === "tool-calls" && result.steps.length >= turnsLeft ? "max_turns" : result.finishReason;
+          return { text: result.text, stopReason, transcript: [...messages, ...result.response.messages] };
+        } catch (err) {
+          if (!typed || !NoObjectGeneratedError.isInstance(err) || controller.signal.aborted) throw err;
+          return { text: err.text ?? "", stopReason: err.finishReason ?? "stop", transcript: partial as ModelMessage[] };
+        }
+      };
+      let answer = await ask(input, false);
+      if (controller.signal.aborted)
+        return await finish(abortStatus(controller.signal), { ...abortFields(), transcript: answer.transcript });
+      if (!typed) return await finish("completed", answer);
+      let read = readTypedAnswer(answer.text, typed.validate);
+      if (!read.ok) {
+        // Exactly one repair turn, quoting the validator's errors.
+        answer = await ask([...answer.transcript, repairRequest(read.errors)], true);
+        if (controller.signal.aborted)
+          return await finish(abortStatus(controller.signal), { ...abortFields(), transcript: answer.transcript });
+        read = readTypedAnswer(answer.text, typed.validate);
+      }
+      if (!read.ok)
+        return await finish("failed", {
+          text: answer.text,
+          stopReason: "invalid_output",
+          error: `invalid_output: ${read.errors}`,
+          errorClass: "invalid_output",
+          transcript: answer.transcript,
+        });
+      return await finish("completed", { ...answer, text: JSON.stringify(read.value), output: read.value });
     } catch (err) {
       if (controller.signal.aborted)
         return await finish(abortStatus(controller.signal), { ...abortFields(), transcript: partial });
@@ -356,4 +420,48 @@ export async function runSubagent(db: Db, opts: RunSubagentOptions): Promise<Sub
     if (abortKind(reason) === "timeout") return { stopReason: "timeout", error: errorText(reason) };
     return cancelledFields();
   }
+}
+
+/** Abort reason when a step write finds the item's lease gone: the worker settles nothing. */
+const stepLeaseLost = () =>
+  new AbortReason("lease_lost", "the lease on this item is no longer held (a step could not be stored)");
+
+type FinishedStep = { toolCalls: readonly unknown[]; response: { messages: ModelMessage[] } };
+
+/**
+ * The executor's side of durable steps: where the run starts, which step it is in (the tools'
+ * idempotency key), and storing a completed step that another follows. A step whose write is
+ * refused (lease gone) aborts the run; a write that fails otherwise is logged and the run goes on
+ * (at worst a later attempt repeats the step under the same key).
+ */
+function durableSteps(journal: StepJournal, recorder: ToolCallRecorder, onLeaseLost: () => void) {
+  let done = journal.resumed.length;
+  // Within one generateText call: response messages so far, and calls recorded so far.
+  let seenMessages = 0;
+  for (const s of journal.resumed) for (const c of s.toolCalls) recorder.add(c);
+  let seenCalls = recorder.calls.length;
+  return {
+    resumedSteps: journal.resumed.length,
+    input(prompt: string): ModelMessage[] {
+      return [{ role: "user", content: prompt }, ...journal.resumed.flatMap((s) => s.messages)];
+    },
+    /** The key of the step running now (tools run before their step finishes). */
+    key: () => journal.key(done + 1),
+    async stepFinished(step: FinishedStep, maxTurns: number): Promise<void> {
+      done++;
+      const all = step.response.messages;
+      const messages = all.slice(seenMessages);
+      seenMessages = all.length;
+      const toolCalls = recorder.calls.slice(seenCalls);
+      seenCalls = recorder.calls.length;
+      // Only a step another follows: an answer (no tool calls) or the last allowed turn ends the run.
+      if (step.toolCalls.length === 0 || done >= maxTurns) return;
+      const stored: StoredStep = { step: done, messages, toolCalls };
+      try {
+        if (!(await journal.save(stored))) onLeaseLost();
+      } catch (err) {
+        log.warn({ err, step: done }, "could not store a batch item's step; a later attempt may repeat it");
+      }
+    },
+  };
 }

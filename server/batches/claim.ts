@@ -37,6 +37,9 @@ type ClaimRow = {
   prompt: string;
   lease_token: string | number;
   attempt: number;
+  expected: unknown;
+  feedback: string | null;
+  resume: boolean | null;
 };
 
 function toClaimed(r: ClaimRow): ClaimedItem {
@@ -48,12 +51,19 @@ function toClaimed(r: ClaimRow): ClaimedItem {
     prompt: r.prompt,
     leaseToken: Number(r.lease_token),
     attempt: r.attempt,
+    expected: r.expected ?? null,
+    feedback: r.feedback ?? null,
+    resume: r.resume === true,
   };
 }
 
 function settlementPayload(settlements: readonly Settlement[]): string {
   return JSON.stringify(
     settlements.map((s) => ({
+      // Typed results and checks: keys only when set (absent keys read as null in settle.sql).
+      ...(s.kind === "succeeded" || s.kind === "failed" ? { output: s.output, checks: s.checks, verdict: s.verdict } : {}),
+      // Durable steps: only an attempt that stored or resumed steps says so (settle.sql drops them).
+      ...(s.steps ? { steps: true } : {}),
       id: s.id,
       token: s.leaseToken,
       kind: s.kind,

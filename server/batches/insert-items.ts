@@ -27,6 +27,11 @@ function copyText(value: string, index: number, field: string): string {
   return value.replace(SPECIALS, (c) => ESCAPES[c]!);
 }
 
+/** jsonb in COPY's text format: the JSON text, escaped like any text; \N (NULL) when the item has none. */
+function expectedText(expected: unknown, index: number): string {
+  return expected === undefined ? "\\N" : copyText(JSON.stringify(expected), index, "expected");
+}
+
 /**
  * The item-write SQL of every submission: `items` become positions offset+1, offset+2, ... of
  * the batch; the first `live` positions of the batch enter as queued, the rest as pending.
@@ -40,7 +45,7 @@ export async function insertItems(
   args: { batchId: string; offset: number; live: number; items: readonly ItemRow[] },
 ): Promise<void> {
   if (args.items.length === 0) return;
-  const query = driverOf(tx)`copy subagent_batch_items (batch_id, position, item_key, prompt, input, status) from stdin`;
+  const query = driverOf(tx)`copy subagent_batch_items (batch_id, position, item_key, prompt, input, status, expected) from stdin`;
   // postgres.js 3.4.9 never settles the stream of a COPY that fails after end() (porsager/postgres
   // #1173); the error still reaches the query's reject, so it is taken from there.
   const failed = new Promise<never>((_, reject) => {
@@ -56,7 +61,7 @@ export async function insertItems(
       const item = args.items[i]!;
       const index = args.offset + i;
       const position = index + 1;
-      chunk += `${args.batchId}\t${position}\t${copyText(item.key, index, "item_key")}\t${copyText(item.prompt, index, "prompt")}\t${copyText(item.input, index, "input")}\t${position <= args.live ? "queued" : "pending"}\n`;
+      chunk += `${args.batchId}\t${position}\t${copyText(item.key, index, "item_key")}\t${copyText(item.prompt, index, "prompt")}\t${copyText(item.input, index, "input")}\t${position <= args.live ? "queued" : "pending"}\t${expectedText(item.expected, index)}\n`;
       if (chunk.length >= COPY_CHUNK_CHARS) {
         if (!copy.write(chunk)) await Promise.race([once(copy, "drain"), stop]);
         chunk = "";

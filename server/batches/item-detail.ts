@@ -28,5 +28,5 @@ export async function getItemDetail(
     inputTokens: Number(summary.inputTokens),
     outputTokens: Number(summary.outputTokens),
   };
-  return { ...toItemProjection(item), tool_call_list: toolCallList ?? [] };
+  return { ...toItemProjection(item, args.previewMaxChars), tool_call_list: toolCallList ?? [] };
 }

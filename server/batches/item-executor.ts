@@ -14,6 +14,8 @@ import type { ClaimedItem } from "./types";
 
 export interface ItemRunContext {
   item: ClaimedItem;
+  /** The lease owner (the worker's id): step writes are fenced by it and the item's token. */
+  workerId: string;
   spec: ExecutionSpec;
   signal: AbortSignal;
   /** Marks the item running (fenced). Throws when the lease is gone: the item must not run. */
@@ -39,6 +41,8 @@ export interface ItemRunResult {
   /** The spec's checks on the final answer, and the verdict they give (null without checks). */
   checks?: CheckResult[] | null;
   verdict?: Verdict | null;
+  /** The attempt resumed or stored durable steps (server/batches/steps.ts). */
+  steps?: boolean;
 }
 
 export type ItemExecutor = (ctx: ItemRunContext) => Promise<ItemRunResult>;

@@ -6,9 +6,12 @@ import {
   itemProjectionSchema,
   type ItemPage,
 } from "@/lib/api/batches";
+import { asc, eq, inArray } from "drizzle-orm";
 import type { DbOrTx } from "@/server/db/client";
+import { subagentBatchCheckCounts } from "@/server/db/schema";
 import { usedCostUsd, usedTokens } from "./budget";
-import { ITEM_INPUT_MAX_CHARS } from "./repository";
+import { specColumns } from "./spec";
+import { DEFAULT_PREVIEW_MAX_CHARS, ITEM_INPUT_MAX_CHARS } from "./repository";
 import type { BatchRow, ItemPageResult, ItemSummary } from "./types";
 import { type LiveState, loadLiveStates } from "./waiting";
 
@@ -26,11 +29,14 @@ function batchModel(b: Pick<BatchRow, "executionSpec">): string {
   return typeof model === "string" ? model : "simulator";
 }
 
+type CheckCount = { name: string; passed: number; failed: number };
+
 /**
  * Without `live` (the tool's compact view, tests), waiting_reason comes from the row alone
- * (paused or at its budget) and there is no ETA; projectBatches supplies the live state.
+ * (paused or at its budget) and there is no ETA; projectBatches supplies the live state and
+ * the per-check counts (without them every check reads zero).
  */
-export function toBatchProjection(b: BatchRow, live?: LiveState): BatchProjection {
+export function toBatchProjection(b: BatchRow, live?: LiveState, checkCounts?: readonly CheckCount[]): BatchProjection {
   const counts = {
     pending: count(b.pendingCount),
     queued: count(b.queuedCount),
@@ -42,6 +48,7 @@ export function toBatchProjection(b: BatchRow, live?: LiveState): BatchProjectio
   };
   const terminal = counts.succeeded + counts.failed + counts.cancelled;
   const model = batchModel(b);
+  const columns = specColumns(b);
   return {
     id: b.id,
     thread_id: b.threadId,
@@ -71,6 +78,13 @@ export function toBatchProjection(b: BatchRow, live?: LiveState): BatchProjectio
     waiting_until: iso(live?.waitingUntil),
     waiting_since: iso(live?.waitingSince),
     eta: live?.eta ?? null,
+    checks: columns.checks.map((name) => {
+      const c = checkCounts?.find((x) => x.name === name);
+      return { name, passed: count(c?.passed), failed: count(c?.failed) };
+    }),
+    verdicts: { passed: count(b.verdictPassedCount), failed: count(b.verdictFailedCount) },
+    input_fields: columns.inputFields,
+    output_fields: columns.outputFields,
     created_at: b.createdAt.toISOString(),
     updated_at: b.updatedAt.toISOString(),
     started_at: iso(b.startedAt),
@@ -78,10 +92,26 @@ export function toBatchProjection(b: BatchRow, live?: LiveState): BatchProjectio
   };
 }
 
-/** Projections with their live state (waiting reason, ETA), read in a few small queries for the whole list. */
+/** The per-check counts of these batches (one query; at most MAX_CHECKS rows a batch). */
+async function loadCheckCounts(db: DbOrTx, batchIds: string[]): Promise<Map<string, CheckCount[]>> {
+  const byBatch = new Map<string, CheckCount[]>();
+  if (batchIds.length === 0) return byBatch;
+  const c = subagentBatchCheckCounts;
+  const rows = await db
+    .select({ batchId: c.batchId, name: c.name, passed: c.passed, failed: c.failed })
+    .from(c)
+    .where(batchIds.length === 1 ? eq(c.batchId, batchIds[0]!) : inArray(c.batchId, batchIds))
+    .orderBy(asc(c.batchId));
+  for (const { batchId, ...row } of rows) byBatch.set(batchId, [...(byBatch.get(batchId) ?? []), row]);
+  return byBatch;
+}
+
+/** Projections with their live state (waiting reason, ETA) and check counts, read in a few small queries for the whole list. */
 export async function projectBatches(db: DbOrTx, args: { batches: BatchRow[]; leaseSeconds: number }): Promise<BatchProjection[]> {
+  const withChecks = args.batches.filter((b) => specColumns(b).checks.length > 0).map((b) => b.id);
   const live = await loadLiveStates(db, args);
-  return args.batches.map((b) => toBatchProjection(b, live.get(b.id)));
+  const checkCounts = await loadCheckCounts(db, withChecks);
+  return args.batches.map((b) => toBatchProjection(b, live.get(b.id), checkCounts.get(b.id)));
 }
 
 export async function projectBatch(db: DbOrTx, args: { batch: BatchRow; leaseSeconds: number }): Promise<BatchProjection> {
@@ -94,8 +124,14 @@ function bound(text: string | null, max: number): string | null {
   return text.length > max ? text.slice(0, max) : text;
 }
 
-/** Previews and errors arrive cut to the configured preview cap (itemSummaryColumns). */
-export function toItemProjection(i: ItemSummary): ItemProjection {
+/** The output when its compact JSON fits the preview cap, else null (the export carries it whole). */
+function boundedOutput(output: unknown, max: number): unknown {
+  if (output === null || output === undefined) return null;
+  return JSON.stringify(output).length > max ? null : output;
+}
+
+/** Previews and errors arrive cut to the configured preview cap (itemSummaryColumns); the output is held to the same cap. */
+export function toItemProjection(i: ItemSummary, previewMaxChars = DEFAULT_PREVIEW_MAX_CHARS): ItemProjection {
   return {
     id: i.id,
     item_key: i.itemKey,
@@ -106,14 +142,22 @@ export function toItemProjection(i: ItemSummary): ItemProjection {
     preview: i.preview,
     error: i.error,
     usage: { input_tokens: count(Number(i.inputTokens)), output_tokens: count(Number(i.outputTokens)) },
+    output: boundedOutput(i.output, previewMaxChars),
+    checks: (i.checks ?? []).map((c) => ({
+      name: c.name,
+      passed: c.passed,
+      ...(typeof c.score === "number" ? { score: c.score } : {}),
+      ...(typeof c.reason === "string" ? { reason: bound(c.reason, previewMaxChars)! } : {}),
+    })),
+    verdict: i.verdict,
     tool_calls: count(i.toolCalls),
     started_at: iso(i.startedAt),
     finished_at: iso(i.finishedAt),
   };
 }
 
-export function toItemPage(page: ItemPageResult): ItemPage {
-  return { items: page.items.map((i) => toItemProjection(i)), next_cursor: page.nextCursor };
+export function toItemPage(page: ItemPageResult, previewMaxChars?: number): ItemPage {
+  return { items: page.items.map((i) => toItemProjection(i, previewMaxChars)), next_cursor: page.nextCursor };
 }
 
 /** Schemas re-exported for callers that validate what they send. */

@@ -1,7 +1,9 @@
 import { and, asc, desc, eq, gt, sql } from "drizzle-orm";
 import { type BatchAction, type BatchControlName, type BatchEvent, planControl } from "@/lib/api/batch-controls";
+import { type Verdict, verdictSchema } from "@/lib/api/batch-data";
 import type { BatchStatus } from "@/lib/api/batches";
-import { configSchema } from "@/lib/config";
+import type { BatchRetry } from "@/lib/api/batches";
+import { configSchema, type FlotillaConfig } from "@/lib/config";
 import type { DbOrTx } from "@/server/db/client";
 import { subagentBatches, subagentBatchItems } from "@/server/db/schema";
 import { ITEM_STATUSES, type ItemStatus } from "@/server/db/schema/batches";
@@ -10,6 +12,8 @@ import { assertResumable } from "./budget";
 import { decodeCursor, encodeCursor } from "./cursor";
 import { BATCH_CHANNEL, batchEventPayload } from "./notify";
 import { type BatchScopeArgs, checkIds, getBatch, lockBatch, threadBatches } from "./owned";
+import { correctedItem } from "./retry-input";
+import { specColumns } from "./spec";
 import type { BatchRow, ItemPageResult, ItemSummary } from "./types";
 
 /**
@@ -28,7 +32,8 @@ export const BATCH_LIST_MAX = 100;
  * Item rows carry previews and errors cut to subagent_batches.result_preview_max_chars (the one
  * preview cap; callers pass the configured value, others get its default).
  */
-const DEFAULT_PREVIEW_MAX_CHARS = configSchema.parse({}).subagent_batches.result_preview_max_chars;
+const DEFAULT_CONFIG = configSchema.parse({});
+export const DEFAULT_PREVIEW_MAX_CHARS = DEFAULT_CONFIG.subagent_batches.result_preview_max_chars;
 /** Item rows carry their input cut to this; the JSONL export carries it whole. */
 export const ITEM_INPUT_MAX_CHARS = 200;
 
@@ -61,6 +66,13 @@ export function parseItemStatus(value: string | null | undefined): ItemStatus | 
   return value as ItemStatus;
 }
 
+export function parseVerdict(value: string | null | undefined): Verdict | undefined {
+  if (value === null || value === undefined || value === "") return undefined;
+  const parsed = verdictSchema.safeParse(value);
+  if (!parsed.success) throw new AppError("validation_failed", `verdict: must be one of ${verdictSchema.options.join(", ")}`);
+  return parsed.data;
+}
+
 function countOf(batch: BatchRow, status: ItemStatus): number {
   const counts: Record<ItemStatus, number> = {
     pending: batch.pendingCount,
@@ -89,18 +101,24 @@ export const itemSummaryColumns = (previewMaxChars = DEFAULT_PREVIEW_MAX_CHARS) 
   outputTokens: subagentBatchItems.outputTokens,
   // One primary-key probe per row of the page; the run row holds the count.
   toolCalls: sql<number>`coalesce((select r.tool_call_count from agent_runs r where r.id = ${subagentBatchItems.runId}), 0)`,
+  // jsonb's text is at most 1.5x the compact JSON (a space after each , and :), so an output
+  // whose stored text is longer cannot fit the cap and is never read; toItemProjection measures the rest.
+  output: sql<unknown>`case when length(${subagentBatchItems.output}::text) <= ${Math.ceil(previewMaxChars * 1.5) + 2}::int then ${subagentBatchItems.output} end`,
+  checks: subagentBatchItems.checks,
+  verdict: subagentBatchItems.verdict,
   startedAt: subagentBatchItems.startedAt,
   finishedAt: subagentBatchItems.finishedAt,
 });
 
 /**
  * One page of items in position order (keyset on position; the cursor is opaque), optionally
- * of one status. Never selects prompts or full results; previews and errors come cut.
+ * of one status and one verdict. Never selects prompts or full results; previews and errors come cut.
  */
 export async function listItems(
   db: DbOrTx,
   args: BatchScopeArgs & {
     status?: ItemStatus | string | null;
+    verdict?: Verdict | string | null;
     cursor?: string | null;
     limit?: number;
     /** subagent_batches.result_preview_max_chars */
@@ -108,6 +126,7 @@ export async function listItems(
   },
 ): Promise<ItemPageResult> {
   const status = parseItemStatus(args.status);
+  const verdict = parseVerdict(args.verdict);
   const after = args.cursor ? decodeCursor(args.cursor) : 0;
   const limit = args.limit ?? ITEM_PAGE_DEFAULT;
   if (!Number.isInteger(limit) || limit < 1 || limit > ITEM_PAGE_MAX)
@@ -115,13 +134,23 @@ export async function listItems(
   const batch = await getBatch(db, args);
   // The batch's counters answer a status with no items without reading any.
   if (status && countOf(batch, status) === 0) return { items: [], nextCursor: null };
+  const verdicts = verdict === "passed" ? batch.verdictPassedCount : batch.verdictFailedCount;
+  if (verdict && verdicts === 0) return { items: [], nextCursor: null };
   const i = subagentBatchItems;
   const rows = await db
     .select(itemSummaryColumns(args.previewMaxChars))
     .from(i)
     // The status as a literal (it is one of ITEM_STATUSES), so the planner can pick that
     // status's partial index, which a bound parameter never matches.
-    .where(and(eq(i.batchId, args.batchId), gt(i.position, after), status ? sql`${i.status} = ${sql.raw(`'${status}'`)}` : undefined))
+    // The verdict likewise: a failed verdict has its partial index.
+    .where(
+      and(
+        eq(i.batchId, args.batchId),
+        gt(i.position, after),
+        status ? sql`${i.status} = ${sql.raw(`'${status}'`)}` : undefined,
+        verdict ? sql`${i.verdict} = ${sql.raw(`'${verdict}'`)}` : undefined,
+      ),
+    )
     .orderBy(asc(i.position))
     .limit(limit + 1);
   const more = rows.length > limit;
@@ -204,33 +233,77 @@ export const batchControls: Record<BatchAction, (db: DbOrTx, args: BatchScopeArg
 };
 
 /**
- * A failed item back to work with fresh attempts (queued when the live window has room,
- * otherwise pending, so the window still bounds live work). Reopens a completed or failed
- * batch. 409 for an item that is not failed or a cancelled batch.
+ * Every finished item matching all the given filters back to work in one transaction (fresh
+ * attempts, answer and verdict cleared, the live window respected, a finished batch reopened,
+ * workers woken when anything moved). 400 for a check the batch does not have; 409 for a
+ * cancelled batch. `{ retried: 0 }` when nothing matches.
+ */
+export async function retryBatch(
+  db: DbOrTx,
+  args: BatchScopeArgs & { filter: BatchRetry },
+): Promise<{ batch: BatchRow; retried: number }> {
+  checkIds(args);
+  return db.transaction(async (tx) => {
+    const batch = await lockBatch(tx, args);
+    const plan = checkControl("retry", batch);
+    const { filter } = args;
+    if (filter.check !== undefined && !specColumns(batch).checks.includes(filter.check))
+      throw new AppError("validation_failed", `check: this batch has no check named ${JSON.stringify(filter.check)}`);
+    const [row] = await tx.execute<{ retried: number }>(
+      // server/batches/sql/retry.sql
+      sql`select flotilla_retry_items(${batch.id}::uuid, ${filter.status ? sql`${`{${filter.status.join(",")}}`}::text[]` : sql`null`},
+            ${filter.verdict === "failed"}, ${filter.check ?? null}) as retried`,
+    );
+    const retried = Number(row?.retried ?? 0);
+    if (plan && retried > 0) await notifyControl(tx, plan, batch.id);
+    return { batch: retried > 0 ? await reread(tx, batch.id) : batch, retried };
+  });
+}
+
+/** The statuses an item may be retried from: finished, and without a corrected input failed or with a failed verdict. */
+function retryRefusal(item: { status: ItemStatus; verdict: string | null }, corrected: boolean): string | null {
+  if (item.status !== "succeeded" && item.status !== "failed" && item.status !== "cancelled")
+    return `item is ${item.status}; only a finished item can be retried`;
+  if (corrected || item.status === "failed" || item.verdict === "failed") return null;
+  return `item is ${item.status}; only a failed item (or one with a failed verdict) can be retried without a corrected input`;
+}
+
+/**
+ * A finished item back to work with fresh attempts (queued when the live window has room,
+ * otherwise pending, so the window still bounds live work); with `input`, a corrected input
+ * checked like a submission item of this batch and its prompt rebuilt from the batch's
+ * template (retry-input.ts). The old attempts stay in the history. Reopens a completed or
+ * failed batch. 409 for an unfinished item or a cancelled batch.
  */
 export async function retryItem(
   db: DbOrTx,
-  args: BatchScopeArgs & { itemId: string; previewMaxChars?: number },
+  args: BatchScopeArgs & { itemId: string; input?: unknown; config?: FlotillaConfig; previewMaxChars?: number },
 ): Promise<{ batch: BatchRow; item: ItemSummary }> {
   checkIds(args);
   return db.transaction(async (tx) => {
     const batch = await lockBatch(tx, args);
+    const i = subagentBatchItems;
     const [item] = await tx
-      .select({ id: subagentBatchItems.id, status: subagentBatchItems.status })
-      .from(subagentBatchItems)
-      .where(and(eq(subagentBatchItems.id, args.itemId), eq(subagentBatchItems.batchId, batch.id)))
+      .select({ id: i.id, itemKey: i.itemKey, status: i.status, verdict: i.verdict, prompt: i.prompt, input: i.input })
+      .from(i)
+      .where(and(eq(i.id, args.itemId), eq(i.batchId, batch.id)))
       .for("update");
     if (!item) throw notFound("item");
     // Reopening a finished batch (the table's `next`) happens in flotilla_retry_item.
     const plan = checkControl("retry", batch);
-    if (item.status !== "failed")
-      throw new AppError("conflict", `item is ${item.status}; only a failed item can be retried`);
+    const corrected = args.input !== undefined;
+    const refusal = retryRefusal(item, corrected);
+    if (refusal) throw new AppError("conflict", refusal);
+    if (corrected) {
+      const rebuilt = correctedItem(batch, item, args.input, args.config ?? DEFAULT_CONFIG);
+      await tx
+        .update(i)
+        .set({ prompt: rebuilt.prompt, input: rebuilt.input, expected: rebuilt.expected ?? null })
+        .where(eq(i.id, item.id));
+    }
     await tx.execute(sql`select flotilla_retry_item(${batch.id}::uuid, ${item.id}::uuid)`); // server/batches/sql/retry.sql
     if (plan) await notifyControl(tx, plan, batch.id);
-    const page = await tx
-      .select(itemSummaryColumns(args.previewMaxChars))
-      .from(subagentBatchItems)
-      .where(eq(subagentBatchItems.id, item.id));
+    const page = await tx.select(itemSummaryColumns(args.previewMaxChars)).from(i).where(eq(i.id, item.id));
     const row = page[0]!;
     return {
       batch: await reread(tx, batch.id),

@@ -1,9 +1,10 @@
+import type { CheckResult, Verdict } from "@/lib/api/batch-data";
 import type { LeaseRef } from "./types";
 
 /**
  * How a held attempt ends (settle.sql), and the one policy that turns an executor's outcome
  * into a settlement: result truncation to max_result_chars, the preview cap, the rate-limit
- * deferral and the default error texts.
+ * deferral, the default error texts, and which failures are final whatever attempts remain.
  */
 
 export interface Usage {
@@ -15,14 +16,24 @@ export interface Usage {
 export type RunRowRecord = Record<string, unknown>;
 
 /**
+ * Typed results and checks of a finished attempt: stored when the item ends with this attempt
+ * (succeeded, or failed with no attempt left); a re-queued item keeps none.
+ */
+export interface ItemData {
+  output?: unknown;
+  checks?: CheckResult[] | null;
+  verdict?: Verdict | null;
+}
+
+/**
  * How a held attempt ends. `startedAtMs`: the item started (epoch ms) and ends in the same round
  * trip that would have marked it running; the settle writes the start time itself instead of a
  * running row no other transaction could ever see. `runRow`: the attempt's run row, written by
  * the settle in the same transaction (before the item's lease is checked, like the executor's own
  * insert would have been).
  */
-export type Settlement = LeaseRef & { startedAtMs?: number; runRow?: RunRowRecord } & (
-    | {
+export type Settlement = LeaseRef & { startedAtMs?: number; runRow?: RunRowRecord; steps?: boolean } & (
+    | ({
         kind: "succeeded";
         result: string;
         preview: string;
@@ -30,8 +41,8 @@ export type Settlement = LeaseRef & { startedAtMs?: number; runRow?: RunRowRecor
         stopReason?: string | null;
         usage?: Usage;
         runId?: string | null;
-      }
-    | {
+      } & ItemData)
+    | ({
         kind: "failed";
         error: string;
         /** false: fail now whatever attempts remain. Default true. */
@@ -42,7 +53,7 @@ export type Settlement = LeaseRef & { startedAtMs?: number; runRow?: RunRowRecor
         runId?: string | null;
         /** Earliest next attempt (ms from now), e.g. after a rate limit past max_deferrals. */
         delayMs?: number;
-      }
+      } & ItemData)
     /** Handed back (shutdown, capacity refusal, local queue given up): back to queued, attempt refunded. */
     | { kind: "released"; runId?: string | null }
     /** Rate limited: back to queued after delayMs, attempt refunded (up to rate_limits.max_deferrals). */
@@ -50,7 +61,7 @@ export type Settlement = LeaseRef & { startedAtMs?: number; runRow?: RunRowRecor
   );
 
 /** What an executor reports for one item (the fields the policy reads). */
-export interface RunOutcome {
+export interface RunOutcome extends ItemData {
   status: "completed" | "failed" | "cancelled" | "timed_out";
   text: string;
   usage: Usage;
@@ -62,6 +73,8 @@ export interface RunOutcome {
   /** Provider advice for rate limits, when the executor knows it. */
   retryAfterMs?: number;
   runRow?: RunRowRecord;
+  /** The attempt stored or resumed durable steps (steps.ts): the settle drops them when the item ends or starts over. */
+  steps?: boolean;
 }
 
 export interface ResultLimits {
@@ -74,11 +87,33 @@ export interface ResultLimits {
 /** A rate limit without provider advice waits this long (±20 % jitter) before the item is claimable again. */
 export const DEFAULT_RATE_LIMIT_DELAY_MS = 5_000;
 
+/**
+ * Failures another attempt would only repeat: an answer still invalid against the output schema
+ * after its repair turn (the executor's `invalid_output`).
+ */
+const FINAL_ERROR_CLASSES: ReadonlySet<string> = new Set(["invalid_output"]);
+
+/** Only the fields set, so batches without typed results or checks send nothing more per item. */
+function itemData(r: ItemData): ItemData {
+  const d: ItemData = {};
+  if (r.output !== undefined) d.output = r.output;
+  if (r.checks) d.checks = r.checks;
+  if (r.verdict) d.verdict = r.verdict;
+  return d;
+}
+
 export function settlementOf(ref: LeaseRef, r: RunOutcome, limits: ResultLimits): Settlement {
-  const common = { model: r.model, stopReason: r.stopReason, usage: r.usage, runId: r.runId ?? null, runRow: r.runRow };
+  const common = {
+    model: r.model,
+    stopReason: r.stopReason,
+    usage: r.usage,
+    runId: r.runId ?? null,
+    runRow: r.runRow,
+    ...(r.steps ? { steps: true } : {}),
+  };
   if (r.status === "completed") {
     const result = r.text.length > limits.maxResultChars ? r.text.slice(0, limits.maxResultChars) : r.text;
-    return { ...ref, ...common, kind: "succeeded", result, preview: result.slice(0, limits.previewMaxChars) };
+    return { ...ref, ...common, ...itemData(r), kind: "succeeded", result, preview: result.slice(0, limits.previewMaxChars) };
   }
   if (r.status === "failed" && r.errorClass === "rate_limit") {
     const base = r.retryAfterMs ?? DEFAULT_RATE_LIMIT_DELAY_MS;
@@ -91,6 +126,7 @@ export function settlementOf(ref: LeaseRef, r: RunOutcome, limits: ResultLimits)
       model: r.model,
       runId: r.runId ?? null,
       runRow: r.runRow,
+      ...(r.steps ? { steps: true } : {}),
     };
   }
   const error =
@@ -99,5 +135,6 @@ export function settlementOf(ref: LeaseRef, r: RunOutcome, limits: ResultLimits)
       : r.status === "cancelled"
         ? (r.error ?? "the sub-agent run was stopped")
         : (r.error ?? "the sub-agent failed");
-  return { ...ref, ...common, kind: "failed", error };
+  const retryable = !(r.status === "failed" && r.errorClass !== undefined && FINAL_ERROR_CLASSES.has(r.errorClass));
+  return { ...ref, ...common, ...itemData(r), kind: "failed", error, ...(retryable ? {} : { retryable }) };
 }

@@ -50,6 +50,16 @@ const specSchema = z.object({
   output_schema: outputSchemaSchema.nullable().default(null),
   /** Checks run on each finished answer (lib/api/batch-data.ts). */
   checks: checksSchema.default([]),
+  /** Object items' field names in first-seen order: the results table's and CSV's input columns. */
+  input_fields: z.array(z.string()).default([]),
+  /**
+   * The items submission's prompt_template, kept so an item retried with a corrected input gets
+   * its prompt rebuilt; null when none was given, for a batch over files, and for batches older
+   * than it.
+   */
+  prompt_template: z.string().nullable().default(null),
+  /** The output schema's top-level property names in the schema's order (jsonb keeps keys sorted its own way). */
+  output_fields: z.array(z.string()).default([]),
 });
 export type ExecutionSpec = z.infer<typeof specSchema>;
 
@@ -91,6 +101,10 @@ export function buildExecutionSpec(args: {
   /** The submission's output schema (wins over the definition's). */
   outputSchema?: OutputSchema | null;
   checks?: readonly Check[];
+  /** The object items' field names, first seen first. */
+  inputFields?: readonly string[];
+  /** An items submission's template (not a files batch's). */
+  promptTemplate?: string | null;
 }): ExecutionSpec {
   const def = args.definition;
   const callerModel = args.model.catalogName ?? args.model.name;
@@ -121,7 +135,16 @@ export function buildExecutionSpec(args: {
     authorization: { allowed_subagents: [...args.allowedSubagents] },
     output_schema: args.outputSchema ?? def.outputSchema ?? null,
     checks: [...(args.checks ?? [])],
+    input_fields: [...(args.inputFields ?? [])],
+    prompt_template: args.promptTemplate ?? null,
+    output_fields: outputFieldsOf(args.outputSchema ?? def.outputSchema ?? null),
   };
+}
+
+/** An object schema's top-level property names, in its order. */
+function outputFieldsOf(schema: OutputSchema | null): string[] {
+  const properties = schema?.properties;
+  return properties !== null && typeof properties === "object" && !Array.isArray(properties) ? Object.keys(properties) : [];
 }
 
 /** Validates a stored spec (a hand-edited or foreign row fails here, not in the model call). */
@@ -150,4 +173,19 @@ export function snapshotDefinition(spec: ExecutionSpec): SpecDefinition & { buil
     ...(spec.output_schema ? { outputSchema: spec.output_schema } : {}),
     builtin: false,
   };
+}
+
+/** The results table's columns as the spec names them: the checks, the object items' fields and the output schema's top-level properties. */
+export function specColumns(b: { executionSpec: unknown }): { checks: string[]; inputFields: string[]; outputFields: string[] } {
+  // Read from the stored JSON, not parseExecutionSpec: a projection never fails on a spec field it does not show.
+  const spec = (b.executionSpec ?? {}) as { checks?: unknown; input_fields?: unknown; output_fields?: unknown; output_schema?: unknown };
+  const strings = (v: unknown): string[] => (Array.isArray(v) ? v.filter((x): x is string => typeof x === "string") : []);
+  const checks = Array.isArray(spec.checks)
+    ? spec.checks.map((c: unknown) => (c as { name?: unknown })?.name).filter((n): n is string => typeof n === "string")
+    : [];
+  // A spec written before output_fields: the schema's keys, in jsonb's order.
+  const outputFields = Array.isArray(spec.output_fields)
+    ? strings(spec.output_fields)
+    : outputFieldsOf((spec.output_schema ?? null) as OutputSchema | null);
+  return { checks, inputFields: strings(spec.input_fields), outputFields };
 }

@@ -1,33 +1,42 @@
 import { and, eq, sql } from "drizzle-orm";
 import { submitBatchSchema } from "@/lib/api/batches";
 import { type BatchSubmission, isFileSubmission, submitFileBatchSchema } from "@/lib/api/files";
+import type { Check, OutputSchema } from "@/lib/api/batch-data";
 import {
   budgetProblem,
+  checksProblem,
   FILE_PLACEHOLDER,
   filesProblem,
+  fieldTemplate,
+  fillFields,
   filledLength,
   fillTemplate,
   ITEM_PLACEHOLDER,
+  inputFields,
+  isFieldsItem,
   issueProblem,
   isProblem,
   itemKey,
   itemsProblem,
   jsonLocator,
   type Locator,
+  type ParsedItem,
   type Problem,
-  parseItem,
+  parseItems,
   problemText,
-  type SubmitItem,
   submissionLimits,
   templateProblem,
   templateShape,
   windowProblem,
 } from "@/lib/batch-rules";
+import { checkPatternProblem } from "@/lib/check-pattern";
 import type { FlotillaConfig } from "@/lib/config";
 import type { Db, DbOrTx } from "@/server/db/client";
 import { subagentBatches, threads } from "@/server/db/schema";
 import { AppError, notFound } from "@/server/errors";
+import { findCatalogEntry } from "@/server/models/catalog";
 import { resolveModel } from "@/server/models/index";
+import { compileOutputSchema } from "@/server/runtime/output-schema";
 import { matchingPaths } from "@/server/workspace/files";
 import { assertDailyTokenQuota, modelPrices } from "./budget";
 import { type ItemRow, insertItems } from "./insert-items";
@@ -36,7 +45,7 @@ import { buildExecutionSpec, type ExecutionSpec, type SpecDefinition, type Submi
 import type { BatchRow } from "./types";
 
 /**
- * The one writer of batches. Every door (JSON and NDJSON bodies, the files glob, batch_task,
+ * The one writer of batches. Every door (JSON, NDJSON and CSV bodies, the files glob, batch_task,
  * the New batch dialog, the compatible /v1 APIs) parses only its envelope and hands the result
  * here, so every batch gets the same rules (lib/batch-rules.ts), bounds computed before
  * anything is expanded, per-user quotas, the daily token quota, a price snapshot from the model
@@ -113,15 +122,51 @@ function envelopeProblem(input: BatchSubmission): Problem | null {
 }
 
 /** Each item's shape (a door has already checked it; a direct caller may not have). */
-function checkedItems(raw: unknown): SubmitItem[] | Problem {
+function checkedItems(raw: unknown): ParsedItem[] | Problem {
   if (!Array.isArray(raw)) return { field: "items", message: "expected an array of items" };
-  const items: SubmitItem[] = [];
-  for (let i = 0; i < raw.length; i++) {
-    const item = parseItem(raw[i], i);
-    if (isProblem(item)) return item;
-    items.push(item);
-  }
-  return items;
+  return parseItems(raw);
+}
+
+/**
+ * What the data rules need beyond the shared ones: the output schema compiles (the
+ * submission's, else the definition's), every regex compiles under RE2, a judge's model is in
+ * the catalog. Throws the refusal.
+ */
+function checkDataRules(args: {
+  outputSchema: OutputSchema | undefined;
+  checks: readonly Check[];
+  expected: boolean;
+  config: FlotillaConfig;
+}): void {
+  if (args.outputSchema) compileOutputSchema(args.outputSchema);
+  const problem = checksProblem(args.checks, { outputSchema: args.outputSchema !== undefined, expected: args.expected });
+  if (problem) throw refusal(problem);
+  args.checks.forEach((check, i) => {
+    if (check.type === "regex") {
+      const issue = checkPatternProblem(check.pattern, check.flags);
+      if (issue) throw refusal({ field: `checks.${i}.pattern`, message: `does not compile (RE2 syntax): ${issue}` });
+    }
+    if (check.type === "judge" && check.model !== undefined && !findCatalogEntry(args.config, check.model))
+      throw refusal({ field: `checks.${i}.model`, message: `unknown model "${check.model}" (not in the model catalog)` });
+  });
+}
+
+/**
+ * The items as written: key, prompt (built only now that every bound held; the template is
+ * read once for the whole batch), what the owner sees as input, the expected value. Also
+ * rebuilds the row of an item retried with a corrected input.
+ */
+export function itemRows(items: readonly ParsedItem[], template: string | undefined): ItemRow[] {
+  const valueParts = template?.split(ITEM_PLACEHOLDER);
+  const fieldShape = template === undefined ? null : fieldTemplate(template);
+  return items.map((item, index) => {
+    const key = itemKey(item, index);
+    if (typeof item === "string") return { key, prompt: valueParts ? valueParts.join(item) : item, input: item };
+    if (!isFieldsItem(item)) return { key, prompt: item.prompt, input: item.prompt };
+    const row: ItemRow = { key, prompt: fillFields(fieldShape, item.fields), input: item.input };
+    if (item.expected !== undefined) row.expected = item.expected;
+    return row;
+  });
 }
 
 /**
@@ -139,7 +184,10 @@ export async function submitBatch(db: Db, args: SubmitBatchArgs): Promise<{ batc
   if ((input.subagent ?? "general") !== args.definition.name)
     throw new Error(`submitBatch: the door resolved ${args.definition.name}, the submission names ${input.subagent}`);
 
+  const outputSchema = input.output_schema ?? args.definition.outputSchema;
+  const checks = input.checks ?? [];
   let rows: ItemRow[];
+  let fields: string[] = [];
   const overFiles = isFileSubmission(input);
   if (isFileSubmission(input)) {
     // A replay answers with the batch it made, whatever the workspace holds by now.
@@ -148,6 +196,7 @@ export async function submitBatch(db: Db, args: SubmitBatchArgs): Promise<{ batc
     const template = input.prompt_template;
     const templateIssue = templateProblem(template, FILE_PLACEHOLDER);
     if (templateIssue) throw refusal(templateIssue);
+    checkDataRules({ outputSchema, checks, expected: false, config });
     const paths = await boundedMatches(db, { userId: args.userId, threadId: args.threadId, glob: input.files, template, limits });
     if (paths.length === 0)
       throw new AppError(
@@ -163,12 +212,11 @@ export async function submitBatch(db: Db, args: SubmitBatchArgs): Promise<{ batc
     const template = input.prompt_template;
     const problem = itemsProblem(items, template, limits);
     if (problem) throw refusal(problem, locator);
+    const expected = items.some((item) => isFieldsItem(item) && item.expected !== undefined);
+    checkDataRules({ outputSchema, checks, expected, config });
     // Only now, with every length known to be within bounds, are prompts built.
-    rows = items.map((item, index) =>
-      typeof item === "string"
-        ? { key: itemKey(item, index), prompt: template ? fillTemplate(template, ITEM_PLACEHOLDER, item) : item, input: item }
-        : { key: itemKey(item, index), prompt: item.prompt, input: item.prompt },
-    );
+    rows = itemRows(items, template);
+    fields = inputFields(items);
   }
 
   const spec = buildExecutionSpec({
@@ -179,6 +227,11 @@ export async function submitBatch(db: Db, args: SubmitBatchArgs): Promise<{ batc
     allowedSubagents: args.allowedSubagents,
     model: args.model ?? resolveModel(config),
     origin: args.origin ?? { kind: "api" },
+    outputSchema: input.output_schema ?? null,
+    checks,
+    inputFields: fields,
+    // Kept for an item retried with a corrected input (repository.ts retryItem).
+    promptTemplate: overFiles ? null : input.prompt_template,
   });
   const b = config.subagent_batches;
   return db.transaction((tx) =>

@@ -19,6 +19,13 @@ export interface ItemSummary {
   outputTokens: number;
   /** Tool calls of the item's latest run (0 before one finished). */
   toolCalls: number;
+  /**
+   * The parsed answer, read only when its stored text could fit the preview cap (null otherwise);
+   * the projection drops one whose compact JSON is still longer.
+   */
+  output: unknown;
+  checks: { name: string; passed: boolean; score?: number; reason?: string }[] | null;
+  verdict: "passed" | "failed" | null;
   startedAt: Date | null;
   finishedAt: Date | null;
 }
@@ -39,6 +46,9 @@ export interface ResultLine {
   attempts: number;
   result: string | null;
   error: string | null;
+  output: unknown;
+  checks: { name: string; passed: boolean; score?: number; reason?: string }[];
+  verdict: "passed" | "failed" | null;
   usage: { input_tokens: number; output_tokens: number };
 }
 
@@ -52,6 +62,12 @@ export interface ClaimedItem {
   leaseToken: number;
   /** Attempt number of this lease (1-based). */
   attempt: number;
+  /** Object items: what the checks compare against (null when the item has none). */
+  expected: unknown;
+  /** The error of the attempt a `retry` check failed (`check_failed: <name>: <reason>`), else null. */
+  feedback: string | null;
+  /** The item has stored steps (steps.ts): this attempt continues from them instead of starting over. */
+  resume: boolean;
 }
 
 export interface LeaseRef {

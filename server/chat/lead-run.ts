@@ -1,5 +1,5 @@
 import { createHash, randomUUID } from "node:crypto";
-import { createUIMessageStream } from "ai";
+import { createUIMessageStream, type ProviderMetadata } from "ai";
 import { and, desc, eq, sql } from "drizzle-orm";
 import { type BusyPolicy, THREAD_BUSY_MESSAGE } from "@/lib/api/chat";
 import type { FlotillaConfig } from "@/lib/config";
@@ -30,11 +30,12 @@ import { getThreadForUser, touchThread } from "./threads";
 /**
  * What starts a lead response: a user message (stored, shown in the thread) or a system
  * trigger (e.g. a batch settled): its text goes to the model as the last turn but is not
- * stored, and its metadata is merged into the stored reply.
+ * stored, and its metadata is merged into the stored reply; its providerMetadata (model-facts'
+ * notice) rides on the text part.
  */
 export type LeadTrigger =
   | { kind: "user"; message: ChatMessage }
-  | { kind: "system"; text: string; metadata?: Record<string, unknown> };
+  | { kind: "system"; text: string; metadata?: Record<string, unknown>; providerMetadata?: ProviderMetadata };
 
 export interface StartedLeadRun {
   /** The chat_streams row: read it with readChatStream (any web process). */
@@ -285,7 +286,7 @@ async function runLocked(
   const turn: ChatMessage =
     trigger.kind === "user"
       ? trigger.message
-      : { id: `trigger_${messageId}`, role: "user", parts: [{ type: "text", text: trigger.text }] };
+      : { id: `trigger_${messageId}`, role: "user", parts: [{ type: "text", text: trigger.text, providerMetadata: trigger.providerMetadata }] };
   const triggerMetadata = trigger.kind === "system" ? trigger.metadata : undefined;
 
   const messages = [...history, turn];

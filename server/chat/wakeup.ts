@@ -2,7 +2,7 @@ import { createUIMessageStream } from "ai";
 import { eq, sql } from "drizzle-orm";
 import type { FlotillaConfig } from "@/lib/config";
 import { startLeadResponse } from "@/server/agent/lead";
-import { type BatchSettledNotice, noticeOptions } from "@/lib/api/model-facts";
+import { type BatchSettledNotice, checkFailureLine, checkPassRate, noticeOptions } from "@/lib/api/model-facts";
 import type { ChatMessage } from "@/lib/api/chat";
 import { loadMessages } from "@/server/chat/messages";
 import { getConfig } from "@/server/config/load";
@@ -16,6 +16,7 @@ import { usedCostUsd } from "@/server/batches/budget";
 import type { BatchRow } from "@/server/batches/types";
 import { claimDeliveries, deliverClaimed } from "@/server/batches/webhooks";
 import { errorText } from "@/server/errors";
+import { claimChildWakeups, runClaimedChildWakeup, startBackgroundSweeps } from "./children-wakeup";
 
 /**
  * Waking the lead when a batch it submitted settles — exactly once per settlement.
@@ -40,6 +41,9 @@ export const WAKEUP_LEASE_SECONDS = 600;
 /** At most this many failed items are grouped into the summary, and this many groups shown. */
 const FAILURE_SAMPLE = 200;
 const FAILURE_GROUPS = 5;
+/** Items with a failed verdict shown with their reasons, and the characters of each reason. */
+const CHECK_FAILURE_ITEMS = 5;
+const CHECK_REASON_CHARS = 200;
 
 export interface WakeupRow extends Record<string, unknown> {
   id: number;
@@ -109,7 +113,34 @@ export async function claimWakeup(db: Db, owner: string, options: { perUser?: nu
   return row;
 }
 
-/** The settled batch's facts for the lead: counts, usage, cost and the first failures grouped by error. */
+/** Per check, in the submission's order: the counts the settling statements keep (0 of 0 before any answer was checked). */
+async function checkCounts(db: Db, batch: BatchRow): Promise<BatchSettledNotice["checks"]> {
+  const names = ((batch.executionSpec as { checks?: { name: string }[] }).checks ?? []).map((c) => c.name);
+  if (names.length === 0) return [];
+  const rows = await db.execute<{ name: string; passed: number; failed: number }>(sql`
+    select name, passed, failed from subagent_batch_check_counts where batch_id = ${batch.id}`);
+  const byName = new Map(rows.map((r) => [r.name, r]));
+  return names.map((name) => ({ name, passed: Number(byName.get(name)?.passed ?? 0), failed: Number(byName.get(name)?.failed ?? 0) }));
+}
+
+/** The first items whose verdict is failed (the partial index on failed verdicts), each with its failed checks' reasons, cut. */
+async function checkFailures(db: Db, batch: BatchRow): Promise<BatchSettledNotice["check_failures"]> {
+  if (batch.verdictFailedCount === 0) return [];
+  const rows = await db.execute<{ itemKey: string; checks: { name: string; reason: string | null }[] }>(sql`
+    select i.item_key as "itemKey",
+           coalesce((select jsonb_agg(jsonb_build_object('name', c->>'name', 'reason', left(c->>'reason', ${CHECK_REASON_CHARS})))
+                       from jsonb_array_elements(case when jsonb_typeof(i.checks) = 'array' then i.checks else '[]' end) c
+                      where c->'passed' is distinct from 'true'::jsonb), '[]') as checks
+      from subagent_batch_items i
+     where i.batch_id = ${batch.id} and i.verdict = 'failed'
+     order by i.position limit ${CHECK_FAILURE_ITEMS}`);
+  return rows.map((r) => ({
+    item_key: r.itemKey,
+    checks: r.checks.map((c) => ({ name: c.name, reason: c.reason === null ? null : c.reason.replace(/\s+/g, " ").trim() })),
+  }));
+}
+
+/** The settled batch's facts for the lead: counts, usage, cost, the first failures grouped by error, and the checks' pass rates. */
 export async function buildWakeupNotice(
   db: Db,
   batch: BatchRow,
@@ -127,6 +158,7 @@ export async function buildWakeupNotice(
         order by a.id limit ${FAILURE_SAMPLE * 5})
        and i.status = 'failed'
      order by i.position limit ${FAILURE_SAMPLE}`);
+  const [checks, checkFailed] = await Promise.all([checkCounts(db, batch), checkFailures(db, batch)]);
   const groups = new Map<string, string[]>();
   for (const f of failed) {
     const key = (f.error ?? "unknown error").replace(/\s+/g, " ").slice(0, 200);
@@ -150,6 +182,9 @@ export async function buildWakeupNotice(
       .slice(0, FAILURE_GROUPS)
       .map(([error, keys]) => ({ error, count: keys.length, item_keys: keys.slice(0, 3) })),
     failures_sampled: failed.length === FAILURE_SAMPLE,
+    verdicts: { passed: batch.verdictPassedCount, failed: batch.verdictFailedCount },
+    checks,
+    check_failures: checkFailed,
   };
 }
 
@@ -164,8 +199,16 @@ export function wakeupNoticeText(n: BatchSettledNotice): string {
     lines.push(`First failures by error${n.failures_sampled ? ` (of the first ${FAILURE_SAMPLE} failed items)` : ""}:`);
     for (const f of n.failures) lines.push(`- ${f.count} × ${f.error} (e.g. ${f.item_keys.join(", ")})`);
   }
+  if (n.checks.length > 0) {
+    lines.push(`Checks: ${n.verdicts.passed} items passed every check, ${n.verdicts.failed} failed at least one. Pass rate per check:`);
+    for (const c of n.checks) lines.push(`- ${checkPassRate(c)}`);
+  }
+  if (n.check_failures.length > 0) {
+    lines.push(`First items that failed a check${n.verdicts.failed > n.check_failures.length ? ` (${n.check_failures.length} of ${n.verdicts.failed})` : ""}:`);
+    for (const f of n.check_failures) lines.push(`- ${checkFailureLine(f)}`);
+  }
   lines.push(
-    "Read results with batch_results(batch_id, status?, cursor?, limit?) as needed, then tell the user in a short " +
+    "Read results with batch_results(batch_id, status?, verdict?, cursor?, limit?) as needed, then tell the user in a short " +
       "message what the batch produced and what (if anything) needs their attention. Do not resubmit the batch.",
   );
   return lines.join("\n");
@@ -380,7 +423,8 @@ class Pool<T> {
 }
 
 /**
- * The web process's runner for settlement side effects: lead wake-ups and webhook deliveries,
+ * The web process's runner for settlement side effects: lead wake-ups (settled batches, and
+ * settled background children: children-wakeup.ts) and webhook deliveries,
  * each in its own pool (one kind never waits for the other), claimed fairly between users so
  * one user's slow endpoint or thousand batches delay no other user's. Pools are topped up
  * every `intervalMs` and whenever a job ends. Returns a stop function that waits for running jobs.
@@ -416,9 +460,18 @@ export function startSettlementRunner(
       ),
     isStopped,
   );
+  // Background children settled (server/chat/children-wakeup.ts): the same pool size, their own claim.
+  const children = new Pool(
+    WAKEUP_POOL_SIZE,
+    (free) => claimChildWakeups(options.db, options.owner, { limit: free }),
+    (row) => runClaimedChildWakeup(options, row),
+    isStopped,
+  );
+  const stopSweeps = startBackgroundSweeps({ db: options.db });
   const tick = () => {
     void wakeups.fill();
     void deliveries.fill();
+    void children.fill();
   };
   const timer = setInterval(tick, options.intervalMs ?? 1_000);
   timer.unref();
@@ -426,7 +479,8 @@ export function startSettlementRunner(
   return async () => {
     stopped = true;
     clearInterval(timer);
-    await Promise.all([wakeups.drain(), deliveries.drain()]);
+    stopSweeps();
+    await Promise.all([wakeups.drain(), deliveries.drain(), children.drain()]);
   };
 }
 

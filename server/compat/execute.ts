@@ -1,4 +1,4 @@
-import { generateText } from "ai";
+import { generateText, jsonSchema, type ModelMessage, NoObjectGeneratedError, Output } from "ai";
 import { eq, sql } from "drizzle-orm";
 import { runSubagent } from "@/server/agent/executor";
 import { resolveSubagent } from "@/server/agent/registry";
@@ -11,8 +11,10 @@ import { admit, type SubagentRuntime } from "@/server/runtime/admission";
 import { endpointBackoffMs } from "@/server/runtime/rate-limit";
 import type { ItemExecutor, ItemRunResult } from "@/server/batches/item-executor";
 import { expireCompatBatches } from "./expiry";
-import { type CompatRequest, SUBAGENT_MODEL_PREFIX } from "./requests";
+import { type CompatRequest, type CompatResponseFormat, SUBAGENT_MODEL_PREFIX } from "./requests";
 import { errorText } from "@/server/errors";
+import { readTypedAnswer, repairRequest, typedOutput } from "@/server/agent/structured-output";
+import { compileOutputSchema } from "@/server/runtime/output-schema";
 
 /**
  * Runs one item of a compatible batch: its stored request (server/compat/requests.ts) goes to
@@ -23,10 +25,31 @@ import { errorText } from "@/server/errors";
  * The completion window is checked here too: a batch whose window has passed is expired
  * before another of its requests starts (the same explicit step the HTTP readers take first:
  * server/compat/expiry.ts).
+ *
+ * A `response_format` asks for JSON: the model gets it as the AI SDK's JSON response format (the
+ * provider's JSON mode; with a schema, its JSON-schema mode), the answer is validated (Ajv) and
+ * gets one repair turn quoting the errors, as a typed batch item does (a sub-agent runs with the
+ * format as its output schema); still invalid, the request fails with `invalid_output: ...`.
  */
 
 const NO_USAGE = { inputTokens: 0, outputTokens: 0 };
+/** `json_object`: any JSON object. */
+const ANY_OBJECT = { type: "object" };
 
+/** The output schema a response format stands for. */
+const formatSchema = (format: CompatResponseFormat) => (format.type === "json_schema" ? format.schema : ANY_OBJECT);
+
+/** What the catalog model is asked for: the AI SDK output (its response format), the validator, the system prompt's statement. */
+function jsonAnswer(format: CompatResponseFormat) {
+  // The request's own name for its format goes to the provider (OpenAI requires one).
+  if (format.type === "json_schema")
+    return { ...typedOutput(format.schema), output: Output.object({ schema: jsonSchema(format.schema), name: format.name }) };
+  return {
+    validate: compileOutputSchema(ANY_OBJECT),
+    output: Output.json(),
+    instructions: "Your answer must be exactly one JSON object, with no other text.",
+  };
+}
 
 /** A sub-agent takes one prompt: the conversation as text. */
 function subagentPrompt(request: CompatRequest): string {
@@ -70,7 +93,7 @@ export function compatItemExecutor(args: { db: Db; model?: ResolvedModel; runtim
         userId: spec.caller.user_id,
         threadId: spec.caller.thread_id,
         kind: "batch_item",
-        definition,
+        definition: request.response_format ? { ...definition, outputSchema: formatSchema(request.response_format) } : definition,
         prompt: subagentPrompt(request),
         model: subagentModel,
         signal,
@@ -86,6 +109,7 @@ export function compatItemExecutor(args: { db: Db; model?: ResolvedModel; runtim
         error: result.error,
         errorClass: result.errorClass,
         runId: result.runId,
+        ...(result.output !== undefined ? { output: result.output } : {}),
         retryAfterMs: result.errorClass === "rate_limit" ? endpointBackoffMs(subagentModel.endpoint) : undefined,
       };
     }
@@ -97,28 +121,61 @@ export function compatItemExecutor(args: { db: Db; model?: ResolvedModel; runtim
       // Validated at submission; this worker's catalog may still lack it (a clear failure, no fallback).
       return failed(request.model, errorText(err));
     }
+    let json: ReturnType<typeof jsonAnswer> | undefined;
+    try {
+      json = request.response_format ? jsonAnswer(request.response_format) : undefined;
+    } catch (err) {
+      return failed(request.model, errorText(err)); // compiled at upload; a change of validator could still refuse it
+    }
     const release = await admit(runtime, { kind: "batch_item", depth: 1, signal });
     const timeout = AbortSignal.timeout(runtime.config.subagents.timeout_seconds * 1000);
     const callSignal = AbortSignal.any([signal, timeout]);
+    let usage = NO_USAGE;
+    // One model call. A JSON answer that does not parse makes the AI SDK throw; it is read like any other answer.
+    const ask = async (messages: ModelMessage[]) => {
+      try {
+        const result = await generateText({
+          model: model.model,
+          system: json ? [request.system, json.instructions].filter(Boolean).join("\n\n") : request.system,
+          messages,
+          temperature: request.temperature,
+          topP: request.top_p,
+          maxOutputTokens: request.max_tokens,
+          stopSequences: request.stop,
+          ...(json ? { output: json.output } : {}),
+          abortSignal: callSignal,
+        });
+        usage = addUsage(usage, result.totalUsage);
+        return { text: result.text, stopReason: result.finishReason as string };
+      } catch (err) {
+        if (!json || !NoObjectGeneratedError.isInstance(err) || callSignal.aborted) throw err;
+        usage = addUsage(usage, err.usage);
+        return { text: err.text ?? "", stopReason: (err.finishReason ?? "stop") as string };
+      }
+    };
     try {
       await onStarted();
-      const result = await generateText({
-        model: model.model,
-        system: request.system,
-        messages: request.messages,
-        temperature: request.temperature,
-        topP: request.top_p,
-        maxOutputTokens: request.max_tokens,
-        stopSequences: request.stop,
-        abortSignal: callSignal,
-      });
-      return {
+      let answer = await ask(request.messages);
+      const done = (fields: Partial<ItemRunResult>): ItemRunResult => ({
         status: "completed",
-        text: result.text,
-        usage: { inputTokens: result.usage.inputTokens ?? 0, outputTokens: result.usage.outputTokens ?? 0 },
+        text: answer.text,
+        usage,
         model: request.model,
-        stopReason: result.finishReason,
-      };
+        stopReason: answer.stopReason,
+        ...fields,
+      });
+      if (!json) return done({});
+      let read = readTypedAnswer(answer.text, json.validate);
+      if (!read.ok) {
+        // Exactly one repair turn, quoting the validator's errors.
+        const repair: ModelMessage[] = [...request.messages, { role: "assistant", content: answer.text }, repairRequest(read.errors)];
+        answer = await ask(repair);
+        read = readTypedAnswer(answer.text, json.validate);
+      }
+      if (!read.ok)
+        return done({ status: "failed", stopReason: "invalid_output", error: `invalid_output: ${read.errors}`, errorClass: "invalid_output" });
+      // The content is the value as compact JSON: no code fence, no text around it.
+      return done({ text: JSON.stringify(read.value), output: read.value });
     } catch (err) {
       if (timeout.aborted && !signal.aborted)
         return { ...failed(request.model, "the request did not finish within subagents.timeout_seconds"), status: "timed_out" };
@@ -133,6 +190,13 @@ export function compatItemExecutor(args: { db: Db; model?: ResolvedModel; runtim
       release();
     }
   };
+}
+
+function addUsage(
+  sum: { inputTokens: number; outputTokens: number },
+  u: { inputTokens?: number | undefined; outputTokens?: number | undefined } | undefined,
+) {
+  return { inputTokens: sum.inputTokens + (u?.inputTokens ?? 0), outputTokens: sum.outputTokens + (u?.outputTokens ?? 0) };
 }
 
 function failed(model: string | null, error: string): ItemRunResult {

@@ -1,4 +1,7 @@
 import { z } from "zod";
+import { type OutputSchema, outputSchemaSchema } from "@/lib/api/batch-data";
+import { AppError } from "@/server/errors";
+import { compileOutputSchema } from "@/server/runtime/output-schema";
 
 /**
  * The requests a compatible batch runs, as the providers' SDKs send them: OpenAI chat
@@ -6,6 +9,12 @@ import { z } from "zod";
  * CompatRequest (what server/compat/execute.ts hands to the model), stored with the item.
  * Pure: no database, so the line validator can be property-tested on its own.
  */
+
+/**
+ * A JSON answer the request asked for (OpenAI's `response_format`): `json_object` is any JSON
+ * object, `json_schema` a value valid against its schema. The answer's content is then that JSON.
+ */
+export type CompatResponseFormat = { type: "json_object" } | { type: "json_schema"; name: string; schema: OutputSchema };
 
 export interface CompatRequest {
   /** A catalog name, or `flotilla:<sub-agent>`. */
@@ -16,6 +25,7 @@ export interface CompatRequest {
   max_tokens?: number;
   stop?: string[];
   top_p?: number;
+  response_format?: CompatResponseFormat;
 }
 
 export const SUBAGENT_MODEL_PREFIX = "flotilla:";
@@ -31,6 +41,27 @@ const noTools = z
   .optional();
 
 const joinText = (c: z.infer<typeof textContent>) => (typeof c === "string" ? c : c.map((p) => p.text).join("\n"));
+
+// OpenAI's own rule for a response format's name.
+const FORMAT_NAME = /^[A-Za-z0-9_-]{1,64}$/;
+
+const responseFormatSchema = z.discriminatedUnion(
+  "type",
+  [
+    z.looseObject({ type: z.literal("text") }),
+    z.looseObject({ type: z.literal("json_object") }),
+    z.looseObject({
+      type: z.literal("json_schema"),
+      json_schema: z.looseObject({
+        name: z.string().regex(FORMAT_NAME, "must be 1 to 64 letters, digits, _ or -"),
+        description: z.string().optional(),
+        schema: outputSchemaSchema,
+        strict: z.boolean().nullish(),
+      }),
+    }),
+  ],
+  { error: 'must be {"type": "text"}, {"type": "json_object"} or {"type": "json_schema", "json_schema": {...}}' },
+);
 
 /** The chat-completions request body, as far as a batch line can use it (other keys are ignored). */
 export const chatCompletionBodySchema = z.looseObject({
@@ -50,9 +81,16 @@ export const chatCompletionBodySchema = z.looseObject({
   stop: z.union([z.string(), z.array(z.string()).max(4)]).nullish(),
   n: z.literal(1, { error: "only n = 1 is supported" }).nullish(),
   stream: z.literal(false, { error: "a batch request cannot stream" }).nullish(),
+  response_format: responseFormatSchema.nullish(),
   tools: noTools,
   functions: noTools,
 });
+
+function responseFormatOf(format: z.infer<typeof responseFormatSchema> | null | undefined): CompatResponseFormat | undefined {
+  if (format?.type === "json_object") return { type: "json_object" };
+  if (format?.type === "json_schema") return { type: "json_schema", name: format.json_schema.name, schema: format.json_schema.schema };
+  return undefined;
+}
 
 export function normalizeChatBody(body: z.infer<typeof chatCompletionBodySchema>): CompatRequest {
   const system = body.messages
@@ -60,6 +98,7 @@ export function normalizeChatBody(body: z.infer<typeof chatCompletionBodySchema>
     .map((m) => joinText(m.content))
     .join("\n\n");
   const maxTokens = body.max_completion_tokens ?? body.max_tokens;
+  const responseFormat = responseFormatOf(body.response_format);
   return {
     model: body.model,
     ...(system ? { system } : {}),
@@ -70,6 +109,7 @@ export function normalizeChatBody(body: z.infer<typeof chatCompletionBodySchema>
     ...(body.top_p != null ? { top_p: body.top_p } : {}),
     ...(maxTokens != null ? { max_tokens: maxTokens } : {}),
     ...(body.stop != null ? { stop: typeof body.stop === "string" ? [body.stop] : body.stop } : {}),
+    ...(responseFormat ? { response_format: responseFormat } : {}),
   };
 }
 
@@ -167,6 +207,16 @@ export function validateOpenAiLine(
     const issue = bodyParsed.error.issues[0]!;
     const param = ["body", ...issue.path.map(String)].join(".");
     return fail("invalid_body", `${param}: ${issue.message}`, param);
+  }
+  const schema = bodyParsed.data.response_format?.type === "json_schema" ? bodyParsed.data.response_format.json_schema.schema : null;
+  if (schema) {
+    try {
+      compileOutputSchema(schema); // cached by its text: a file's lines usually share one schema
+    } catch (err) {
+      if (!(err instanceof AppError)) throw err;
+      const param = "body.response_format.json_schema.schema";
+      return fail("invalid_body", `${param}: ${err.message.replace(/^output_schema: /, "")}`, param);
+    }
   }
   const modelProblem = ctx.checkModel(bodyParsed.data.model);
   if (modelProblem) return fail("model_not_found", modelProblem, "body.model");

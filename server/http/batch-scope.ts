@@ -68,12 +68,13 @@ export async function assertItemInBatch(db: Db, scope: BatchScope & { itemId: st
 }
 
 /**
- * `?status=&cursor=&limit=` of an item page. Unknown or repeated parameters are refused;
- * status and cursor are checked by the repository (it owns their vocabularies).
+ * `?status=&verdict=&cursor=&limit=` of an item page. Unknown or repeated parameters are refused;
+ * status, verdict and cursor are checked by the repository (it owns their vocabularies).
  */
 const itemPageQuerySchema = z
   .object({
     status: z.string().optional(),
+    verdict: z.string().optional(),
     cursor: z.string().optional(),
     limit: z
       .string()
@@ -84,7 +85,7 @@ const itemPageQuerySchema = z
   })
   .strict();
 
-export function parseItemPageQuery(params: URLSearchParams): { status?: string; cursor?: string; limit?: number } {
+export function parseItemPageQuery(params: URLSearchParams): { status?: string; verdict?: string; cursor?: string; limit?: number } {
   const query: Record<string, string> = {};
   for (const [name, value] of params) {
     if (name in query) throw new AppError("validation_failed", `${name}: given more than once`);

@@ -1,8 +1,17 @@
 import "server-only";
+import Papa from "papaparse";
 import { z } from "zod";
-import { type SubmitBatchInput, submissionFieldsShape, submitBatchSchema } from "@/lib/api/batches";
+import {
+  type SubmitBatchInput,
+  submissionFieldsShape,
+  submitBatchSchema,
+  submitChecksSchema,
+  submitOutputSchemaSchema,
+} from "@/lib/api/batches";
+import { MAX_ITEM_FIELDS } from "@/lib/api/batch-data";
 import { type BatchSubmission, submitFileBatchSchema } from "@/lib/api/files";
 import {
+  fieldNameProblem,
   issueProblem,
   isProblem,
   jsonLocator,
@@ -10,8 +19,8 @@ import {
   lineLocator,
   PROMPT_TEMPLATE_MAX_CHARS,
   parseItem,
-  type SubmitItem,
   type SubmissionLimits,
+  type SubmitItem,
   submissionLimits,
   submissionProblem,
   windowProblem,
@@ -22,27 +31,28 @@ import { AppError } from "@/server/errors";
 import { readBodyText } from "./route";
 
 /**
- * The HTTP door into a batch: a JSON body (`submitBatchSchema`, or a `files` glob) or an
- * `application/x-ndjson` upload of items with the other fields as query parameters. It parses
- * the envelope into the normalized submission plus a locator (`items.3` / `line 4`) and checks
- * it with the shared rules (lib/batch-rules.ts) so an upload fails fast on its first bad line;
- * the writer (server/batches/submit.ts) applies the same rules, with the same locator, to
- * everything else (sub-agent, bounds, quotas).
+ * The HTTP door into a batch: a JSON body (`submitBatchSchema`, or a `files` glob), an
+ * `application/x-ndjson` upload of items or a `text/csv` upload of records, with the other
+ * fields as query parameters. It parses the envelope into the normalized submission plus a
+ * locator (`items.3` / `line 4`) and checks it with the shared rules (lib/batch-rules.ts) so an
+ * upload fails fast on its first bad line; the writer (server/batches/submit.ts) applies the
+ * same rules, with the same locator, to everything else (sub-agent, schema, checks, quotas).
  */
 
-
-export type SubmissionFormat = "json" | "ndjson";
+export type SubmissionFormat = "json" | "ndjson" | "csv";
 
 const NDJSON_TYPES = new Set(["application/x-ndjson", "application/jsonl", "application/x-jsonlines"]);
+const CSV_TYPES = new Set(["text/csv", "application/csv"]);
 
-/** JSON when the type says so (or says nothing, as some clients do); NDJSON for the line formats; anything else 415. */
+/** JSON when the type says so (or says nothing, as some clients do); NDJSON for the line formats; CSV; anything else 415. */
 export function submissionFormat(contentType: string | null): SubmissionFormat {
   const type = (contentType ?? "").split(";")[0]!.trim().toLowerCase();
   if (type === "" || type === "application/json") return "json";
   if (NDJSON_TYPES.has(type)) return "ndjson";
+  if (CSV_TYPES.has(type)) return "csv";
   throw new AppError(
     "unsupported_media_type",
-    `content type ${type} is not supported; send application/json or application/x-ndjson`,
+    `content type ${type} is not supported; send application/json, application/x-ndjson or text/csv`,
   );
 }
 
@@ -60,15 +70,7 @@ export function parseJsonSubmission(text: string, limits: SubmissionLimits): Bat
   if (value !== null && typeof value === "object" && "files" in value) return parseFileSubmission(value, limits);
   const envelope = jsonEnvelopeSchema.safeParse(value);
   if (!envelope.success) throw refusal(issueProblem(envelope.error.issues));
-  const { items: rawItems, ...rest } = envelope.data;
-  if (rawItems.length > limits.maxItems)
-    throw refusal({ field: "items", message: `at most ${limits.maxItems} items per batch (got ${rawItems.length})` });
-  const items = rawItems.map((raw, index) => {
-    const item = parseItem(raw, index);
-    if (isProblem(item)) throw refusal(item);
-    return item;
-  });
-  const input = { ...rest, items };
+  const input = { ...envelope.data, items: envelope.data.items as SubmitItem[] };
   const problem = submissionProblem(input, limits);
   if (problem) throw refusal(problem);
   return input;
@@ -84,7 +86,22 @@ function parseFileSubmission(value: object, limits: SubmissionLimits): BatchSubm
   return parsed.data;
 }
 
-/** Query parameters of an NDJSON upload: the JSON door's fields, with numbers arriving as text. */
+/** A query parameter holding JSON (URL-encoded), then checked like the JSON door's field. */
+function jsonParam<T extends z.ZodType>(schema: T) {
+  return z
+    .string()
+    .transform((text, ctx) => {
+      try {
+        return JSON.parse(text) as unknown;
+      } catch {
+        ctx.addIssue({ code: "custom", message: "must be JSON (URL-encoded in the query string)" });
+        return z.NEVER;
+      }
+    })
+    .pipe(schema);
+}
+
+/** Query parameters of an NDJSON or CSV upload: the JSON door's fields, with numbers arriving as text and objects as JSON text. */
 const positiveIntParam = z
   .string()
   .regex(/^\d+$/, "must be a positive whole number")
@@ -95,7 +112,7 @@ const positiveNumberParam = z
   .regex(/^\d+(\.\d+)?$/, "must be a positive number")
   .transform(Number)
   .pipe(submissionFieldsShape.max_cost_usd.unwrap());
-const ndjsonParamsSchema = z
+const uploadParamsSchema = z
   .object({
     submission_key: submissionFieldsShape.submission_key,
     subagent: submissionFieldsShape.subagent,
@@ -108,11 +125,45 @@ const ndjsonParamsSchema = z
     max_running_items: positiveIntParam.optional(),
     max_total_tokens: positiveIntParam.optional(),
     max_cost_usd: positiveNumberParam.optional(),
+    output_schema: jsonParam(submitOutputSchemaSchema).optional(),
+    checks: jsonParam(submitChecksSchema).optional(),
   })
   .strict();
 
 export function parseNdjsonSubmission(text: string, params: URLSearchParams, limits: SubmissionLimits): SubmitBatchInput {
   return parseNdjsonLines(text, params, limits).input;
+}
+
+/** The upload's other fields, from its query string (each at most once). */
+function queryFields(params: URLSearchParams): z.output<typeof uploadParamsSchema> {
+  const query: Record<string, string> = {};
+  for (const [name, value] of params) {
+    if (name in query) throw refusal({ field: name, message: "given more than once" });
+    query[name] = value;
+  }
+  const parsedQuery = uploadParamsSchema.safeParse(query);
+  if (!parsedQuery.success) {
+    const issue = parsedQuery.error.issues[0];
+    // A strict object reports unknown keys at the root; name them like any other field.
+    if (issue?.code === "unrecognized_keys") throw refusal({ field: issue.keys[0], message: "unknown query parameter" });
+    throw refusal(issueProblem(parsedQuery.error.issues));
+  }
+  return parsedQuery.data;
+}
+
+/** The upload's items with the query's fields, checked by the shared rules with the upload's locator. */
+function uploaded(
+  fields: z.output<typeof uploadParamsSchema>,
+  items: SubmitItem[],
+  locator: Locator,
+  limits: SubmissionLimits,
+  empty: string,
+): { input: SubmitBatchInput; locator: Locator } {
+  if (items.length === 0) throw refusal({ field: "items", message: `must contain at least one item (${empty})` });
+  const input = { ...fields, items };
+  const problem = submissionProblem(input, limits);
+  if (problem) throw refusal(problem, locator);
+  return { input, locator };
 }
 
 /** The submission plus its locator: the physical line of every item. */
@@ -121,19 +172,7 @@ function parseNdjsonLines(
   params: URLSearchParams,
   limits: SubmissionLimits,
 ): { input: SubmitBatchInput; locator: Locator } {
-  const query: Record<string, string> = {};
-  for (const [name, value] of params) {
-    if (name in query) throw refusal({ field: name, message: "given more than once" });
-    query[name] = value;
-  }
-  const parsedQuery = ndjsonParamsSchema.safeParse(query);
-  if (!parsedQuery.success) {
-    const issue = parsedQuery.error.issues[0];
-    // A strict object reports unknown keys at the root; name them like any other field.
-    if (issue?.code === "unrecognized_keys") throw refusal({ field: issue.keys[0], message: "unknown query parameter" });
-    throw refusal(issueProblem(parsedQuery.error.issues));
-  }
-
+  const fields = queryFields(params);
   const items: SubmitItem[] = [];
   const lineOf: number[] = [];
   const locator = lineLocator(lineOf);
@@ -153,14 +192,119 @@ function parseNdjsonLines(
     lineOf.push(i + 1);
     const item = parseItem(value, items.length);
     if (isProblem(item)) throw refusal(item, locator);
-    items.push(item);
+    items.push(value as SubmitItem);
   }
-  if (items.length === 0)
-    throw refusal({ field: "items", message: "must contain at least one item (one JSON string or object per line)" });
-  const input = { ...parsedQuery.data, items };
-  const problem = submissionProblem(input, limits);
-  if (problem) throw refusal(problem, locator);
-  return { input, locator };
+  return uploaded(fields, items, locator, limits, "one JSON string or object per line");
+}
+
+const CSV_QUOTE_ERRORS: Record<string, string> = {
+  MissingQuotes: "a quoted field is not closed",
+  InvalidQuotes: 'a quoted field is malformed (a quote inside it must be doubled: "")',
+};
+
+/** Line breaks in text[from, to): \r\n, \n or a lone \r each end one physical line. */
+function lineBreaks(text: string, from: number, to: number): number {
+  let n = 0;
+  for (let i = from; i < to; i++) {
+    const c = text.charCodeAt(i);
+    if (c === 10 || (c === 13 && text.charCodeAt(i + 1) !== 10)) n++;
+  }
+  return n;
+}
+
+/** The header row: item_key and expected are special, every other column a field (named as fields may be, at most 64). */
+function csvHeader(row: string[]): string[] {
+  const seen = new Set<string>();
+  let fields = 0;
+  for (const name of row) {
+    if (seen.has(name)) throw refusal({ message: `line 1: column ${JSON.stringify(name)} appears more than once` });
+    seen.add(name);
+    if (name === "item_key" || name === "expected") continue;
+    const issue = fieldNameProblem(name);
+    if (issue) throw refusal({ message: `line 1: ${name === "" ? "a column has no name" : issue}` });
+    if (++fields > MAX_ITEM_FIELDS) throw refusal({ message: `line 1: at most ${MAX_ITEM_FIELDS} field columns` });
+  }
+  if (fields === 0) throw refusal({ message: "line 1: the header needs at least one column besides item_key and expected" });
+  return row;
+}
+
+/** One record as an item: its columns as fields, `item_key` as the key, `expected` as JSON when it parses (else the text; empty: none). */
+function csvItem(header: readonly string[], row: readonly string[]): SubmitItem {
+  const entries: [string, unknown][] = [];
+  header.forEach((name, i) => {
+    const cell = row[i]!;
+    if (name !== "expected") entries.push([name, cell]);
+    else if (cell !== "") {
+      let expected: unknown = cell;
+      try {
+        expected = JSON.parse(cell);
+      } catch {}
+      entries.push([name, expected]);
+    }
+  });
+  // fromEntries defines own properties: a column named __proto__ is just a field.
+  return Object.fromEntries(entries) as SubmitItem;
+}
+
+/**
+ * A CSV upload (RFC 4180, comma-separated, UTF-8, an optional BOM): the header row names the
+ * fields, every record is an object item. A bad record is refused naming the physical line it
+ * starts on (quoted fields may hold line breaks, so records and lines differ). Blank lines may
+ * only end the file.
+ */
+function parseCsvRecords(
+  text: string,
+  params: URLSearchParams,
+  limits: SubmissionLimits,
+): { input: SubmitBatchInput; locator: Locator } {
+  const fields = queryFields(params);
+  const body = text.startsWith("\uFEFF") ? text.slice(1) : text;
+  const items: SubmitItem[] = [];
+  const lineOf: number[] = [];
+  const locator = lineLocator(lineOf);
+  let header: string[] | null = null;
+  let start = 0;
+  let line = 1;
+  let blank: number | null = null;
+  let failure: unknown = null;
+  Papa.parse<string[]>(body, {
+    delimiter: ",",
+    skipEmptyLines: false,
+    step: (row, parser) => {
+      try {
+        const from = start;
+        start = row.meta.cursor;
+        if (from >= body.length) return; // the end of the last line
+        const at = line;
+        line += lineBreaks(body, from, start);
+        const error = row.errors[0];
+        if (error) throw refusal({ message: `line ${at}: ${CSV_QUOTE_ERRORS[error.code] ?? error.message}` });
+        const cells = row.data;
+        if (cells.length === 1 && cells[0] === "") {
+          blank ??= at;
+          return;
+        }
+        if (blank !== null) throw refusal({ message: `line ${blank}: empty record (blank lines may only end the file)` });
+        if (header === null) {
+          header = csvHeader(cells);
+          return;
+        }
+        if (cells.length !== header.length)
+          throw refusal({ message: `line ${at}: has ${cells.length} fields; the header has ${header.length}` });
+        if (items.length === limits.maxItems) throw refusal({ message: `line ${at}: at most ${limits.maxItems} items per batch` });
+        const item = csvItem(header, cells);
+        lineOf.push(at);
+        const parsed = parseItem(item, items.length);
+        if (isProblem(parsed)) throw refusal(parsed, locator);
+        items.push(item);
+      } catch (err) {
+        failure = err;
+        parser.abort();
+      }
+    },
+  });
+  if (failure) throw failure;
+  return uploaded(fields, items, locator, limits, "a header row, then one record per line");
 }
 
 /**
@@ -178,9 +322,10 @@ export async function readSubmission(
   const params = new URL(req.url).searchParams;
   const firstParam = [...params.keys()][0];
   if (format === "json" && firstParam !== undefined)
-    throw refusal({ field: firstParam, message: "query parameters are only read with an application/x-ndjson body" });
+    throw refusal({ field: firstParam, message: "query parameters are only read with an application/x-ndjson or text/csv body" });
   const text = await readBodyText(req, config.http.max_body_bytes);
   const limits = submissionLimits(config.subagent_batches);
   if (format === "json") return { input: parseJsonSubmission(text, limits), locator: jsonLocator };
+  if (format === "csv") return parseCsvRecords(text, params, limits);
   return parseNdjsonLines(text, params, limits);
 }

@@ -28,6 +28,20 @@ export function withModelMiddleware(model: LanguageModelV3, middleware: Language
   return middleware.length === 0 ? model : wrapLanguageModel({ model, middleware });
 }
 
+/**
+ * JSON-schema answers (typed results) go out as `response_format: json_schema`, not strict unless
+ * a caller asks (`providerOptions.openaiCompatible.strictJsonSchema`): OpenAI's strict mode
+ * refuses ordinary schemas (optional properties, no additionalProperties: false).
+ */
+const looseJsonSchema: LanguageModelMiddleware = {
+  specificationVersion: "v3",
+  transformParams: async ({ params }) => {
+    const own = params.providerOptions?.openaiCompatible;
+    if (params.responseFormat?.type !== "json" || !params.responseFormat.schema || own?.strictJsonSchema !== undefined) return params;
+    return { ...params, providerOptions: { ...params.providerOptions, openaiCompatible: { ...own, strictJsonSchema: false } } };
+  },
+};
+
 // Per config object (the process singleton in production), so middleware built from one
 // configuration never serves another.
 const cache = new WeakMap<FlotillaConfig, Map<string, ResolvedModel>>();
@@ -64,9 +78,10 @@ export function resolveModelByName(config: FlotillaConfig, name: string, env: En
       apiKey: entry.apiKey,
       // Ask for usage in streamed responses; batches and runs account tokens from it.
       includeUsage: true,
+      supportsStructuredOutputs: true,
     });
     resolved = {
-      model: withModelMiddleware(provider.chatModel(entry.model), sharedModelMiddleware(config, limits)),
+      model: withModelMiddleware(provider.chatModel(entry.model), [...sharedModelMiddleware(config, limits), looseJsonSchema]),
       name: entry.model,
       simulator: false,
       catalogName: entry.name,

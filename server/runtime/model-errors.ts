@@ -3,8 +3,11 @@ import { NoOutputGeneratedError, RetryError } from "ai";
 
 export type ModelErrorClass = "rate_limit" | "timeout" | "aborted" | "provider" | "unknown";
 
-/** Why a run failed: a model error class, or a tool group / model this process cannot provide. */
-export type RunErrorClass = ModelErrorClass | "tool_unavailable" | "model_unavailable";
+/**
+ * Why a run failed: a model error class, a tool group / model this process cannot provide, or a
+ * typed answer still invalid against its output schema after the repair turn.
+ */
+export type RunErrorClass = ModelErrorClass | "tool_unavailable" | "model_unavailable" | "invalid_output";
 
 const MAX_DEPTH = 5;
 

@@ -3,6 +3,8 @@ import Ajv2019 from "ajv/dist/2019";
 import Ajv2020 from "ajv/dist/2020";
 import addFormats from "ajv-formats";
 import { RE2JS } from "re2js";
+import type { FlotillaConfig } from "@/lib/config";
+import { ConfigError } from "../config/load";
 import { AppError } from "../errors";
 
 /**
@@ -89,4 +91,23 @@ export function schemaErrors(validate: ValidateFunction): string {
   if (errors.length > MAX_ERRORS) parts.push(`and ${errors.length - MAX_ERRORS} more`);
   const text = parts.join("; ");
   return text.length > MAX_CHARS ? `${text.slice(0, MAX_CHARS - 1)}…` : text;
+}
+
+/**
+ * Start-up check of the configuration's output schemas (each sub-agent definition's), so a
+ * schema that does not compile refuses the start naming its field, as an unknown tool group
+ * does, instead of failing every run of that sub-agent later.
+ */
+export function assertConfiguredOutputSchemas(config: FlotillaConfig): void {
+  const problems: string[] = [];
+  config.subagents.definitions.forEach((d, i) => {
+    if (!d.output_schema) return;
+    try {
+      compileOutputSchema(d.output_schema);
+    } catch (err) {
+      const message = err instanceof Error ? err.message.replace(/^output_schema: /, "") : String(err);
+      problems.push(`subagents.definitions[${i}].output_schema: ${message}`);
+    }
+  });
+  if (problems.length) throw new ConfigError(problems);
 }

@@ -2,6 +2,7 @@ import { asSchema, type Schema, type Tool, type ToolSet } from "ai";
 import { BUILTIN_TOOL_GROUPS, type FlotillaConfig } from "@/lib/config";
 import type { ToolCallRecord } from "@/lib/api/runs";
 import { AppError, errorText } from "@/server/errors";
+import { type ApprovalMatcher, NO_APPROVAL } from "./approval";
 import { clockGroup } from "./clock";
 import { mcpGroup } from "./mcp";
 import { textGroup } from "./text";
@@ -167,6 +168,8 @@ export async function buildGroupTools(
   groups: readonly string[],
   ctx: ToolGroupContext,
   recorder?: ToolCallRecorder,
+  /** Calls that wait for a person: the tool gets the AI SDK's `needsApproval` (server/tools/approval.ts). */
+  needsApproval: ApprovalMatcher = NO_APPROVAL,
 ): Promise<ToolSet> {
   const missing = missingToolGroups(ctx.config, groups);
   if (missing.length)
@@ -182,7 +185,10 @@ export async function buildGroupTools(
   for (const name of groups) {
     const group = findToolGroup(ctx.config, name) as ToolGroup;
     const tools = await group.build(ctx);
-    for (const [toolName, t] of Object.entries(tools)) out[toolName] = wrapTool(toolName, t, { recorder, bounds });
+    for (const [toolName, t] of Object.entries(tools)) {
+      const wrapped = wrapTool(toolName, t, { recorder, bounds });
+      out[toolName] = needsApproval(name, toolName) ? { ...wrapped, needsApproval: true } : wrapped;
+    }
   }
   return out;
 }

@@ -1,6 +1,7 @@
 import { createMCPClient, type MCPClient, type MCPTransport } from "@ai-sdk/mcp";
 import { Experimental_StdioMCPTransport as StdioMCPTransport } from "@ai-sdk/mcp/mcp-stdio";
 import { dynamicTool, jsonSchema, type ToolSet } from "ai";
+import { z } from "zod";
 import type { FlotillaConfig } from "@/lib/config";
 import { AppError, errorText } from "@/server/errors";
 import { log } from "@/server/log";
@@ -17,11 +18,46 @@ export type McpServerConfig = FlotillaConfig["mcp"]["servers"][string];
 type ListedTools = Awaited<ReturnType<MCPClient["listTools"]>>;
 type CallResult = { content?: Array<{ type: string; text?: string }>; isError?: boolean; toolResult?: unknown };
 
+/** Where a batch item's idempotency key travels on `tools/call` (DESIGN "Durable steps"). */
+export const IDEMPOTENCY_META_KEY = "flotilla/idempotency_key";
+
+const callResultSchema = z
+  .object({
+    content: z.array(z.object({ type: z.string(), text: z.string().optional() }).passthrough()).optional(),
+    isError: z.boolean().optional(),
+    toolResult: z.unknown().optional(),
+  })
+  .passthrough();
+
+/**
+ * The client's own request (a JSON-RPC call with its timeout, abort and response handling):
+ * `callTool` has no way to send `_meta`, which the MCP spec allows on every request's params.
+ */
+type RequestFn = (args: {
+  request: { method: string; params?: Record<string, unknown> };
+  resultSchema: { parse(value: unknown): unknown };
+  options?: { signal?: AbortSignal };
+}) => Promise<unknown>;
+
+function callTool(
+  client: MCPClient,
+  args: { name: string; arguments: unknown; idempotencyKey?: string; signal?: AbortSignal },
+): Promise<CallResult> {
+  const request = (client as unknown as { request?: RequestFn }).request;
+  if (typeof request !== "function") throw new Error("this MCP client cannot send tools/call with _meta");
+  const params: Record<string, unknown> = { name: args.name, arguments: args.arguments };
+  if (args.idempotencyKey !== undefined) params._meta = { [IDEMPOTENCY_META_KEY]: args.idempotencyKey };
+  return request.call(client, {
+    request: { method: "tools/call", params },
+    resultSchema: callResultSchema,
+    options: { signal: args.signal },
+  }) as Promise<CallResult>;
+}
+
 interface Connection {
   client: MCPClient;
   transport: TransportOption;
   definitions: ListedTools;
-  tools: ReturnType<MCPClient["toolsFromDefinitions"]>;
   startedAt: number;
 }
 
@@ -157,7 +193,7 @@ export class McpServer {
         onUncaughtError: (err) => log.warn({ mcp_server: this.name, err }, "MCP client error"),
       });
       const definitions = await client.listTools({ options: { timeout: START_TIMEOUT_MS } });
-      connection = { client, transport, definitions, tools: client.toolsFromDefinitions(definitions), startedAt: Date.now() };
+      connection = { client, transport, definitions, startedAt: Date.now() };
       if (this.closed) {
         await client.close().catch(() => {});
         throw new AppError("tool_unavailable", `MCP server "${this.name}" is shut down`);
@@ -178,11 +214,12 @@ export class McpServer {
   }
 
   /** Calls one tool on the live connection (restarting the server if it died since the run began). */
-  async call(tool: string, args: unknown, signal: AbortSignal | undefined): Promise<string> {
+  async call(tool: string, args: unknown, signal: AbortSignal | undefined, idempotencyKey?: string): Promise<string> {
     const connection = await this.connection(signal);
-    const t = connection.tools[tool];
-    if (!t?.execute) throw new Error(`MCP server "${this.name}" no longer offers the tool "${tool}"`);
-    const result = (await t.execute(args, { toolCallId: "", messages: [], abortSignal: signal })) as CallResult;
+    if (!connection.definitions.tools.some((d) => d.name === tool))
+      throw new Error(`MCP server "${this.name}" no longer offers the tool "${tool}"`);
+    signal?.throwIfAborted();
+    const result = await callTool(connection.client, { name: tool, arguments: args, idempotencyKey, signal });
     const text = mcpResultText(result);
     // The server's own error result is the model's tool error, not a crash.
     if (result.isError) throw new Error(text || `${tool} failed`);
@@ -190,14 +227,14 @@ export class McpServer {
   }
 
   /** The gateway tools of this server, from the live connection's tool list. */
-  async tools(signal: AbortSignal): Promise<ToolSet> {
+  async tools(signal: AbortSignal, idempotencyKey?: () => string): Promise<ToolSet> {
     const connection = await this.connection(signal);
     const out: ToolSet = {};
     for (const def of connection.definitions.tools) {
       out[`${this.name}__${def.name}`] = dynamicTool({
         description: def.description ?? `${def.name} (MCP server ${this.name})`,
         inputSchema: jsonSchema({ ...def.inputSchema, properties: def.inputSchema.properties ?? {} } as never),
-        execute: (args, options) => this.call(def.name, args, options.abortSignal),
+        execute: (args, options) => this.call(def.name, args, options.abortSignal, idempotencyKey?.()),
       });
     }
     return out;
@@ -245,6 +282,6 @@ export function mcpGroup(name: string, spec: McpServerConfig): ToolGroup {
   return {
     name: `mcp:${name}`,
     description: `Every tool of the MCP server "${name}", named ${name}__<tool>.`,
-    build: (ctx) => mcpServer(name, spec).tools(ctx.signal),
+    build: (ctx) => mcpServer(name, spec).tools(ctx.signal, ctx.idempotencyKey),
   };
 }

@@ -12,6 +12,12 @@ export interface ToolGroupContext {
   /** The agent_runs row of the run that calls the tools (recorded on files it writes). */
   runId: string;
   signal: AbortSignal;
+  /**
+   * Batch items: the idempotency key of the model step calling now (`<batch_id>:<item_key>:<step>`),
+   * read when a tool runs. MCP servers get it as `_meta["flotilla/idempotency_key"]`; a workspace
+   * write replayed under the same key writes nothing.
+   */
+  idempotencyKey?: () => string;
 }
 
 /**

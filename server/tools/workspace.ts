@@ -1,7 +1,7 @@
 import { tool } from "ai";
 import { z } from "zod";
 import { AppError } from "@/server/errors";
-import { listFiles, putFile, readFileBytes, workspaceLimits } from "@/server/workspace/files";
+import { listFiles, putFile, putFileOnce, readFileBytes, workspaceLimits } from "@/server/workspace/files";
 import { contentTypeFor, MAX_PATH_CHARS } from "@/server/workspace/paths";
 import type { ToolGroup, ToolGroupContext } from "./types";
 
@@ -133,12 +133,17 @@ function workspaceTools(ctx: ToolGroupContext) {
       inputSchema: WRITE_INPUT,
       execute: ({ path, content }) =>
         asToolError(async () => {
-          const file = await putFile(
-            ctx.db,
-            { ...scopeOf(ctx), limits: workspaceLimits(ctx.config), runId: ctx.runId },
-            { path, bytes: Buffer.from(content, "utf8"), contentType: textTypeFor(path) },
-          );
-          return { path: file.path, size: file.size, sha256: file.sha256 };
+          const scope = { ...scopeOf(ctx), limits: workspaceLimits(ctx.config), runId: ctx.runId };
+          const newFile = { path, bytes: Buffer.from(content, "utf8"), contentType: textTypeFor(path) };
+          const key = ctx.idempotencyKey?.();
+          if (key === undefined) {
+            const file = await putFile(ctx.db, scope, newFile);
+            return { path: file.path, size: file.size, sha256: file.sha256 };
+          }
+          // A batch item's step repeated by a later attempt: the first write stands.
+          const once = await putFileOnce(ctx.db, { ...scope, idempotencyKey: key }, newFile);
+          if (!once.file) return { path, replayed: true, message: `${path} was written by an earlier attempt of this step` };
+          return { path: once.file.path, size: once.file.size, sha256: once.file.sha256, ...(once.replayed ? { replayed: true } : {}) };
         }),
     }),
   };

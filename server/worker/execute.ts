@@ -1,7 +1,10 @@
-import { runSubagent } from "@/server/agent/executor";
+import { runSubagent, type SubagentRunResult } from "@/server/agent/executor";
+import { runChecks } from "@/server/batches/checks";
 import type { ItemExecutor, ItemRunContext, ItemRunResult } from "@/server/batches/item-executor";
 import { compatItemExecutor } from "@/server/compat/execute";
 import { type ExecutionSpec, snapshotDefinition } from "@/server/batches/spec";
+import { openStepJournal } from "@/server/batches/steps";
+import type { ClaimedItem } from "@/server/batches/types";
 import type { Db } from "@/server/db/client";
 import { AppError } from "@/server/errors";
 import { resolveModelByName } from "@/server/models/index";
@@ -12,26 +15,33 @@ import { endpointBackoffMs } from "@/server/runtime/rate-limit";
 export type { ItemExecutor, ItemRunContext, ItemRunResult };
 
 /**
- * The model a spec names, from this worker's catalog. A worker without it fails the item with
- * `model_unavailable` (never another model). `fallback` is an injected model (tests, benchmarks).
+ * A catalog model from this worker's catalog (the spec's, or a judge's). A worker without it fails
+ * the item with `model_unavailable` (never another model). `fallback` is an injected model (tests,
+ * benchmarks).
  */
-function specModel(spec: ExecutionSpec, runtime: SubagentRuntime, fallback?: ResolvedModel): ResolvedModel {
-  if (fallback?.catalogName === spec.model.name) return fallback;
-  return resolveModelByName(runtime.config, spec.model.name);
+function catalogModel(name: string, runtime: SubagentRuntime, fallback?: ResolvedModel): ResolvedModel {
+  if (fallback?.catalogName === name) return fallback;
+  return resolveModelByName(runtime.config, name);
 }
 
 /**
- * The production executor: the spec's snapshot definition and model, run by runSubagent.
+ * The production executor: the spec's snapshot definition and model, run by runSubagent, with
+ * durable steps (server/batches/steps.ts; `durableSteps: false` only for the bench's baseline).
  * Items of the compatible batch APIs (spec kind compat_*) run their stored request instead.
  */
-export function subagentItemExecutor(args: { db: Db; model?: ResolvedModel; runtime: SubagentRuntime }): ItemExecutor {
+export function subagentItemExecutor(args: {
+  db: Db;
+  model?: ResolvedModel;
+  runtime: SubagentRuntime;
+  durableSteps?: boolean;
+}): ItemExecutor {
   const compat = compatItemExecutor(args);
   return async (ctx) => {
     if (ctx.spec.kind !== "subagent") return compat(ctx);
     const { item, spec, signal, onStarted } = ctx;
     let model: ResolvedModel;
     try {
-      model = specModel(spec, args.runtime, args.model);
+      model = catalogModel(spec.model.name, args.runtime, args.model);
     } catch (err) {
       if (!(err instanceof AppError) || err.code !== "model_unavailable") throw err;
       return {
@@ -44,19 +54,21 @@ export function subagentItemExecutor(args: { db: Db; model?: ResolvedModel; runt
         errorClass: "model_unavailable",
       };
     }
+    const steps = args.durableSteps === false ? undefined : await openStepJournal(args.db, { workerId: ctx.workerId, item });
     const result = await runSubagent(args.db, {
       userId: spec.caller.user_id,
       threadId: spec.caller.thread_id,
       kind: "batch_item",
       definition: snapshotDefinition(spec),
-      prompt: item.prompt,
+      prompt: item.feedback ? withFeedback(item.prompt, item.feedback) : item.prompt,
       model,
       signal,
       runtime: args.runtime,
       onStarted,
       returnRunRow: true,
+      steps,
     });
-    return {
+    const out: ItemRunResult = {
       status: result.status,
       text: result.text,
       usage: result.usage,
@@ -69,5 +81,70 @@ export function subagentItemExecutor(args: { db: Db; model?: ResolvedModel; runt
       runRow: result.runRow,
       retryAfterMs: result.errorClass === "rate_limit" ? endpointBackoffMs(model.endpoint) : undefined,
     };
+    if (result.output !== undefined) out.output = result.output;
+    if (steps?.used) out.steps = true;
+    if (result.status === "completed" && spec.checks.length > 0) {
+      try {
+        await checkAnswer(out, { item, spec, signal, model, result, runtime: args.runtime, fallback: args.model });
+      } catch (err) {
+        // Cancelled, lease lost or shutting down during a judge: the worker settles nothing but
+        // still writes the run row, which only this result carries.
+        if (!signal.aborted) throw err;
+      }
+    }
+    return out;
   };
+}
+
+/** The prompt of an attempt after a `retry` check failed: the item's prompt, then why. */
+function withFeedback(prompt: string, feedback: string): string {
+  const what = feedback.replace(/^check_failed: /, "").replace(/\.+$/, "");
+  return `${prompt}\n\nYour previous answer failed the check ${what}. Answer again.`;
+}
+
+/**
+ * Runs the spec's checks on a completed answer and records them on `out`: the judges' tokens join
+ * the item's usage, and a failed `retry` check turns the attempt into a retryable failure whose
+ * error (`check_failed: <name>: <reason>`) the next attempt's prompt quotes. `flag` checks only
+ * set the verdict.
+ */
+async function checkAnswer(
+  out: ItemRunResult,
+  ctx: {
+    item: ClaimedItem;
+    spec: ExecutionSpec;
+    signal: AbortSignal;
+    model: ResolvedModel;
+    result: SubagentRunResult;
+    runtime: SubagentRuntime;
+    fallback?: ResolvedModel;
+  },
+): Promise<void> {
+  const { spec } = ctx;
+  const checked = await runChecks({
+    checks: spec.checks,
+    prompt: ctx.item.prompt,
+    text: ctx.result.text,
+    output: spec.output_schema ? ctx.result.output : undefined,
+    expected: ctx.item.expected,
+    judge: {
+      model: ctx.model,
+      resolve: (name) => (name === ctx.model.catalogName ? ctx.model : catalogModel(name, ctx.runtime, ctx.fallback)),
+      signal: ctx.signal,
+      timeoutMs: spec.subagent.timeout_seconds * 1000,
+    },
+  });
+  out.checks = checked.checks;
+  out.verdict = checked.verdict;
+  out.usage = {
+    inputTokens: out.usage.inputTokens + checked.usage.inputTokens,
+    outputTokens: out.usage.outputTokens + checked.usage.outputTokens,
+  };
+  const retry = new Set(spec.checks.filter((c) => c.on_fail === "retry").map((c) => c.name));
+  const failed = checked.checks.find((c) => !c.passed && retry.has(c.name));
+  if (failed) {
+    out.status = "failed";
+    out.stopReason = "check_failed";
+    out.error = `check_failed: ${failed.name}: ${failed.reason ?? "failed"}`;
+  }
 }

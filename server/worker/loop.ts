@@ -343,7 +343,7 @@ export class BatchWorker {
     };
     let result: Awaited<ReturnType<ItemExecutor>>;
     try {
-      result = await this.executor({ item, spec, signal: controller.signal, onStarted });
+      result = await this.executor({ item, workerId: this.id, spec, signal: controller.signal, onStarted });
     } catch (err) {
       if (controller.signal.aborted) return; // cancelled, lease lost or shutting down: no write
       if (isCapacityError(err) || isDatabaseUnavailable(err)) {

@@ -3,6 +3,7 @@ import { createDatabase, databaseUrlFromEnv } from "@/server/db/client";
 import { log } from "@/server/log";
 import { startWorkerOps } from "@/server/ops/worker-ops";
 import { INSTANCE_ID } from "@/server/runtime/instance";
+import { assertConfiguredOutputSchemas } from "@/server/runtime/output-schema";
 import { closeMcpClients } from "@/server/tools/mcp";
 import { BatchWorker } from "./loop";
 
@@ -15,6 +16,7 @@ async function main() {
   let config: ReturnType<typeof getConfig>;
   try {
     config = getConfig();
+    assertConfiguredOutputSchemas(config);
   } catch (err) {
     if (err instanceof ConfigError) {
       console.error(err.message);

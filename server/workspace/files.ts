@@ -3,7 +3,14 @@ import { and, eq, inArray, isNotNull, sql } from "drizzle-orm";
 import { fileGlobMatcher, globProblem, MAX_GLOB_CHARS } from "@/lib/api/files";
 import type { FlotillaConfig } from "@/lib/config";
 import type { Db, DbOrTx } from "@/server/db/client";
-import { subagentBatches, subagentBatchItemAttempts, subagentBatchItems, threads, workspaceFiles } from "@/server/db/schema";
+import {
+  subagentBatches,
+  subagentBatchItemAttempts,
+  subagentBatchItems,
+  threads,
+  workspaceFiles,
+  workspaceWriteKeys,
+} from "@/server/db/schema";
 import { AppError, notFound } from "@/server/errors";
 import { checkPath, checkPrefix } from "./paths";
 import { checkStorageQuota } from "./storage";
@@ -198,6 +205,40 @@ export async function putFile(
 ): Promise<FileInfo> {
   const [written] = await putFiles(db, scope, [file]);
   return written!;
+}
+
+/**
+ * A batch item's write under an idempotency key (`<batch_id>:<item_key>:<step>`): the first
+ * write of that key and path in the thread writes the file and records the key in the same
+ * transaction; a replay (a later attempt repeating the step) writes nothing and returns the
+ * file as it is now (`replayed`; `file` null when it was deleted since).
+ */
+export async function putFileOnce(
+  db: Db,
+  scope: WorkspaceScope & { limits: WorkspaceLimits; runId?: string | null; idempotencyKey: string },
+  file: NewFile,
+): Promise<{ replayed: false; file: FileInfo } | { replayed: true; file: FileInfo | null }> {
+  checkPath(file.path);
+  return db.transaction(async (tx) => {
+    await assertThread(tx, scope);
+    const [fresh] = await tx
+      .insert(workspaceWriteKeys)
+      .values({ threadId: scope.threadId, idempotencyKey: scope.idempotencyKey, path: file.path })
+      .onConflictDoNothing()
+      .returning({ path: workspaceWriteKeys.path });
+    if (!fresh) {
+      const [current] = await tx
+        .select(info)
+        .from(workspaceFiles)
+        .where(and(owned(scope), eq(workspaceFiles.path, file.path)));
+      return { replayed: true as const, file: current ?? null };
+    }
+    if (file.bytes.byteLength > scope.limits.maxFileBytes) throw tooLargeForFile(file.path, scope.limits);
+    const written = await upsert(tx, scope, file);
+    await checkThreadTotal(tx, scope);
+    await checkStorageQuota(tx, { userId: scope.userId, maxStorageBytes: scope.limits.maxStorageBytes });
+    return { replayed: false as const, file: written };
+  });
 }
 
 type Tx = Parameters<Parameters<Db["transaction"]>[0]>[0];

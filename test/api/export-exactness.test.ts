@@ -47,6 +47,9 @@ interface Expected {
   attempts: number;
   result: string | null;
   error: string | null;
+  output: unknown;
+  checks: unknown[];
+  verdict: string | null;
   usage: { input_tokens: number; output_tokens: number };
 }
 
@@ -71,8 +74,8 @@ async function exportText(batchId: string, options: { fetchRows?: number; fetchB
 }
 
 async function expectedLines(batchId: string): Promise<string> {
-  const rows = await tdb.sql<{ item_key: string; position: number; status: string; attempts: number; result: string | null; error: string | null; input_tokens: string; output_tokens: string; input: string }[]>`
-    select item_key, position, status, attempts, result, error, input_tokens, output_tokens, input
+  const rows = await tdb.sql<{ item_key: string; position: number; status: string; attempts: number; result: string | null; error: string | null; input_tokens: string; output_tokens: string; input: string; output: unknown; checks: unknown[] | null; verdict: string | null }[]>`
+    select item_key, position, status, attempts, result, error, input_tokens, output_tokens, input, output, checks, verdict
       from subagent_batch_items where batch_id = ${batchId} order by position`;
   return rows
     .map((r) => {
@@ -84,6 +87,9 @@ async function expectedLines(batchId: string): Promise<string> {
         attempts: r.attempts,
         result: r.result,
         error: r.error,
+        output: r.output,
+        checks: r.checks ?? [],
+        verdict: r.verdict,
         usage: { input_tokens: Number(r.input_tokens), output_tokens: Number(r.output_tokens) },
       };
       return `${JSON.stringify(line)}\n`;
@@ -106,6 +112,33 @@ describe("results.jsonl bytes", () => {
         update subagent_batch_items set status = 'succeeded', result = ${randomText(seed, seed * 37)},
                error = ${seed % 3 ? null : randomText(seed + 7, 50)}
          where batch_id = ${batchId} and position = ${seed}`;
+    expect((await exportText(batchId)).text).toBe(await expectedLines(batchId));
+  });
+
+  it("writes output and checks as compact JSON, as JSON.stringify writes the stored value", async () => {
+    const outputs: unknown[] = [
+      { label: "positive", score: 0.75, tags: ["a", "b, c"], nested: { deep: [1, [2, {}], { "k: v": "x\"y" }] } },
+      "plain string",
+      'quotes " \\ and \n newline and \u0001 control',
+      42,
+      -1.5,
+      true,
+      null,
+      [],
+      {},
+      [{ "": "" }, [], [[]]],
+      { "unicode é ✓ 中文 😀 \u2028": "\u2029 ü" },
+      // Numbers as jsonb writes them: the same as JSON.stringify except in exponent form (1e-7, 1e21).
+      { a: null, b: false, c: 0.001, d: 123456789012 },
+    ];
+    const batchId = await submit("outputs", outputs.map((_, i) => ({ item_key: `o${i}`, prompt: "x" })));
+    for (const [i, output] of outputs.entries()) {
+      const checks = i % 2 ? [{ name: "label", passed: false, reason: 'said "no", twice' }, { name: "score", passed: true, score: 0.5 }] : null;
+      await tdb.sql`
+        update subagent_batch_items set status = 'succeeded', output = ${output === null ? null : JSON.stringify(output)}::jsonb,
+               checks = ${checks ? JSON.stringify(checks) : null}::jsonb, verdict = ${checks ? "failed" : null}
+         where batch_id = ${batchId} and position = ${i + 1}`;
+    }
     expect((await exportText(batchId)).text).toBe(await expectedLines(batchId));
   });
 
@@ -138,24 +171,7 @@ describe("results.jsonl bytes", () => {
                attempts = ${i}, input_tokens = ${i * 1_000_003}, output_tokens = ${2 ** 40 + i}
          where batch_id = ${batchId} and position = ${i + 1}`;
     }
-    const rows = await tdb.sql<{ item_key: string; position: number; status: string; attempts: number; result: string | null; error: string | null; input_tokens: string; output_tokens: string; input: string }[]>`
-      select item_key, position, status, attempts, result, error, input_tokens, output_tokens, input
-        from subagent_batch_items where batch_id = ${batchId} order by position`;
-    const expected = rows
-      .map((r) => {
-        const line: Expected = {
-          item_key: r.item_key,
-          input: r.input,
-          position: r.position,
-          status: r.status,
-          attempts: r.attempts,
-          result: r.result,
-          error: r.error,
-          usage: { input_tokens: Number(r.input_tokens), output_tokens: Number(r.output_tokens) },
-        };
-        return `${JSON.stringify(line)}\n`;
-      })
-      .join("");
+    const expected = await expectedLines(batchId);
 
     for (const fetchRows of [1, 5, 100]) {
       let text = "";

@@ -41,6 +41,8 @@ const breakage: fc.Arbitrary<[string, (l: Line) => Line]> = fc.constantFrom(
   ["invalid_body", (l: Line) => ({ ...l, body: { ...l.body, stream: true } })],
   ["invalid_body", (l: Line) => ({ ...l, body: { ...l.body, messages: [{ role: "user", content: [{ type: "image_url" }] }] } })],
   ["invalid_body", (l: Line) => ({ ...l, body: { ...l.body, tools: [{ type: "function" }] } })],
+  ["invalid_body", (l: Line) => ({ ...l, body: { ...l.body, response_format: { type: "json_schema", json_schema: { name: "x", schema: { type: 7 } } } } })],
+  ["invalid_body", (l: Line) => ({ ...l, body: { ...l.body, response_format: { type: "yaml" } } })],
   ["model_not_found", (l: Line) => ({ ...l, body: { ...l.body, model: "gpt-unknown" } })],
 );
 

@@ -1,5 +1,6 @@
 import type { ChildProcess } from "node:child_process";
 import { connect } from "node:net";
+import Ajv from "ajv";
 import OpenAI, { toFile } from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { openAiBatchSchema, openAiFileSchema } from "@/lib/api/compat";
@@ -346,5 +347,88 @@ describe("OpenAI-compatible batches through the official SDK", () => {
     const file = await upload(client, jsonl([chatLine("x", "y")]));
     expect(await client.files.delete(file.id)).toEqual({ id: file.id, object: "file", deleted: true });
     await expect(client.files.retrieve(file.id)).rejects.toBeInstanceOf(OpenAI.NotFoundError);
+  });
+});
+
+// Last: the listing test above counts this suite's batches and files.
+describe("response_format through the official SDK", () => {
+  it("answers response_format json_object and json_schema with content valid against it, one repair turn included", async () => {
+    const label = {
+      type: "object",
+      properties: { label: { enum: ["spam", "ham"] }, reason: { type: "string", minLength: 1 } },
+      required: ["label", "reason"],
+      additionalProperties: false,
+    };
+    const jsonSchema = (schema: object) => ({ type: "json_schema", json_schema: { name: "label", schema, strict: true } });
+    const input = jsonl([
+      chatLine("obj", "Describe the sea as JSON", { response_format: { type: "json_object" } }),
+      chatLine("schema", "Is 'WIN A FREE CRUISE' spam?", { response_format: jsonSchema(label) }),
+      chatLine("text", "Plain text please", { response_format: { type: "text" } }),
+      // Invalid at first: the repair turn quoting the errors gets a valid answer.
+      chatLine("repaired", 'Is this spam? [[json-once:{"label":"eggs"}]]', { response_format: jsonSchema(label) }),
+      // Invalid every time: the request fails with the validator's errors.
+      chatLine("invalid", 'Is this spam? [[json:{"label":"eggs"}]]', { response_format: jsonSchema(label) }),
+      chatLine("not-object", "A number please [[json:42]]", { response_format: { type: "json_object" } }),
+      chatLine("agent", "Summarize: the sea is wide.", { model: "flotilla:summarizer", response_format: jsonSchema(label) }),
+    ]);
+    const file = await upload(client, input, "typed.jsonl");
+    const created = await client.batches.create({ input_file_id: file.id, endpoint: "/v1/chat/completions", completion_window: "24h" });
+    const done = await until(
+      () => client.batches.retrieve(created.id),
+      (b) => b.status === "completed",
+      60_000,
+    );
+    expect(done.request_counts).toEqual({ total: 7, completed: 5, failed: 2 });
+    const output = parseLines(await text(await client.files.content(done.output_file_id!)));
+    const content = Object.fromEntries(output.map((l) => [l.custom_id, l.response.body.choices[0].message.content as string]));
+    expect(Object.keys(content)).toEqual(["obj", "schema", "text", "repaired", "agent"]);
+    const ajv = new Ajv({ allErrors: true });
+    const validLabel = ajv.compile(label);
+    const isObject = ajv.compile({ type: "object" });
+    for (const key of ["schema", "repaired", "agent"]) {
+      const value = JSON.parse(content[key]!);
+      expect(validLabel(value), `${key}: ${content[key]} ${ajv.errorsText(validLabel.errors)}`).toBe(true);
+    }
+    expect(isObject(JSON.parse(content.obj!))).toBe(true);
+    expect(() => JSON.parse(content.text!)).toThrow(); // no format: the usual prose
+    // The repair turn's call counts too: two calls' tokens.
+    const usage = (key: string) => output.find((l) => l.custom_id === key).response.body.usage.completion_tokens as number;
+    expect(usage("repaired")).toBeGreaterThan(usage("schema"));
+
+    const errors = parseLines(await text(await client.files.content(done.error_file_id!)));
+    expect(errors.map((e) => e.custom_id)).toEqual(["invalid", "not-object"]);
+    expect(errors[0].response.body.error.message).toBe(
+      'invalid_output: / must have required property \'reason\'; /label must be equal to one of the allowed values: "spam", "ham"',
+    );
+    expect(errors[1].response.body.error.message).toBe("invalid_output: / must be object");
+  }, 90_000);
+
+  it("refuses a malformed response_format naming the line and the field, and runs nothing", async () => {
+    const line = (id: string, response_format: unknown) => chatLine(id, "x", { response_format });
+    const file = await upload(
+      client,
+      jsonl([
+        line("ok", { type: "json_schema", json_schema: { name: "fine", schema: { type: "object" } } }),
+        line("kind", { type: "xml" }),
+        line("missing", { type: "json_schema" }),
+        line("name", { type: "json_schema", json_schema: { name: "no spaces allowed", schema: { type: "object" } } }),
+        line("compile", { type: "json_schema", json_schema: { name: "bad", schema: { type: "nonsense" } } }),
+        line("huge", { type: "json_schema", json_schema: { name: "huge", schema: { description: "x".repeat(17_000) } } }),
+        line("array", { type: "json_schema", json_schema: { name: "arr", schema: [] } }),
+      ]),
+    );
+    const batch = await client.batches.create({ input_file_id: file.id, endpoint: "/v1/chat/completions", completion_window: "24h" });
+    expect(batch.status).toBe("failed");
+    const data = batch.errors?.data ?? [];
+    expect(data.map((e) => [e.line, e.code, e.param])).toEqual([
+      [2, "invalid_body", "body.response_format.type"],
+      [3, "invalid_body", "body.response_format.json_schema"],
+      [4, "invalid_body", "body.response_format.json_schema.name"],
+      [5, "invalid_body", "body.response_format.json_schema.schema"],
+      [6, "invalid_body", "body.response_format.json_schema.schema"],
+      [7, "invalid_body", "body.response_format.json_schema.schema"],
+    ]);
+    expect(data[3]!.message).toMatch(/^Line 5: body\.response_format\.json_schema\.schema: .*type/);
+    expect(data[4]!.message).toContain("at most 16384 bytes");
   });
 });

@@ -128,13 +128,14 @@ export class Workers {
     return child;
   }
 
-  async waitAlive(n: number): Promise<void> {
+  /** Booting tsx processes on a loaded machine can take most of a minute: wait generously. */
+  async waitAlive(n: number, timeoutMs = 90_000): Promise<void> {
     await waitUntil(`${n} live workers`, async () => {
       const [row] = await this.t.db.execute<{ n: number }>(
         sql`select count(*)::int as n from worker_heartbeats where stopped_at is null and last_heartbeat_at > now() - interval '10 seconds'`,
       );
       return row!.n >= n ? true : undefined;
-    });
+    }, timeoutMs);
   }
 
   /** SIGKILL every child (or the given ones): no clean stop, so heartbeat rows and leases stay as they were. */

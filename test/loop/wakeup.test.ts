@@ -4,6 +4,7 @@ import type { LanguageModelV3 } from "@ai-sdk/provider";
 import { sql } from "drizzle-orm";
 import { afterEach, beforeAll, describe, expect, it } from "vitest";
 import type { FlotillaConfig } from "@/lib/config";
+import { checkPassRate } from "@/lib/api/model-facts";
 import { createBatchResultsTool } from "@/server/agent/tools/batch";
 import { cancelBatch, retryItem } from "@/server/batches/repository";
 import { submitBatch } from "@/server/batches/submit";
@@ -261,6 +262,110 @@ describe("wake-up on settlement", () => {
   }, 60_000);
 });
 
+describe("wake-up of a batch with checks", () => {
+  it("gives the pass rate per check and the first failing reasons, and the simulator's reply repeats those lines", async () => {
+    workers.spawn(WORKER_ENV);
+    await workers.waitAlive(1);
+    const threadId = await makeThread(t, user);
+    const batch = await leadBatch(threadId, ["one", "two", "three", "four", "five", "six"]);
+    const p = await settledStatus(threadId, batch.id);
+    expect(p.status).toBe("completed");
+    await workers.stopAll(); // no web runner: the wake-up waits for this test to run it
+    // Checks with long reasons, set with SQL (the counters trigger keeps the verdict and per-check counts).
+    await t.db.execute(sql`
+      update subagent_batches
+         set execution_spec = jsonb_set(execution_spec, '{checks}', ${JSON.stringify([
+           { name: "label_matches", type: "equals", path: "/label" },
+           { name: "is_short", type: "regex", pattern: "^.{0,80}$" },
+           { name: "never_ran", type: "judge", rubric: "r" },
+         ])}::jsonb)
+       where id = ${batch.id}`);
+    const checked = (reason?: string) =>
+      JSON.stringify([
+        reason ? { name: "label_matches", passed: false, reason } : { name: "label_matches", passed: true },
+        { name: "is_short", passed: true },
+      ]);
+    await t.db.execute(sql`
+      update subagent_batch_items
+         set verdict = case when position in (2, 5) then 'failed' else 'passed' end,
+             checks = case position
+               when 2 then ${checked('expected "spam",\n  got "ham"')}::jsonb
+               when 5 then ${checked(`expected "ham", got ${"x".repeat(500)}`)}::jsonb
+               else ${checked()}::jsonb end
+       where batch_id = ${batch.id}`);
+
+    expect(await runOneWakeup({ db: t.db, config, owner: "in-test" })).toBe(true);
+    const [run] = await t.db.execute<{ prompt: string }>(
+      sql`select prompt from agent_runs where thread_id = ${threadId} and kind = 'lead' order by created_at limit 1`,
+    );
+    expect(run!.prompt).toContain("Checks: 4 items passed every check, 2 failed at least one. Pass rate per check:");
+    expect(run!.prompt).toContain("- label_matches: 4 of 6 passed (67%)\n- is_short: 6 of 6 passed (100%)\n");
+    expect(run!.prompt).toContain("- never_ran: 0 of 0 passed (no finished answers)");
+    expect(run!.prompt).toContain('First items that failed a check:\n- item-2: label_matches: expected "spam", got "ham"\n');
+    // A long reason is cut: the summary stays bounded however long the checks' reasons are.
+    expect(run!.prompt).toMatch(/- item-5: label_matches: expected "ham", got x{150,190}\n/);
+
+    const [msg] = await wakeMessages(threadId);
+    expect(msg!.text).toContain(`Batch ${batch.id.slice(0, 8)} finished: all 6 items succeeded.`);
+    expect(msg!.text).toContain("label_matches: 4 of 6 passed (67%)");
+    expect(msg!.text).toContain("is_short: 6 of 6 passed (100%)");
+    expect(msg!.text).toContain('item-2: label_matches: expected "spam", got "ham"');
+    expect(msg!.text).not.toMatch(/Automatic notice|Simulated answer/);
+  }, 120_000);
+
+  it("with a real worker running the checks: the summary's pass rates and reasons, repeated by the simulator", async () => {
+    workers.spawn(WORKER_ENV);
+    await workers.waitAlive(1);
+    const threadId = await makeThread(t, user);
+    // The simulator answers a schema's first enum value ("spam"): the ham message fails label_matches;
+    // its judge fails the item whose prompt holds [[judge-fail]].
+    const batch = await leadBatch(
+      threadId,
+      [
+        { text: "WIN A FREE CRUISE", expected: "spam" },
+        { text: "Cheap pills [[judge-fail]]", expected: "spam" },
+        { text: "Lunch at noon?", expected: "ham" },
+        { text: "You won a prize", expected: "spam" },
+      ] as unknown as string[],
+      config,
+      {
+        prompt_template: "Classify this message as spam or ham: {{text}}",
+        output_schema: {
+          type: "object",
+          properties: { label: { enum: ["spam", "ham"] }, reason: { type: "string" } },
+          required: ["label", "reason"],
+        },
+        checks: [
+          { name: "label_matches", type: "equals", path: "/label", expected_path: "" },
+          { name: "polite", type: "judge", rubric: "The reason is polite." },
+        ],
+      },
+    );
+    const p = await settledStatus(threadId, batch.id);
+    expect(p.status).toBe("completed");
+    await workers.stopAll();
+    expect(await runOneWakeup({ db: t.db, config, owner: "in-test" })).toBe(true);
+    const [run] = await t.db.execute<{ prompt: string }>(
+      sql`select prompt from agent_runs where thread_id = ${threadId} and kind = 'lead' order by created_at limit 1`,
+    );
+    expect(run!.prompt).toContain("Checks: 2 items passed every check, 2 failed at least one. Pass rate per check:");
+    expect(run!.prompt).toContain("- label_matches: 3 of 4 passed (75%)\n- polite: 3 of 4 passed (75%)\n");
+    expect(run!.prompt).toMatch(/First items that failed a check:\n- item-2: polite: .+\n- item-3: label_matches: .+\n/);
+    const [msg] = await wakeMessages(threadId);
+    expect(msg!.text).toContain("label_matches: 3 of 4 passed (75%)");
+    expect(msg!.text).toContain("polite: 3 of 4 passed (75%)");
+    expect(msg!.text).toMatch(/item-3: label_matches: /);
+  }, 120_000);
+
+  it("rounds a pass rate to neither 0% nor 100% unless it is exactly that", () => {
+    expect(checkPassRate({ name: "label_matches", passed: 3, failed: 1 })).toBe("label_matches: 3 of 4 passed (75%)");
+    expect(checkPassRate({ name: "a", passed: 1, failed: 999 })).toBe("a: 1 of 1000 passed (1%)");
+    expect(checkPassRate({ name: "a", passed: 599, failed: 1 })).toBe("a: 599 of 600 passed (99%)");
+    expect(checkPassRate({ name: "a", passed: 0, failed: 5 })).toBe("a: 0 of 5 passed (0%)");
+    expect(checkPassRate({ name: "a", passed: 5, failed: 0 })).toBe("a: 5 of 5 passed (100%)");
+  });
+});
+
 describe("batch_results", () => {
   it("reads bounded pages of this thread's batch and answers not found for another thread's", async () => {
     const mine = await makeThread(t, user);
@@ -300,5 +405,64 @@ describe("batch_results", () => {
         { toolCallId: "c", messages: [], abortSignal: new AbortController().signal },
       ),
     ).toEqual({ error: "batch not found" });
+  });
+
+  it("returns each item's output, verdict and checks, bounded, and reads only failed verdicts when asked", async () => {
+    const threadId = await makeThread(t, user);
+    const batch = await leadBatch(threadId, ["t1", "t2", "t3"]);
+    const huge = { label: "spam", note: "n".repeat(50_000) };
+    const longReason = `expected "ham" ${"r".repeat(10_000)}`;
+    await t.db.execute(sql`
+      update subagent_batch_items set status = 'succeeded', finished_at = now(),
+             result = case position when 3 then ${JSON.stringify(huge)} else '{"label":"ham"}' end,
+             preview = case position when 3 then left(${JSON.stringify(huge)}, 500) else '{"label":"ham"}' end,
+             output = case position when 3 then ${JSON.stringify(huge)}::jsonb else '{"label":"ham"}'::jsonb end,
+             verdict = case position when 1 then 'passed' else 'failed' end,
+             checks = case position
+               when 1 then '[{"name":"label_matches","passed":true},{"name":"tone","passed":true,"score":0.9,"reason":"fine"}]'::jsonb
+               else ${JSON.stringify([
+                 { name: "label_matches", passed: false, reason: longReason },
+                 { name: "tone", passed: true, score: 1, reason: "fine" },
+               ])}::jsonb end
+       where batch_id = ${batch.id}`);
+    const ctx = {
+      db: t.db,
+      config,
+      userId: user.userId,
+      threadId,
+      runId: randomUUID(),
+      model: resolveModel(config, {}),
+      abortSignal: new AbortController().signal,
+    };
+    const run = (input: Record<string, unknown>) =>
+      // biome-ignore lint/suspicious/noExplicitAny: tool execute signatures are generic over their schemas
+      (createBatchResultsTool(ctx).execute as any)(input, { toolCallId: "c", messages: [], abortSignal: new AbortController().signal });
+    const all = await run({ batch_id: batch.id });
+    expect(all.items[0]).toEqual({
+      item_key: "item-1",
+      position: 1,
+      status: "succeeded",
+      attempts: 0,
+      output: { label: "ham" },
+      verdict: "passed",
+      checks: [
+        { name: "label_matches", passed: true },
+        { name: "tone", passed: true, score: 0.9 },
+      ],
+      error: null,
+    });
+    const [, second, third] = all.items;
+    expect(second.verdict).toBe("failed");
+    expect(second.checks[0].name).toBe("label_matches");
+    expect(second.checks[0].passed).toBe(false);
+    expect(second.checks[0].reason.startsWith('expected "ham" rrr')).toBe(true);
+    expect(second.checks[0].reason.length).toBeLessThan(2_000);
+    // Too large for the page: no output, the preview instead, cut.
+    expect(third.output).toBeNull();
+    expect(third.result.startsWith('{"label":"spam"')).toBe(true);
+    expect(JSON.stringify(all).length).toBeLessThan(config.tools.max_output_chars + 1_000);
+
+    const failed = await run({ batch_id: batch.id, verdict: "failed" });
+    expect(failed.items.map((i: { item_key: string }) => i.item_key)).toEqual(["item-2", "item-3"]);
   });
 });

@@ -556,6 +556,9 @@ describe("the lead's report after a task and after a batch settled", () => {
       { error: "timed out after 30 s", count: 1, item_keys: ["item-12"] },
     ],
     failures_sampled: false,
+    verdicts: { passed: 0, failed: 0 },
+    checks: [],
+    check_failures: [],
   };
   const noticeTurn = (n: BatchSettledNotice) =>
     generateText({

@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { AppError } from "@/server/errors";
-import { compileOutputSchema, schemaErrors } from "@/server/runtime/output-schema";
+import { ConfigError, loadConfig } from "@/server/config/load";
+import { assertConfiguredOutputSchemas, compileOutputSchema, schemaErrors } from "@/server/runtime/output-schema";
 
 function compileError(schema: unknown): AppError {
   try {
@@ -103,5 +104,28 @@ describe("compileOutputSchema", () => {
     const long = compileOutputSchema({ type: "object", properties: { x: { const: "y".repeat(5_000) } } });
     expect(long({ x: "z" })).toBe(false);
     expect(schemaErrors(long).length).toBeLessThanOrEqual(2_000);
+  });
+});
+
+describe("assertConfiguredOutputSchemas", () => {
+  const withSchema = (output_schema: unknown) =>
+    loadConfig({
+      env: {
+        FLOTILLA__SUBAGENTS__DEFINITIONS: JSON.stringify([
+          { name: "plain", description: "d", system_prompt: "s" },
+          { name: "typed", description: "d", system_prompt: "s", output_schema },
+        ]),
+      },
+      cwd: "/nonexistent",
+    });
+
+  it("refuses the start naming the definition's field when its schema does not compile", () => {
+    const config = withSchema({ type: "object", properties: { a: { $ref: "#/$defs/missing" } } });
+    expect(() => assertConfiguredOutputSchemas(config)).toThrowError(ConfigError);
+    expect(() => assertConfiguredOutputSchemas(config)).toThrowError(/subagents\.definitions\[1\]\.output_schema: .*missing/);
+  });
+
+  it("accepts definitions whose schemas compile", () => {
+    expect(() => assertConfiguredOutputSchemas(withSchema({ type: "object", properties: { a: { type: "string" } } }))).not.toThrow();
   });
 });

@@ -4,7 +4,7 @@ import { EXPORT_POOL_SIZE, exportPool } from "@/server/http/export";
 import { exportsInFlight } from "@/server/instruments";
 import { call, makeThread, makeUser, setupApiDatabase, workerAlive } from "../api/helpers";
 
-/** Slow JSONL readers occupy only the exports' own pool: every other request keeps answering. */
+/** Slow readers of the exports (JSONL, CSV) occupy only the exports' own pool: every other request keeps answering. */
 
 const tdb = await setupApiDatabase();
 
@@ -37,7 +37,9 @@ describe("exports on their own pool", () => {
     for (let i = 0; i < 12; i++) {
       const abort = new AbortController();
       aborts.push(abort);
-      const res = await call("GET", `/api/threads/${threadId}/subagent-batches/${batchId}/results.jsonl`, { token: user.token, signal: abort.signal });
+      // results.jsonl and results.csv alike: one stream machinery, one pool.
+      const file = i % 2 ? "results.csv" : "results.jsonl";
+      const res = await call("GET", `/api/threads/${threadId}/subagent-batches/${batchId}/${file}`, { token: user.token, signal: abort.signal });
       expect(res.status).toBe(200);
       stalled.push(res); // body never read
     }

@@ -38,6 +38,8 @@ export interface SwarmPlan {
   resumes: PlannedResume[];
   items: PlannedItem[];
   concurrency: number;
+  /** Answer at once and run the items after the response (server/agent/background.ts). */
+  background: boolean;
 }
 
 class Issues {
@@ -153,5 +155,5 @@ export function parseSwarmInput(
     issues.add("items", `${total} entries (${resumes.length} resumes + ${items.length} items) exceed the limit of ${max} per call`);
 
   if (issues.list.length) throw new AppError("validation_failed", issues.list.join("; "));
-  return { form, resumes, items, concurrency };
+  return { form, resumes, items, concurrency, background: input.background === true };
 }

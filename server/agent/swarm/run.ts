@@ -12,6 +12,7 @@ import {
   type CapacityStats,
   CapacityTimeoutError,
 } from "@/server/runtime/capacity";
+import { settledChild, startBackground } from "../background";
 import { runSubagent, type SubagentRunResult } from "../executor";
 import { getSubagentDefinition, resolveSubagent } from "../registry";
 import { nestedDelegation } from "../tools/task";
@@ -21,6 +22,7 @@ import { claimResumeSources, preflightResumes, retryHistory } from "./resume";
 import { type AttemptOutcome, type AttemptRequest, type ItemSettlement, runSchedule } from "./scheduler";
 import { SwarmTrace } from "./trace";
 import type { SwarmAggregate, SwarmItemRow, SwarmResult } from "@/lib/api/swarm";
+import type { BackgroundReceipt } from "@/lib/api/subagents";
 
 /**
  * One agent_swarm call: validate everything, preflight resumes, then run every item as an
@@ -79,7 +81,21 @@ function isAbort(err: unknown, signal: AbortSignal): boolean {
   return signal.aborted || (err instanceof Error && err.name === "AbortError");
 }
 
-export async function runSwarm(ctx: SwarmContext, rawInput: unknown): Promise<SwarmResult> {
+/** Runs an agent_swarm call to the end and returns its result (`background` is ignored). */
+export function runSwarm(ctx: SwarmContext, rawInput: unknown): Promise<SwarmResult> {
+  // Without allowBackground the call never answers a receipt.
+  return swarmCall(ctx, rawInput, false) as Promise<SwarmResult>;
+}
+
+/**
+ * The agent_swarm tool: runSwarm, or with `background: true` in the input, the receipt once the
+ * children's rows exist, the items running after the response (server/agent/background.ts).
+ */
+export function runSwarmCall(ctx: SwarmContext, rawInput: unknown): Promise<SwarmResult | BackgroundReceipt> {
+  return swarmCall(ctx, rawInput, true);
+}
+
+async function swarmCall(ctx: SwarmContext, rawInput: unknown, allowBackground: boolean): Promise<SwarmResult | BackgroundReceipt> {
   const clock = ctx.clock ?? systemClock;
   const startedAt = clock.now();
   const logger = log.child({ run_id: ctx.leadRunId, tool_call_id: ctx.toolCallId, tool: "agent_swarm" });
@@ -107,6 +123,7 @@ export async function runSwarm(ctx: SwarmContext, rawInput: unknown): Promise<Sw
   let concurrency: number;
   let releaseClaims: (() => void) | undefined;
   let admitted = false;
+  let background = false;
   try {
     if (!ctx.config.subagents.enabled)
       throw new AppError("forbidden", "sub-agents are disabled on this server (subagents.enabled = false)");
@@ -127,6 +144,7 @@ export async function runSwarm(ctx: SwarmContext, rawInput: unknown): Promise<Sw
     });
     releaseClaims = claimResumeSources(resumes.map((r) => r.source_run_id));
     concurrency = plan.concurrency;
+    background = plan.background;
     entries = [
       ...resumes.map((r) => ({
         item_id: r.item_id,
@@ -146,14 +164,70 @@ export async function runSwarm(ctx: SwarmContext, rawInput: unknown): Promise<Sw
     return rejected(err, ctx.config);
   }
 
-  try {
-    return await execute();
-  } finally {
+  const release = () => {
     releaseClaims?.();
     activeSwarms.delete(ctx.leadRunId);
+  };
+  // Only the lead delegates in the background.
+  if (allowBackground && background && (ctx.depth ?? 0) === 0) {
+    try {
+      const children = entries.map((entry) => {
+        const { definition, model } = resolveSubagent(runtime.config, entry.profile, ctx.model);
+        return {
+          userId: ctx.userId,
+          threadId: ctx.threadId,
+          parentRunId: ctx.leadRunId,
+          rootRunId: ctx.rootRunId ?? ctx.leadRunId,
+          kind: "swarm_child" as const,
+          definition,
+          prompt: entry.prompt,
+          model,
+          depth: (ctx.depth ?? 0) + 1,
+          toolCallId: ctx.toolCallId,
+          resumedFromRunId: entry.resumedFrom ?? undefined,
+        };
+      });
+      return await startBackground(ctx.db, {
+        userId: ctx.userId,
+        threadId: ctx.threadId,
+        leadRunId: ctx.leadRunId,
+        toolCallId: ctx.toolCallId,
+        tool: "agent_swarm",
+        children,
+        leadSignal: ctx.signal,
+        onEnd: release,
+        run: async (signal, runIds) => {
+          // The response has ended: no live UI part to write to, the trace goes to run_events only.
+          const result = await execute({ signal, writer: undefined }, runIds);
+          return result.items.map((row, i) =>
+            settledChild({
+              run_id: row.child_run_id ?? runIds[i]!,
+              item_id: row.item_id,
+              definition: row.profile,
+              status: row.status,
+              result: row.summary,
+              error: row.error,
+            }),
+          );
+        },
+      });
+    } catch (err) {
+      release();
+      throw err;
+    }
+  }
+  try {
+    return await execute({ signal: ctx.signal, writer: ctx.writer });
+  } finally {
+    release();
   }
 
-  async function execute(): Promise<SwarmResult> {
+  /** Runs every entry; `firstRunIds` are the entries' pending rows made before a background answer. */
+  async function execute(
+    run: { signal: AbortSignal; writer: UIMessageStreamWriter | undefined },
+    firstRunIds?: string[],
+  ): Promise<SwarmResult> {
+    trace.setWriter(run.writer);
     const rows: SwarmItemRow[] = entries.map((e) => ({
       item_id: e.item_id,
       status: "queued",
@@ -225,6 +299,7 @@ export async function runSwarm(ctx: SwarmContext, rawInput: unknown): Promise<Sw
         retryOfRunId: req.retryOfRunId ?? undefined,
         // Only the first attempt is the source's successor; retries link to that attempt.
         resumedFromRunId: req.attempt === 1 && entry.resumedFrom ? entry.resumedFrom : undefined,
+        runId: req.attempt === 1 ? firstRunIds?.[req.index] : undefined,
         runtime,
         capacity,
         delegate: nestedDelegation({ db: ctx.db, userId: ctx.userId, threadId: ctx.threadId }),
@@ -323,7 +398,7 @@ export async function runSwarm(ctx: SwarmContext, rawInput: unknown): Promise<Sw
     const result = await runSchedule<Entry, Outcome>({
       items: entries,
       concurrency,
-      signal: ctx.signal,
+      signal: run.signal,
       timings: ctx.timings,
       clock,
       runAttempt: async (req) => {

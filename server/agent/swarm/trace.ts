@@ -74,7 +74,7 @@ export class SwarmTrace {
   private snapshot: (() => SwarmResult) | null = null;
 
   constructor(
-    private readonly opts: {
+    private opts: {
       db: Db;
       leadRunId: string;
       toolCallId: string;
@@ -84,6 +84,11 @@ export class SwarmTrace {
       logger: Logger;
     },
   ) {}
+
+  /** Where live updates go (none for a background swarm: the response that started it has ended). */
+  setWriter(writer: UIMessageStreamWriter | undefined) {
+    this.opts.writer = writer;
+  }
 
   /** Where live updates read the current rows from. */
   attach(snapshot: () => SwarmResult) {

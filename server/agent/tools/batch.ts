@@ -161,17 +161,21 @@ export function createBatchStatusTool(ctx: LeadToolContext) {
 }
 
 /**
- * One bounded page of a batch's item results (result previews, errors) for synthesis. Only
- * batches of this thread and owner: any other id is "batch not found". The page's text is cut
- * so that it stays within tools.max_output_chars however long the results are.
+ * One bounded page of a batch's item results for synthesis: per item its typed `output` (null
+ * when it does not fit; then `result`, the preview, cut), its `verdict`, its checks (the failed
+ * ones with their reasons, cut) and its error. Only batches of this thread and owner: any other id is "batch not
+ * found". The page's text is cut so that it stays within tools.max_output_chars however long the
+ * results are.
  */
 export function createBatchResultsTool(ctx: LeadToolContext) {
   return tool({
     description:
-      "Read the results of a batch of this thread, one bounded page at a time (item_key, status, result preview, " +
-      "error). Use status to read only failed items; pass next_cursor to read further. Read only what you need.",
+      "Read the results of a batch of this thread, one bounded page at a time: per item its item_key, status, " +
+      "output (the typed answer, when the batch has an output_schema) or result preview, verdict and checks " +
+      "(when the batch has checks; a failed check says why), and error. Use status or verdict (e.g. verdict: failed) to read only some items; " +
+      "pass next_cursor to read further. Read only what you need.",
     inputSchema: batchResultsInputSchema,
-    execute: async ({ batch_id, status, cursor, limit }) => {
+    execute: async ({ batch_id, status, verdict, cursor, limit }) => {
       try {
         const pageLimit = limit ?? BATCH_RESULTS_DEFAULT_LIMIT;
         const page = await listItems(ctx.db, {
@@ -179,22 +183,38 @@ export function createBatchResultsTool(ctx: LeadToolContext) {
           threadId: ctx.threadId,
           batchId: batch_id,
           status,
+          verdict,
           cursor: cursor ?? null,
           limit: pageLimit,
           previewMaxChars: ctx.config.subagent_batches.result_preview_max_chars,
         });
         const perItem = Math.max(200, Math.floor(ctx.config.tools.max_output_chars / pageLimit) - 200);
-        const cut = (text: string | null) => (text && text.length > perItem ? `${text.slice(0, perItem)}…` : text);
+        const cut = (text: string | null, max = perItem) => (text && text.length > max ? `${text.slice(0, max)}…` : text);
         return {
           batch_id,
-          items: page.items.map((i) => ({
-            item_key: i.itemKey,
-            position: i.position,
-            status: i.status,
-            attempts: i.attempts,
-            result: cut(i.preview),
-            error: cut(i.error),
-          })),
+          items: page.items.map((i) => {
+            const output = i.output != null && JSON.stringify(i.output).length <= perItem ? i.output : null;
+            const failedChecks = (i.checks ?? []).filter((c) => !c.passed);
+            // The failed checks' reasons share half an item's room.
+            const reasonMax = Math.max(40, Math.floor(perItem / 2 / Math.max(1, failedChecks.length)));
+            return {
+              item_key: i.itemKey,
+              position: i.position,
+              status: i.status,
+              attempts: i.attempts,
+              output,
+              ...(output === null ? { result: cut(i.preview) } : {}),
+              verdict: i.verdict,
+              // Reasons only for failed checks: a passing one's reason tells the lead nothing new.
+              checks: (i.checks ?? []).map((c) => ({
+                name: c.name,
+                passed: c.passed,
+                ...(c.score !== undefined ? { score: c.score } : {}),
+                ...(!c.passed && c.reason ? { reason: cut(c.reason, reasonMax) } : {}),
+              })),
+              error: cut(i.error),
+            };
+          }),
           next_cursor: page.nextCursor,
         };
       } catch (err) {

@@ -6,8 +6,10 @@ import { textWithOutput } from "@/lib/api/model-facts";
 import { listSubagents } from "../registry";
 import type { Clock, SwarmTimings } from "../swarm/clock";
 
-import { runSwarm } from "../swarm/run";
+import { runSwarmCall } from "../swarm/run";
 import { type SwarmInput, type SwarmResult, swarmInputSchema } from "@/lib/api/swarm";
+import { type BackgroundReceipt, isBackgroundReceipt } from "@/lib/api/subagents";
+import { backgroundModelOutput } from "./task";
 import type { LeadToolContext } from "./context";
 
 /**
@@ -33,6 +35,7 @@ function description(config: FlotillaConfig): string {
       "items: [strings]} (ids item-1, item-2, ...). Each task must be self-contained.",
     `concurrency: default ${config.swarm.default_concurrency}, at most ${config.swarm.max_concurrency}. ` +
       "resume_run_ids {child_run_id: new prompt} continues earlier child runs of this thread with their history.",
+    "background: true answers at once and runs the items after this response; you are started again with the results.",
     `Profiles: ${names.join(", ")}.`,
   ].join(" ");
 }
@@ -59,7 +62,8 @@ export function swarmModelText(output: SwarmResult): string {
 }
 
 /** What the model reads of a swarm result: the text above, with the typed output beside it. */
-export function swarmModelOutput(output: SwarmResult) {
+export function swarmModelOutput(output: SwarmResult | BackgroundReceipt) {
+  if (isBackgroundReceipt(output)) return backgroundModelOutput(output, "agent_swarm");
   return textWithOutput("agent_swarm", swarmModelText(output), output);
 }
 
@@ -69,9 +73,9 @@ export function createSwarmTool(ctx: SwarmToolContext) {
   return tool({
     description: description(ctx.config),
     inputSchema: schema,
-    execute: async (input, options): Promise<SwarmResult> => {
+    execute: async (input, options): Promise<SwarmResult | BackgroundReceipt> => {
       const signal = options.abortSignal ? AbortSignal.any([ctx.abortSignal, options.abortSignal]) : ctx.abortSignal;
-      return runSwarm(
+      return runSwarmCall(
         {
           db: ctx.db,
           config: ctx.config,

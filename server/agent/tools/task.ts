@@ -4,6 +4,8 @@ import type { SubagentRuntime } from "@/server/runtime/admission";
 import { isCapacityError } from "@/server/runtime/capacity";
 import type { Db } from "@/server/db/client";
 import {
+  type BackgroundReceipt,
+  isBackgroundReceipt,
   type SubagentDataPart,
   type SubagentStatusUpdate,
   type TaskInput,
@@ -11,7 +13,8 @@ import {
   type TaskToolOutput,
   taskInputSchema,
 } from "@/lib/api/subagents";
-import { type DelegatingRun, runSubagent } from "../executor";
+import { settledChild, startBackground } from "../background";
+import { type DelegatingRun, type RunSubagentOptions, runSubagent } from "../executor";
 import { textWithOutput } from "@/lib/api/model-facts";
 import { describeSubagents, listSubagents, resolveSubagent } from "../registry";
 import type { LeadToolContext } from "./context";
@@ -25,7 +28,7 @@ import type { LeadToolContext } from "./context";
  * - the executor's admission (response lane, thread lane, process capacity).
  */
 
-export type { SubagentDataPart, TaskInput, TaskNotRunReason, TaskToolOutput };
+export type { BackgroundReceipt, SubagentDataPart, TaskInput, TaskNotRunReason, TaskToolOutput };
 export { taskInputSchema };
 
 export interface TaskToolContext extends Omit<LeadToolContext, "writer"> {
@@ -51,6 +54,10 @@ export function delegationPromptSection(config: FlotillaConfig): string {
     `- At most ${total} task${total === 1 ? "" : "s"} in total while answering one message. Do not delegate ` +
       "trivial steps; do the rest yourself.",
     "- For many independent items use agent_swarm or batch_task instead of many task calls.",
+    "- `background: true` (task or agent_swarm) when the work is long and the user need not wait for it in this " +
+      "answer: the call returns at once, the sub-agents run on with the same limits and Stop still stops them, and " +
+      "when the last of them settles you are started again in this thread with their results. Do not poll or repeat " +
+      "it. Wait in the foreground when your answer depends on the result.",
     config.subagents.max_depth > 1
       ? `- Sub-agents may delegate further, up to ${config.subagents.max_depth} levels below you, sharing ` +
         `${config.subagents.max_active_per_root} active sub-agents per message; requests beyond that are refused at once.`
@@ -67,8 +74,19 @@ function toModelText(output: TaskToolOutput, description: string): string {
   return `${head}: ${output.error ?? output.stopReason ?? "no result"}. No result is available from this task.`;
 }
 
+/** What the model reads of a background call's receipt (task or agent_swarm). */
+export function backgroundModelOutput(receipt: BackgroundReceipt, what: string) {
+  const n = receipt.run_ids.length;
+  const text =
+    `${what} started in the background (${n === 1 ? "run" : `${n} runs`} ${receipt.run_ids.join(", ")}). ` +
+    "It runs on after this response; when it has settled you are started again in this thread with the results. " +
+    "Do not wait for it, poll it or start it again: tell the user briefly that it runs in the background.";
+  return textWithOutput("background", text, receipt);
+}
+
 /** What the model reads of a task result: the text above, with the typed output beside it. */
-export function taskModelOutput(output: TaskToolOutput, description: string) {
+export function taskModelOutput(output: TaskToolOutput | BackgroundReceipt, description: string) {
+  if (isBackgroundReceipt(output)) return backgroundModelOutput(output, `Task "${description}"`);
   return textWithOutput("task", toModelText(output, description), output);
 }
 
@@ -98,10 +116,11 @@ export function createTaskTool(ctx: TaskToolContext) {
 
   return tool({
     description:
-      "Delegate one self-contained task to a sub-agent and wait for its result. " +
+      "Delegate one self-contained task to a sub-agent and wait for its result (background: true lets it run on " +
+      "after this response; you are started again with its result). " +
       `At most ${perResponse} per response and ${maxTotal} per run. Sub-agents: ${names.join(", ")}.`,
     inputSchema: taskInputSchema,
-    execute: async (input, options): Promise<TaskToolOutput> => {
+    execute: async (input, options): Promise<TaskToolOutput | BackgroundReceipt> => {
       // Bookkeeping happens synchronously, before any await, so call order decides.
       const key = options.messages ?? fallbackStep;
       const step = perStep.get(key) ?? { seen: 0, kept: [] };
@@ -135,22 +154,40 @@ export function createTaskTool(ctx: TaskToolContext) {
         ctx.writer?.write({ type: "data-subagent", id: update.runId, data });
       };
       let runId: string | null = null;
-      try {
-        const { definition, model } = resolveSubagent(ctx.config, input.subagent, ctx.model);
-        const result = await runSubagent(ctx.db, {
+      const { definition, model } = resolveSubagent(ctx.config, input.subagent, ctx.model);
+      const child: Omit<RunSubagentOptions, "signal"> = {
+        userId: ctx.userId,
+        threadId: ctx.threadId || undefined,
+        parentRunId: ctx.runId,
+        rootRunId: ctx.rootRunId ?? ctx.runId,
+        kind: "task",
+        definition,
+        prompt: input.prompt,
+        model,
+        depth: callerDepth + 1,
+        toolCallId: options.toolCallId,
+        runtime: ctx.runtime,
+        delegate: nestedDelegation(ctx),
+      };
+      // Only the lead delegates in the background (a sub-agent's task runs in its own foreground).
+      if (input.background && callerDepth === 0 && ctx.threadId)
+        return startBackground(ctx.db, {
           userId: ctx.userId,
-          threadId: ctx.threadId || undefined,
-          parentRunId: ctx.runId,
-          rootRunId: ctx.rootRunId ?? ctx.runId,
-          kind: "task",
-          definition,
-          prompt: input.prompt,
-          model,
-          signal,
-          depth: callerDepth + 1,
+          threadId: ctx.threadId,
+          leadRunId: ctx.runId,
           toolCallId: options.toolCallId,
-          runtime: ctx.runtime,
-          delegate: nestedDelegation(ctx),
+          tool: "task",
+          children: [child],
+          leadSignal: signal,
+          run: async (bgSignal, [id]) => {
+            const result = await runSubagent(ctx.db, { ...child, runId: id, signal: bgSignal });
+            return [settledChild({ run_id: result.runId, definition: result.definition, status: result.status, result: result.text, error: result.error })];
+          },
+        });
+      try {
+        const result = await runSubagent(ctx.db, {
+          ...child,
+          signal,
           onCreated: (id) => {
             runId = id;
           },

@@ -8,7 +8,12 @@
 -- finished since the worker's last round trip, so its running mark and its end travel together
 -- and the start time is written here (measured on issue 22: the separate leased → running update
 -- was a third of the per-item work of zero-latency items). `run_row`: the attempt's run row, which
--- the executor left for this transaction to write (run-rows.sql).
+-- the executor left for this transaction to write (run-rows.sql). `output`, `checks`, `verdict`
+-- (typed results and checks) are written when the item finishes, succeeded or failed for good; a
+-- re-queued item has none (the counters trigger moves the verdict and per-check counts with them).
+-- `steps` (only on attempts that stored or resumed durable steps, steps.sql): the item's steps
+-- live while one execution goes on across attempts (a hand-back, a rate-limit deferral, a lease
+-- expiry); an attempt that ends the item or re-runs it from the start drops them.
 create or replace function flotilla_settle(p_owner text, p_rows jsonb, p_max_deferrals integer)
 returns table (item_id uuid, new_status text) language plpgsql as $$
 #variable_conflict use_column
@@ -30,12 +35,12 @@ begin
     select * from jsonb_to_recordset(p_rows) as x(
       id uuid, token bigint, kind text, result text, preview text, error text, model text,
       stop_reason text, input_tokens bigint, output_tokens bigint, retryable boolean, delay_ms bigint, run_id uuid,
-      started_ms double precision)
+      started_ms double precision, output jsonb, checks jsonb, verdict text)
   ),
   cur as (
     select it.id, it.batch_id, it.attempts, it.deferrals, it.leased_at, it.status as old_status,
            case when it.status = 'running' then it.started_at else to_timestamp(r.started_ms / 1000.0) end as started_at,
-           bt.max_attempts, r.kind, r.result, r.preview, r.error, r.model, r.stop_reason,
+           bt.max_attempts, r.kind, r.result, r.preview, r.error, r.model, r.stop_reason, r.output, r.checks, r.verdict,
            coalesce(r.input_tokens, 0) as input_tokens, coalesce(r.output_tokens, 0) as output_tokens,
            coalesce(r.retryable, true) as retryable, coalesce(r.delay_ms, 0) as delay_ms, r.run_id
       from subagent_batch_items it
@@ -73,6 +78,9 @@ begin
       lease_expires_at = null,
       result = case when plan.next_status = 'succeeded' then plan.result else it.result end,
       preview = case when plan.next_status = 'succeeded' then plan.preview else it.preview end,
+      output = case when plan.next_status in ('succeeded', 'failed') then plan.output end,
+      checks = case when plan.next_status in ('succeeded', 'failed') then plan.checks end,
+      verdict = case when plan.next_status in ('succeeded', 'failed') then plan.verdict end,
       error = case
         when plan.next_status = 'succeeded' then null
         when plan.kind = 'released' then it.error
@@ -104,6 +112,12 @@ begin
   if v_ids is null then return; end if;
   perform flotilla_record_attempts(v_ids, v_batch, v_attempt, array_fill(p_owner, array[cardinality(v_ids)]),
     v_outcome, v_error, v_run, v_leased, v_started);
+  if jsonb_path_exists(p_rows, '$[*].steps') then
+    delete from subagent_batch_item_steps st
+     using unnest(v_ids, v_outcome) as m(id, outcome)
+     where st.item_id = m.id and m.outcome in ('succeeded', 'failed', 'retry')
+       and m.id in (select (e->>'id')::uuid from jsonb_array_elements(p_rows) e where e ? 'steps');
+  end if;
   return query select * from unnest(v_ids, v_status);
 end
 $$;

@@ -164,6 +164,31 @@ export const subagentBatchItems = pgTable(
  * One row per ended attempt (claim) of an item: who held it, how it ended. Written once, when
  * the attempt ends (settled, lease expired, cancelled), so the hot claim path stays one write.
  */
+/**
+ * Durable steps of a batch item (issue 26): one row per completed model step that another step
+ * follows (its response messages: the assistant's tool calls and their results), written under
+ * the item's lease (steps.sql). A new attempt after a lost lease or a shutdown resumes from them;
+ * a settlement that ends or re-runs the execution drops them (settle.sql, retry.sql).
+ */
+export const subagentBatchItemSteps = pgTable(
+  "subagent_batch_item_steps",
+  {
+    itemId: uuid("item_id")
+      .notNull()
+      .references(() => subagentBatchItems.id, { onDelete: "cascade" }),
+    /** The 1-based model step. */
+    step: integer("step").notNull(),
+    /** The step's response messages (ModelMessage[]: the assistant message, then the tool results). */
+    messages: jsonb("messages").notNull(),
+    /** The step's finished tool calls (ToolCallRecord[]), for the item's transcript across attempts. */
+    toolCalls: jsonb("tool_calls").notNull(),
+    /** The lease token of the attempt that wrote it. */
+    leaseToken: bigint("lease_token", { mode: "number" }).notNull(),
+    createdAt: createdAtColumn(),
+  },
+  (t) => [primaryKey({ columns: [t.itemId, t.step] })],
+);
+
 export const subagentBatchItemAttempts = pgTable(
   "subagent_batch_item_attempts",
   {

@@ -9,3 +9,4 @@ export * from "./compat";
 export * from "./security";
 export * from "./loop";
 export * from "./chat-streams";
+export * from "./children";

@@ -1,6 +1,6 @@
 import { createdAtColumn, idColumn, ownerColumn, threadColumn } from "./columns";
 import { sql } from "drizzle-orm";
-import { bigint, check, customType, pgTable, text, uniqueIndex, uuid } from "drizzle-orm/pg-core";
+import { bigint, check, customType, pgTable, primaryKey, text, uniqueIndex, uuid } from "drizzle-orm/pg-core";
 import { agentRuns } from "./runs";
 
 const bytea = customType<{ data: Buffer; driverData: Buffer }>({ dataType: () => "bytea" });
@@ -30,4 +30,20 @@ export const workspaceFiles = pgTable(
     uniqueIndex("workspace_files_thread_path_key").on(t.threadId, t.path),
     check("workspace_files_size_check", sql`${t.size} = octet_length(${t.bytes})`),
   ],
+);
+
+/**
+ * Idempotency keys of workspace writes (issue 26): a batch item's write_file records its key
+ * (`<batch_id>:<item_key>:<step>`) with the path in the write's transaction; a replay of the same
+ * key and path in the same thread writes nothing.
+ */
+export const workspaceWriteKeys = pgTable(
+  "workspace_write_keys",
+  {
+    threadId: threadColumn(),
+    idempotencyKey: text("idempotency_key").notNull(),
+    path: text("path").notNull(),
+    createdAt: createdAtColumn(),
+  },
+  (t) => [primaryKey({ columns: [t.threadId, t.idempotencyKey, t.path] })],
 );

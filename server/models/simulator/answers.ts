@@ -1,5 +1,6 @@
 import type { LanguageModelV3ToolResultOutput } from "@ai-sdk/provider";
-import { type BatchSettledNotice, readToolOutput } from "@/lib/api/model-facts";
+import { type BatchSettledNotice, checkFailureLine, checkPassRate, readToolOutput } from "@/lib/api/model-facts";
+import type { ChildrenSettledNotice } from "@/lib/api/subagents";
 import { stripDirectives } from "./directives";
 import { outputToText } from "./prompt";
 
@@ -127,6 +128,13 @@ function swarmSentence({ output }: ToolResult): string {
   return [head, ...shown, ...more].join("\n");
 }
 
+/** Background calls answered at once: what runs, and that the report comes later. */
+function backgroundSentence(results: ToolResult[]): string {
+  const runs = results.reduce((n, r) => n + (readToolOutput("background", r.output)?.run_ids.length ?? 0), 0);
+  const what = results.every((r) => r.toolName === "task") ? plural(runs, "sub-agent") : `${plural(runs, "sub-agent")} (a swarm)`;
+  return `Started ${what} in the background; I'll report the results here when ${runs === 1 ? "it finishes" : "they finish"}.`;
+}
+
 function batchTaskSentence(value: unknown): string {
   const o = rec(value);
   if (typeof o?.error === "string") return `The batch was not started: ${clip(o.error, RESULT_EXCERPT_CHARS)}`;
@@ -164,12 +172,14 @@ function otherSentence({ toolName, output }: ToolResult): string {
 export function summariseToolResults(results: ToolResult[]): string | undefined {
   if (results.length === 0) return undefined;
   const sentences: string[] = [];
-  const tasks = results.filter((r) => r.toolName === "task");
+  const background = results.filter((r) => readToolOutput("background", r.output));
+  if (background.length) sentences.push(backgroundSentence(background));
+  const tasks = results.filter((r) => r.toolName === "task" && !background.includes(r));
   if (tasks.length) sentences.push(taskSentence(tasks));
   for (const result of results) {
     const { toolName, output } = result;
     const value = output.type === "json" ? output.value : undefined;
-    if (toolName === "task") continue;
+    if (toolName === "task" || background.includes(result)) continue;
     if (toolName === "agent_swarm") sentences.push(swarmSentence(result));
     else if (toolName === "batch_task" && value !== undefined) sentences.push(batchTaskSentence(value));
     else if (toolName === "batch_status" && value !== undefined) sentences.push(batchStatusSentence(value));
@@ -208,8 +218,29 @@ export function batchSettledAnswer(n: BatchSettledNotice): string {
     const sampled = n.failures_sampled ? " (among the first failed items)" : "";
     paragraphs.push([`What failed${order}${sampled}:`, ...lines].join("\n"));
   }
+  // The checks' lines verbatim, as the notice gives them (a person reads the same numbers).
+  if (n.checks.length > 0) paragraphs.push(["How the answers did on the checks:", ...n.checks.map((c) => `- ${checkPassRate(c)}`)].join("\n"));
+  if (n.check_failures.length > 0)
+    paragraphs.push(["First items that failed a check:", ...n.check_failures.map((f) => `- ${checkFailureLine(f)}`)].join("\n"));
   const jsonl = `/api/threads/${n.thread_id}/subagent-batches/${n.batch_id}/results.jsonl`;
   const retry = n.failed > 0 ? " The failed items can be retried from there." : "";
   paragraphs.push(`Every item's result is in the batch panel; download them all as [results.jsonl](${jsonl}).${retry}`);
   return paragraphs.join("\n\n");
+}
+
+/** The lead's report when the children of a background call have settled: each child's outcome, in order. */
+export function childrenSettledAnswer(n: ChildrenSettledNotice): string {
+  const done = n.children.filter((c) => c.status === "completed").length;
+  const what = n.tool === "task" ? "The background task" : "The background swarm";
+  const head = n.interrupted
+    ? `${what} was interrupted by a server restart: ${done} of ${plural(n.children.length, "sub-agent")} had finished; the others were not restarted.`
+    : n.tool === "task" && n.children.length === 1
+      ? `${what} has finished (${n.children[0]!.status.replace("_", " ")}).`
+      : `${what} has finished: ${done} of ${plural(n.children.length, "sub-agent")} completed.`;
+  const lines = n.children.map((c) => {
+    const said = c.status === "completed" ? (c.result ?? "") : sentence(c.error ?? c.status);
+    const who = c.item_id ?? c.definition;
+    return `- ${who}${c.status === "completed" ? "" : ` ${c.status.replace("_", " ")}`}: ${clip(said, TASK_RESULT_CHARS)}`;
+  });
+  return [head, ...lines].join("\n");
 }

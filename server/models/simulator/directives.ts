@@ -4,7 +4,10 @@
  * [[fail-once]] that error only on the first call with this exact message text in this process;
  * [[429]] / [[429-once]] a retryable rate limit with `retry-after: 1`; [[chars:N]] an answer of
  * exactly N characters; [[tool:NAME {json}]] call tool NAME with that input, one per model step;
- * [[echo]] answer with the rest of the message verbatim. Unknown or malformed ones are ignored.
+ * [[echo]] answer with the rest of the message verbatim; with a JSON response format,
+ * [[json:VALUE]] / [[json-once:VALUE]] answer VALUE verbatim and [[judge-fail]] makes a judge
+ * give 0 (structured.ts); [[wait-after-step:N:MS]] waits MS ms before model step N+1 (steps count
+ * from 1), so a test can kill a worker between two steps. Unknown or malformed ones are ignored.
  */
 
 /** The longest answer [[chars:N]] produces; keeps a typo from allocating gigabytes. */
@@ -29,6 +32,7 @@ export interface SimulatedToolCall {
 
 const DIRECTIVE_RE = /\[\[\s*(sleep|fail|fail-once|429|429-once|chars)\s*(?::\s*(\d+)\s*)?\]\]/gi;
 const ECHO_RE = /\[\[\s*echo\s*\]\]/gi;
+const WAIT_AFTER_STEP_RE = /\[\[\s*wait-after-step\s*:\s*(\d+)\s*:\s*(\d+)\s*\]\]/gi;
 const TOOL_DIRECTIVE_RE = /\[\[tool:([A-Za-z0-9_.:-]+)\s*(\{(?:[^\]]|\](?!\]))*\})?\s*\]\]/g;
 
 /** Reads the test directives from a prompt text. */
@@ -49,7 +53,64 @@ export function parseDirectives(text: string): SimulatorDirectives {
 
 /** The text without its test directives (each becomes a space). */
 export function stripDirectives(text: string): string {
-  return text.replace(DIRECTIVE_RE, " ").replace(ECHO_RE, " ").replace(TOOL_DIRECTIVE_RE, " ");
+  return stripJsonDirectives(
+    text.replace(DIRECTIVE_RE, " ").replace(ECHO_RE, " ").replace(TOOL_DIRECTIVE_RE, " ").replace(WAIT_AFTER_STEP_RE, " "),
+  );
+}
+
+/** [[wait-after-step:N:MS]]: the wait before model step `step` (1-based), 0 when none applies. */
+export function waitBeforeStep(text: string, step: number): number {
+  let ms = 0;
+  for (const m of text.matchAll(WAIT_AFTER_STEP_RE)) if (Number(m[1]) + 1 === step) ms += Number(m[2]);
+  return Math.min(ms, MAX_SLEEP_MS);
+}
+
+const JUDGE_FAIL_RE = /\[\[\s*judge-fail\s*\]\]/gi;
+
+/** [[judge-fail]]: a judge grading this item gives 0 with a reason. */
+export const holdsJudgeFail = (text: string) => new RegExp(JUDGE_FAIL_RE.source, "i").test(text);
+
+const JSON_OPEN_RE = /\[\[json(-once)?:/i;
+/** How many "]]" a VALUE may run past while looking for one that parses as JSON. */
+const MAX_CLOSE_TRIES = 32;
+
+export interface JsonDirective {
+  once: boolean;
+  value: string;
+  /** Where the directive starts and ends (after its "]]") in the text. */
+  start: number;
+  end: number;
+}
+
+/**
+ * The first [[json:VALUE]] / [[json-once:VALUE]] of a text. VALUE ends at the first "]]" after
+ * which it parses as JSON (so `[[json:[[1]]]]` is `[[1]]`), else at the first "]]" (verbatim,
+ * not JSON).
+ */
+export function parseJsonDirective(text: string): JsonDirective | undefined {
+  const open = JSON_OPEN_RE.exec(text);
+  if (!open) return undefined;
+  const from = open.index + open[0].length;
+  const first = text.indexOf("]]", from);
+  if (first < 0) return undefined;
+  const at = (close: number) => ({ once: open[1] !== undefined, value: text.slice(from, close).trim(), start: open.index, end: close + 2 });
+  let close = first;
+  for (let tries = 0; close >= 0 && tries < MAX_CLOSE_TRIES; tries++, close = text.indexOf("]]", close + 1)) {
+    try {
+      JSON.parse(text.slice(from, close));
+      return at(close);
+    } catch {
+      // Not JSON yet: a later "]]" may close it.
+    }
+  }
+  return at(first);
+}
+
+/** Removes every [[json...]] directive and [[judge-fail]] (each becomes a space). */
+function stripJsonDirectives(text: string): string {
+  let out = text.replace(JUDGE_FAIL_RE, " ");
+  for (let d = parseJsonDirective(out); d; d = parseJsonDirective(out)) out = `${out.slice(0, d.start)} ${out.slice(d.end)}`;
+  return out;
 }
 
 /** The message with [[echo]] removed, when it has one: the answer verbatim. */

@@ -12,6 +12,7 @@ import { scanCallDirectives, type SimulatedToolCall, stripDirectives } from "./d
  *   [[call:TOOL {json}]]       anywhere, any number (`[[call:TOOL]]` means {})
  *   task: PROMPT               per line → task {subagent:"general", description, prompt}
  *   swarm: TEMPLATE | a; b; c  → agent_swarm {profile:"general", prompt_template, items}
+ *   background task: PROMPT / background swarm: TEMPLATE | a; b  → the same with background: true
  *   batch: TEMPLATE | a; b; c  → batch_task {prompt_template, items}
  *   batch xN: TEMPLATE         → batch_task {prompt_template, items: ["1".."N"]}
  *   batch status               → batch_status {}
@@ -21,14 +22,19 @@ import { scanCallDirectives, type SimulatedToolCall, stripDirectives } from "./d
 /** `batch xN:` accepts up to this many items (the config ceiling of max_items_per_batch). */
 export const SIMULATOR_MAX_BATCH_COUNT = 100_000;
 
-const taskCall = (prompt: string): SimulatedToolCall => ({
+const taskCall = (prompt: string, background = false): SimulatedToolCall => ({
   toolName: "task",
-  input: { subagent: "general", description: shortDescription(prompt), prompt } satisfies z.input<typeof taskInputSchema>,
+  input: {
+    subagent: "general",
+    description: shortDescription(prompt),
+    prompt,
+    ...(background ? { background } : {}),
+  } satisfies z.input<typeof taskInputSchema>,
 });
 
-const swarmCall = (prompt_template: string, items: string[]): SimulatedToolCall => ({
+const swarmCall = (prompt_template: string, items: string[], background = false): SimulatedToolCall => ({
   toolName: "agent_swarm",
-  input: { profile: "general", prompt_template, items } satisfies z.input<typeof swarmInputSchema>,
+  input: { profile: "general", prompt_template, items, ...(background ? { background } : {}) } satisfies z.input<typeof swarmInputSchema>,
 });
 
 const batchCall = (prompt_template: string, items: string[]): SimulatedToolCall => ({
@@ -71,14 +77,18 @@ export function parseToolCalls(text: string, offered: ReadonlySet<string>): { ca
 }
 
 function parseLineCall(line: string, offered: ReadonlySet<string>): SimulatedToolCall | undefined {
-  const trimmed = line.trim();
+  let trimmed = line.trim();
+  // `background task:` / `background swarm:`: the same calls, answered at once.
+  const background = /^background\s+(?=task:|swarm:)/i.exec(trimmed);
+  if (background) trimmed = trimmed.slice(background[0].length);
   let m = /^task:\s*(\S.*)$/i.exec(trimmed);
-  if (m && offered.has("task")) return taskCall(m[1].trim());
+  if (m && offered.has("task")) return taskCall(m[1].trim(), !!background);
   m = /^swarm:\s*(.+?)\s*\|([^|]*)$/i.exec(trimmed);
   if (m && offered.has("agent_swarm")) {
     const items = splitItems(m[2]);
-    if (m[1] && items.length > 0) return swarmCall(m[1], items);
+    if (m[1] && items.length > 0) return swarmCall(m[1], items, !!background);
   }
+  if (background) return undefined;
   m = /^batch\s+x\s*(\d+):\s*(\S.*)$/i.exec(trimmed);
   if (m && offered.has("batch_task")) {
     const n = Number(m[1]);
@@ -103,6 +113,7 @@ export const CAPABILITIES_ANSWER = [
   "",
   "- **One sub-agent:** `task: list three facts about tides` (one line per task; several run in parallel)",
   "- **A swarm:** `swarm: Write a line about {{item}} | the sea; the moon; the wind` (items run in parallel, I summarise them)",
+  "- **In the background:** `background task: ...` or `background swarm: ... | a; b` (I answer at once and report here when they finish)",
   "- **A durable batch:** `batch: Summarize {{item}} | Lisbon; Nairobi; Osaka` or `batch x300: Rate idea {{item}}` (runs in background workers; watch it in the batch panel)",
   "- **Batch progress:** `batch status`",
   "",

@@ -10,12 +10,15 @@ import {
   type LanguageModelV3ToolResultOutput,
   type LanguageModelV3Usage,
 } from "@ai-sdk/provider";
-import { baseAnswer, batchSettledAnswer, exactChars, summariseToolResults } from "./answers";
-import { echoText, parseDirectives, parseToolDirectives, type SimulatedToolCall } from "./directives";
+import { baseAnswer, batchSettledAnswer, childrenSettledAnswer, exactChars, summariseToolResults } from "./answers";
+import { echoText, parseDirectives, parseToolDirectives, type SimulatedToolCall, waitBeforeStep } from "./directives";
 import { asksForCapabilities, CAPABILITIES_ANSWER, parseToolCalls } from "./grammar";
 import {
+  allTexts,
   estimateTokens,
   hash,
+  isRepairTurn,
+  itemPromptText,
   latestNotice,
   latestUserText,
   outputToText,
@@ -23,6 +26,7 @@ import {
   promptFingerprint,
   sinceLatestUser,
 } from "./prompt";
+import { isJudgeFormat, type JsonFormat, jsonAnswer, judgeAnswer } from "./structured";
 
 /**
  * The built-in simulator as an AI SDK v3 language model that needs no network: it answers
@@ -38,7 +42,10 @@ import {
  * - after tool results: a person's summary of them (answers.ts);
  * - [[tool:NAME {json}]] calls run one per model step, in order; once every one has run the
  *   answer carries each tool's text output verbatim (its first 2,000 characters);
- * - [[echo]]: the answer is the rest of the message verbatim.
+ * - [[echo]]: the answer is the rest of the message verbatim;
+ * - a JSON response format: the answer is JSON (structured.ts): a judge's verdict, a
+ *   [[json:...]] value, a value valid against the format's schema, or `{"answer": ...}`; a
+ *   repair turn (the executor asking again) answers from the item's own prompt, without tools.
  */
 
 export const SIMULATOR_MODEL_ID = "simulator";
@@ -58,6 +65,7 @@ export interface SimulatorOptions {
 // "Once" directives remember prompt texts for the life of the process, as the contract says.
 const failedOnce = new Set<string>();
 const rateLimitedOnce = new Set<string>();
+const jsonOnce = new Set<string>();
 
 /** How many [[tool:...]] steps of the latest user message already ran. */
 function toolDirectiveStepsDone(prompt: LanguageModelV3Prompt): number {
@@ -144,6 +152,8 @@ interface Plan {
   finishReason: LanguageModelV3FinishReason;
   /** Thrown (after an explicit [[sleep]]) instead of answering. */
   error?: unknown;
+  /** [[wait-after-step:N:MS]]: waited before anything else of this step. */
+  waitMs: number;
 }
 
 function rateLimitError(): APICallError {
@@ -178,11 +188,16 @@ interface Reply {
   callIdPrefix: string;
   sleepMs?: number;
   error?: unknown;
+  waitMs?: number;
 }
 
 /** The reply to the latest user message (or to the tool results of its earlier steps). */
-function replyToUser(options: LanguageModelV3CallOptions): Reply {
+function replyToUser(options: LanguageModelV3CallOptions, format: JsonFormat | undefined): Reply {
   const prompt = options.prompt;
+  if (format && isRepairTurn(prompt)) {
+    const itemText = itemPromptText(prompt);
+    return { text: jsonAnswer(itemText, format, baseAnswer(itemText, hash(itemText)), jsonOnce), calls: [], callIdPrefix: "" };
+  }
   const userText = latestUserText(prompt);
   const last = prompt[prompt.length - 1];
   const offered = new Set(
@@ -213,18 +228,36 @@ function replyToUser(options: LanguageModelV3CallOptions): Reply {
     rateLimitedOnce.add(userText);
     error = rateLimitError();
   }
-  const reply = { sleepMs: directives.sleepMs, error, text: "" };
+  const reply = { sleepMs: directives.sleepMs, error, text: "", waitMs: stepWait(prompt, directed.rest) };
 
   if (nextDirected) return { ...reply, calls: [nextDirected], callIdPrefix: `${TOOL_DIRECTIVE_ID}${directedDone}_` };
   if (last?.role === "user" && directed.calls.length === 0 && grammar.calls.length > 0)
     return { ...reply, calls: grammar.calls, callIdPrefix: "call_sim_" };
   const none = { ...reply, calls: [], callIdPrefix: "" };
+  const text = answerText(prompt, userText, directed, directives.chars);
+  return { ...none, text: format ? jsonAnswer(userText, format, text, jsonOnce) : text };
+}
+
+/** [[wait-after-step:N:MS]] of the user's message, for this model step (assistant turns since it, plus one). */
+function stepWait(prompt: LanguageModelV3Prompt, text: string): number {
+  if (!text.includes("wait-after-step")) return 0;
+  return waitBeforeStep(text, sinceLatestUser(prompt).filter((m) => m.role === "assistant").length + 1);
+}
+
+/** The text answer once no tool call is left to make. */
+function answerText(
+  prompt: LanguageModelV3Prompt,
+  userText: string,
+  directed: { calls: SimulatedToolCall[]; rest: string },
+  chars: number | undefined,
+): string {
+  const last = prompt[prompt.length - 1];
   const echo = echoText(directed.calls.length > 0 ? directed.rest : userText);
   if (directed.calls.length > 0) {
     const answer = toolDirectiveAnswer(prompt);
-    return { ...none, text: echo === undefined ? answer : `${echo}\n\n${answer}` };
+    return echo === undefined ? answer : `${echo}\n\n${answer}`;
   }
-  if (echo !== undefined) return { ...none, text: echo };
+  if (echo !== undefined) return echo;
   const seed = hash(promptFingerprint(prompt));
   const base =
     last?.role === "tool"
@@ -232,13 +265,19 @@ function replyToUser(options: LanguageModelV3CallOptions): Reply {
       : asksForCapabilities(userText)
         ? CAPABILITIES_ANSWER
         : baseAnswer(userText, seed);
-  return { ...none, text: directives.chars === undefined ? base : exactChars(base, directives.chars) };
+  return chars === undefined ? base : exactChars(base, chars);
 }
 
 function plan(options: LanguageModelV3CallOptions, defaultLatencyMs: number): Plan {
+  const format = options.responseFormat?.type === "json" ? options.responseFormat : undefined;
   // A notice is not the user's message: answered from its facts, no directives, no tool calls.
+  // A judge reads only [[judge-fail]]: the item's prompt it quotes holds the item's directives.
   const notice = latestNotice(options.prompt);
-  const reply: Reply = notice ? { text: batchSettledAnswer(notice), calls: [], callIdPrefix: "" } : replyToUser(options);
+  const reply: Reply = isJudgeFormat(format)
+    ? { text: judgeAnswer(allTexts(options.prompt)), calls: [], callIdPrefix: "" }
+    : notice
+      ? { text: notice.kind === "batch_settled" ? batchSettledAnswer(notice) : childrenSettledAnswer(notice), calls: [], callIdPrefix: "" }
+      : replyToUser(options, format);
   const callId = () => `${reply.callIdPrefix}${randomUUID().replace(/-/g, "").slice(0, 16)}`;
   const calls = reply.calls.map((c) => ({ ...c, toolCallId: callId() }));
   const { text } = reply;
@@ -251,6 +290,7 @@ function plan(options: LanguageModelV3CallOptions, defaultLatencyMs: number): Pl
     text,
     calls,
     error: reply.error,
+    waitMs: reply.waitMs ?? 0,
     finishReason: calls.length > 0 ? { unified: "tool-calls", raw: "tool_calls" } : { unified: "stop", raw: "stop" },
     usage: {
       inputTokens: { total: inputTokens, noCache: inputTokens, cacheRead: 0, cacheWrite: 0 },
@@ -292,6 +332,7 @@ export function createSimulatorModel(options: SimulatorOptions): LanguageModelV3
 
     async doGenerate(call) {
       const p = plan(call, defaultLatencyMs);
+      await delay(p.waitMs, call.abortSignal);
       if (p.error) {
         if (p.explicitSleep) await delay(p.latencyMs, call.abortSignal);
         else if (call.abortSignal?.aborted) throw abortReason(call.abortSignal);
@@ -314,6 +355,7 @@ export function createSimulatorModel(options: SimulatorOptions): LanguageModelV3
     async doStream(call) {
       const p = plan(call, defaultLatencyMs);
       const signal = call.abortSignal;
+      await delay(p.waitMs, signal);
       if (p.error) {
         // Errors arrive like a provider's: at once, unless the prompt asked for a [[sleep]] first.
         if (p.explicitSleep) await delay(p.latencyMs, signal);
@@ -326,12 +368,19 @@ export function createSimulatorModel(options: SimulatorOptions): LanguageModelV3
       const timedCount = Math.max(1, parts.filter(isTimed).length);
       // A private controller also stops the timers when the consumer cancels the stream.
       const local = new AbortController();
-      const onAbort = () => local.abort(abortReason(signal as AbortSignal));
+      let errorStream: ((reason: unknown) => void) | undefined;
+      const onAbort = () => {
+        const reason = abortReason(signal as AbortSignal);
+        local.abort(reason);
+        // At once: parts already queued (a loaded machine may queue several) are dropped too.
+        errorStream?.(reason);
+      };
       signal?.addEventListener("abort", onAbort, { once: true });
       const cleanup = () => signal?.removeEventListener("abort", onAbort);
 
       const stream = new ReadableStream<LanguageModelV3StreamPart>({
         async start(controller) {
+          errorStream = (reason) => controller.error(reason);
           const started = Date.now();
           controller.enqueue({ type: "stream-start", warnings: [] });
           controller.enqueue({
@@ -370,8 +419,9 @@ export function createSimulatorModel(options: SimulatorOptions): LanguageModelV3
   };
 }
 
-/** Forgets [[fail-once]] / [[429-once]] history (tests only). */
+/** Forgets [[fail-once]] / [[429-once]] / [[json-once]] history (tests only). */
 export function resetSimulatorOnceState(): void {
   failedOnce.clear();
   rateLimitedOnce.clear();
+  jsonOnce.clear();
 }

@@ -3,22 +3,47 @@ import type {
   LanguageModelV3Prompt,
   LanguageModelV3ToolResultOutput,
 } from "@ai-sdk/provider";
-import { type LeadNotice, readNotice } from "@/lib/api/model-facts";
+import { isRepairRequest, type LeadNotice, readNotice } from "@/lib/api/model-facts";
 
 /** What the simulator reads of a prompt: the latest user message, what followed it, and sizes. */
+
+type UserMessage = Extract<LanguageModelV3Prompt[number], { role: "user" }>;
+
+const textOf = (message: UserMessage) =>
+  message.content
+    .filter((p) => p.type === "text")
+    .map((p) => p.text)
+    .join("\n");
+
+const isRepair = (message: UserMessage) => message.content.some((p) => p.type === "text" && isRepairRequest(p.providerOptions));
 
 /** Text of the latest user message (all its text parts joined). */
 export function latestUserText(prompt: LanguageModelV3Prompt): string {
   for (let i = prompt.length - 1; i >= 0; i--) {
     const message = prompt[i];
-    if (message.role === "user") {
-      return message.content
-        .filter((p) => p.type === "text")
-        .map((p) => p.text)
-        .join("\n");
-    }
+    if (message.role === "user") return textOf(message);
   }
   return "";
+}
+
+/** True when the prompt ends with a typed answer's repair request. */
+export function isRepairTurn(prompt: LanguageModelV3Prompt): boolean {
+  const last = prompt[prompt.length - 1];
+  return last?.role === "user" && isRepair(last);
+}
+
+/** Text of the latest user message that is not a repair request: the item's own prompt. */
+export function itemPromptText(prompt: LanguageModelV3Prompt): string {
+  for (let i = prompt.length - 1; i >= 0; i--) {
+    const message = prompt[i];
+    if (message.role === "user" && !isRepair(message)) return textOf(message);
+  }
+  return "";
+}
+
+/** Every text the model is given: the system prompt and the user messages. */
+export function allTexts(prompt: LanguageModelV3Prompt): string[] {
+  return prompt.flatMap((m) => (m.role === "system" ? [m.content] : m.role === "user" ? [textOf(m)] : []));
 }
 
 /** The notice the latest message carries when it is one (a lead turn that is not the user's). */

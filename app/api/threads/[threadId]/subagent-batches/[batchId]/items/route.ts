@@ -14,5 +14,5 @@ export const GET = handle(async (req: Request, ctx: Ctx) => {
   const query = parseItemPageQuery(new URL(req.url).searchParams);
   const previewMaxChars = config.subagent_batches.result_preview_max_chars;
   const page = await listItems(db, { userId, threadId, batchId, ...query, previewMaxChars });
-  return json(project(itemPageSchema, toItemPage(page)));
+  return json(project(itemPageSchema, toItemPage(page, previewMaxChars)));
 });

@@ -1,0 +1,85 @@
+import type { ValidateFunction } from "ajv";
+import { jsonSchema, type ModelMessage, Output } from "ai";
+import { repairOptions } from "@/lib/api/model-facts";
+import type { OutputSchema } from "@/lib/api/batch-data";
+import { compileOutputSchema, schemaErrors } from "@/server/runtime/output-schema";
+
+/**
+ * Typed answers of a sub-agent whose definition has an output schema: the response format the
+ * model is asked for (the provider's JSON-schema mode), the system prompt's statement of the
+ * schema (for providers that ignore the format), reading and validating the answer (Ajv), and
+ * the one repair turn's request.
+ */
+
+export interface TypedOutput {
+  validate: ValidateFunction;
+  /** For generateText's `output`: sends `responseFormat { type: "json", schema }` on every step. */
+  output: ReturnType<typeof Output.object>;
+  /** Appended to the definition's system prompt. */
+  instructions: string;
+}
+
+// Per schema object: a batch's items share their spec's definition, so each item costs a lookup.
+const bySchema = new WeakMap<OutputSchema, TypedOutput>();
+
+/** Throws `validation_failed` "output_schema: ..." when the schema does not compile. */
+export function typedOutput(schema: OutputSchema): TypedOutput {
+  let typed = bySchema.get(schema);
+  if (!typed) {
+    typed = build(schema);
+    bySchema.set(schema, typed);
+  }
+  return typed;
+}
+
+function build(schema: OutputSchema): TypedOutput {
+  return {
+    validate: compileOutputSchema(schema),
+    // No `validate` on the AI SDK's schema: the SDK only parses, Ajv judges (one validator).
+    output: Output.object({ schema: jsonSchema(schema) }),
+    instructions:
+      "Your final answer (after any tool calls) must be exactly one JSON value, with no other text, " +
+      `valid against this JSON Schema:\n${JSON.stringify(schema)}`,
+  };
+}
+
+export type TypedAnswer = { ok: true; value: unknown } | { ok: false; errors: string };
+
+/** A JSON answer some models wrap in a Markdown code fence anyway. */
+const FENCE = /^```[A-Za-z]*\s*\n([\s\S]*?)\n?```$/;
+
+/** The answer text as one JSON value valid against the schema, or the validator's errors. */
+export function readTypedAnswer(text: string, validate: ValidateFunction): TypedAnswer {
+  const trimmed = text.trim();
+  if (!trimmed) return { ok: false, errors: "/ the answer is empty: expected one JSON value" };
+  let value: unknown;
+  try {
+    value = JSON.parse(FENCE.exec(trimmed)?.[1] ?? trimmed);
+  } catch (err) {
+    const why = err instanceof Error ? err.message.slice(0, 200) : "parse error";
+    return { ok: false, errors: `/ the answer is not valid JSON (${why})` };
+  }
+  try {
+    if (validate(value)) return { ok: true, value };
+  } catch (err) {
+    // A schema that refers to itself without end (`{ allOf: [{ $ref: "#" }] }`) overflows the stack.
+    return { ok: false, errors: `/ could not be checked against the schema (${err instanceof Error ? err.message : "error"})` };
+  }
+  return { ok: false, errors: schemaErrors(validate) };
+}
+
+/** The repair turn's request, quoting the validator's errors (marked for the simulator). */
+export function repairRequest(errors: string): ModelMessage {
+  return {
+    role: "user",
+    content: [
+      {
+        type: "text",
+        text:
+          `Your answer is not valid against the required JSON Schema: ${errors}\n` +
+          "Answer again with only the corrected JSON value, nothing else.",
+        providerOptions: repairOptions(),
+      },
+    ],
+  };
+}

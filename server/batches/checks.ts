@@ -1,0 +1,243 @@
+import { generateText, jsonSchema, NoObjectGeneratedError, Output } from "ai";
+import type { RE2JS } from "re2js";
+import {
+  type Check,
+  type CheckResult,
+  DEFAULT_JUDGE_THRESHOLD,
+  JUDGE_OUTPUT_NAME,
+  type Verdict,
+} from "@/lib/api/batch-data";
+import { compileCheckPattern } from "@/lib/check-pattern";
+import { errorText } from "@/server/errors";
+import type { ResolvedModel } from "@/server/models/types";
+import type { Usage } from "./settlement";
+
+/**
+ * The checks of a batch on one finished answer (DESIGN.md "Batches that produce data"): regex
+ * (RE2 semantics, linear time whatever the pattern), equals (the output against the item's
+ * `expected`) and judge (a model grades 0..1 against a rubric). A check never throws: whatever
+ * goes wrong in it (a pattern that does not compile, a missing path, a judge's error) fails that
+ * check with a reason. Plain Node: the worker loads it.
+ */
+
+export interface JudgeContext {
+  /** The batch's model: judges a check that names no model of its own. */
+  model: ResolvedModel;
+  /** A check's `model` (catalog name) to a model; throws when this process lacks it. */
+  resolve: (name: string) => ResolvedModel;
+  /** The item's signal (cancel, lease lost, shutdown): an abort is rethrown, never a failed check. */
+  signal: AbortSignal;
+  /** Each judge call's time limit. */
+  timeoutMs: number;
+}
+
+export interface RunChecksArgs {
+  checks: readonly Check[];
+  /** The item's prompt (without any retry feedback), quoted to a judge. */
+  prompt: string;
+  /** The final answer text (a typed answer's compact JSON). */
+  text: string;
+  /** The parsed answer of a typed batch; undefined without an output_schema (paths then look into `text`). */
+  output?: unknown;
+  /** The item's `expected` (null or undefined: none). */
+  expected?: unknown;
+  judge: JudgeContext;
+}
+
+export interface ChecksOutcome {
+  checks: CheckResult[];
+  /** passed when every check passed; null when there are no checks. */
+  verdict: Verdict | null;
+  /** The judges' tokens (they count toward the item, its batch and its budget). */
+  usage: Usage;
+}
+
+/** How much of one value a reason quotes. */
+const REASON_VALUE_CHARS = 200;
+/** How much of the item's prompt, answer and expected a judge reads. */
+const JUDGE_QUOTE_CHARS = 32_000;
+/** Compiled patterns kept per process (keyed by flags and pattern). */
+const PATTERN_CACHE_SIZE = 256;
+
+const patternCache = new Map<string, RE2JS>();
+
+/** A regex check's pattern, compiled once per process (lib/check-pattern.ts, as the submission checked it). */
+function cachedPattern(pattern: string, flags = ""): RE2JS {
+  const key = `${flags}/${pattern}`;
+  const hit = patternCache.get(key);
+  if (hit) return hit;
+  const re = compileCheckPattern(pattern, flags);
+  if (patternCache.size >= PATTERN_CACHE_SIZE) patternCache.delete(patternCache.keys().next().value as string);
+  patternCache.set(key, re);
+  return re;
+}
+
+const MISSING = Symbol("missing");
+
+/** The value at a JSON Pointer (RFC 6901): own properties and array indexes only. */
+export function resolvePointer(value: unknown, pointer: string): unknown {
+  if (pointer === "") return value;
+  let cur = value;
+  for (const raw of pointer.slice(1).split("/")) {
+    const token = raw.replaceAll("~1", "/").replaceAll("~0", "~");
+    if (Array.isArray(cur)) {
+      if (!/^(0|[1-9][0-9]*)$/.test(token) || Number(token) >= cur.length) return MISSING;
+      cur = cur[Number(token)];
+    } else if (cur !== null && typeof cur === "object") {
+      if (!Object.hasOwn(cur, token)) return MISSING;
+      cur = (cur as Record<string, unknown>)[token];
+    } else return MISSING;
+  }
+  return cur;
+}
+
+/** Deep equality of JSON values (object key order does not matter). */
+export function jsonEqual(a: unknown, b: unknown): boolean {
+  if (a === b) return true;
+  if (a === null || b === null || typeof a !== "object" || typeof b !== "object") return false;
+  if (Array.isArray(a) || Array.isArray(b)) {
+    if (!Array.isArray(a) || !Array.isArray(b) || a.length !== b.length) return false;
+    return a.every((x, i) => jsonEqual(x, b[i]));
+  }
+  const ka = Object.keys(a);
+  if (ka.length !== Object.keys(b).length) return false;
+  return ka.every((k) => Object.hasOwn(b, k) && jsonEqual((a as Record<string, unknown>)[k], (b as Record<string, unknown>)[k]));
+}
+
+function cut(s: string, max: number): string {
+  return s.length > max ? `${s.slice(0, max)}…` : s;
+}
+
+/** A value as a reason quotes it: compact JSON, bounded. */
+function show(value: unknown): string {
+  return cut(JSON.stringify(value) ?? String(value), REASON_VALUE_CHARS);
+}
+
+const where = (path: string) => (path === "" ? "the answer" : path);
+
+function runRegex(check: Extract<Check, { type: "regex" }>, args: RunChecksArgs): CheckResult {
+  const { name } = check;
+  let re: RE2JS;
+  try {
+    re = cachedPattern(check.pattern, check.flags);
+  } catch (err) {
+    return { name, passed: false, reason: `invalid pattern: ${errorText(err)}` };
+  }
+  let subject: string;
+  if (check.path === undefined) subject = args.text;
+  else {
+    const value = resolvePointer(answerValue(args), check.path);
+    if (value === MISSING) return { name, passed: false, reason: `the answer has no value at ${check.path}` };
+    subject = typeof value === "string" ? value : JSON.stringify(value);
+  }
+  if (re.test(subject)) return { name, passed: true };
+  return {
+    name,
+    passed: false,
+    reason: `${where(check.path ?? "")} ${show(cut(subject, REASON_VALUE_CHARS))} does not match /${cut(check.pattern, REASON_VALUE_CHARS)}/${check.flags ?? ""}`,
+  };
+}
+
+function runEquals(check: Extract<Check, { type: "equals" }>, args: RunChecksArgs): CheckResult {
+  const { name, path } = check;
+  const expectedPath = check.expected_path ?? path;
+  if (args.expected === undefined || args.expected === null)
+    return { name, passed: false, reason: "the item has no expected value" };
+  const want = resolvePointer(args.expected, expectedPath);
+  if (want === MISSING) return { name, passed: false, reason: `expected has no value at ${expectedPath}` };
+  const got = resolvePointer(answerValue(args), path);
+  if (got === MISSING) return { name, passed: false, reason: `the answer has no value at ${path}, expected ${show(want)}` };
+  if (jsonEqual(got, want)) return { name, passed: true };
+  return { name, passed: false, reason: `${where(path)} is ${show(got)}, expected ${show(want)}` };
+}
+
+/** What a path looks into: the typed output, else the answer text. */
+function answerValue(args: RunChecksArgs): unknown {
+  return args.output !== undefined ? args.output : args.text;
+}
+
+// The JSON shape is spelled out too: a provider without a JSON-schema mode gets only "JSON, please".
+const JUDGE_SYSTEM =
+  "You grade one answer against a rubric. Read the task the answer was given, the answer, the " +
+  "expected answer when there is one, and the rubric. Reply with JSON only: " +
+  '{"score": <a number from 0, does not meet the rubric at all, to 1, fully meets it>, ' +
+  '"reason": "<a short reason that names what is wrong, if anything>"}.';
+
+const JUDGE_SCHEMA = jsonSchema<{ score: number; reason: string }>({
+  type: "object",
+  properties: {
+    score: { type: "number", minimum: 0, maximum: 1 },
+    reason: { type: "string" },
+  },
+  required: ["score", "reason"],
+  additionalProperties: false,
+});
+
+function judgePrompt(check: Extract<Check, { type: "judge" }>, args: RunChecksArgs): string {
+  const parts = [
+    `<task>\n${cut(args.prompt, JUDGE_QUOTE_CHARS)}\n</task>`,
+    `<answer>\n${cut(args.text, JUDGE_QUOTE_CHARS)}\n</answer>`,
+  ];
+  if (args.expected !== undefined && args.expected !== null)
+    parts.push(`<expected>\n${cut(typeof args.expected === "string" ? args.expected : JSON.stringify(args.expected), JUDGE_QUOTE_CHARS)}\n</expected>`);
+  parts.push(`<rubric>\n${check.rubric}\n</rubric>`);
+  return parts.join("\n\n");
+}
+
+async function runJudge(check: Extract<Check, { type: "judge" }>, args: RunChecksArgs, usage: Usage): Promise<CheckResult> {
+  const { name } = check;
+  const { judge } = args;
+  const threshold = check.threshold ?? DEFAULT_JUDGE_THRESHOLD;
+  const addUsage = (u: { inputTokens?: number; outputTokens?: number } | undefined) => {
+    usage.inputTokens += u?.inputTokens ?? 0;
+    usage.outputTokens += u?.outputTokens ?? 0;
+  };
+  let model: ResolvedModel;
+  try {
+    model = check.model ? judge.resolve(check.model) : judge.model;
+  } catch (err) {
+    return { name, passed: false, reason: `judge unavailable: ${errorText(err)}` };
+  }
+  let verdict: { score: number; reason: string };
+  try {
+    const result = await generateText({
+      model: model.model,
+      system: JUDGE_SYSTEM,
+      prompt: judgePrompt(check, args),
+      output: Output.object({ schema: JUDGE_SCHEMA, name: JUDGE_OUTPUT_NAME }),
+      abortSignal: AbortSignal.any([judge.signal, AbortSignal.timeout(judge.timeoutMs)]),
+    });
+    addUsage(result.totalUsage);
+    verdict = result.output;
+  } catch (err) {
+    if (judge.signal.aborted) throw judge.signal.reason ?? err;
+    if (NoObjectGeneratedError.isInstance(err)) addUsage(err.usage);
+    return { name, passed: false, reason: `judge error: ${cut(errorText(err), REASON_VALUE_CHARS * 2)}` };
+  }
+  const score = verdict?.score;
+  if (typeof score !== "number" || !Number.isFinite(score) || score < 0 || score > 1)
+    return { name, passed: false, reason: `judge error: its score ${show(score)} is not a number from 0 to 1` };
+  const said = typeof verdict.reason === "string" ? verdict.reason.trim() : "";
+  if (score >= threshold) return { name, passed: true, score, ...(said ? { reason: cut(said, REASON_VALUE_CHARS * 5) } : {}) };
+  return { name, passed: false, score, reason: cut(said || `score ${score} is below the threshold ${threshold}`, REASON_VALUE_CHARS * 5) };
+}
+
+/** One check; anything unexpected fails it with a reason instead of failing the item. */
+async function runOne(check: Check, args: RunChecksArgs, usage: Usage): Promise<CheckResult> {
+  try {
+    if (check.type === "regex") return runRegex(check, args);
+    if (check.type === "equals") return runEquals(check, args);
+    return await runJudge(check, args, usage);
+  } catch (err) {
+    if (args.judge.signal.aborted) throw err;
+    return { name: check.name, passed: false, reason: `check error: ${cut(errorText(err), REASON_VALUE_CHARS)}` };
+  }
+}
+
+/** Every check of the spec on one finished answer (judges concurrently), in the spec's order. */
+export async function runChecks(args: RunChecksArgs): Promise<ChecksOutcome> {
+  const usage: Usage = { inputTokens: 0, outputTokens: 0 };
+  if (args.checks.length === 0) return { checks: [], verdict: null, usage };
+  const checks = await Promise.all(args.checks.map((c) => runOne(c, args, usage)));
+  return { checks, verdict: checks.every((c) => c.passed) ? "passed" : "failed", usage };
+}

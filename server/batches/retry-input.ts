@@ -1,0 +1,56 @@
+import {
+  isProblem,
+  itemsProblem,
+  type Locator,
+  parseItem,
+  problemText,
+  submissionLimits,
+} from "@/lib/batch-rules";
+import type { FlotillaConfig } from "@/lib/config";
+import { AppError } from "@/server/errors";
+import type { ItemRow } from "./insert-items";
+import { itemRows } from "./submit";
+import type { BatchRow } from "./types";
+
+/**
+ * An item retried with a corrected input: the input checked as a submission item of its batch
+ * would be (lib/batch-rules.ts, the same messages under `input`), and the prompt rebuilt the way
+ * the submission built it (submit.ts itemRows): a string fills the batch's prompt_template (kept
+ * in the execution spec), an object of fields fills its {{field}}s and brings its `expected`, an
+ * explicit `{ prompt }` is the prompt. A batch that kept no template (over files,
+ * compatible APIs, or older than the field) takes a string only when its item's prompt was its
+ * input (no template was applied), and otherwise only an explicit prompt.
+ */
+
+/** Refusals name the body's field: `input`, `input.prompt`, ... */
+const inputLocator: Locator = { item: () => "input", field: (_i, f) => `input.${f}` };
+
+function refuse(message: string): AppError {
+  return new AppError("validation_failed", `input: ${message}`);
+}
+
+export function correctedItem(
+  batch: Pick<BatchRow, "executionSpec">,
+  item: { itemKey: string; prompt: string; input: string },
+  value: unknown,
+  config: FlotillaConfig,
+): Pick<ItemRow, "prompt" | "input" | "expected"> {
+  const spec = batch.executionSpec as { kind?: unknown; prompt_template?: unknown };
+  if (spec.kind !== undefined && spec.kind !== "subagent")
+    throw refuse("an item of a batch submitted through the compatible APIs takes no corrected input; submit a new batch");
+  const parsed = parseItem(value, 0);
+  if (isProblem(parsed)) throw new AppError("validation_failed", problemText(parsed, inputLocator));
+  if (typeof parsed !== "string" && parsed.item_key !== undefined && parsed.item_key !== item.itemKey)
+    throw new AppError("validation_failed", `input.item_key: must be this item's key ${JSON.stringify(item.itemKey)} (or left out)`);
+  const template = typeof spec.prompt_template === "string" ? spec.prompt_template : undefined;
+  if (typeof parsed === "string" && template === undefined && item.prompt !== item.input)
+    throw refuse("this batch kept no prompt template to rebuild this item's prompt from; send { prompt } instead");
+  const problem = itemsProblem([parsed], template, submissionLimits(config.subagent_batches));
+  if (problem) {
+    // A problem of the batch's template (a string for a template of fields) still names the input.
+    const text = problem.item === undefined ? `input: ${problemText(problem)}` : problemText(problem, inputLocator);
+    throw new AppError(problem.tooLarge ? "payload_too_large" : "validation_failed", text);
+  }
+  const [row] = itemRows([parsed], template);
+  return { prompt: row!.prompt, input: row!.input, expected: row!.expected };
+}
