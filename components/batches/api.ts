@@ -1,6 +1,7 @@
 import {
   type BatchProjection,
   batchListSchema,
+  batchRetryResponseSchema,
   batchNotificationsSchema,
   batchProjectionSchema,
   type Features,
@@ -14,6 +15,12 @@ import {
   itemRetryResponseSchema,
   settlementsSeenSchema,
 } from "@/lib/api/batches";
+import {
+  batchApprovalsResultSchema,
+  type WaitingApproval,
+  waitingApprovalsSchema,
+} from "@/lib/api/approvals";
+import type { Verdict } from "@/lib/api/batch-data";
 import { threadMessagesSchema } from "@/lib/api/chat";
 import { fetchJson, sendJson } from "@/lib/api/client";
 import type { BatchSubmission } from "@/lib/api/files";
@@ -36,14 +43,21 @@ export async function fetchBatches(threadId: string, signal?: AbortSignal): Prom
   return (await fetchJson(batchListSchema, base(threadId), "batch list", { signal })).batches;
 }
 
+/** The server-side filters of an items page (`?status=&verdict=`). */
+export interface ItemFilter {
+  status?: ItemStatus | null;
+  verdict?: Verdict | null;
+}
+
 export function fetchItems(
   threadId: string,
   batchId: string,
-  opts: { status?: ItemStatus | null; cursor?: string | null; limit?: number },
+  opts: ItemFilter & { cursor?: string | null; limit?: number },
   signal?: AbortSignal,
 ): Promise<ItemPage> {
   const q = new URLSearchParams();
   if (opts.status) q.set("status", opts.status);
+  if (opts.verdict) q.set("verdict", opts.verdict);
   if (opts.cursor) q.set("cursor", opts.cursor);
   q.set("limit", String(opts.limit ?? ITEM_PAGE_SIZE));
   return fetchJson(itemPageSchema, `${batchPath(threadId, batchId)}/items?${q}`, "item page", { signal });
@@ -54,6 +68,7 @@ export function fetchItemDetail(threadId: string, batchId: string, itemId: strin
   return fetchJson(itemDetailSchema, itemPath(threadId, batchId, itemId), "item", { signal });
 }
 
+export type ApprovalDecision = "approve" | "deny";
 export type { BatchAction } from "@/lib/api/batch-controls";
 import type { BatchAction } from "@/lib/api/batch-controls";
 
@@ -81,6 +96,16 @@ export function resultsUrl(threadId: string, batchId: string): string {
   return `${batchPath(threadId, batchId)}/results.jsonl`;
 }
 
+/** Every row of the results table as CSV (streamed by the server, all rows whatever is loaded here). */
+export function resultsCsvUrl(threadId: string, batchId: string): string {
+  return `${batchPath(threadId, batchId)}/results.csv`;
+}
+
+/** Re-queues every finished item whose checks failed; answers how many. */
+export function retryFailedChecks(threadId: string, batchId: string): Promise<{ retried: number }> {
+  return sendJson(batchRetryResponseSchema, `${batchPath(threadId, batchId)}/retry`, "retried items", { verdict: "failed" });
+}
+
 export function fetchNotifications(signal?: AbortSignal) {
   return fetchJson(batchNotificationsSchema, "/api/batch-notifications", "batch notifications", { signal });
 }
@@ -93,4 +118,21 @@ export function markSettlementsSeen(threadId: string) {
 export async function fetchThreadMessages(threadId: string, signal?: AbortSignal): Promise<ChatMessage[]> {
   const thread = await fetchJson(threadMessagesSchema, `/api/threads/${encodeURIComponent(threadId)}`, "thread", { signal });
   return thread.messages as unknown as ChatMessage[];
+}
+
+export function fetchWaitingApprovals(threadId: string, batchId: string, signal?: AbortSignal): Promise<WaitingApproval[]> {
+  return fetchJson(waitingApprovalsSchema, `${batchPath(threadId, batchId)}/approvals`, "approvals", { signal }).then(
+    (r) => r.approvals,
+  );
+}
+
+export function decideItemApproval(threadId: string, batchId: string, itemId: string, decision: ApprovalDecision) {
+  return sendJson(itemRetryResponseSchema, `${itemPath(threadId, batchId, itemId)}/approval`, "approval", { decision });
+}
+
+export function approveAllForTool(threadId: string, batchId: string, tool: string): Promise<{ decided: number }> {
+  return sendJson(batchApprovalsResultSchema, `${batchPath(threadId, batchId)}/approvals`, "approvals", {
+    tool,
+    decision: "approve",
+  });
 }

@@ -8,8 +8,10 @@ import { formatCount, formatDuration, formatTime, formatTokens } from "@/lib/for
 import { BatchArtifacts } from "../files/batch-artifacts";
 import { type BatchAction, controlBatch, resultsUrl } from "./api";
 import { ItemsSection } from "./items";
+import { producesData, ResultsSection } from "./results";
 import { BudgetSection } from "./budget";
 import { etaText, WaitingNotice } from "./waiting";
+import { WaitingApprovals } from "./approvals";
 import { ConfirmCancel } from "./confirm-cancel";
 import { batchKeys } from "./panel-state";
 import { errorMessage, NO_WORKER_TITLE } from "./shared";
@@ -174,6 +176,7 @@ export function BatchDetail({
         </Stat>
       </dl>
 
+      <WaitingApprovals threadId={threadId} batch={batch} />
       <WaitingNotice batch={batch} />
       <BudgetSection threadId={threadId} batch={batch} />
 
@@ -222,7 +225,7 @@ export function BatchDetail({
 
       <BatchArtifacts threadId={threadId} batch={batch} />
 
-      <ItemsSection threadId={threadId} batch={batch} workerAlive={workerAlive} />
+      <BatchViews threadId={threadId} batch={batch} workerAlive={workerAlive} />
 
       {confirming ? (
         <ConfirmCancel
@@ -236,6 +239,54 @@ export function BatchDetail({
         />
       ) : null}
     </section>
+  );
+}
+
+type View = "items" | "results";
+const VIEWS: { view: View; label: string }[] = [
+  { view: "items", label: "Items" },
+  { view: "results", label: "Results" },
+];
+
+/** The batch's items two ways: "Items" (each item, its transcript and Retry) and "Results" (a table of fields, checks and verdicts). */
+function BatchViews({ threadId, batch, workerAlive }: { threadId: string; batch: BatchProjection; workerAlive: boolean }) {
+  const [view, setView] = useState<View>(() => (producesData(batch) ? "results" : "items"));
+  const base = useId();
+  const tabId = (v: View) => `${base}-tab-${v}`;
+  const onKeyDown = (e: React.KeyboardEvent) => {
+    if (e.key !== "ArrowLeft" && e.key !== "ArrowRight") return;
+    const next = view === "items" ? "results" : "items";
+    setView(next);
+    document.getElementById(tabId(next))?.focus();
+  };
+  return (
+    <div className="flex min-w-0 flex-col gap-2 border-t border-zinc-200 pt-3">
+      <div role="tablist" aria-label="Batch views" className="flex w-fit gap-1 rounded-md bg-zinc-100 p-1">
+        {VIEWS.map(({ view: v, label }) => (
+          <button
+            key={v}
+            id={tabId(v)}
+            type="button"
+            role="tab"
+            aria-selected={view === v}
+            aria-controls={`${base}-panel`}
+            tabIndex={view === v ? 0 : -1}
+            onClick={() => setView(v)}
+            onKeyDown={onKeyDown}
+            className={`rounded px-2.5 py-1 text-xs font-medium focus-visible:outline-2 focus-visible:outline-sky-600 ${view === v ? "bg-white text-zinc-900 shadow-xs" : "text-zinc-600 hover:text-zinc-900"}`}
+          >
+            {label}
+          </button>
+        ))}
+      </div>
+      <div id={`${base}-panel`} role="tabpanel" aria-labelledby={tabId(view)} className="min-w-0">
+        {view === "items" ? (
+          <ItemsSection threadId={threadId} batch={batch} workerAlive={workerAlive} />
+        ) : (
+          <ResultsSection threadId={threadId} batch={batch} workerAlive={workerAlive} />
+        )}
+      </div>
+    </div>
   );
 }
 

@@ -11,10 +11,15 @@ export interface PageChain {
   nextCursor: string | null;
   /** which page the next poll refreshes */
   tick: number;
+  /** Rows before the first loaded page, dropped to keep the loaded pages bounded. */
+  dropped: number;
 }
 
+/** Most pages kept loaded: "Load more" past this drops the oldest page, so the rows in the tree stay bounded. */
+export const MAX_LOADED_PAGES = 20;
+
 export function firstPageChain(page: ItemPage): PageChain {
-  return { pages: [{ cursor: null, items: page.items }], nextCursor: page.next_cursor, tick: 0 };
+  return { pages: [{ cursor: null, items: page.items }], nextCursor: page.next_cursor, tick: 0, dropped: 0 };
 }
 
 export function refreshIndex(chain: PageChain | undefined): number {
@@ -28,17 +33,23 @@ export function applyRefresh(chain: PageChain, index: number, cursor: string | n
   if (!at || at.cursor !== cursor) return { ...chain, tick: chain.tick + 1 };
   const pages = chain.pages.slice(0, index + 1);
   pages[index] = { cursor, items: page.items };
-  if (page.next_cursor === null) return { pages, nextCursor: null, tick: chain.tick + 1 };
+  if (page.next_cursor === null) return { ...chain, pages, nextCursor: null, tick: chain.tick + 1 };
   const rest = chain.pages.slice(index + 1);
-  if (rest.length === 0) return { pages, nextCursor: page.next_cursor, tick: chain.tick + 1 };
+  if (rest.length === 0) return { ...chain, pages, nextCursor: page.next_cursor, tick: chain.tick + 1 };
   rest[0] = { ...rest[0], cursor: page.next_cursor };
-  return { pages: [...pages, ...rest], nextCursor: chain.nextCursor, tick: chain.tick + 1 };
+  return { ...chain, pages: [...pages, ...rest], tick: chain.tick + 1 };
 }
 
-/** Appends the page fetched with `cursor` by "Load more"; ignored unless it continues the chain. */
-export function appendPage(chain: PageChain, cursor: string, page: ItemPage): PageChain {
+/**
+ * Appends the page fetched with `cursor` by "Load more"; ignored unless it continues the chain.
+ * Past `maxPages` the oldest pages are dropped (counted in `dropped`).
+ */
+export function appendPage(chain: PageChain, cursor: string, page: ItemPage, maxPages = MAX_LOADED_PAGES): PageChain {
   if (chain.nextCursor !== cursor) return chain;
-  return { pages: [...chain.pages, { cursor, items: page.items }], nextCursor: page.next_cursor, tick: chain.tick };
+  const pages = [...chain.pages, { cursor, items: page.items }];
+  const cut = Math.max(0, pages.length - Math.max(1, maxPages));
+  const dropped = pages.slice(0, cut).reduce((n, p) => n + p.items.length, chain.dropped);
+  return { pages: pages.slice(cut), nextCursor: page.next_cursor, tick: chain.tick, dropped };
 }
 
 /** Items in order, each once (pages may overlap briefly while a filtered set shifts). */

@@ -1,24 +1,20 @@
 "use client";
 
-import { keepPreviousData, useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
-import { useCallback, useEffect, useId, useRef, useState } from "react";
+import { useId, useState } from "react";
 import { type BatchProjection, type ItemStatus, itemStatusSchema } from "@/lib/api/batches";
 import { formatCount } from "@/lib/format";
-import { fetchItems } from "./api";
-import { appendPage, applyRefresh, chainItems, firstPageChain, type PageChain, refreshIndex } from "./item-pages";
 import { ItemRow } from "./item-row";
-import { batchKeys } from "./panel-state";
-import { ACTIVE_POLL_MS, errorMessage } from "./shared";
-import { isActiveBatch, ITEM_STATUS_WORDS } from "./status";
+import { errorMessage } from "./shared";
+import { ITEM_STATUS_WORDS } from "./status";
 import { buttonClass, Spinner } from "./ui";
+import { useItemPages } from "./use-item-pages";
 
 type Filter = ItemStatus | "all";
 
 /**
  * The items of a batch, one page at a time, in the panel's own scroll ("Load more" appends
- * rows; nothing scrolls inside the panel). While the batch is active, each poll refreshes
- * exactly one loaded page (round-robin), so polling costs at most one page read per interval
- * however many pages are loaded.
+ * rows; nothing scrolls inside the panel). Each row opens to its whole input, result and tool
+ * calls; a failed one has Retry.
  */
 export function ItemsSection({
   threadId,
@@ -29,76 +25,18 @@ export function ItemsSection({
   batch: BatchProjection;
   workerAlive: boolean;
 }) {
-  const qc = useQueryClient();
   const [filter, setFilter] = useState<Filter>("all");
-  const [loadError, setLoadError] = useState<string | null>(null);
   const filterId = useId();
   const status = filter === "all" ? null : filter;
-  const key = [...batchKeys.items(threadId, batch.id), filter] as const;
-  const active = isActiveBatch(batch.status);
-
-  const fetchPage = useCallback(
-    (cursor: string | null, signal?: AbortSignal) => fetchItems(threadId, batch.id, { status, cursor }, signal),
-    [threadId, batch.id, status],
-  );
-
-  const query = useQuery({
-    queryKey: key,
-    queryFn: async ({ signal }) => {
-      const current = qc.getQueryData<PageChain>(key);
-      if (!current) return firstPageChain(await fetchPage(null, signal));
-      const index = refreshIndex(current);
-      const cursor = current.pages[index].cursor;
-      const page = await fetchPage(cursor, signal);
-      // Apply to the latest chain: "Load more" may have appended while this was in flight.
-      return applyRefresh(qc.getQueryData<PageChain>(key) ?? current, index, cursor, page);
-    },
-    refetchInterval: active ? ACTIVE_POLL_MS : false,
-    placeholderData: keepPreviousData,
-  });
-
-  // When the batch finishes, bring every loaded page up to date once (polling stops after).
-  const wasActive = useRef(active);
-  // biome-ignore lint/correctness/useExhaustiveDependencies: runs on the active → finished edge only
-  useEffect(() => {
-    const finished = wasActive.current && !active;
-    wasActive.current = active;
-    if (!finished) return;
-    void (async () => {
-      let chain = qc.getQueryData<PageChain>(key);
-      for (let i = 0; chain && i < chain.pages.length; i++) {
-        const cursor = chain.pages[i].cursor;
-        const page = await fetchPage(cursor).catch(() => null);
-        if (!page) return;
-        chain = applyRefresh(qc.getQueryData<PageChain>(key) ?? chain, i, cursor, page);
-        qc.setQueryData(key, chain);
-      }
-    })();
-  }, [active]);
-
-  const loadMore = useMutation({
-    mutationFn: async () => {
-      const chain = qc.getQueryData<PageChain>(key);
-      if (!chain?.nextCursor) return;
-      const cursor = chain.nextCursor;
-      const page = await fetchPage(cursor);
-      qc.setQueryData<PageChain>(key, (c) => (c ? appendPage(c, cursor, page) : c));
-    },
-    onMutate: () => setLoadError(null),
-    onError: (err) => setLoadError(errorMessage(err)),
-  });
-
-  const items = chainItems(query.data);
-  const nextCursor = query.data?.nextCursor ?? null;
+  const { query, items, nextCursor, dropped, loadMore, loadError, restart } = useItemPages(threadId, batch, { status }, "items");
   const matching = status === null ? batch.total : batch.counts[status];
   // The Retry column takes room only while a loaded item can use it.
   const withActions = items.some((i) => i.status === "failed");
   const columns = withActions ? 4 : 3;
 
   return (
-    <div className="flex min-w-0 flex-col gap-2 border-t border-zinc-200 pt-3">
+    <div className="flex min-w-0 flex-col gap-2">
       <div className="flex flex-wrap items-center gap-2">
-        <h4 className="font-semibold">Items</h4>
         <label htmlFor={filterId} className="ml-auto text-xs text-zinc-600">
           Status
         </label>
@@ -177,8 +115,14 @@ export function ItemsSection({
 
       <div className="flex flex-wrap items-center gap-2 text-xs text-zinc-600">
         <span data-testid="items-shown" className="tabular-nums">
-          Showing {formatCount(items.length)} of {formatCount(Math.max(matching, items.length))}
+          {dropped > 0 ? `Rows ${formatCount(dropped + 1)}–${formatCount(dropped + items.length)}` : `Showing ${formatCount(items.length)}`} of{" "}
+          {formatCount(Math.max(matching, dropped + items.length))}
         </span>
+        {dropped > 0 ? (
+          <button type="button" onClick={() => void restart()} className={`${buttonClass.base} ${buttonClass.neutral} px-2 py-0.5 text-xs`}>
+            Back to the first rows
+          </button>
+        ) : null}
         {nextCursor !== null ? (
           <button
             type="button"

@@ -54,6 +54,7 @@ export const ITEM_STATUS_WORDS: Record<ItemStatus, string> = {
   queued: "Queued",
   leased: "Starting",
   running: "Running",
+  awaiting_approval: "Needs approval",
   succeeded: "Done",
   failed: "Failed",
   cancelled: "Cancelled",

@@ -10,6 +10,7 @@ const STATUS_STYLE: Record<BatchStatus | ItemStatus, string> = {
   queued: "bg-slate-100 text-slate-800 ring-slate-300",
   leased: "bg-indigo-50 text-indigo-800 ring-indigo-200",
   running: "bg-sky-50 text-sky-800 ring-sky-200",
+  awaiting_approval: "bg-amber-50 text-amber-900 ring-amber-300",
   paused: "bg-amber-50 text-amber-900 ring-amber-300",
   succeeded: "bg-emerald-50 text-emerald-800 ring-emerald-200",
   completed: "bg-emerald-50 text-emerald-800 ring-emerald-200",

@@ -29,7 +29,16 @@ import { toolCallRecordSchema } from "./runs";
  * prompts, lease internals or full results.
  */
 export const batchStatusSchema = z.enum(["queued", "running", "paused", "completed", "failed", "cancelled"]);
-export const itemStatusSchema = z.enum(["pending", "queued", "leased", "running", "succeeded", "failed", "cancelled"]);
+export const itemStatusSchema = z.enum([
+  "pending",
+  "queued",
+  "leased",
+  "running",
+  "awaiting_approval",
+  "succeeded",
+  "failed",
+  "cancelled",
+]);
 export type BatchStatus = z.infer<typeof batchStatusSchema>;
 export type ItemStatus = z.infer<typeof itemStatusSchema>;
 
@@ -41,6 +50,8 @@ export const batchCountsSchema = z
     queued: z.number(),
     leased: z.number(),
     running: z.number(),
+    /** Parked until a person approves or denies a tool call (no slot, no lease). */
+    awaiting_approval: z.number(),
     succeeded: z.number(),
     failed: z.number(),
     cancelled: z.number(),

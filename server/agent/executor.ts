@@ -12,6 +12,7 @@ import type { ToolCallRecord } from "@/lib/api/runs";
 import type { SubagentRunStatus, SubagentStatusUpdate, SubagentUsage } from "@/lib/api/subagents";
 import type { StepJournal, StoredStep } from "@/server/batches/steps";
 import { buildGroupTools, recordTools, ToolCallRecorder } from "@/server/tools";
+import { approvalMatcherFor, NO_APPROVAL } from "@/server/tools/approval";
 import type { SubagentDefinition } from "./registry";
 import {
   createRun,
@@ -88,6 +89,11 @@ export interface RunSubagentOptions {
    * stores each completed step another step follows, and gives its tools the step's idempotency key.
    */
   steps?: StepJournal;
+  /**
+   * Batch items whose last attempt parked on a call that needs a person: the tool message with
+   * the decisions (server/batches/approvals.ts), sent after the stored steps.
+   */
+  approvalDecisions?: ModelMessage;
 }
 
 /** What a delegation tool needs to know about the run that delegates. */
@@ -118,6 +124,30 @@ export interface SubagentRunResult {
   runRow?: FinishedRunRow;
   /** With the definition's `outputSchema`: the final answer parsed and valid against it (`text` is its JSON). */
   output?: unknown;
+  /**
+   * Batch items: calls that wait for a person (tools.require_approval). The run ends `cancelled`
+   * with stop reason `awaiting_approval` and its transcript stored; the item parks (settlement.ts).
+   */
+  awaitingApproval?: ApprovalRequest[];
+}
+
+/** One call the model asked for that waits for a person (the AI SDK's tool-approval-request). */
+export interface ApprovalRequest {
+  approvalId: string;
+  toolCallId: string;
+  toolName: string;
+  input: unknown;
+}
+
+/** The approval requests that ended a generateText call (its last step's content). */
+function approvalRequests(content: readonly { type: string }[]): ApprovalRequest[] {
+  const out: ApprovalRequest[] = [];
+  for (const part of content) {
+    if (part.type !== "tool-approval-request") continue;
+    const p = part as unknown as { approvalId: string; toolCall: { toolCallId: string; toolName: string; input: unknown } };
+    out.push({ approvalId: p.approvalId, toolCallId: p.toolCall.toolCallId, toolName: p.toolCall.toolName, input: p.toolCall.input });
+  }
+  return out;
 }
 
 /** Abort reason when the definition's time limit passes. */
@@ -217,6 +247,7 @@ export async function runSubagent(db: Db, opts: RunSubagentOptions): Promise<Sub
       error?: string;
       errorClass?: RunErrorClass;
       transcript?: unknown[];
+      awaitingApproval?: ApprovalRequest[];
     },
   ): Promise<SubagentRunResult> => {
     const final = {
@@ -250,6 +281,7 @@ export async function runSubagent(db: Db, opts: RunSubagentOptions): Promise<Sub
       ...("output" in fields ? { output: fields.output } : {}),
       ...(fields.error !== undefined ? { error: fields.error } : {}),
       ...(fields.errorClass !== undefined ? { errorClass: fields.errorClass } : {}),
+      ...(fields.awaitingApproval?.length ? { awaitingApproval: fields.awaitingApproval } : {}),
     };
     emit(status, { stopReason: fields.stopReason, error: fields.error });
     return result;
@@ -302,7 +334,7 @@ export async function runSubagent(db: Db, opts: RunSubagentOptions): Promise<Sub
     timer = setTimeout(() => controller.abort(timedOut(def.timeoutMs)), def.timeoutMs);
     const journal = opts.steps ? durableSteps(opts.steps, recorder, () => controller.abort(stepLeaseLost())) : undefined;
     const input: ModelMessage[] = journal
-      ? journal.input(opts.prompt)
+      ? [...journal.input(opts.prompt), ...(opts.approvalDecisions ? [opts.approvalDecisions] : [])]
       : (opts.replay ?? [...(opts.history ?? []), { role: "user", content: opts.prompt }]);
     let partial: unknown[] = input;
     try {
@@ -316,7 +348,13 @@ export async function runSubagent(db: Db, opts: RunSubagentOptions): Promise<Sub
         idempotencyKey: journal?.key,
       };
       const built = {
-        ...(await buildGroupTools(def.toolGroups, groupCtx, recorder)),
+        // Batch items park on a call that needs a person; chat children do not ask (yet).
+        ...(await buildGroupTools(
+          def.toolGroups,
+          groupCtx,
+          recorder,
+          opts.kind === "batch_item" ? approvalMatcherFor(runtime.config, def.name) : NO_APPROVAL,
+        )),
         ...(opts.delegate && opts.kind !== "batch_item"
           ? recordTools(opts.delegate({ runId, rootRunId, depth, model, signal: controller.signal, runtime }), recorder)
           : {}),
@@ -352,15 +390,32 @@ export async function runSubagent(db: Db, opts: RunSubagentOptions): Promise<Sub
           // Out of turns while still calling tools: the text so far is what we have.
           const stopReason =
             result.finishReason === "tool-calls" && result.steps.length >= turnsLeft ? "max_turns" : result.finishReason;
-          return { text: result.text, stopReason, transcript: [...messages, ...result.response.messages] };
+          return {
+            text: result.text,
+            stopReason,
+            transcript: [...messages, ...result.response.messages],
+            approvals: approvalRequests(result.content),
+          };
         } catch (err) {
           if (!typed || !NoObjectGeneratedError.isInstance(err) || controller.signal.aborted) throw err;
-          return { text: err.text ?? "", stopReason: err.finishReason ?? "stop", transcript: partial as ModelMessage[] };
+          return {
+            text: err.text ?? "",
+            stopReason: err.finishReason ?? "stop",
+            transcript: partial as ModelMessage[],
+            approvals: [] as ApprovalRequest[],
+          };
         }
       };
       let answer = await ask(input, false);
       if (controller.signal.aborted)
         return await finish(abortStatus(controller.signal), { ...abortFields(), transcript: answer.transcript });
+      if (answer.approvals.length > 0)
+        return await finish("cancelled", {
+          stopReason: "awaiting_approval",
+          error: `awaiting_approval: ${[...new Set(answer.approvals.map((a) => a.toolName))].join(", ")} waits for a person`,
+          transcript: answer.transcript,
+          awaitingApproval: answer.approvals,
+        });
       if (!typed) return await finish("completed", answer);
       let read = readTypedAnswer(answer.text, typed.validate);
       if (!read.ok) {

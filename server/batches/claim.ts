@@ -69,7 +69,7 @@ function settlementPayload(settlements: readonly Settlement[]): string {
       kind: s.kind,
       result: s.kind === "succeeded" ? s.result : null,
       preview: s.kind === "succeeded" ? s.preview : null,
-      error: s.kind === "failed" || s.kind === "deferred" ? s.error : null,
+      error: s.kind === "failed" || s.kind === "deferred" || s.kind === "awaiting_approval" ? s.error : null,
       model: "model" in s ? (s.model ?? null) : null,
       stop_reason: "stopReason" in s ? (s.stopReason ?? null) : null,
       input_tokens: "usage" in s && s.usage ? Math.max(0, Math.round(s.usage.inputTokens)) : 0,
@@ -79,6 +79,16 @@ function settlementPayload(settlements: readonly Settlement[]): string {
       run_id: s.runId ?? null,
       started_ms: s.startedAtMs ?? null,
       run_row: s.runRow ?? null,
+      ...(s.kind === "awaiting_approval"
+        ? {
+            approvals: s.approvals.map((a) => ({
+              approval_id: a.approvalId,
+              tool_call_id: a.toolCallId,
+              tool_name: a.toolName,
+              input: a.input ?? null,
+            })),
+          }
+        : {}),
     })),
   );
 }

@@ -8,7 +8,9 @@ import { getBatch, itemSummaryColumns } from "./repository";
 import type { ItemSummary } from "./types";
 
 /**
- * One item of the caller's batch with the tool calls of its latest run (what the agent did).
+ * One item of the caller's batch with the tool calls of its latest run (what the agent did): a run
+ * that resumed from durable steps (steps.ts) starts with their calls, so it lists the item's
+ * transcript across attempts, every completed call once.
  * Owner- and thread-scoped through getBatch; an item of another batch is 404.
  */
 export async function getItemDetail(

@@ -1,7 +1,7 @@
 import type { CheckResult, Verdict } from "@/lib/api/batch-data";
 import type { ToolCallRecord } from "@/lib/api/runs";
 import type { RunErrorClass } from "@/server/runtime/model-errors";
-import type { RunRowRecord } from "./settlement";
+import type { PendingApproval, RunRowRecord } from "./settlement";
 import type { ExecutionSpec } from "./spec";
 import type { ClaimedItem } from "./types";
 
@@ -43,6 +43,8 @@ export interface ItemRunResult {
   verdict?: Verdict | null;
   /** The attempt resumed or stored durable steps (server/batches/steps.ts). */
   steps?: boolean;
+  /** Calls that wait for a person: the item parks in awaiting_approval (settlement.ts). */
+  awaitingApproval?: PendingApproval[];
 }
 
 export type ItemExecutor = (ctx: ItemRunContext) => Promise<ItemRunResult>;

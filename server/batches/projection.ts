@@ -42,6 +42,7 @@ export function toBatchProjection(b: BatchRow, live?: LiveState, checkCounts?: r
     queued: count(b.queuedCount),
     leased: count(b.leasedCount),
     running: count(b.runningCount),
+    awaiting_approval: count(b.awaitingApprovalCount),
     succeeded: count(b.succeededCount),
     failed: count(b.failedCount),
     cancelled: count(b.cancelledCount),

@@ -79,6 +79,7 @@ function countOf(batch: BatchRow, status: ItemStatus): number {
     queued: batch.queuedCount,
     leased: batch.leasedCount,
     running: batch.runningCount,
+    awaiting_approval: batch.awaitingApprovalCount,
     succeeded: batch.succeededCount,
     failed: batch.failedCount,
     cancelled: batch.cancelledCount,

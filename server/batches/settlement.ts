@@ -58,7 +58,28 @@ export type Settlement = LeaseRef & { startedAtMs?: number; runRow?: RunRowRecor
     | { kind: "released"; runId?: string | null }
     /** Rate limited: back to queued after delayMs, attempt refunded (up to rate_limits.max_deferrals). */
     | { kind: "deferred"; delayMs: number; error: string; usage?: Usage; model?: string | null; runId?: string | null }
+    /**
+     * A tool call waits for a person: parked in awaiting_approval (no slot, no lease), attempt
+     * refunded, one tool_approvals row per call; a decision re-queues it (approvals.sql).
+     */
+    | {
+        kind: "awaiting_approval";
+        approvals: PendingApproval[];
+        error: string;
+        usage?: Usage;
+        model?: string | null;
+        stopReason?: string | null;
+        runId: string;
+      }
   );
+
+/** One call the model asked for that waits for a person (the AI SDK's tool-approval-request). */
+export interface PendingApproval {
+  approvalId: string;
+  toolCallId: string;
+  toolName: string;
+  input: unknown;
+}
 
 /** What an executor reports for one item (the fields the policy reads). */
 export interface RunOutcome extends ItemData {
@@ -75,6 +96,8 @@ export interface RunOutcome extends ItemData {
   runRow?: RunRowRecord;
   /** The attempt stored or resumed durable steps (steps.ts): the settle drops them when the item ends or starts over. */
   steps?: boolean;
+  /** Calls that wait for a person: the attempt parks the item instead of ending it. */
+  awaitingApproval?: PendingApproval[];
 }
 
 export interface ResultLimits {
@@ -114,6 +137,20 @@ export function settlementOf(ref: LeaseRef, r: RunOutcome, limits: ResultLimits)
   if (r.status === "completed") {
     const result = r.text.length > limits.maxResultChars ? r.text.slice(0, limits.maxResultChars) : r.text;
     return { ...ref, ...common, ...itemData(r), kind: "succeeded", result, preview: result.slice(0, limits.previewMaxChars) };
+  }
+  if (r.awaitingApproval?.length && r.runId) {
+    const tools = [...new Set(r.awaitingApproval.map((a) => a.toolName))].join(", ");
+    return {
+      ...ref,
+      kind: "awaiting_approval",
+      approvals: r.awaitingApproval,
+      error: `awaiting_approval: ${tools} waits for a person`,
+      usage: r.usage,
+      model: r.model,
+      stopReason: "awaiting_approval",
+      runId: r.runId,
+      runRow: r.runRow,
+    };
   }
   if (r.status === "failed" && r.errorClass === "rate_limit") {
     const base = r.retryAfterMs ?? DEFAULT_RATE_LIMIT_DELAY_MS;

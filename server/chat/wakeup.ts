@@ -13,6 +13,7 @@ import { resolveModel } from "@/server/models";
 import type { ResolvedModel } from "@/server/models/types";
 import { INSTANCE_ID } from "@/server/runtime/instance";
 import { usedCostUsd } from "@/server/batches/budget";
+import { specColumns } from "@/server/batches/spec";
 import type { BatchRow } from "@/server/batches/types";
 import { claimDeliveries, deliverClaimed } from "@/server/batches/webhooks";
 import { errorText } from "@/server/errors";
@@ -115,7 +116,7 @@ export async function claimWakeup(db: Db, owner: string, options: { perUser?: nu
 
 /** Per check, in the submission's order: the counts the settling statements keep (0 of 0 before any answer was checked). */
 async function checkCounts(db: Db, batch: BatchRow): Promise<BatchSettledNotice["checks"]> {
-  const names = ((batch.executionSpec as { checks?: { name: string }[] }).checks ?? []).map((c) => c.name);
+  const names = specColumns(batch).checks;
   if (names.length === 0) return [];
   const rows = await db.execute<{ name: string; passed: number; failed: number }>(sql`
     select name, passed, failed from subagent_batch_check_counts where batch_id = ${batch.id}`);

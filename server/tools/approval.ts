@@ -34,6 +34,19 @@ export function approvalMatcher(patterns: readonly string[]): ApprovalMatcher {
   };
 }
 
+/**
+ * The matcher for one run of the definition called `definitionName`: tools.require_approval and
+ * that definition's own patterns in the current configuration (a policy added after a batch was
+ * submitted applies to its later calls too).
+ */
+export function approvalMatcherFor(
+  config: { tools: { require_approval: readonly string[] }; subagents: { definitions: readonly { name: string; require_approval: readonly string[] }[] } },
+  definitionName: string,
+): ApprovalMatcher {
+  const def = config.subagents.definitions.find((d) => d.name === definitionName);
+  return approvalMatcher(runApprovalPatterns(config, def?.require_approval));
+}
+
 /** The patterns that apply to one run: the global list and its definition's own. */
 export function runApprovalPatterns(
   config: { tools: { require_approval: readonly string[] } },

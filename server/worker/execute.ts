@@ -1,4 +1,6 @@
 import { runSubagent, type SubagentRunResult } from "@/server/agent/executor";
+import type { FlotillaConfig } from "@/lib/config";
+import { approvalDecisions } from "@/server/batches/approvals";
 import { runChecks } from "@/server/batches/checks";
 import type { ItemExecutor, ItemRunContext, ItemRunResult } from "@/server/batches/item-executor";
 import { compatItemExecutor } from "@/server/compat/execute";
@@ -11,6 +13,7 @@ import { resolveModelByName } from "@/server/models/index";
 import type { ResolvedModel } from "@/server/models/types";
 import type { SubagentRuntime } from "@/server/runtime/admission";
 import { endpointBackoffMs } from "@/server/runtime/rate-limit";
+import { approvalMatcherFor, NO_APPROVAL } from "@/server/tools/approval";
 
 export type { ItemExecutor, ItemRunContext, ItemRunResult };
 
@@ -55,6 +58,8 @@ export function subagentItemExecutor(args: {
       };
     }
     const steps = args.durableSteps === false ? undefined : await openStepJournal(args.db, { workerId: ctx.workerId, item });
+    // A re-queued item whose call a person decided: continue with the decisions (approvals.ts).
+    const decided = await decidedApprovals(args.db, args.runtime.config, spec, item, steps !== undefined);
     const result = await runSubagent(args.db, {
       userId: spec.caller.user_id,
       threadId: spec.caller.thread_id,
@@ -67,6 +72,7 @@ export function subagentItemExecutor(args: {
       onStarted,
       returnRunRow: true,
       steps,
+      ...(decided ?? {}),
     });
     const out: ItemRunResult = {
       status: result.status,
@@ -83,6 +89,7 @@ export function subagentItemExecutor(args: {
     };
     if (result.output !== undefined) out.output = result.output;
     if (steps?.used) out.steps = true;
+    if (result.awaitingApproval) out.awaitingApproval = result.awaitingApproval;
     if (result.status === "completed" && spec.checks.length > 0) {
       try {
         await checkAnswer(out, { item, spec, signal, model, result, runtime: args.runtime, fallback: args.model });
@@ -94,6 +101,20 @@ export function subagentItemExecutor(args: {
     }
     return out;
   };
+}
+
+/**
+ * The decisions to continue with, when the item's last attempt parked on a call that needed a
+ * person: after its durable steps (which end with that call), or without them after the parked
+ * run's transcript. Only asked when approval patterns could apply to this batch, so other batches
+ * pay no query per item.
+ */
+async function decidedApprovals(db: Db, config: FlotillaConfig, spec: ExecutionSpec, item: ClaimedItem, withSteps: boolean) {
+  if (approvalMatcherFor(config, spec.subagent.name) === NO_APPROVAL) return undefined;
+  const decided = await approvalDecisions(db, item);
+  if (!decided) return undefined;
+  if (withSteps) return item.resume ? { approvalDecisions: decided.message } : undefined;
+  return decided.replay ? { replay: decided.replay, resumedFromRunId: decided.runId } : undefined;
 }
 
 /** The prompt of an attempt after a `retry` check failed: the item's prompt, then why. */

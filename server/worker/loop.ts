@@ -1,6 +1,7 @@
 import { writeFinishedRunRow } from "@/server/agent/runs";
 import { AbortReason, errorText } from "@/server/errors";
 import type { FlotillaConfig } from "@/lib/config";
+import { expireApprovals } from "@/server/batches/approvals";
 import {
   findLostLeases,
   readExecutionSpec,
@@ -418,6 +419,9 @@ export class BatchWorker {
       const recovered = await recoverExpiredLeases(this.db);
       recordLeaseRecoveries(recovered.requeued + recovered.failed);
       if (recovered.requeued + recovered.failed > 0) this.log.info(recovered, "recovered expired leases");
+      // Calls nobody decided within tools.approval_timeout_seconds are denied (approvals.sql).
+      const expired = await expireApprovals(this.db, this.config.tools.approval_timeout_seconds);
+      if (expired > 0) this.log.info({ items: expired }, "denied tool calls that waited past the approval timeout");
       const refs = this.localRefs();
       if (refs.length) this.dropLost(await findLostLeases(this.db, { workerId: this.id, items: refs }));
       this.outage.succeeded();

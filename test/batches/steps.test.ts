@@ -12,6 +12,9 @@ import { loadSteps, saveStep } from "@/server/batches/steps";
 import { submitBatch } from "@/server/batches/submit";
 import { buildGroupTools } from "@/server/tools";
 import { closeMcpClients, IDEMPOTENCY_META_KEY } from "@/server/tools/mcp";
+import { stripDirectives, waitBeforeStep } from "@/server/models/simulator/directives";
+import { createSubagentRuntime } from "@/server/runtime/admission";
+import { BatchWorker } from "@/server/worker/loop";
 import { createTestDatabase, type TestDatabase } from "../helpers/db";
 import { makeOwner, SIM_MODEL, sleep, testConfig } from "./support";
 
@@ -80,6 +83,14 @@ async function until<T>(what: string, probe: () => Promise<T | undefined>, timeo
 }
 
 describe("durable steps", () => {
+  it("[[wait-after-step:N:MS]] waits before step N+1 only, and is no part of the answer", () => {
+    const text = "Go [[wait-after-step:1:250]] on [[ wait-after-step : 3 : 40 ]]";
+    expect([1, 2, 3, 4, 5].map((step) => waitBeforeStep(text, step))).toEqual([0, 250, 0, 40, 0]);
+    expect(waitBeforeStep("[[wait-after-step:0:10]]", 1)).toBe(10);
+    expect(waitBeforeStep("[[wait-after-step:x:10]] [[wait-after-step:1]]", 2)).toBe(0);
+    expect(stripDirectives(text).replace(/\s+/g, " ").trim()).toBe("Go on");
+  });
+
   it("a worker SIGKILLed between two steps: the next attempt resumes, no tool call runs twice", async () => {
     const log = path.join(dir, "killed.jsonl");
     const servers = { rec: recorder(log) };
@@ -118,7 +129,7 @@ describe("durable steps", () => {
     await until("the first worker's exit", async () => (first.exitCode !== null || first.signalCode ? true : undefined), 10_000);
     expect(recorded(log)).toHaveLength(1);
 
-    spawnWorker(env);
+    const second = spawnWorker(env);
     const done = await until(
       "the batch to finish",
       async () => {
@@ -152,7 +163,62 @@ describe("durable steps", () => {
     ]);
     // Finished: its steps are gone.
     expect(await loadSteps(t.db, item!.id)).toEqual([]);
+    // The tests below claim by hand: no worker of this one may take their items.
+    second.kill("SIGKILL");
+    await until("the second worker's exit", async () => (second.exitCode !== null || second.signalCode ? true : undefined), 10_000);
   }, 180_000);
+
+  it("a worker's shutdown between two steps: the item goes back with its steps and the next worker continues", async () => {
+    const config = testConfig({
+      simulator: { latency_ms: 10 },
+      subagent_batches: { poll_interval_seconds: 0.05 },
+      subagents: {
+        definitions: [{ name: "counter", description: "Counts.", system_prompt: "Count.", tool_groups: ["text", "clock"] }],
+      },
+    });
+    const owner = await makeOwner(t.db);
+    const { batch } = await submitBatch(t.db, {
+      ...batchSubagent(config, "counter"),
+      ...owner,
+      input: {
+        submission_key: "shutdown",
+        subagent: "counter",
+        items: ['Count [[tool:count_text {"text":"a b c"}]] [[tool:current_time]] [[wait-after-step:1:3000]]'],
+      },
+      config,
+      model: SIM_MODEL,
+    });
+    const worker = (id: string) =>
+      new BatchWorker({ database: t, config, instanceId: id, runtime: createSubagentRuntime(config), listen: false, heartbeat: false });
+    const a = worker("shutdown-a");
+    await a.start();
+    const [item] = await t.db.execute<{ id: string }>(sql`select id from subagent_batch_items where batch_id = ${batch.id}`);
+    const [step1] = await until("step 1 stored", async () => {
+      const steps = await loadSteps(t.db, item!.id);
+      return steps.length === 1 ? steps : undefined;
+    }, 30_000);
+    await a.stop();
+    // Handed back with its attempt refunded: only the stored steps say where it was.
+    const [back] = await t.db.execute<{ status: string; attempts: number }>(
+      sql`select status, attempts from subagent_batch_items where id = ${item!.id}`,
+    );
+    expect(back).toEqual({ status: "queued", attempts: 0 });
+
+    const b = worker("shutdown-b");
+    await b.start();
+    const done = await until("the batch to finish", async () => {
+      const x = await getBatch(t.db, { ...owner, batchId: batch.id });
+      return ["completed", "failed"].includes(x.status) ? x : undefined;
+    }, 60_000);
+    await b.stop();
+    expect(done.status).toBe("completed");
+    // The finished run holds step 1's very tool call (its id), not a second one: it was not run again.
+    const detail = await getItemDetail(t.db, { ...owner, batchId: batch.id, itemId: item!.id });
+    expect(detail.tool_call_list.map((c) => c.name)).toEqual(["count_text", "current_time"]);
+    expect(detail.tool_call_list[0]!.id).toBe(step1!.toolCalls[0]!.id);
+    expect(detail.attempts).toBe(1);
+    expect(await loadSteps(t.db, item!.id)).toEqual([]);
+  }, 120_000);
 
   it("a late step write from a worker that lost its lease does not land", async () => {
     const config = testConfig();

@@ -25,7 +25,7 @@ export const SIM_MODEL = { name: "simulator", simulator: true };
 /** Counters on the batch row against a real count of its items (must always agree). */
 export async function counterDrift(db: Db, batchId: string): Promise<Record<string, { counter: number; actual: number }>> {
   const [b] = await db.execute<Record<string, number>>(sql`
-    select pending_count, queued_count, leased_count, running_count, succeeded_count, failed_count, cancelled_count,
+    select pending_count, queued_count, leased_count, running_count, awaiting_approval_count, succeeded_count, failed_count, cancelled_count,
            input_tokens::float8 as input_tokens, output_tokens::float8 as output_tokens
       from subagent_batches where id = ${batchId}`);
   const [a] = await db.execute<Record<string, number>>(sql`
@@ -33,6 +33,7 @@ export async function counterDrift(db: Db, batchId: string): Promise<Record<stri
            count(*) filter (where status = 'queued')::int as queued_count,
            count(*) filter (where status = 'leased')::int as leased_count,
            count(*) filter (where status = 'running')::int as running_count,
+           count(*) filter (where status = 'awaiting_approval')::int as awaiting_approval_count,
            count(*) filter (where status = 'succeeded')::int as succeeded_count,
            count(*) filter (where status = 'failed')::int as failed_count,
            count(*) filter (where status = 'cancelled')::int as cancelled_count,

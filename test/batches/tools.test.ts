@@ -73,6 +73,28 @@ describe("batch_task and batch_status", () => {
     expect(await exec(tools, "batch_status", { batch_id: "nope" })).toEqual({ error: "batch not found" });
   });
 
+  it("batch_status reports verdict counts for a batch with checks (and none for one without)", async () => {
+    await writeHeartbeat(t.db, { id: WORKER, capacity: 3, running: 0 });
+    const ctx = await context();
+    const tools = await createBatchTools(ctx);
+    const checked = await exec(
+      tools,
+      "batch_task",
+      { items: ["a", "b", "c"], checks: [{ name: "says_a", type: "regex", pattern: "a" }] },
+      "call-checked",
+    );
+    const plain = await exec(tools, "batch_task", { items: ["d"] }, "call-plain");
+    // Two items finish with verdicts (the counters trigger moves the batch's verdict counts).
+    await t.db.execute(sql`
+      update subagent_batch_items set status = 'succeeded', finished_at = now(),
+             verdict = case when position = 1 then 'passed' else 'failed' end
+       where batch_id = ${checked.batch_id} and position <= 2`);
+    const status = await exec(tools, "batch_status", {});
+    const byId = new Map(status.batches.map((b: { batch_id: string }) => [b.batch_id, b]));
+    expect(byId.get(checked.batch_id)).toMatchObject({ succeeded: 2, verdicts: { passed: 1, failed: 1 } });
+    expect(byId.get(plain.batch_id)).not.toHaveProperty("verdicts");
+  });
+
   it("reports bad input and a vanished worker as errors with nothing written", async () => {
     await writeHeartbeat(t.db, { id: WORKER, capacity: 3, running: 0 });
     const ctx = await context();

@@ -141,6 +141,24 @@ describe("background delegation", () => {
     expect(backgroundJobCount()).toBe(0);
   }, 120_000);
 
+  it("waits its turn in a busy thread: the wake-up comes after the response that held the thread, once", async () => {
+    workers.spawnWebRunner("web-busy-a");
+    workers.spawnWebRunner("web-busy-b");
+    const threadId = (await createThread(t.db, { userId: alice.id })).id;
+    const { runIds } = receiptOf(await send(threadId, "background task: a quick look [[sleep:300]]"));
+    // The thread is busy for 5 s with the next message while the child settles.
+    const slow = send(threadId, "Think slowly [[sleep:5000]]");
+    await waitFor("child settled", async () => (await statuses(runIds))[0]?.status === "completed");
+    await slow;
+    await waitFor("wake-up done", async () => (await wakeRows(threadId))[0]?.done_at);
+    const order = await t.db.execute<{ text: string; trigger: string | null }>(sql`
+      select (select string_agg(p->>'text', '') from jsonb_array_elements(parts) p) as text, metadata->>'trigger' as trigger
+        from messages where thread_id = ${threadId} and role = 'assistant' order by created_at`);
+    expect(order.map((m) => m.trigger)).toEqual([null, null, "children_settled"]);
+    expect(order[1]!.text).toContain("Think slowly");
+    expect(await wakeMessages(threadId)).toHaveLength(1);
+  }, 120_000);
+
   it("Stop of the response's lead run after it ended stops its background children, running and waiting", async () => {
     const stopSweeps = startBackgroundSweeps({ db: t.db });
     try {

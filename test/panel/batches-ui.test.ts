@@ -24,7 +24,7 @@ function batch(over: Partial<BatchProjection> = {}): BatchProjection {
     status: "running",
     subagent: "general",
     total: 100,
-    counts: { pending: 0, queued: 0, leased: 0, running: 0, succeeded: 0, failed: 0, cancelled: 0 },
+    counts: { pending: 0, queued: 0, leased: 0, running: 0, awaiting_approval: 0, succeeded: 0, failed: 0, cancelled: 0 },
     live: 0,
     terminal: 0,
     progress: 0,
@@ -121,7 +121,7 @@ describe("item input", () => {
   it("parses pasted lines, skipping blanks and trimming", () => {
     const r = parseItemsInput("alpha\n\n  beta  \r\ngamma\n", "lines");
     expect(r.error).toBeNull();
-    expect(r.items.map((i) => (i.kind === "value" ? i.value : i.prompt))).toEqual(["alpha", "beta", "gamma"]);
+    expect(r.items.map((i) => (i.kind === "value" ? i.value : ""))).toEqual(["alpha", "beta", "gamma"]);
   });
 
   it("parses JSONL strings, numbers, prompts and keyed items", () => {
@@ -141,6 +141,8 @@ describe("item input", () => {
   it("names every bad JSONL line", () => {
     expect(parseItemsInput('"ok"\n{bad', "jsonl")).toEqual({
       items: [],
+      fields: [],
+      expected: false,
       errors: ["line 2: not valid JSON"],
       errorCount: 1,
       error: "line 2: not valid JSON",
@@ -190,7 +192,7 @@ describe("item input", () => {
     expect(many.error).toBe("line 2: 1 fields where the header has 2 (and 29 more)");
   });
 
-  it("reads CSV with a header by column and without one by row", () => {
+  it("reads a CSV's columns by its header: prompts, one value column, or fields", () => {
     const withHeader = parseItemsInput("item_key,item\nk1,apples\nk2,pears\n", "csv");
     expect(withHeader.items).toEqual([
       { kind: "value", value: "apples", key: "k1" },
@@ -198,10 +200,14 @@ describe("item input", () => {
     ]);
     const prompts = parseItemsInput('prompt\n"Summarise, briefly"\n', "csv");
     expect(prompts.items).toEqual([{ kind: "prompt", prompt: "Summarise, briefly", key: undefined }]);
-    const bare = parseItemsInput("paris,france\nrome,italy\n", "csv");
-    expect(bare.items.map((i) => (i.kind === "value" ? i.value : ""))).toEqual(["paris, france", "rome, italy"]);
+    // Any other header names fields: the first row is always the header.
+    const fields = parseItemsInput("paris,france\nrome,italy\n", "csv");
+    expect(fields.fields).toEqual(["paris", "france"]);
+    expect(fields.items).toEqual([{ kind: "object", fields: { paris: "rome", france: "italy" }, key: undefined }]);
     expect(parseItemsInput("item\nok\n\"\"\n", "csv").error).toBeNull();
-    expect(parseItemsInput("item,other\nok,1\n,2\n", "csv").error).toBe("line 3: the item column is empty");
+    expect(parseItemsInput("id,item\nk,ok\nj,\n", "csv").error).toBe("line 3: the item column is empty");
+    // Beside other columns, item is a field like any (empty is a value).
+    expect(parseItemsInput("item,other\nok,1\n,2\n", "csv").items[1]).toEqual({ kind: "object", fields: { item: "", other: "2" }, key: undefined });
   });
 
   it("detects the format from the file name, then the content", () => {
@@ -284,7 +290,7 @@ describe("timing", () => {
   const ran = (succeeded: number, over: Partial<BatchProjection> = {}, cancelled = 0) =>
     batch({
       terminal: succeeded + cancelled,
-      counts: { pending: 0, queued: 0, leased: 0, running: 0, succeeded, failed: 0, cancelled },
+      counts: { pending: 0, queued: 0, leased: 0, running: 0, awaiting_approval: 0, succeeded, failed: 0, cancelled },
       ...over,
     });
 
@@ -426,7 +432,7 @@ describe("batch status in words", () => {
 
 describe("cancelled bar and times", () => {
   it("a cancelled batch's bar shows the share that ran, never a full bar", () => {
-    const c = { pending: 0, queued: 0, leased: 0, running: 0, succeeded: 30, failed: 10, cancelled: 60 };
+    const c = { pending: 0, queued: 0, leased: 0, running: 0, awaiting_approval: 0, succeeded: 30, failed: 10, cancelled: 60 };
     expect(barProgress({ status: "cancelled", total: 100, terminal: 100, counts: c })).toBe(40);
     expect(barProgress({ status: "completed", total: 100, terminal: 100, counts: { ...c, succeeded: 90, cancelled: 0 } })).toBe(100);
     expect(barProgress({ status: "running", total: 200, terminal: 50, counts: c })).toBe(25);

@@ -16,6 +16,8 @@ import { ItemsInput, type ItemsFile, ItemsSourceSwitch } from "./items-source";
 import { LimitsSection, type LimitsDraft } from "./limits";
 import { DraftSummary } from "./preview";
 import { buildSubmission, newSubmissionKey } from "./submission";
+import { parseChecksText, parseOutputSchemaText } from "./typed-input";
+import { TypedOutputSection } from "./typed-output";
 
 const PREVIEW_COUNT = 3;
 
@@ -49,6 +51,9 @@ export function NewBatchDialog({
   const [fromFiles, setFromFiles] = useState(false);
   const [glob, setGlob] = useState("**");
   const [selection, setSelection] = useState<FilesSelection | null>(null);
+  // "Output and checks": JSON text, read on every edit.
+  const [schemaText, setSchemaText] = useState("");
+  const [checksText, setChecksText] = useState("");
   // One idempotency key per draft: a repeated click or a retry after a lost answer replays, an edit starts afresh.
   const keyRef = useRef<string | null>(null);
 
@@ -60,9 +65,22 @@ export function NewBatchDialog({
   const budget = budgetBody(limitsDraft.maxTokens, limitsDraft.maxCost);
   const maxLiveItems = optionalInt(limitsDraft.maxLive);
   const maxRunningItems = optionalInt(limitsDraft.maxRunning);
+  const outputSchema = useMemo(() => parseOutputSchemaText(schemaText), [schemaText]);
+  const checks = useMemo(() => parseChecksText(checksText), [checksText]);
+  const typedError = outputSchema.error ?? checks.error;
   const built = limits
     ? buildSubmission(
-        { submissionKey: "", subagent: chosenSubagent || undefined, template, items: parsed.items, maxLiveItems, maxRunningItems },
+        {
+          submissionKey: "",
+          subagent: chosenSubagent || undefined,
+          template,
+          items: parsed.items,
+          maxLiveItems,
+          maxRunningItems,
+          fields: parsed.fields,
+          outputSchema: outputSchema.value,
+          checks: checks.value,
+        },
         {
           maxItems: limits.max_items_per_batch,
           maxLiveItems: limits.max_live_items_per_batch,
@@ -92,7 +110,7 @@ export function NewBatchDialog({
   useEffect(() => {
     keyRef.current = null;
     reset();
-  }, [chosenSubagent, template, source, effective, limitsDraft, fromFiles, glob]);
+  }, [chosenSubagent, template, source, effective, limitsDraft, fromFiles, glob, schemaText, checksText]);
 
   useEffect(() => {
     const d = ref.current;
@@ -100,7 +118,9 @@ export function NewBatchDialog({
     return () => d?.close();
   }, []);
 
-  const canSubmit = (fromFiles ? !!selection && selection.count > 0 : !!built?.body) && !problem && !submit.isPending;
+  // A typo in Output schema or Checks shows under its field and holds the batch back.
+  const canSubmit =
+    (fromFiles ? !!selection && selection.count > 0 : !!built?.body) && !problem && !typedError && !submit.isPending;
   const onSubmit = () => {
     if (!canSubmit) return;
     keyRef.current ??= newSubmissionKey();
@@ -112,6 +132,8 @@ export function NewBatchDialog({
         prompt_template: template,
         max_live_items: maxLiveItems,
         max_running_items: maxRunningItems,
+        ...(outputSchema.value !== undefined ? { output_schema: outputSchema.value } : {}),
+        ...(checks.value?.length ? { checks: checks.value } : {}),
         ...budget.body,
       });
     else if (built?.body) submit.mutate({ ...built.body, ...budget.body, submission_key: keyRef.current });
@@ -165,6 +187,15 @@ export function NewBatchDialog({
           format={format}
           effective={effective}
           onFormat={setFormat}
+        />
+        <TypedOutputSection
+          schema={schemaText}
+          checks={checksText}
+          onSchema={setSchemaText}
+          onChecks={setChecksText}
+          schemaError={outputSchema.error}
+          checksError={checks.error}
+          expectedColumn={!fromFiles && parsed.expected}
         />
         <LimitsSection limits={limits} draft={limitsDraft} onChange={(next) => setLimitsDraft((d) => ({ ...d, ...next }))} />
         {fromFiles ? null : (
@@ -243,7 +274,8 @@ function TemplateField({ value, onChange, fromFiles }: { value: string; onChange
         {fromFiles ? "file's path." : "item."}
         <span hidden={fromFiles}>
           {" "}
-          Items with their own <code className="font-mono">prompt</code> (JSONL or a CSV prompt column) are used as written.
+          Items with their own <code className="font-mono">prompt</code> (JSONL or a CSV prompt column) are used as written;
+          a CSV's other columns are fields: <code className="font-mono">{"{{column}}"}</code> is replaced by its value.
         </span>
       </p>
     </div>

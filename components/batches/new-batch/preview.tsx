@@ -37,6 +37,18 @@ export function DraftSummary({
         {formatCount(n)} {n === 1 ? "item" : "items"}
         {maxItems !== undefined ? <span className="font-normal text-zinc-600"> (at most {formatCount(maxItems)})</span> : null}
       </p>
+      {parsed.fields.length > 0 ? (
+        <p data-testid="new-batch-fields" className="text-xs text-zinc-700 wrap-anywhere">
+          Fields:{" "}
+          {parsed.fields.map((f, i) => (
+            <span key={f}>
+              {i > 0 ? ", " : ""}
+              <code className="font-mono">{`{{${f}}}`}</code>
+            </span>
+          ))}
+          {parsed.expected ? " · expected goes to the checks, not the prompt" : ""}
+        </p>
+      ) : null}
       {prompts.length > 0 ? (
         <PromptPreviews prompts={prompts} testId="new-batch-preview" />
       ) : (

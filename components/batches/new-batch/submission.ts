@@ -1,5 +1,6 @@
+import type { Check, OutputSchema } from "@/lib/api/batch-data";
 import type { SubmitBatchInput } from "@/lib/api/batches";
-import { ITEM_PLACEHOLDER, PROMPT_TEMPLATE_MAX_CHARS } from "@/lib/batch-rules";
+import { fieldTemplate, ITEM_PLACEHOLDER, PROMPT_TEMPLATE_MAX_CHARS } from "@/lib/batch-rules";
 import { type DraftItem, draftPrompt } from "./items-input";
 
 /** Turns a dialog draft into the JSON submission, or the first problem the server would report. */
@@ -11,6 +12,23 @@ export interface SubmissionDraft {
   items: DraftItem[];
   maxLiveItems?: number;
   maxRunningItems?: number;
+  /** Object items' field names (a CSV header's, or the JSONL objects'). */
+  fields?: string[];
+  outputSchema?: OutputSchema;
+  checks?: Check[];
+}
+
+/** An object item's fields by name as `{{name}}` placeholders, for messages. */
+const placeholders = (names: string[]) => names.map((n) => `{{${n}}}`).join(", ");
+
+/** An object item's template names only its fields, and at least one. */
+function objectTemplateError(template: string, fields: string[]): string | null {
+  const names = [...fieldTemplate(template).slots.keys()];
+  const unknown = names.filter((n) => !fields.includes(n));
+  if (unknown.length > 0)
+    return `The prompt template names ${placeholders(unknown)}, which ${unknown.length === 1 ? "is not a field" : "are not fields"} of the items (their fields: ${placeholders(fields)}).`;
+  if (names.length === 0) return `The prompt template must contain a field, such as ${placeholders(fields.slice(0, 1))}.`;
+  return null;
 }
 
 /**
@@ -28,6 +46,9 @@ export function buildSubmission(
   const usesValues = d.items.some((i) => i.kind === "value");
   if (usesValues && !d.template.includes(ITEM_PLACEHOLDER))
     return { body: null, error: `The prompt template must contain ${ITEM_PLACEHOLDER}.` };
+  const usesFields = d.items.some((i) => i.kind === "object");
+  const fieldsError = usesFields ? objectTemplateError(d.template, d.fields ?? []) : null;
+  if (fieldsError) return { body: null, error: fieldsError };
   if (d.template.length > PROMPT_TEMPLATE_MAX_CHARS)
     return { body: null, error: `The prompt template must be at most ${PROMPT_TEMPLATE_MAX_CHARS} characters.` };
   for (const [name, value, max] of [
@@ -47,12 +68,18 @@ export function buildSubmission(
     if (first !== undefined)
       return { body: null, error: `Item ${i + 1}: duplicate key "${key}" (first used by item ${first + 1}).` };
     seen.set(key, i);
+    const keyed = item.key !== undefined ? { item_key: item.key } : {};
     if (item.kind === "value" && item.key === undefined) items.push(item.value);
-    else items.push({ ...(item.key !== undefined ? { item_key: item.key } : {}), prompt: draftPrompt(item, d.template) });
+    // Object items travel as fields: the server fills the template and keeps `expected` from the prompt.
+    else if (item.kind === "object")
+      items.push({ ...keyed, ...item.fields, ...(item.expected !== undefined ? { expected: item.expected } : {}) });
+    else items.push({ ...keyed, prompt: draftPrompt(item, d.template) });
   }
   const body: SubmitBatchInput = { submission_key: d.submissionKey, items };
   if (d.subagent) body.subagent = d.subagent;
-  if (usesValues && items.some((i) => typeof i === "string")) body.prompt_template = d.template;
+  if (usesFields || (usesValues && items.some((i) => typeof i === "string"))) body.prompt_template = d.template;
+  if (d.outputSchema !== undefined) body.output_schema = d.outputSchema;
+  if (d.checks !== undefined && d.checks.length > 0) body.checks = d.checks;
   if (d.maxLiveItems !== undefined) body.max_live_items = d.maxLiveItems;
   if (d.maxRunningItems !== undefined) body.max_running_items = d.maxRunningItems;
   return { body, error: null };

@@ -29,7 +29,7 @@ import type { LeadToolContext } from "./context";
  * batches, batch_results only for those); submission re-checks the worker.
  */
 
-/** Compact, model-facing view of a batch: counts only, never results. */
+/** Compact, model-facing view of a batch: counts (and verdict counts when it has checks), never results. */
 export function compactBatch(b: BatchRow) {
   const p = toBatchProjection(b);
   return {
@@ -45,6 +45,8 @@ export function compactBatch(b: BatchRow) {
     progress: p.progress,
     usage: p.usage,
     cost_usd: p.cost_usd,
+    ...(p.counts.awaiting_approval ? { awaiting_approval: p.counts.awaiting_approval } : {}),
+    ...(p.checks.length ? { verdicts: p.verdicts } : {}),
     ...(p.pause_reason ? { pause_reason: p.pause_reason } : {}),
   };
 }

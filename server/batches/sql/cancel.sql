@@ -13,7 +13,7 @@ begin
   with cur as (
     select it.id, it.status as old_status, it.attempts, it.lease_owner, it.leased_at, it.started_at
       from subagent_batch_items it
-     where it.batch_id = p_batch and it.status in ('pending', 'queued', 'leased', 'running')
+     where it.batch_id = p_batch and it.status in ('pending', 'queued', 'leased', 'running', 'awaiting_approval')
        for update
   ),
   upd as (

@@ -14,6 +14,9 @@
 -- `steps` (only on attempts that stored or resumed durable steps, steps.sql): the item's steps
 -- live while one execution goes on across attempts (a hand-back, a rate-limit deferral, a lease
 -- expiry); an attempt that ends the item or re-runs it from the start drops them.
+-- awaiting_approval (issue 26): a tool call waits for a person; the item parks (no lease, no
+-- slot, attempt refunded) with one tool_approvals row per call in `approvals`; approvals.sql
+-- decides and re-queues it.
 create or replace function flotilla_settle(p_owner text, p_rows jsonb, p_max_deferrals integer)
 returns table (item_id uuid, new_status text) language plpgsql as $$
 #variable_conflict use_column
@@ -35,14 +38,15 @@ begin
     select * from jsonb_to_recordset(p_rows) as x(
       id uuid, token bigint, kind text, result text, preview text, error text, model text,
       stop_reason text, input_tokens bigint, output_tokens bigint, retryable boolean, delay_ms bigint, run_id uuid,
-      started_ms double precision, output jsonb, checks jsonb, verdict text)
+      started_ms double precision, output jsonb, checks jsonb, verdict text, approvals jsonb)
   ),
   cur as (
     select it.id, it.batch_id, it.attempts, it.deferrals, it.leased_at, it.status as old_status,
            case when it.status = 'running' then it.started_at else to_timestamp(r.started_ms / 1000.0) end as started_at,
            bt.max_attempts, r.kind, r.result, r.preview, r.error, r.model, r.stop_reason, r.output, r.checks, r.verdict,
            coalesce(r.input_tokens, 0) as input_tokens, coalesce(r.output_tokens, 0) as output_tokens,
-           coalesce(r.retryable, true) as retryable, coalesce(r.delay_ms, 0) as delay_ms, r.run_id
+           coalesce(r.retryable, true) as retryable, coalesce(r.delay_ms, 0) as delay_ms, r.run_id, r.approvals,
+           bt.user_id
       from subagent_batch_items it
       join r on r.id = it.id
       join subagent_batches bt on bt.id = it.batch_id
@@ -51,9 +55,10 @@ begin
   ),
   plan as (
     select cur.*,
-      (cur.kind = 'released' or (cur.kind = 'deferred' and cur.deferrals < p_max_deferrals)) as refund,
+      (cur.kind in ('released', 'awaiting_approval') or (cur.kind = 'deferred' and cur.deferrals < p_max_deferrals)) as refund,
       case
         when cur.kind = 'succeeded' then 'succeeded'
+        when cur.kind = 'awaiting_approval' then 'awaiting_approval'
         when cur.kind = 'released' then 'queued'
         when cur.kind = 'deferred' and cur.deferrals < p_max_deferrals then 'queued'
         when cur.retryable and cur.attempts < cur.max_attempts then 'queued'
@@ -94,15 +99,22 @@ begin
       finished_at = case when plan.next_status in ('succeeded', 'failed') then now() else null end,
       updated_at = now()
     from plan where it.id = plan.id
-    returning it.id, it.status, plan.batch_id, plan.attempts, plan.run_id, plan.leased_at,
+    returning it.id, it.status, plan.batch_id, plan.attempts, plan.run_id, plan.leased_at, plan.approvals, plan.user_id,
       plan.started_at,
       case
         when plan.next_status = 'succeeded' then 'succeeded'
         when plan.kind = 'released' then 'released'
+        when plan.kind = 'awaiting_approval' then 'awaiting_approval'
         when plan.refund then 'deferred'
         when plan.next_status = 'queued' then 'retry'
         else 'failed' end as outcome,
       case when plan.next_status = 'succeeded' then null else plan.final_error end as error
+  ),
+  parked as (
+    insert into tool_approvals (user_id, batch_id, item_id, run_id, approval_id, tool_call_id, tool_name, input)
+    select upd.user_id, upd.batch_id, upd.id, upd.run_id, a->>'approval_id', a->>'tool_call_id', a->>'tool_name', a->'input'
+      from upd cross join lateral jsonb_array_elements(upd.approvals) a
+     where upd.status = 'awaiting_approval' and jsonb_typeof(upd.approvals) = 'array'
   )
   select array_agg(upd.id), array_agg(upd.status), array_agg(upd.batch_id), array_agg(upd.attempts),
          array_agg(upd.outcome), array_agg(upd.error), array_agg(upd.run_id), array_agg(upd.leased_at),

@@ -17,7 +17,16 @@ import {
 
 export const BATCH_STATUSES = ["queued", "running", "paused", "completed", "failed", "cancelled"] as const;
 export type BatchStatus = (typeof BATCH_STATUSES)[number];
-export const ITEM_STATUSES = ["pending", "queued", "leased", "running", "succeeded", "failed", "cancelled"] as const;
+export const ITEM_STATUSES = [
+  "pending",
+  "queued",
+  "leased",
+  "running",
+  "awaiting_approval",
+  "succeeded",
+  "failed",
+  "cancelled",
+] as const;
 export type ItemStatus = (typeof ITEM_STATUSES)[number];
 
 export const PAUSE_REASONS = ["user", "budget", "quota"] as const;
@@ -43,6 +52,8 @@ export const subagentBatches = pgTable(
     queuedCount: integer("queued_count").notNull().default(0),
     leasedCount: integer("leased_count").notNull().default(0),
     runningCount: integer("running_count").notNull().default(0),
+    /** Items parked until a person decides on a tool call (they hold no slot and no lease). */
+    awaitingApprovalCount: integer("awaiting_approval_count").notNull().default(0),
     succeededCount: integer("succeeded_count").notNull().default(0),
     failedCount: integer("failed_count").notNull().default(0),
     cancelledCount: integer("cancelled_count").notNull().default(0),

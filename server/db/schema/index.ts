@@ -10,3 +10,4 @@ export * from "./security";
 export * from "./loop";
 export * from "./chat-streams";
 export * from "./children";
+export * from "./approvals";

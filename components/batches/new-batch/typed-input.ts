@@ -1,0 +1,48 @@
+import type { z } from "zod";
+import { type Check, checksSchema, type OutputSchema, outputSchemaSchema } from "@/lib/api/batch-data";
+
+/**
+ * The New batch dialog's "Output schema" and "Checks" fields: JSON text read with the wire
+ * schemas, so a typo is named before anything is sent (whether the schema compiles and the
+ * patterns parse is the server's to say). An empty field sends nothing.
+ */
+
+export type Parsed<T> = { value: T | undefined; error: null } | { value: undefined; error: string };
+
+function parseJson(text: string, field: string): { json: unknown; error: null } | { json: undefined; error: string } {
+  try {
+    return { json: JSON.parse(text), error: null };
+  } catch (err) {
+    return { json: undefined, error: `${field}: not valid JSON (${(err as Error).message})` };
+  }
+}
+
+/** `field.0.name: message` for the first issue (the server's locator style). */
+function firstIssue(error: z.ZodError, field: string): string {
+  const issue = error.issues[0];
+  const where = [field, ...issue.path.map(String)].join(".");
+  return `${where}: ${issue.message}`;
+}
+
+export function parseOutputSchemaText(text: string): Parsed<OutputSchema> {
+  if (text.trim() === "") return { value: undefined, error: null };
+  const parsed = parseJson(text, "output_schema");
+  if (parsed.error !== null) return { value: undefined, error: parsed.error };
+  if (parsed.json === null || typeof parsed.json !== "object" || Array.isArray(parsed.json))
+    return { value: undefined, error: "output_schema: must be a JSON Schema object" };
+  const r = outputSchemaSchema.safeParse(parsed.json);
+  return r.success ? { value: r.data, error: null } : { value: undefined, error: firstIssue(r.error, "output_schema") };
+}
+
+export function parseChecksText(text: string): Parsed<Check[]> {
+  if (text.trim() === "") return { value: undefined, error: null };
+  const parsed = parseJson(text, "checks");
+  if (parsed.error !== null) return { value: undefined, error: parsed.error };
+  if (!Array.isArray(parsed.json)) return { value: undefined, error: "checks: must be an array of checks" };
+  const r = checksSchema.safeParse(parsed.json);
+  return r.success ? { value: r.data, error: null } : { value: undefined, error: firstIssue(r.error, "checks") };
+}
+
+/** A starting point for each field (the placeholders show them). */
+export const OUTPUT_SCHEMA_EXAMPLE = '{"type":"object","properties":{"label":{"type":"string","enum":["positive","negative"]}},"required":["label"]}';
+export const CHECKS_EXAMPLE = '[{"name":"label_matches","type":"equals","path":"/label"}]';

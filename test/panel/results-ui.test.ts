@@ -1,0 +1,168 @@
+import { describe, expect, it } from "vitest";
+import { appendPage, chainItems, firstPageChain } from "@/components/batches/item-pages";
+import { draftPrompt, parseItemsInput } from "@/components/batches/new-batch/items-input";
+import { buildSubmission } from "@/components/batches/new-batch/submission";
+import { parseChecksText, parseOutputSchemaText } from "@/components/batches/new-batch/typed-input";
+import type { ItemProjection } from "@/lib/api/batches";
+import { submitBatchSchema } from "@/lib/api/batches";
+import { cellText, inputFields, itemDurationMs, outputField, resultColumns } from "@/lib/result-columns";
+
+/** The pure parts of the Results table and the New batch dialog's typed fields (e2e/results.spec.ts drives the real thing). */
+
+const LIMITS = { maxItems: 5000, maxLiveItems: 1000, maxRunningItems: 64 };
+
+describe("result columns", () => {
+  it("names output columns after their property, output.-prefixed when an input field has the name", () => {
+    const cols = resultColumns({ input_fields: ["text", "label"], output_fields: ["label", "score"], checks: [{ name: "a" }, { name: "b" }] });
+    expect(cols.input).toEqual(["text", "label"]);
+    expect(cols.output).toEqual([
+      { field: "label", header: "output.label" },
+      { field: "score", header: "score" },
+    ]);
+    expect(cols.checks).toEqual(["a", "b"]);
+    expect(resultColumns({ input_fields: [], output_fields: [], checks: [] })).toEqual({ input: [], output: [], checks: [] });
+  });
+
+  it("prints cells: strings as they are, nothing as empty, nested values as compact JSON", () => {
+    expect(cellText("a, \"b\"")).toBe('a, "b"');
+    expect(cellText(null)).toBe("");
+    expect(cellText(undefined)).toBe("");
+    expect(cellText(0)).toBe("0");
+    expect(cellText(false)).toBe("false");
+    expect(cellText({ a: [1, "x"] })).toBe('{"a":[1,"x"]}');
+  });
+
+  it("reads an object item's fields back from its input, and gives up on a cut one", () => {
+    expect(inputFields('{"text":"hi","n":2}')).toEqual({ text: "hi", n: 2 });
+    expect(inputFields('{"text":"a long text cut he')).toBeNull();
+    expect(inputFields("plain string item")).toBeNull();
+    expect(inputFields("[1,2]")).toBeNull();
+  });
+
+  it("reads an output column only from an object's own property", () => {
+    expect(outputField({ label: "x" }, "label")).toBe("x");
+    expect(outputField({ label: "x" }, "toString")).toBeUndefined();
+    expect(outputField("text", "label")).toBeUndefined();
+    expect(outputField(null, "label")).toBeUndefined();
+    expect(outputField([1], "0")).toBeUndefined();
+  });
+
+  it("times an item from start to finish", () => {
+    expect(itemDurationMs({ started_at: "2026-01-01T00:00:00.000Z", finished_at: "2026-01-01T00:00:01.500Z" })).toBe(1500);
+    expect(itemDurationMs({ started_at: "2026-01-01T00:00:00.000Z", finished_at: null })).toBeNull();
+    expect(itemDurationMs({ started_at: "bad", finished_at: "2026-01-01T00:00:00.000Z" })).toBeNull();
+  });
+});
+
+describe("bounded pages", () => {
+  const item = (n: number) => ({ id: `i${n}`, position: n }) as ItemProjection;
+  const page = (ns: number[], next: string | null) => ({ items: ns.map(item), next_cursor: next });
+
+  it("drops the oldest pages past the bound and counts their rows", () => {
+    let c = firstPageChain(page([1, 2], "c2"));
+    c = appendPage(c, "c2", page([3, 4], "c4"), 2);
+    expect(c.dropped).toBe(0);
+    c = appendPage(c, "c4", page([5, 6], "c6"), 2);
+    expect(c.pages.map((p) => p.cursor)).toEqual(["c2", "c4"]);
+    expect(chainItems(c).map((i) => i.position)).toEqual([3, 4, 5, 6]);
+    expect(c.dropped).toBe(2);
+    c = appendPage(c, "c6", page([7], null), 2);
+    expect(chainItems(c).map((i) => i.position)).toEqual([5, 6, 7]);
+    expect(c.dropped).toBe(4);
+    expect(c.nextCursor).toBeNull();
+  });
+});
+
+describe("CSV of fields", () => {
+  const csv = 'item_key,text,lang,expected\nk1,"Great, fast",en,"{""label"":""positive""}"\nk2,"two\nlines",fr,negative\nk3,x,en,\n';
+
+  it("maps the header to fields, item_key to the key and expected (JSON or text) to expected", () => {
+    const r = parseItemsInput(csv, "csv");
+    expect(r.errors).toEqual([]);
+    expect(r.fields).toEqual(["text", "lang"]);
+    expect(r.expected).toBe(true);
+    expect(r.items).toEqual([
+      { kind: "object", fields: { text: "Great, fast", lang: "en" }, expected: { label: "positive" }, key: "k1" },
+      { kind: "object", fields: { text: "two\nlines", lang: "fr" }, expected: "negative", key: "k2" },
+      { kind: "object", fields: { text: "x", lang: "en" }, key: "k3" },
+    ]);
+    expect(draftPrompt(r.items[0], "[{{lang}}] {{text}}")).toBe("[en] Great, fast");
+  });
+
+  it("names bad rows by the physical line they start on, and a bad header", () => {
+    const r = parseItemsInput('a,b\n"x\ny",1\nshort\n', "csv");
+    expect(r.errors).toEqual(["line 4: 1 fields where the header has 2"]);
+    expect(parseItemsInput('a,b\r"x\ry",1\rshort\r', "csv").errors).toEqual(["line 4: 1 fields where the header has 2"]);
+    expect(parseItemsInput("a,a\n1,2\n", "csv").errors).toEqual(['line 1: the column "a" appears twice']);
+    expect(parseItemsInput("a,\n1,2\n", "csv").errors).toEqual(["line 1: column 2 has no name"]);
+    expect(parseItemsInput("item_key,expected\nk,1\n", "csv").errors).toEqual([
+      "line 1: the header names no field besides item_key and expected",
+    ]);
+    const wide = `${Array.from({ length: 65 }, (_, i) => `f${i}`).join(",")}\n`;
+    expect(parseItemsInput(wide, "csv").errors).toEqual(["line 1: 65 fields; an item has at most 64"]);
+  });
+
+  it("sends object items with the template, and checks the template names only its fields", () => {
+    const r = parseItemsInput(csv, "csv");
+    const base = { submissionKey: "k", template: "{{lang}}: {{text}}", items: r.items, fields: r.fields };
+    const built = buildSubmission(base, LIMITS);
+    expect(built.error).toBeNull();
+    expect(built.body?.items[0]).toEqual({ item_key: "k1", text: "Great, fast", lang: "en", expected: { label: "positive" } });
+    expect(built.body?.prompt_template).toBe("{{lang}}: {{text}}");
+    expect(submitBatchSchema.safeParse(built.body).success).toBe(true);
+    expect(buildSubmission({ ...base, template: "{{item}}" }, LIMITS).error).toBe(
+      "The prompt template names {{item}}, which is not a field of the items (their fields: {{text}}, {{lang}}).",
+    );
+    expect(buildSubmission({ ...base, template: "Classify" }, LIMITS).error).toBe(
+      "The prompt template must contain a field, such as {{text}}.",
+    );
+  });
+
+  it("carries the output schema and checks into the body", () => {
+    const schema = parseOutputSchemaText('{"type":"object","properties":{"label":{"type":"string"}}}');
+    const checks = parseChecksText('[{"name":"m","type":"equals","path":"/label"}]');
+    const built = buildSubmission({ submissionKey: "k", template: "{{item}}", items: [{ kind: "value", value: "a" }], outputSchema: schema.value, checks: checks.value }, LIMITS);
+    expect(built.body).toMatchObject({ output_schema: { type: "object" }, checks: [{ name: "m", type: "equals", path: "/label" }] });
+    expect(submitBatchSchema.safeParse(built.body).success).toBe(true);
+  });
+});
+
+describe("JSONL of fields", () => {
+  it("reads objects of fields with the rules every door applies, naming the line of a bad one", () => {
+    const r = parseItemsInput('{"item_key":"a","text":"hi","n":2,"expected":{"label":"x"}}\n{"text":"yo","flag":true}\n{"item":"plain"}\n', "jsonl");
+    expect(r.errors).toEqual([]);
+    expect(r.fields).toEqual(["text", "n", "flag"]);
+    expect(r.expected).toBe(true);
+    expect(r.items).toEqual([
+      { kind: "object", fields: { text: "hi", n: 2 }, expected: { label: "x" }, key: "a" },
+      { kind: "object", fields: { text: "yo", flag: true }, key: undefined },
+      { kind: "value", value: "plain", key: undefined },
+    ]);
+    const bad = parseItemsInput('{"text":"ok"}\n{"text":{"nested":1}}\n{"item_key":"k"}\n', "jsonl");
+    expect(bad.errors).toEqual([
+      "line 2: text: must be a string, a number or a boolean",
+      "line 3: an object item needs at least one field besides item_key and expected (or a prompt)",
+    ]);
+  });
+});
+
+describe("output schema and checks text", () => {
+  it("sends nothing for an empty field", () => {
+    expect(parseOutputSchemaText("  ")).toEqual({ value: undefined, error: null });
+    expect(parseChecksText("")).toEqual({ value: undefined, error: null });
+  });
+
+  it("names what is wrong, in the server's field.path: message form", () => {
+    expect(parseOutputSchemaText('{"type":').error).toMatch(/^output_schema: not valid JSON \(/);
+    expect(parseOutputSchemaText("[1]").error).toBe("output_schema: must be a JSON Schema object");
+    expect(parseOutputSchemaText(JSON.stringify({ description: "x".repeat(17_000) })).error).toBe(
+      "output_schema: must be at most 16384 bytes as JSON",
+    );
+    expect(parseChecksText('{"name":"a"}').error).toBe("checks: must be an array of checks");
+    expect(parseChecksText('[{"name":"a","type":"equals"}]').error).toMatch(/^checks\.0\.path: /);
+    expect(parseChecksText('[{"name":"a","type":"nope"}]').error).toMatch(/^checks\.0(\.type)?: /);
+    expect(parseChecksText('[{"name":"a","type":"regex","pattern":"x"},{"name":"a","type":"regex","pattern":"y"}]').error).toBe(
+      'checks.1.name: duplicate check name "a"',
+    );
+  });
+});
