@@ -91,7 +91,7 @@ test("1400×900: the Results table has a column per field and check, and a faile
   await expect(detail.getByRole("tab", { name: "Results" })).toHaveAttribute("aria-selected", "true");
   const table = detail.getByRole("table");
   const headers = await table.getByRole("columnheader").allTextContents();
-  expect(headers).toEqual(["Item", "text", "lang", "label", "summary", "label_format", "label_matches", "Verdict", "Status", "Tokens", "Duration"]);
+  expect(headers).toEqual(["Item", "text", "lang", "label", "summary", "label_format", "label_matches", "Verdict", "Status", "Cost", "Duration"]);
   const rows = rowsOf(detail);
   await expect(rows).toHaveCount(3);
   const r1 = rows.filter({ has: page.getByRole("rowheader", { name: "r1" }) });

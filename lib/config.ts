@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { outputSchemaSchema } from "./api/batch-data";
+import { BUSY_POLICIES } from "./api/chat";
 import { approvalPatternGroup, approvalPatternSchema as approvalPattern } from "./approval-pattern";
 
 /**
@@ -79,6 +80,10 @@ export const configSchema = z
         // Total characters of all expanded prompts of one batch, refused before expansion.
         max_total_prompt_chars: int(1_000, 1_000_000_000, 50_000_000),
       })
+      .strict()
+      .prefault({}),
+    chat: z
+      .object({ busy_policy: z.enum(BUSY_POLICIES).default("enqueue") })
       .strict()
       .prefault({}),
     swarm: z

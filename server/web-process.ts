@@ -2,6 +2,9 @@ import "server-only";
 import { recoverOnStartup, startWebHeartbeat } from "@/server/startup";
 import { closeMcpClients } from "@/server/tools/mcp";
 import { startWebSettlementRunner } from "@/server/chat/wakeup";
+import { startQueuedResponses } from "@/server/chat/lead-run";
+import { getConfig } from "@/server/config/load";
+import { resolveModel } from "@/server/models";
 import { setupLine } from "@/server/auth/setup-code";
 import { getDatabase } from "@/server/db/client";
 import { log } from "@/server/log";
@@ -19,7 +22,26 @@ export async function startWebProcess(): Promise<void> {
   await recoverOnStartup(startedAt);
   // Lead wake-ups and webhook deliveries of settled batches run in web processes only.
   startWebSettlementRunner();
+  startQueueSweep();
   await announceSetupLink();
+}
+
+/** How often a web process looks for queued chat messages that nothing will start. */
+const QUEUE_SWEEP_MS = 5_000;
+
+/**
+ * Messages queued behind a busy thread start when its response ends, in the process that ran
+ * it. This sweep starts those left behind: at start (after recovery released the dead
+ * process's locks) and every few seconds (a process that died meanwhile). Exactly once
+ * whichever process notices (startNextQueued).
+ */
+function startQueueSweep(): void {
+  const { db } = getDatabase();
+  const config = getConfig();
+  const sweep = () =>
+    startQueuedResponses(db, { config, model: resolveModel(config) }).catch((err) => log.warn({ err }, "queued chat messages sweep failed"));
+  void sweep();
+  setInterval(sweep, QUEUE_SWEEP_MS).unref();
 }
 
 /**

@@ -4,7 +4,7 @@ import { useMutation, useQueryClient } from "@tanstack/react-query";
 import { memo, useId, useState } from "react";
 import { type Verdict, verdictSchema } from "@/lib/api/batch-data";
 import { type BatchProjection, type ItemProjection, type ItemStatus, itemStatusSchema } from "@/lib/api/batches";
-import { formatCount, formatDuration, formatTokens } from "@/lib/format";
+import { formatCount, formatDuration, formatTokens, formatUsd } from "@/lib/format";
 import { cellText, inputFields, itemDurationMs, outputField, type ResultColumns, resultColumns } from "@/lib/result-columns";
 import { resultsCsvUrl, retryFailedChecks } from "./api";
 import { CheckMark } from "./check-mark";
@@ -27,7 +27,7 @@ export function producesData(batch: BatchProjection): boolean {
 
 /**
  * A batch's results as a table: one row per item with its input, the output's fields, each
- * check, the verdict, tokens and duration (the item projection carries no cost; results.csv has it). Filtered on the server (Status, Verdict), paged with
+ * check, the verdict, cost (tokens on hover) and duration. Filtered on the server (Status, Verdict), paged with
  * "Load more"; it scrolls sideways inside its own box with the item column kept in view.
  */
 export function ResultsSection({ threadId, batch, workerAlive }: { threadId: string; batch: BatchProjection; workerAlive: boolean }) {
@@ -104,7 +104,7 @@ export function ResultsSection({ threadId, batch, workerAlive }: { threadId: str
               ))}
               <Th>Verdict</Th>
               <Th>Status</Th>
-              <Th className="text-right">Tokens</Th>
+              <Th className="text-right">Cost</Th>
               <Th className="text-right">Duration</Th>
             </tr>
           </thead>
@@ -325,7 +325,12 @@ const ResultRow = memo(function ResultRow({ item, columns }: { item: ItemProject
       <td className={td}>
         <StatusBadge status={item.status} />
       </td>
-      <td className={`${td} text-right whitespace-nowrap tabular-nums`}>{formatTokens(item.usage.input_tokens)} in · {formatTokens(item.usage.output_tokens)} out</td>
+      <td
+        className={`${td} text-right whitespace-nowrap tabular-nums`}
+        title={`${formatTokens(item.usage.input_tokens)} in · ${formatTokens(item.usage.output_tokens)} out`}
+      >
+        {formatUsd(item.cost_usd)}
+      </td>
       <td className={`${td} text-right whitespace-nowrap tabular-nums`}>{formatDuration(duration)}</td>
     </tr>
   );

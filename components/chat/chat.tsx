@@ -21,12 +21,14 @@ export function Chat({ threadId, initialMessages }: { threadId: string; initialM
     onRefused: (text) => setInput((current) => (current.trim() === "" ? text : current)),
     // Keep saying why while the other tab's response is followed here.
     onBusy: () => setNotice(THREAD_BUSY_MESSAGE),
+    onQueueRefused: setNotice,
   });
   const attach = useAttachFiles(threadId);
 
   function send() {
     const text = input.trim();
-    if (!text || chat.busy) return;
+    // While a response runs the message is queued: answered after it (use-thread-chat).
+    if (!text) return;
     if (text.length > CHAT_MAX_TEXT_CHARS) {
       setNotice(tooLongMessage(text.length));
       return;
@@ -43,6 +45,7 @@ export function Chat({ threadId, initialMessages }: { threadId: string; initialM
       <MessageList
         threadId={threadId}
         messages={chat.messages}
+        queued={chat.queued}
         streamingId={chat.streamingId}
         thinking={chat.thinking}
         error={chat.errorText === notice ? null : chat.errorText}

@@ -6,7 +6,8 @@ import { CHAT_MAX_TEXT_CHARS, tooLongMessage } from "@/lib/api/chat";
 
 /**
  * The message box at the bottom of a thread: Enter sends, Shift+Enter starts a new line; while
- * a reply runs the Send button becomes Stop. Too long a text is refused here, with the reason.
+ * a reply runs there is Stop (that reply only), and Send becomes Queue: the message is answered
+ * after it. Too long a text is refused here, with the reason.
  */
 export function Composer({
   input,
@@ -62,15 +63,21 @@ export function Composer({
               }
             }}
             rows={Math.min(8, Math.max(1, input.split("\n").length))}
-            placeholder="Message the lead agent…"
+            placeholder={busy ? "Queue a message…" : "Message the lead agent…"}
             title="Enter sends, Shift+Enter starts a new line"
             className="max-h-60 min-h-10 min-w-0 flex-1 resize-none rounded-xl border border-zinc-300 bg-white px-3 py-2 text-[15px] shadow-xs placeholder:text-zinc-400 focus:border-zinc-500 focus:ring-2 focus:ring-zinc-200 focus:outline-none"
           />
           {busy ? (
-            <Button variant="secondary" onClick={onStop}>
-              <span aria-hidden="true" className="inline-block size-2.5 rounded-[2px] bg-zinc-700" />
-              Stop
-            </Button>
+            <>
+              {/* Beside Queue on a phone, Stop is its square alone (its name stays "Stop"). */}
+              <Button variant="secondary" onClick={onStop} title="Stop the current reply" className="max-sm:w-10 max-sm:px-0">
+                <span aria-hidden="true" className="inline-block size-2.5 rounded-[2px] bg-zinc-700" />
+                <span className="max-sm:sr-only">Stop</span>
+              </Button>
+              <Button type="submit" disabled={!input.trim() || tooLong} title="The lead agent answers it after the current reply">
+                Queue
+              </Button>
+            </>
           ) : (
             <Button type="submit" disabled={!input.trim() || tooLong}>
               Send

@@ -63,6 +63,27 @@ export function useStickToBottom(): {
   return { scroller, content, atBottom, toBottom };
 }
 
+/** A message sent while a response ran: it waits its turn, after the conversation, marked Queued. */
+function QueuedMessageView({ message, threadId }: { message: ChatMessage; threadId: string }) {
+  // A message the server already started (the thread was free after all) has no mark while it joins the conversation.
+  const waiting = message.metadata?.queued === true;
+  return (
+    <article data-role="user" data-queued={waiting ? "" : undefined} aria-label={waiting ? "Your message, queued" : "Your message"} className="flex flex-col items-end gap-1">
+      <div className="max-w-[85%] min-w-0 rounded-2xl rounded-br-md border border-dashed border-zinc-400 bg-zinc-50 px-4 py-2.5 text-zinc-800">
+        <MessageParts message={message} threadId={threadId} streaming={false} />
+      </div>
+      {waiting && (
+        <span title="The lead agent answers it when the replies before it are done">
+          <Badge>
+            <span aria-hidden="true" className="inline-block size-1.5 rounded-full bg-zinc-400" />
+            Queued
+          </Badge>
+        </span>
+      )}
+    </article>
+  );
+}
+
 function MessageView({ message, threadId, streaming }: { message: ChatMessage; threadId: string; streaming: boolean }) {
   if (message.role === "user") {
     return (
@@ -121,6 +142,7 @@ function ChatStatus({ thinking, error }: { thinking: boolean; error: string | nu
 export function MessageList({
   threadId,
   messages,
+  queued,
   streamingId,
   thinking,
   error,
@@ -129,6 +151,8 @@ export function MessageList({
 }: {
   threadId: string;
   messages: ChatMessage[];
+  /** Messages waiting for the thread, in order: shown after the conversation. */
+  queued: ChatMessage[];
   /** The assistant message still streaming, if any. */
   streamingId: string | null;
   thinking: boolean;
@@ -147,11 +171,14 @@ export function MessageList({
     <div className="relative flex min-h-0 flex-1 flex-col">
       <div ref={scroller} data-testid="transcript" className="min-h-0 flex-1 overflow-y-auto [overflow-anchor:none]">
         <div ref={content} className="mx-auto w-full max-w-3xl space-y-6 px-4 py-6">
-          {messages.length === 0 && empty}
+          {messages.length === 0 && queued.length === 0 && empty}
           {messages.map((m) => (
             <MessageView key={m.id} message={m} threadId={threadId} streaming={m.id === streamingId} />
           ))}
           <ChatStatus thinking={thinking} error={error} />
+          {queued.map((m) => (
+            <QueuedMessageView key={m.id} message={m} threadId={threadId} />
+          ))}
         </div>
       </div>
       {atBottom ? null : (

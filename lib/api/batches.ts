@@ -145,6 +145,8 @@ export const itemProjectionSchema = z
     preview: z.string().nullable(),
     error: z.string().nullable(),
     usage: usageSchema,
+    /** US dollars: the item's usage (its judge's included) at the batch's price snapshot. */
+    cost_usd: z.number(),
     /** Typed results: the parsed answer; null without one, or when its compact JSON is longer than result_preview_max_chars. */
     output: z.unknown(),
     /** How each check judged the answer ([] when none ran). */

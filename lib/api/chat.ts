@@ -54,7 +54,20 @@ export const chatRequestSchema = z
 
 export type ChatRequest = z.output<typeof chatRequestSchema>;
 
-/** The 409 a thread answers while its lead response runs. */
+/**
+ * What a message to a thread whose lead response still runs does: `enqueue` (202, answered in
+ * order after the running response), `interrupt` (stops it as Stop does and answers this one
+ * now), `reject` (409, nothing stored). Config `chat.busy_policy`, or `?busy=` per request.
+ */
+export const BUSY_POLICIES = ["enqueue", "interrupt", "reject"] as const;
+export type BusyPolicy = (typeof BUSY_POLICIES)[number];
+export const busyPolicySchema = z.enum(BUSY_POLICIES, { error: `must be one of ${BUSY_POLICIES.join(", ")}` });
+
+/** POST .../chat answers 202 with this when the message waits for the thread (enqueue). */
+export const queuedMessageSchema = z.object({ queued: z.literal(true), position: z.number().int().min(1) });
+export type QueuedMessage = z.output<typeof queuedMessageSchema>;
+
+/** The 409 a thread answers while its lead response runs (busy policy `reject`). */
 export const THREAD_BUSY_MESSAGE =
   "The lead agent is still answering your previous message in this thread. Wait for it to finish or press Stop, then send again.";
 
@@ -79,6 +92,13 @@ export interface ChatMessageMetadata {
   usage?: { inputTokens: number; outputTokens: number };
   /** How the response ended when it did not complete normally. */
   status?: "completed" | "cancelled" | "failed";
+  /**
+   * On a user message waiting for the thread (busy policy `enqueue`): `queued` until its turn
+   * comes (then both are cleared), `position` 1-based among the thread's queued messages when it
+   * was sent.
+   */
+  queued?: boolean;
+  position?: number;
   /** Set on the lead's reply to a settled batch (server/chat/wakeup.ts), not to a user turn. */
   trigger?: "batch_settled";
   batch_id?: string;

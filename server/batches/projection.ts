@@ -143,6 +143,7 @@ export function toItemProjection(i: ItemSummary, previewMaxChars = DEFAULT_PREVI
     preview: i.preview,
     error: i.error,
     usage: { input_tokens: count(Number(i.inputTokens)), output_tokens: count(Number(i.outputTokens)) },
+    cost_usd: Number.isFinite(Number(i.costUsd)) ? Math.max(0, Number(i.costUsd)) : 0,
     output: boundedOutput(i.output, previewMaxChars),
     checks: (i.checks ?? []).map((c) => ({
       name: c.name,

@@ -17,6 +17,8 @@ export interface ItemSummary {
   error: string | null;
   inputTokens: number;
   outputTokens: number;
+  /** Usage at the batch's price snapshot (US dollars). */
+  costUsd: number;
   /** Tool calls of the item's latest run (0 before one finished). */
   toolCalls: number;
   /**

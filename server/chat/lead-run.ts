@@ -1,19 +1,30 @@
-import { randomUUID } from "node:crypto";
+import { createHash, randomUUID } from "node:crypto";
 import { createUIMessageStream, type ProviderMetadata } from "ai";
-import { sql } from "drizzle-orm";
-import { THREAD_BUSY_MESSAGE } from "@/lib/api/chat";
+import { and, desc, eq, sql } from "drizzle-orm";
+import { type BusyPolicy, THREAD_BUSY_MESSAGE } from "@/lib/api/chat";
 import type { FlotillaConfig } from "@/lib/config";
 import { startLeadResponse } from "@/server/agent/lead";
-import type { Db } from "@/server/db/client";
-import { chatStreams } from "@/server/db/schema";
+import { stopRunTree } from "@/server/agent/runs";
+import type { Db, DbOrTx } from "@/server/db/client";
+import { chatStreams, threads } from "@/server/db/schema";
 import { AppError } from "@/server/errors";
 import { log } from "@/server/log";
 import { stripDirectives } from "@/server/models/simulator";
 import type { ResolvedModel } from "@/server/models/types";
 import { abortLiveRun } from "@/server/runtime/run-registry";
 import type { ChatMessage, ChatMessageMetadata } from "@/lib/api/chat";
-import { insertMessage, loadMessages, saveMessage } from "./messages";
-import { ChunkWriter, closeAbandonedStreams, onChatStreamEvent, pruneFinishedStreams } from "./streams";
+import {
+  enqueueMessage,
+  hasQueuedMessages,
+  insertMessage,
+  loadMessages,
+  lockThreadQueue,
+  queueHead,
+  saveMessage,
+  threadsWithQueuedMessages,
+  unqueueMessage,
+} from "./messages";
+import { ChunkWriter, activeStreamOf, closeAbandonedStreams, notifyChatStream, onChatStreamEvent, pruneFinishedStreams } from "./streams";
 import { getThreadForUser, touchThread } from "./threads";
 
 /**
@@ -36,6 +47,29 @@ export interface StartedLeadRun {
   done: Promise<void>;
 }
 
+interface Lead {
+  config: FlotillaConfig;
+  model: ResolvedModel;
+}
+
+/**
+ * A response's run turns final a moment before its reply is stored and its stream closes: a
+ * lock whose run ended less than this long ago is still its response's, never taken over (the
+ * next response would miss the reply in its history). Recovery at start closes them at once.
+ */
+const FINISHING_GRACE_SECONDS = 10;
+/** How long an interrupting message waits for the running response to stop before it queues. */
+const INTERRUPT_WAIT_MS = 20_000;
+/** Threads one sweep starts at most (the rest wait for the next sweep). */
+const SWEEP_LIMIT = 100;
+
+const newMessageId = () => `msg_${randomUUID().replace(/-/g, "")}`;
+
+/** The reply to a queued message has an id derived from it: whoever starts it, the interrupting request finds its stream. */
+export function replyIdFor(userMessageId: string): string {
+  return `msg_${createHash("sha256").update(`reply:${userMessageId}`).digest("hex").slice(0, 32)}`;
+}
+
 /** The thread's title from its first message, without the simulator's test directives (empty keeps the default). */
 function titleFrom(message: ChatMessage, model: ResolvedModel): string {
   const text = message.parts.map((p) => (p.type === "text" ? p.text : "")).join(" ");
@@ -52,59 +86,202 @@ function responseText(message: ChatMessage): string {
 /**
  * Takes the thread's lock: one active stream row per thread (partial unique index). A lock
  * left by a dead process is released and taken again (looked for only when the lock is held,
- * so a free thread costs one statement). Runs in the caller's transaction with the user
- * message insert, so a 409 writes nothing.
+ * so a free thread costs one statement). Runs in the caller's transaction with the message's
+ * insert, so a refusal writes nothing. Undefined while a response runs.
  */
-async function lockThread(
-  db: Parameters<Parameters<Db["transaction"]>[0]>[0],
-  input: { threadId: string; userId: string; messageId: string },
-): Promise<string> {
+async function tryLockThread(tx: DbOrTx, input: { threadId: string; userId: string; messageId: string }): Promise<string | undefined> {
   const take = async () =>
     (
-      await db.execute<{ id: string }>(sql`
+      await tx.execute<{ id: string }>(sql`
         insert into ${chatStreams} (thread_id, user_id, message_id)
         values (${input.threadId}, ${input.userId}, ${input.messageId})
         on conflict (thread_id) where status = 'active' do nothing
         returning id`)
     )[0]?.id;
-  const id = (await take()) ?? ((await closeAbandonedStreams(db, { threadId: input.threadId })) > 0 ? await take() : undefined);
-  if (!id) throw new AppError("conflict", THREAD_BUSY_MESSAGE);
-  return id;
+  return (
+    (await take()) ??
+    ((await closeAbandonedStreams(tx, { threadId: input.threadId, graceSeconds: FINISHING_GRACE_SECONDS })) > 0 ? await take() : undefined)
+  );
 }
 
 /**
- * The one way to start a lead response in a thread (chat route, batch wake-up): checks
- * ownership, takes the thread's lock (409 while a response runs), stores the user message,
- * and runs the response in this process independent of any HTTP request. Its UI message
- * chunks go to PostgreSQL, so any web process can stream it (readChatStream); only Stop
- * (run registry, or a `stop:` notification from another process) ends it early. The reply
- * is stored when it ends, whatever any client did.
+ * Starts a lead response in a thread with no queue, refusing (409) while one runs: system
+ * triggers and callers that decide nothing about busy threads. Checks ownership, takes the
+ * thread's lock, stores the user message, and runs the response in this process (runLocked).
  */
 export async function startLeadRun(
   db: Db,
-  input: { config: FlotillaConfig; model: ResolvedModel; userId: string; threadId: string; trigger: LeadTrigger },
+  input: Lead & { userId: string; threadId: string; trigger: LeadTrigger },
 ): Promise<StartedLeadRun> {
-  const { config, model, userId, trigger } = input;
+  const { userId, trigger } = input;
   // In parallel: the history is used only once the ownership check has passed.
   const [thread, history] = await Promise.all([
     getThreadForUser(db, { userId, threadId: input.threadId }),
     loadMessages(db, { threadId: input.threadId }),
   ]);
-  const messageId = `msg_${randomUUID().replace(/-/g, "")}`;
-
+  const messageId = newMessageId();
   const streamId = await db.transaction(async (tx) => {
-    const id = await lockThread(tx, { threadId: thread.id, userId, messageId });
+    const id = await tryLockThread(tx, { threadId: thread.id, userId, messageId });
+    if (!id) throw new AppError("conflict", THREAD_BUSY_MESSAGE);
     if (trigger.kind === "user") await insertMessage(tx, { threadId: thread.id, message: trigger.message });
     return id;
   });
+  return runLocked(db, { ...input, threadId: thread.id, history, streamId, messageId });
+}
+
+/** What a person's message to a thread did: started a response (stream it), or waits its turn. */
+export type PostedMessage = { kind: "started"; streamId: string } | { kind: "queued"; position: number };
+
+/**
+ * A person's message to a thread (the chat route). An idle thread answers it at once. A busy
+ * one (a response runs, or messages already wait) follows `policy`: `reject` refuses (409,
+ * nothing stored); `enqueue` stores it queued and answers it in order after the responses
+ * before it; `interrupt` stops the running response as Stop does and answers it next.
+ */
+export async function postUserMessage(
+  db: Db,
+  input: Lead & { userId: string; threadId: string; message: ChatMessage; policy: BusyPolicy },
+): Promise<PostedMessage> {
+  const { userId, message, policy } = input;
+  const [thread, history] = await Promise.all([
+    getThreadForUser(db, { userId, threadId: input.threadId }),
+    loadMessages(db, { threadId: input.threadId }),
+  ]);
+  const threadId = thread.id;
+  const messageId = newMessageId();
+  const taken = await db.transaction(async (tx) => {
+    await lockThreadQueue(tx, threadId);
+    // Messages already waiting go first; an interrupting one goes ahead of them.
+    const waiting = policy !== "interrupt" && (await hasQueuedMessages(tx, threadId));
+    const streamId = waiting ? undefined : await tryLockThread(tx, { threadId, userId, messageId });
+    if (streamId) {
+      await insertMessage(tx, { threadId, message });
+      return { kind: "locked" as const, streamId };
+    }
+    if (policy === "reject") throw new AppError("conflict", THREAD_BUSY_MESSAGE);
+    const position = await enqueueMessage(tx, { threadId, message, interrupt: policy === "interrupt" });
+    return { kind: "queued" as const, position, waiting };
+  });
+  if (taken.kind === "locked") {
+    const run = await runLocked(db, { ...input, threadId, history, trigger: { kind: "user", message }, streamId: taken.streamId, messageId });
+    return { kind: "started", streamId: run.streamId };
+  }
+  if (policy === "interrupt") return interrupt(db, { ...input, threadId });
+  // A queue can outlive its thread's response by a moment (or a process): move it along.
+  if (taken.waiting) await startNextQueued(db, { ...input, threadId }).catch((err) => log.warn({ err, thread_id: threadId }, "could not start the queue"));
+  return { kind: "queued", position: taken.position };
+}
+
+/**
+ * Stops what runs in the thread (as Stop does, wherever it runs) until the interrupting
+ * message, at the head of the queue, is started — here, or by the process whose response
+ * ended — and returns its stream. A response that will not stop leaves it queued, first.
+ */
+async function interrupt(db: Db, input: Lead & { userId: string; threadId: string; message: ChatMessage }): Promise<PostedMessage> {
+  const { userId, threadId } = input;
+  const replyId = replyIdFor(input.message.id);
+  const stopped = new Set<string>();
+  const deadline = Date.now() + INTERRUPT_WAIT_MS;
+  while (Date.now() < deadline) {
+    const started = await startNextQueued(db, input);
+    if (started?.messageId === replyId) return { kind: "started", streamId: started.streamId };
+    const [mine] = await db
+      .select({ id: chatStreams.id })
+      .from(chatStreams)
+      .where(and(eq(chatStreams.threadId, threadId), eq(chatStreams.messageId, replyId)))
+      .orderBy(desc(chatStreams.createdAt))
+      .limit(1);
+    if (mine) return { kind: "started", streamId: mine.id };
+    const active = await activeStreamOf(db, { threadId });
+    if (active?.runId && !stopped.has(active.runId)) {
+      stopped.add(active.runId);
+      const report = await stopRunTree(db, { userId, threadId, runId: active.runId, reason: "interrupted by a new message" });
+      if (!report.runAborted) await notifyChatStream(db, `stop:${active.runId}`);
+    }
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+  log.warn({ thread_id: threadId }, "the running response did not stop for an interrupting message; it waits first in the queue");
+  return { kind: "queued", position: 1 };
+}
+
+/**
+ * Starts the response to the head of the thread's queue when the thread is free: exactly once
+ * whichever process asks (the queue's advisory lock, then the thread's lock and the un-queue
+ * in one transaction). Null when nothing waits or a response runs.
+ */
+export async function startNextQueued(db: Db, input: Lead & { threadId: string }): Promise<StartedLeadRun | null> {
+  const { threadId } = input;
+  if (!(await hasQueuedMessages(db, threadId))) return null;
+  const taken = await db.transaction(async (tx) => {
+    await lockThreadQueue(tx, threadId);
+    const head = await queueHead(tx, threadId);
+    if (!head) return null;
+    const [owner] = await tx.select({ userId: threads.userId }).from(threads).where(eq(threads.id, threadId));
+    if (!owner) return null;
+    const messageId = replyIdFor(head.id);
+    const streamId = await tryLockThread(tx, { threadId, userId: owner.userId, messageId });
+    if (!streamId) return null;
+    const turn = await unqueueMessage(tx, { threadId, message: head });
+    return { streamId, messageId, turn, userId: owner.userId };
+  });
+  if (!taken) return null;
+  const history = (await loadMessages(db, { threadId })).filter((m) => m.id !== taken.turn.id);
+  return runLocked(db, {
+    ...input,
+    userId: taken.userId,
+    history,
+    trigger: { kind: "user", message: taken.turn },
+    streamId: taken.streamId,
+    messageId: taken.messageId,
+  });
+}
+
+/**
+ * The web process's sweep: starts the queue of every thread that has one and no running
+ * response (a process that ended a response or died before starting the next). Returns how
+ * many responses it started.
+ */
+export async function startQueuedResponses(db: Db, lead: Lead): Promise<number> {
+  let started = 0;
+  for (const threadId of await threadsWithQueuedMessages(db, SWEEP_LIMIT)) {
+    try {
+      if (await startNextQueued(db, { ...lead, threadId })) started++;
+    } catch (err) {
+      log.warn({ err, thread_id: threadId }, "could not start a queued message");
+    }
+  }
+  return started;
+}
+
+/**
+ * Runs a lead response in this process, the lock taken and the user message stored,
+ * independent of any HTTP request. Its UI message chunks go to PostgreSQL, so any web process
+ * can stream it (readChatStream); only Stop (run registry, or a `stop:` notification from
+ * another process) ends it early. The reply is stored when it ends, whatever any client did,
+ * and then the thread's next queued message starts.
+ */
+async function runLocked(
+  db: Db,
+  input: Lead & {
+    userId: string;
+    threadId: string;
+    history: ChatMessage[];
+    trigger: LeadTrigger;
+    streamId: string;
+    messageId: string;
+  },
+): Promise<StartedLeadRun> {
+  const { config, model, userId, threadId, history, trigger, streamId, messageId } = input;
   // The thread's activity and title, beside the run's start rather than before it (one commit
   // less on the first token's path); a failure here only leaves the sidebar order stale.
   const touched = touchThread(db, {
     userId,
-    threadId: thread.id,
+    threadId,
     titleIfDefault: trigger.kind === "user" && history.length === 0 ? titleFrom(trigger.message, model) : undefined,
-  }).catch((err) => log.warn({ err, thread_id: thread.id }, "could not mark the thread's activity"));
+  }).catch((err) => log.warn({ err, thread_id: threadId }, "could not mark the thread's activity"));
   const writer = new ChunkWriter(db, streamId);
+  const startNext = () =>
+    startNextQueued(db, { config, model, threadId }).catch((err) => log.warn({ err, thread_id: threadId }, "could not start the queue"));
 
   const turn: ChatMessage =
     trigger.kind === "user"
@@ -115,10 +292,11 @@ export async function startLeadRun(
   const messages = [...history, turn];
   let lead: Awaited<ReturnType<typeof startLeadResponse>>;
   try {
-    lead = await startLeadResponse({ db, config, model, userId, threadId: thread.id, messages });
+    lead = await startLeadResponse({ db, config, model, userId, threadId, messages });
     await touched;
   } catch (err) {
     await writer.close();
+    void startNext();
     throw err;
   }
   const runId = lead.runId;
@@ -150,13 +328,13 @@ export async function startLeadRun(
         const metadata = await lead.finish({ aborted: isAborted, responseText: responseText(responseMessage), finishReason });
         if (responseMessage.parts.length > 0) {
           await saveMessage(db, {
-            threadId: thread.id,
+            threadId,
             message: { ...responseMessage, metadata: { ...responseMessage.metadata, ...triggerMetadata, ...metadata } },
           });
         }
-        await touchThread(db, { userId, threadId: thread.id });
+        await touchThread(db, { userId, threadId });
       } catch (err) {
-        log.error({ err, run_id: runId, thread_id: thread.id }, "could not persist the lead response");
+        log.error({ err, run_id: runId, thread_id: threadId }, "could not persist the lead response");
       }
     },
   });
@@ -178,6 +356,8 @@ export async function startLeadRun(
       await pruneFinishedStreams(db).catch((err) => log.warn({ err }, "could not prune finished chat streams"));
     }
   })();
+  // The thread is free: its next queued message (if any) starts, as its own response.
+  void done.then(startNext);
 
   return { streamId, runId, messageId, done };
 }

@@ -64,19 +64,29 @@ export async function notifyChatStream(db: DbOrTx, payload: string): Promise<voi
 
 /**
  * An active stream counts as abandoned when its run is final (the process died or recovery
- * ran) or when no run was attached a minute after the lock was taken (the starter crashed).
+ * ran) — for `graceSeconds` at least, when given — or when no run was attached a minute after
+ * the lock was taken (the starter crashed). A live response's run turns final a moment before
+ * its reply is stored and its stream closes: a caller that is not a person's new message (the
+ * queue of a busy thread) waits out that moment with a grace instead of taking the lock in it.
  */
-const abandoned = sql`(
+const abandoned = (graceSeconds: number) => sql`(
   (${chatStreams.runId} is not null and exists (
-     select 1 from ${agentRuns} r where r.id = ${chatStreams.runId} and r.status not in ('pending', 'running')))
+     select 1 from ${agentRuns} r where r.id = ${chatStreams.runId} and r.status not in ('pending', 'running')
+        and (${graceSeconds} = 0 or coalesce(r.finished_at, '-infinity') < now() - make_interval(secs => ${graceSeconds}))))
   or (${chatStreams.runId} is null and ${chatStreams.createdAt} < now() - interval '1 minute'))`;
 
 /** Finishes abandoned active streams (all threads, or one) so their lock is released and readers end. */
-export async function closeAbandonedStreams(db: DbOrTx, input: { threadId?: string } = {}): Promise<number> {
+export async function closeAbandonedStreams(db: DbOrTx, input: { threadId?: string; graceSeconds?: number } = {}): Promise<number> {
   const rows = await db
     .update(chatStreams)
     .set({ status: "finished", finishedAt: sql`now()` })
-    .where(and(eq(chatStreams.status, "active"), input.threadId ? eq(chatStreams.threadId, input.threadId) : undefined, abandoned))
+    .where(
+      and(
+        eq(chatStreams.status, "active"),
+        input.threadId ? eq(chatStreams.threadId, input.threadId) : undefined,
+        abandoned(input.graceSeconds ?? 0),
+      ),
+    )
     .returning({ id: chatStreams.id });
   for (const r of rows) await notifyChatStream(db, `chunks:${r.id}`);
   return rows.length;

@@ -1,5 +1,6 @@
 import "server-only";
 import type postgres from "postgres";
+import { resultColumns } from "@/lib/result-columns";
 import { createDatabase, type Database, databaseUrlFromEnv } from "@/server/db/client";
 import { log } from "@/server/log";
 import { exportChunk, trackExport } from "@/server/instruments";
@@ -277,15 +278,19 @@ export interface CsvPlan {
   priceOutputPerMillion: number;
 }
 
-/** The header row's names (an output named like an input field gets `output.` before it). */
+/** The header row's names (named as the panel's Results table names them: lib/result-columns.ts). */
 export function csvColumns(plan: CsvPlan): string[] {
-  const inputs = new Set(plan.inputFields);
+  const columns = resultColumns({
+    input_fields: plan.inputFields,
+    output_fields: plan.outputFields,
+    checks: plan.checks.map((name) => ({ name })),
+  });
   return [
     "item_key",
     "status",
-    ...(plan.inputFields.length > 0 ? plan.inputFields : ["input"]),
-    ...(plan.outputFields.length > 0 ? plan.outputFields.map((f) => (inputs.has(f) ? `output.${f}` : f)) : ["result"]),
-    ...plan.checks,
+    ...(columns.input.length > 0 ? columns.input : ["input"]),
+    ...(columns.output.length > 0 ? columns.output.map((c) => c.header) : ["result"]),
+    ...columns.checks,
     "verdict",
     "attempts",
     "input_tokens",

@@ -154,6 +154,17 @@ describe("projections", () => {
     expect(detail.checks[0]).toEqual(fail("label_matches", "expected pos"));
   });
 
+  it("prices each item's usage at the batch's snapshot (cost_usd on rows and detail)", async () => {
+    const batch = await submit(["a", "b"]);
+    await tdb.sql`update subagent_batches set price_input_per_million = 2, price_output_per_million = 10 where id = ${batch.id}`;
+    await tdb.sql`update subagent_batch_items set input_tokens = 1000, output_tokens = 500 where batch_id = ${batch.id} and position = 1`;
+    const page = itemPageSchema.parse((await getJson(`${batchPath(batch.id)}/items`)).body);
+    // 1,000 × $2/M + 500 × $10/M = $0.007; the untouched item costs nothing.
+    expect(page.items.map((i) => i.cost_usd)).toEqual([expect.closeTo(0.007, 10), 0]);
+    const detail = itemDetailSchema.parse((await getJson(`${batchPath(batch.id)}/items/${await itemIdAt(tdb, batch.id, 1)}`)).body);
+    expect(detail.cost_usd).toBeCloseTo(0.007, 10);
+  });
+
   it("keeps the output schema's property order in the spec, which jsonb would sort", async () => {
     const spec = buildExecutionSpec({
       userId: alice.userId,

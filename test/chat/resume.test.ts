@@ -54,8 +54,9 @@ function startOnA(threadId: string, text: string) {
 }
 const getStream = (threadId: string, cookie = aliceCookie, signal?: AbortSignal) =>
   reattach(request(`/api/threads/${threadId}/chat/stream`, { cookie, signal }), params({ threadId }));
+// `reject`: these cases are about the lock itself (test/chat/busy.test.ts covers the other policies).
 const post = (threadId: string, text: string) =>
-  chat(request(`/api/threads/${threadId}/chat`, { cookie: aliceCookie, body: { message: userMessage(text) } }), params({ threadId }));
+  chat(request(`/api/threads/${threadId}/chat?busy=reject`, { cookie: aliceCookie, body: { message: userMessage(text) } }), params({ threadId }));
 
 const textOf = (chunks: Array<Record<string, unknown>>) =>
   chunks

@@ -64,6 +64,7 @@ function item(n: number, status: ItemProjection["status"] = "queued"): ItemProje
     error: null,
     tool_calls: 0,
     usage: { input_tokens: 0, output_tokens: 0 },
+    cost_usd: 0,
     output: null,
     checks: [],
     verdict: null,

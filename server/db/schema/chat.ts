@@ -35,7 +35,7 @@ export const messages = pgTable(
   (t) => [
     primaryKey({ columns: [t.threadId, t.id] }),
     index("messages_thread_created_idx").on(t.threadId, t.createdAt),
-    // User messages waiting for a busy thread (server/chat/queue.ts): the queue's head and the web sweep.
+    // User messages waiting for a busy thread (server/chat/messages.ts): the queue's head and the web sweep.
     index("messages_queued_idx").on(t.threadId, t.createdAt).where(sql`(${t.metadata} ->> 'queued') = 'true'`),
   ],
 );

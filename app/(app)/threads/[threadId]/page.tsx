@@ -27,7 +27,7 @@ export default async function ThreadPage({ params }: { params: Promise<{ threadI
     throw err;
   }
   const [messages, use, features] = await Promise.all([
-    loadMessages(db, { threadId: thread.id }),
+    loadMessages(db, { threadId: thread.id, withQueued: true }),
     threadUse(db, thread.id),
     getFeatures(db, getConfig()),
   ]);

@@ -27,7 +27,7 @@ export const GET = handle(async (req: Request, ctx: Ctx) => {
   const { threadId } = await ctx.params;
   const { db } = getDatabase();
   const thread = await getThreadForUser(db, { userId, threadId });
-  const messages = await loadMessages(db, { threadId: thread.id });
+  const messages = await loadMessages(db, { threadId: thread.id, withQueued: true });
   return json({ ...toThreadProjection(thread), messages });
 });
 

@@ -1,12 +1,13 @@
 import { createUIMessageStreamResponse } from "ai";
-import { CHAT_MAX_BODY_BYTES, chatRequestSchema } from "@/lib/api/chat";
+import { type BusyPolicy, busyPolicySchema, CHAT_MAX_BODY_BYTES, chatRequestSchema, type QueuedMessage } from "@/lib/api/chat";
 import { requireUser } from "@/server/auth/authenticate";
 import { assertDailyTokenQuota } from "@/server/batches/budget";
-import { startLeadRun } from "@/server/chat/lead-run";
+import { postUserMessage } from "@/server/chat/lead-run";
 import { readChatStream } from "@/server/chat/streams";
 import { getConfig } from "@/server/config/load";
 import { getDatabase } from "@/server/db/client";
-import { handle, readJson } from "@/server/http/route";
+import { AppError, zodMessage } from "@/server/errors";
+import { handle, json, readJson } from "@/server/http/route";
 import { resolveModel } from "@/server/models";
 
 export const dynamic = "force-dynamic";
@@ -15,24 +16,38 @@ export const maxDuration = 3600;
 
 type Ctx = { params: Promise<{ threadId: string }> };
 
+/** `?busy=` overrides `chat.busy_policy` for this message. */
+function busyPolicy(req: Request, fallback: BusyPolicy): BusyPolicy {
+  const value = new URL(req.url).searchParams.get("busy");
+  if (value === null) return fallback;
+  const parsed = busyPolicySchema.safeParse(value);
+  if (!parsed.success) throw new AppError("validation_failed", zodMessage(parsed.error, "busy"));
+  return parsed.data;
+}
+
 /**
- * Starts the lead agent's reply to one new user message and streams it (AI SDK UI message
- * stream, SSE). The response runs on the server: a client that disconnects reattaches with
- * GET .../chat/stream. 409 while the thread's previous response still runs.
+ * One new user message. An idle thread starts the lead agent's reply and streams it (AI SDK UI
+ * message stream, SSE); the response runs on the server, and a client that disconnects
+ * reattaches with GET .../chat/stream. A busy thread follows the busy policy: 202
+ * `{ queued, position }` (enqueue), the new reply's stream after stopping the running one
+ * (interrupt), or 409 (reject).
  */
 export const POST = handle(async (req: Request, ctx: Ctx) => {
   const { userId } = await requireUser(req);
   const { threadId } = await ctx.params;
-  const request = await readJson(req, chatRequestSchema, CHAT_MAX_BODY_BYTES);
   const config = getConfig();
+  const policy = busyPolicy(req, config.chat.busy_policy);
+  const request = await readJson(req, chatRequestSchema, CHAT_MAX_BODY_BYTES);
   const { db } = getDatabase();
   await assertDailyTokenQuota(db, config, userId); // 429 quota_exceeded
-  const run = await startLeadRun(db, {
+  const posted = await postUserMessage(db, {
     config,
     model: resolveModel(config),
     userId,
     threadId,
-    trigger: { kind: "user", message: { id: request.message.id, role: "user", parts: request.message.parts } },
+    message: { id: request.message.id, role: "user", parts: request.message.parts },
+    policy,
   });
-  return createUIMessageStreamResponse({ stream: readChatStream(db, { streamId: run.streamId }) });
+  if (posted.kind === "queued") return json({ queued: true, position: posted.position } satisfies QueuedMessage, 202);
+  return createUIMessageStreamResponse({ stream: readChatStream(db, { streamId: posted.streamId }) });
 });
