@@ -56,7 +56,7 @@ test("first minute: example prompts, the Simulator badge, and 'What can you do?'
   const reply = assistant(page).last();
   await expect(page.getByRole("button", { name: "Send" })).toBeVisible({ timeout: 15_000 });
   // Markdown: a list, bold text and inline code, not raw asterisks and backticks.
-  await expect(reply.locator("ul > li")).toHaveCount(4);
+  await expect(reply.locator("ul > li")).toHaveCount(5);
   await expect(reply.locator('strong, [data-streamdown="strong"]').first()).toHaveText("One sub-agent:");
   await expect(reply.locator("code").filter({ hasText: "batch status" })).toBeVisible();
   await expect(reply).not.toContainText("**");
