@@ -99,9 +99,13 @@ export interface ChatMessageMetadata {
    */
   queued?: boolean;
   position?: number;
-  /** Set on the lead's reply to a settled batch (server/chat/wakeup.ts), not to a user turn. */
-  trigger?: "batch_settled";
+  /**
+   * Set on the lead's wake-up replies, never on a user turn: a settled batch
+   * (server/chat/wakeup.ts) or settled background children (server/chat/children-wakeup.ts).
+   */
+  trigger?: "batch_settled" | "children_settled";
   batch_id?: string;
+  run_ids?: string[];
 }
 
 export type ChatMessage = UIMessage<ChatMessageMetadata>;
