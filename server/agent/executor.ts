@@ -12,7 +12,7 @@ import type { ToolCallRecord } from "@/lib/api/runs";
 import type { SubagentRunStatus, SubagentStatusUpdate, SubagentUsage } from "@/lib/api/subagents";
 import type { StepJournal, StoredStep } from "@/server/batches/steps";
 import { buildGroupTools, recordTools, ToolCallRecorder } from "@/server/tools";
-import { approvalMatcherFor, NO_APPROVAL } from "@/server/tools/approval";
+import { approvalMatcherFor } from "@/server/tools/approval";
 import type { SubagentDefinition } from "./registry";
 import {
   createRun,
@@ -348,12 +348,14 @@ export async function runSubagent(db: Db, opts: RunSubagentOptions): Promise<Sub
         idempotencyKey: journal?.key,
       };
       const built = {
-        // Batch items park on a call that needs a person; chat children do not ask (yet).
+        // A call that needs a person parks a batch item; chat children cannot ask yet, so such a
+        // call is refused (never run unasked).
         ...(await buildGroupTools(
           def.toolGroups,
           groupCtx,
           recorder,
-          opts.kind === "batch_item" ? approvalMatcherFor(runtime.config, def.name) : NO_APPROVAL,
+          approvalMatcherFor(runtime.config, def.name),
+          opts.kind === "batch_item" ? "ask" : "refuse",
         )),
         ...(opts.delegate && opts.kind !== "batch_item"
           ? recordTools(opts.delegate({ runId, rootRunId, depth, model, signal: controller.signal, runtime }), recorder)

@@ -170,6 +170,12 @@ export async function buildGroupTools(
   recorder?: ToolCallRecorder,
   /** Calls that wait for a person: the tool gets the AI SDK's `needsApproval` (server/tools/approval.ts). */
   needsApproval: ApprovalMatcher = NO_APPROVAL,
+  /**
+   * What a call that needs a person does: `ask` (the AI SDK's approval flow: batch items park),
+   * or `refuse` (runs that cannot ask yet, the chat's: the call is not run and the model gets a
+   * tool error saying why). A policy that asks for approval is never skipped silently.
+   */
+  onApproval: "ask" | "refuse" = "ask",
 ): Promise<ToolSet> {
   const missing = missingToolGroups(ctx.config, groups);
   if (missing.length)
@@ -186,9 +192,25 @@ export async function buildGroupTools(
     const group = findToolGroup(ctx.config, name) as ToolGroup;
     const tools = await group.build(ctx);
     for (const [toolName, t] of Object.entries(tools)) {
+      const asks = needsApproval(name, toolName);
+      if (asks && onApproval === "refuse") {
+        out[toolName] = wrapTool(toolName, { ...t, execute: refuseUnapproved(name, toolName) }, { recorder, bounds });
+        continue;
+      }
       const wrapped = wrapTool(toolName, t, { recorder, bounds });
-      out[toolName] = needsApproval(name, toolName) ? { ...wrapped, needsApproval: true } : wrapped;
+      out[toolName] = asks ? { ...wrapped, needsApproval: true } : wrapped;
     }
   }
   return out;
+}
+
+/** The execute of a tool whose calls need a person in a run that cannot ask one: never runs it. */
+function refuseUnapproved(group: string, toolName: string): () => Promise<never> {
+  return async () => {
+    throw new AppError(
+      "forbidden",
+      `${toolName} needs a person's approval (tools.require_approval matches ${group}/${toolName}), and approvals are ` +
+        "asked only for batch items so far; the call was not run. Submit the work as a batch, or do without this tool.",
+    );
+  };
 }

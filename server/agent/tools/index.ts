@@ -1,5 +1,6 @@
 import type { ToolSet } from "ai";
 import { buildGroupTools } from "@/server/tools";
+import { approvalMatcher, runApprovalPatterns } from "@/server/tools/approval";
 import { createBatchTools } from "./batch";
 import type { LeadToolContext } from "./context";
 import { createSwarmTool } from "./swarm";
@@ -10,14 +11,21 @@ export type { LeadToolContext };
 /** The lead agent's toolset: its own tool groups (lead.tool_groups), then each delegation mode's tools. */
 export async function buildLeadTools(ctx: LeadToolContext): Promise<ToolSet> {
   return {
-    ...(await buildGroupTools(ctx.config.lead.tool_groups, {
-      db: ctx.db,
-      config: ctx.config,
-      userId: ctx.userId,
-      threadId: ctx.threadId,
-      runId: ctx.runId,
-      signal: ctx.abortSignal,
-    })),
+    // The lead cannot ask a person yet: a call tools.require_approval matches is refused, not run.
+    ...(await buildGroupTools(
+      ctx.config.lead.tool_groups,
+      {
+        db: ctx.db,
+        config: ctx.config,
+        userId: ctx.userId,
+        threadId: ctx.threadId,
+        runId: ctx.runId,
+        signal: ctx.abortSignal,
+      },
+      undefined,
+      approvalMatcher(runApprovalPatterns(ctx.config, [])),
+      "refuse",
+    )),
     ...(ctx.config.subagents.enabled ? { task: createTaskTool(ctx) } : {}),
     ...(ctx.config.subagents.enabled ? { agent_swarm: createSwarmTool(ctx) } : {}),
     ...(await createBatchTools(ctx)),
