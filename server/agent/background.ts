@@ -189,10 +189,12 @@ export async function recoverBackgroundCalls(db: Db, options: { silentSeconds?: 
        order by w.id limit ${options.limit ?? 20}
        for update skip locked`);
     for (const row of rows) {
-      // The children, their retries and anything they delegated: every run of that lead run the dead process held.
+      // The children, their retries and anything they delegated: every run of that lead run the
+      // dead process held, the lead run too when it died mid-response (else its thread's stream
+      // lock, held until that run is final, would keep the wake-up waiting).
       const active = await tx.execute<{ id: string }>(sql`
         select id from agent_runs
-         where (root_run_id = ${row.lead_run_id} or id = any(${uuidArray(row.run_ids)}))
+         where (id = ${row.lead_run_id} or root_run_id = ${row.lead_run_id} or id = any(${uuidArray(row.run_ids)}))
            and owner_instance is not distinct from ${row.owner_instance} and status in ('pending', 'running')`);
       for (const { id } of active)
         await finishRun(tx, { runId: id, status: "interrupted", stopReason: "interrupted", error: INTERRUPTED_MESSAGE });
