@@ -101,6 +101,7 @@ test("1400×900: the items table fits the panel; plain filters; rows say what ea
     "Queued (0)",
     "Starting (0)",
     "Running (0)",
+    "Needs approval (0)",
     "Done (108)",
     "Failed (12)",
     "Cancelled (0)",
