@@ -56,6 +56,10 @@ export default defineConfig({
       // Specs register their own accounts; the invite flow works on an open deployment too
       // (a code that is sent is spent), and test/security covers the invite-only policy.
       FLOTILLA__AUTH__REGISTRATION: "open",
+      // The specs stand behind a "proxy" on loopback so each API registration can come from its
+      // own address (e2e/support/auth.ts): sixty specs registering from one address would meet
+      // the per-address registration limit (30 an hour) that test/security checks.
+      FLOTILLA__HTTP__TRUSTED_PROXIES: JSON.stringify(["127.0.0.1/32", "::1/128"]),
       // No NEXTAUTH_URL, as `npm start` runs by default: redirects follow the request's host.
       // Keep the server's JSON logs out of the test report unless something goes wrong.
       LOG_LEVEL: process.env.LOG_LEVEL ?? "warn",

@@ -42,13 +42,16 @@ export function useItemPages(threadId: string, batch: BatchProjection, filter: I
     placeholderData: keepPreviousData,
   });
 
-  // When the batch finishes, bring every loaded page up to date once (polling stops after).
-  const wasActive = useRef(active);
-  // biome-ignore lint/correctness/useExhaustiveDependencies: runs on the active → finished edge only
+  // When the batch settles, bring every loaded page up to date once (polling stops after).
+  // Keyed on the settlement's time, not on an active → finished edge the panel's polls saw: a
+  // retry can reopen and settle a batch again between two polls (the rows stayed "running").
+  const settledAt = batch.finished_at;
+  const lastSettled = useRef(settledAt);
+  // biome-ignore lint/correctness/useExhaustiveDependencies: runs when the batch settles (again)
   useEffect(() => {
-    const finished = wasActive.current && !active;
-    wasActive.current = active;
-    if (!finished) return;
+    const settled = settledAt !== null && settledAt !== lastSettled.current;
+    lastSettled.current = settledAt;
+    if (!settled) return;
     void (async () => {
       let chain = qc.getQueryData<PageChain>(key);
       for (let i = 0; chain && i < chain.pages.length; i++) {
@@ -59,7 +62,7 @@ export function useItemPages(threadId: string, batch: BatchProjection, filter: I
         qc.setQueryData(key, chain);
       }
     })();
-  }, [active]);
+  }, [settledAt]);
 
   const loadMore = useMutation({
     mutationFn: async () => {
