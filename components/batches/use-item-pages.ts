@@ -15,6 +15,8 @@ import { isActiveBatch } from "./status";
  * page (round-robin), so polling costs at most one page read per interval however many pages
  * are loaded; "Load more" appends the next page and drops the oldest past MAX_LOADED_PAGES.
  */
+const UNFINISHED = new Set(["pending", "queued", "leased", "running"]);
+
 export function useItemPages(threadId: string, batch: BatchProjection, filter: ItemFilter, view: string) {
   const qc = useQueryClient();
   const [loadError, setLoadError] = useState<string | null>(null);
@@ -38,7 +40,9 @@ export function useItemPages(threadId: string, batch: BatchProjection, filter: I
       // Apply to the latest chain: "Load more" may have appended while this was in flight.
       return applyRefresh(qc.getQueryData<PageChain>(key) ?? current, index, cursor, page);
     },
-    refetchInterval: active ? ACTIVE_POLL_MS : false,
+    // Also while a loaded row is unfinished: the batch may have settled (again, after a retry)
+    // between the panel's polls, and a row must not stay "running" for good.
+    refetchInterval: (q) => (active || chainItems(q.state.data).some((i) => UNFINISHED.has(i.status)) ? ACTIVE_POLL_MS : false),
     placeholderData: keepPreviousData,
   });
 
