@@ -82,7 +82,7 @@ test("register, chat with the simulator, reload, stop, sign out; another user ge
   await page.waitForTimeout(500);
   await page.reload();
   const stopped = assistant(page).nth(1);
-  await expect(stopped.getByText("Stopped")).toBeVisible();
+  await expect(stopped.getByText("Stopped", { exact: true })).toBeVisible();
   const kept = ((await stopped.textContent()) ?? "").replace(/^Lead agentStopped/, "");
   expect(kept).toContain("Simulated answer to");
   expect(kept.length).toBeLessThan(3000);
