@@ -40,6 +40,7 @@ type ClaimRow = {
   expected: unknown;
   feedback: string | null;
   resume: boolean | null;
+  generation: number | null;
 };
 
 function toClaimed(r: ClaimRow): ClaimedItem {
@@ -54,6 +55,7 @@ function toClaimed(r: ClaimRow): ClaimedItem {
     expected: r.expected ?? null,
     feedback: r.feedback ?? null,
     resume: r.resume === true,
+    generation: r.generation ?? 1,
   };
 }
 

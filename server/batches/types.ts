@@ -70,6 +70,8 @@ export interface ClaimedItem {
   feedback: string | null;
   /** The item has stored steps (steps.ts): this attempt continues from them instead of starting over. */
   resume: boolean;
+  /** The item's run from its start (DESIGN "Durable steps"): part of its tool calls' idempotency keys. */
+  generation: number;
 }
 
 export interface LeaseRef {

@@ -16,13 +16,14 @@
 --
 -- Each row carries what the executor needs besides the prompt: the item's `expected` (for the
 -- checks) and `feedback`, the error of an attempt a `retry` check failed (`check_failed: ...`),
--- which the next attempt's prompt quotes; and `resume`, whether the item has stored steps
--- (steps.sql) for the executor to continue from instead of starting over.
+-- which the next attempt's prompt quotes; `resume`, whether the item has stored steps
+-- (steps.sql) for the executor to continue from instead of starting over; and `generation`, the
+-- run of the item its tool calls' idempotency keys name (steps.ts).
 create or replace function flotilla_claim(
   p_owner text, p_run integer, p_ahead integer, p_lease_seconds double precision,
   p_max_batches integer default 8, p_wait boolean default true
 ) returns table (item_id uuid, batch_id uuid, item_key text, item_position integer, prompt text,
-                 lease_token bigint, attempt integer, expected jsonb, feedback text, resume boolean)
+                 lease_token bigint, attempt integer, expected jsonb, feedback text, resume boolean, generation integer)
 language plpgsql as $$
 #variable_conflict use_column
 declare
@@ -128,11 +129,11 @@ begin
           from ranked r
          where it.id = r.id and (r.rn <= v_run[i] + v_ahead[i] or r.from_pending)
         returning it.id, it.batch_id, it.item_key, it.position, it.prompt, it.lease_token, it.attempts, r.rn,
-          it.expected, case when it.error like 'check_failed: %' then it.error end as feedback
+          it.expected, case when it.error like 'check_failed: %' then it.error end as feedback, it.generation
       )
       select upd.id, upd.batch_id, upd.item_key, upd.position, upd.prompt, upd.lease_token, upd.attempts,
              upd.expected, upd.feedback,
-             exists (select 1 from subagent_batch_item_steps st where st.item_id = upd.id)
+             exists (select 1 from subagent_batch_item_steps st where st.item_id = upd.id), upd.generation
         from upd where upd.rn <= v_run[i] + v_ahead[i];
       get diagnostics v_got = row_count;
     else

@@ -5,7 +5,8 @@
 -- caller's transaction, which holds the batch row lock and has checked the batch is not
 -- cancelled. The counters trigger moves the status, verdict and check counts with the items.
 -- A retry runs the item from the start: durable steps an unfinished execution left (a cancel, a
--- lease that expired on the last attempt) are dropped.
+-- lease that expired on the last attempt) are dropped, and its `generation` advances so the new
+-- run's tool calls carry new idempotency keys (steps.ts): its writes are not replays.
 
 -- One item (retryItem, which checked it is finished). Returns the item's new status.
 create or replace function flotilla_retry_item(p_batch uuid, p_item uuid) returns text language sql as $$
@@ -15,7 +16,7 @@ create or replace function flotilla_retry_item(p_batch uuid, p_item uuid) return
    where b.id = p_batch and b.status in ('completed', 'failed');
   update subagent_batch_items it set
     status = case when b.queued_count + b.leased_count + b.running_count < b.max_live_items then 'queued' else 'pending' end,
-    attempts = 0, deferrals = 0, available_at = null, error = null, finished_at = null, started_at = null,
+    attempts = 0, deferrals = 0, generation = it.generation + 1, available_at = null, error = null, finished_at = null, started_at = null,
     result = null, preview = null, output = null, checks = null, verdict = null,
     updated_at = now()
   from subagent_batches b
@@ -45,7 +46,7 @@ returns integer language sql as $$
   ), moved as (
     update subagent_batch_items it set
       status = case when matching.n <= b.room then 'queued' else 'pending' end,
-      attempts = 0, deferrals = 0, available_at = null, error = null, finished_at = null, started_at = null,
+      attempts = 0, deferrals = 0, generation = it.generation + 1, available_at = null, error = null, finished_at = null, started_at = null,
       result = null, preview = null, output = null, checks = null, verdict = null,
       updated_at = now()
     from matching, b

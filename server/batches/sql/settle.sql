@@ -13,7 +13,9 @@
 -- re-queued item has none (the counters trigger moves the verdict and per-check counts with them).
 -- `steps` (only on attempts that stored or resumed durable steps, steps.sql): the item's steps
 -- live while one execution goes on across attempts (a hand-back, a rate-limit deferral, a lease
--- expiry); an attempt that ends the item or re-runs it from the start drops them.
+-- expiry); an attempt that ends the item or re-runs it from the start drops them. A re-run from
+-- the start (outcome `retry`) also advances the item's `generation`, so its tool calls carry new
+-- idempotency keys (steps.ts).
 -- awaiting_approval (issue 26): a tool call waits for a person; the item parks (no lease, no
 -- slot, attempt refunded) with one tool_approvals row per call in `approvals`; approvals.sql
 -- decides and re-queues it.
@@ -76,6 +78,8 @@ begin
       status = plan.next_status,
       attempts = case when plan.refund then greatest(it.attempts - 1, 0) else it.attempts end,
       deferrals = case when plan.kind = 'deferred' then it.deferrals + 1 else it.deferrals end,
+      generation = case when plan.next_status = 'queued' and plan.kind <> 'released' and not plan.refund
+                        then it.generation + 1 else it.generation end,
       available_at = case
         when plan.next_status = 'queued' and plan.delay_ms > 0 then now() + make_interval(secs => plan.delay_ms / 1000.0)
         else null end,

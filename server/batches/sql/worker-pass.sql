@@ -15,7 +15,8 @@ create or replace function flotilla_worker_pass(
   p_owner text, p_settle jsonb, p_mark_ids uuid[], p_mark_tokens bigint[], p_max_deferrals integer,
   p_run integer, p_ahead integer, p_lease_seconds double precision, p_max_batches integer default 8
 ) returns table (kind text, item_id uuid, status text, batch_id uuid, item_key text, item_position integer,
-                 prompt text, lease_token bigint, attempt integer, expected jsonb, feedback text, resume boolean, execution_spec jsonb)
+                 prompt text, lease_token bigint, attempt integer, expected jsonb, feedback text, resume boolean, generation integer,
+                 execution_spec jsonb)
 language plpgsql as $$
 #variable_conflict use_column
 declare
@@ -31,14 +32,14 @@ begin
   end if;
   if coalesce(cardinality(p_mark_ids), 0) > 0 then
     -- Before the settle: an item may have started and finished since the last pass.
-    return query select 'marked', m.item_id, 'running', null::uuid, null::text, null::integer, null::text, null::bigint, null::integer, null::jsonb, null::text, null::boolean, null::jsonb
+    return query select 'marked', m.item_id, 'running', null::uuid, null::text, null::integer, null::text, null::bigint, null::integer, null::jsonb, null::text, null::boolean, null::integer, null::jsonb
       from flotilla_mark_running(p_owner, p_mark_ids, p_mark_tokens, p_lease_seconds) m;
   end if;
   if jsonb_array_length(coalesce(p_settle, '[]')) > 0 then
-    return query select 'settled', s.item_id, s.new_status, null::uuid, null::text, null::integer, null::text, null::bigint, null::integer, null::jsonb, null::text, null::boolean, null::jsonb
+    return query select 'settled', s.item_id, s.new_status, null::uuid, null::text, null::integer, null::text, null::bigint, null::integer, null::jsonb, null::text, null::boolean, null::integer, null::jsonb
       from flotilla_settle(p_owner, p_settle, p_max_deferrals) s;
   end if;
-  return query select 'claimed', c.item_id, 'leased', c.batch_id, c.item_key, c.item_position, c.prompt, c.lease_token, c.attempt, c.expected, c.feedback, c.resume,
+  return query select 'claimed', c.item_id, 'leased', c.batch_id, c.item_key, c.item_position, c.prompt, c.lease_token, c.attempt, c.expected, c.feedback, c.resume, c.generation,
       case when row_number() over (partition by c.batch_id order by c.item_position) = 1
         then (select b.execution_spec from subagent_batches b where b.id = c.batch_id) end
     from flotilla_claim(p_owner, p_run, p_ahead, p_lease_seconds, p_max_batches, cardinality(v_held) = 0) c;

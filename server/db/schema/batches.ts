@@ -113,6 +113,12 @@ export const subagentBatchItems = pgTable(
     attempts: integer("attempts").notNull().default(0),
     /** Fencing token: bumped on every claim; every later write must match owner + token. */
     leaseToken: bigint("lease_token", { mode: "number" }).notNull().default(0),
+    /**
+     * Which run of the item from its start (DESIGN "Durable steps"): 1, advanced whenever a re-run
+     * drops its stored steps (a retry, an attempt that starts over). Part of the tool calls'
+     * idempotency key, so a re-run's writes are not taken for replays of the last one's.
+     */
+    generation: integer("generation").notNull().default(1),
     leaseOwner: text("lease_owner"),
     /** When the current lease was taken (copied into the attempt row when the attempt ends). */
     leasedAt: at("leased_at"),
