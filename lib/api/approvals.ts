@@ -39,3 +39,47 @@ export const waitingApprovalSchema = z
   .strict();
 export type WaitingApproval = z.infer<typeof waitingApprovalSchema>;
 export const waitingApprovalsSchema = z.object({ approvals: z.array(waitingApprovalSchema) }).strict();
+
+/**
+ * Approvals in the chat (DESIGN "Working alongside the agents"): a call of the lead or of a task
+ * or swarm child that waits for a person. The browser names only the approval and the decision.
+ */
+
+/** POST /api/threads/{id}/approvals/{approval_id}: the same body as an item's decision (`reason` ≤ 2,000 characters). */
+export const chatApprovalDecisionSchema = itemApprovalSchema;
+export type ChatApprovalDecision = z.infer<typeof chatApprovalDecisionSchema>;
+
+/** One call waiting in a thread: GET /api/threads/{id}/approvals. */
+export const chatApprovalSchema = z
+  .object({
+    id: z.string(),
+    /** The run that asked: the lead's run, or the task / swarm child's. */
+    run_id: z.string(),
+    /** `lead` or `child`: where the card sits (the lead's tool part, or its child's card). */
+    kind: z.enum(["lead", "child"]),
+    /** The call's id as the model gave it (the lead's tool part carries it). */
+    tool_call_id: z.string(),
+    /** The tool's name as the model sees it. */
+    tool: z.string(),
+    /** The call's arguments, exactly as the call will get them. */
+    input: z.unknown(),
+    created_at: z.string(),
+    /** When the call is denied for want of a decision (tools.approval_timeout_seconds). */
+    expires_at: z.string(),
+  })
+  .strict();
+export type ChatApproval = z.infer<typeof chatApprovalSchema>;
+export const chatApprovalsSchema = z.object({ approvals: z.array(chatApprovalSchema) }).strict();
+
+/** POST /api/threads/{id}/approvals/{approval_id}: the decided call. */
+export const decidedChatApprovalSchema = z
+  .object({
+    id: z.string(),
+    run_id: z.string(),
+    tool: z.string(),
+    status: z.enum(["approved", "denied"]),
+    reason: z.string().nullable(),
+    decided_at: z.string(),
+  })
+  .strict();
+export type DecidedChatApproval = z.infer<typeof decidedChatApprovalSchema>;
