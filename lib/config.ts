@@ -83,7 +83,13 @@ export const configSchema = z
       .strict()
       .prefault({}),
     chat: z
-      .object({ busy_policy: z.enum(BUSY_POLICIES).default("enqueue") })
+      .object({
+        busy_policy: z.enum(BUSY_POLICIES).default("enqueue"),
+        // Messages one thread may have waiting for its turn (one more: 429 queue_full).
+        max_queued_messages: int(1, 1_000, 20),
+        // Lead responses nobody typed (wake-ups) in a row before the thread waits for a person.
+        max_system_turns: int(1, 100, 10),
+      })
       .strict()
       .prefault({}),
     swarm: z

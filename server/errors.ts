@@ -28,6 +28,8 @@ export const ERROR_STATUS = {
   model_unavailable: 400,
   tool_unavailable: 400,
   quota_exceeded: 429,
+  // A thread already has chat.max_queued_messages messages waiting.
+  queue_full: 429,
   internal: 500,
 } as const;
 

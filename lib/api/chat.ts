@@ -106,6 +106,14 @@ export interface ChatMessageMetadata {
   trigger?: "batch_settled" | "children_settled";
   batch_id?: string;
   run_ids?: string[];
+  /**
+   * Set on a short notice stored instead of a lead response nobody typed (a queued message's
+   * turn or a wake-up): the model was not called, because the user's daily token quota is used
+   * up, or because the lead already answered chat.max_system_turns times without a person.
+   */
+  notice?: UnattendedNotice;
 }
+
+export type UnattendedNotice = "daily_token_quota" | "system_turns";
 
 export type ChatMessage = UIMessage<ChatMessageMetadata>;

@@ -17,13 +17,16 @@ import { onChatStreamEvent } from "./streams";
  * (server/agent/background.ts settles the `child_wakeups` row). Exactly once whichever web
  * process notices: a process claims a settled row with a lease (FOR UPDATE SKIP LOCKED), starts
  * the lead in the thread through startLeadRun with a system trigger (the reply is stored with
- * `{ trigger: "children_settled", run_ids }` and streams like any response), writes the reply's
+ * `{ trigger: "children_settled", run_ids }` and streams like any response; over the daily token
+ * quota or chat.max_system_turns it is a notice and no model call: unattended.ts), writes the reply's
  * id on the row at once, and marks the row done when it ends. A thread that is busy answers 409:
  * the row is released to wait its turn. A claimer that finds the reply already stored (its
  * process died after the reply) only marks the row done.
  */
 
 export const CHILD_WAKEUP_MAX_ATTEMPTS = 3;
+/** Wake-ups one user may have running at once, across every web process (as batch wake-ups). */
+export const CHILD_WAKEUP_PER_USER_LIMIT = 2;
 const LEASE_SECONDS = 600;
 /** A busy thread is asked again after this long. */
 const BUSY_RETRY_MS = 1_000;
@@ -54,20 +57,42 @@ export interface ChildWakeupOptions {
   backoffBaseMs?: number;
 }
 
-/** Claims up to `limit` settled background calls for `owner`, none in a thread whose wake-up runs. */
-export async function claimChildWakeups(db: Db, owner: string, options: { limit?: number } = {}): Promise<ChildWakeupRow[]> {
+/**
+ * Claims up to `limit` settled background calls for `owner`, fairly (as claimWakeups in
+ * wakeup.ts): round-robin over the users with due rows, each user at most `perUser` running
+ * (live leases of any process count), none in a thread whose wake-up runs.
+ */
+export async function claimChildWakeups(
+  db: Db,
+  owner: string,
+  options: { limit?: number; perUser?: number } = {},
+): Promise<ChildWakeupRow[]> {
   const limit = options.limit ?? 1;
   if (limit <= 0) return [];
+  const perUser = options.perUser ?? CHILD_WAKEUP_PER_USER_LIMIT;
   return db.execute<ChildWakeupRow>(sql`
-    with chosen as (
-      select w.id from child_wakeups w
-       where w.done_at is null and w.settled_at is not null and w.next_attempt_at <= now()
-         and (w.lease_expires_at is null or w.lease_expires_at < now())
-         and not exists (
-           select 1 from child_wakeups r where r.thread_id = w.thread_id and r.done_at is null and r.lease_expires_at >= now())
-       order by w.next_attempt_at, w.id
-       limit ${limit}
-       for update skip locked)
+    with due_users as (
+      select distinct user_id from child_wakeups
+       where done_at is null and settled_at is not null and next_attempt_at <= now()
+         and (lease_expires_at is null or lease_expires_at < now())
+    ),
+    picked as (
+      select c.id, c.next_attempt_at, row_number() over (partition by c.user_id order by c.next_attempt_at, c.id) as turn
+        from due_users u
+        cross join lateral (
+          select w.id, w.user_id, w.next_attempt_at from child_wakeups w
+           where w.user_id = u.user_id and w.done_at is null and w.settled_at is not null and w.next_attempt_at <= now()
+             and (w.lease_expires_at is null or w.lease_expires_at < now())
+             and not exists (
+               select 1 from child_wakeups r where r.thread_id = w.thread_id and r.done_at is null and r.lease_expires_at >= now())
+           order by w.next_attempt_at, w.id
+           limit greatest(0, ${perUser} - (
+             select count(*) from child_wakeups f
+              where f.user_id = u.user_id and f.done_at is null and f.lease_expires_at >= now()))
+           for update skip locked
+        ) c
+    ),
+    chosen as (select id from picked order by turn, next_attempt_at, id limit ${limit})
     update child_wakeups w
        set claimed_by = ${owner}, claimed_at = now(), attempts = w.attempts + 1,
            lease_expires_at = now() + make_interval(secs => ${LEASE_SECONDS})
@@ -140,6 +165,9 @@ export async function runClaimedChildWakeup(options: ChildWakeupOptions, row: Ch
   const metadata = { trigger: CHILDREN_SETTLED, run_ids: row.run_ids };
   if (await replyStored(db, row, row.message_id)) return markDone(db, row, owner, null);
   const notice = childrenNotice(row);
+  const finished =
+    `The background ${row.tool === "task" ? "task" : "swarm"} finished ` +
+    `(${notice.children.map((c) => `${c.item_id ?? c.definition}: ${c.status}`).join(", ")})`;
   let error: string;
   try {
     const started = await startLeadRun(db, {
@@ -147,7 +175,13 @@ export async function runClaimedChildWakeup(options: ChildWakeupOptions, row: Ch
       model: options.model ?? resolveModel(config),
       userId: row.user_id,
       threadId: row.thread_id,
-      trigger: { kind: "system", text: childrenNoticeText(notice), metadata, providerMetadata: noticeOptions(notice) },
+      trigger: {
+        kind: "system",
+        text: childrenNoticeText(notice),
+        metadata,
+        providerMetadata: noticeOptions(notice),
+        refused: (why) => `${finished}, but I did not read its results: ${why}. Its results are on its card above.`,
+      },
     });
     await db.execute(sql`update child_wakeups set message_id = ${started.messageId} where ${fenced(row, owner)}`);
     await started.done;
@@ -170,9 +204,7 @@ export async function runClaimedChildWakeup(options: ChildWakeupOptions, row: Ch
   }
   // The thread still learns that its background work ended, with each child's status.
   const id = `bgwake_${row.id}`;
-  const text =
-    `The background ${row.tool === "task" ? "task" : "swarm"} finished (${notice.children.map((c) => `${c.item_id ?? c.definition}: ${c.status}`).join(", ")}), ` +
-    `but I could not report on it: ${error}. Its results are on its card above.`;
+  const text = `${finished}, but I could not report on it: ${error}. Its results are on its card above.`;
   await db
     .insert(messages)
     .values({ id, threadId: row.thread_id, role: "assistant", parts: [{ type: "text", text }], metadata })

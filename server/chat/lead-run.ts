@@ -24,23 +24,32 @@ import {
   threadsWithQueuedMessages,
   unqueueMessage,
 } from "./messages";
+import { refuseUnattended } from "./unattended";
 import { ChunkWriter, activeStreamOf, closeAbandonedStreams, notifyChatStream, onChatStreamEvent, pruneFinishedStreams } from "./streams";
 import { getThreadForUser, touchThread } from "./threads";
 
 /**
  * What starts a lead response: a user message (stored, shown in the thread) or a system
- * trigger (e.g. a batch settled): its text goes to the model as the last turn but is not
- * stored, and its metadata is merged into the stored reply; its providerMetadata (model-facts'
- * notice) rides on the text part.
+ * trigger (e.g. background children settled): its text goes to the model as the last turn but
+ * is not stored, and its metadata is merged into the stored reply; its providerMetadata
+ * (model-facts' notice) rides on the text part. A system trigger is a run nobody typed
+ * (unattended.ts): `refused` words the notice stored instead when it may not call the model.
  */
 export type LeadTrigger =
   | { kind: "user"; message: ChatMessage }
-  | { kind: "system"; text: string; metadata?: Record<string, unknown>; providerMetadata?: ProviderMetadata };
+  | {
+      kind: "system";
+      text: string;
+      metadata?: Record<string, unknown>;
+      providerMetadata?: ProviderMetadata;
+      refused?: (why: string) => string;
+    };
 
 export interface StartedLeadRun {
   /** The chat_streams row: read it with readChatStream (any web process). */
   streamId: string;
-  runId: string;
+  /** Null when a notice was stored instead of a response (unattended.ts): no model was called. */
+  runId: string | null;
   /** The id of the assistant message being built (stored under it when the response ends). */
   messageId: string;
   /** Settles once the reply is stored and the stream is finished. Never rejects. */
@@ -126,23 +135,34 @@ export async function startLeadRun(
     if (trigger.kind === "user") await insertMessage(tx, { threadId: thread.id, message: trigger.message });
     return id;
   });
-  return runLocked(db, { ...input, threadId: thread.id, history, streamId, messageId });
+  return runLocked(db, { ...input, threadId: thread.id, history, streamId, messageId, unattended: trigger.kind === "system" });
 }
 
 /** What a person's message to a thread did: started a response (stream it), or waits its turn. */
 export type PostedMessage = { kind: "started"; streamId: string } | { kind: "queued"; position: number };
 
 /**
+ * What a message to a busy thread does: `?busy=` (`requested`) picks any policy, except under a
+ * configured `reject`, which a request cannot loosen into queueing or interrupting.
+ */
+export function busyPolicyFor(configured: BusyPolicy, requested: BusyPolicy | undefined): BusyPolicy {
+  return configured === "reject" ? "reject" : (requested ?? configured);
+}
+
+/**
  * A person's message to a thread (the chat route). An idle thread answers it at once. A busy
- * one (a response runs, or messages already wait) follows `policy`: `reject` refuses (409,
- * nothing stored); `enqueue` stores it queued and answers it in order after the responses
- * before it; `interrupt` stops the running response as Stop does and answers it next.
+ * one (a response runs, or messages already wait) follows the busy policy (busyPolicyFor):
+ * `reject` refuses (409, nothing stored); `enqueue` stores it queued and answers it in order
+ * after the responses before it; `interrupt` stops the running response as Stop does and
+ * answers it next. A thread with chat.max_queued_messages waiting refuses one more (429
+ * queue_full, nothing stored).
  */
 export async function postUserMessage(
   db: Db,
-  input: Lead & { userId: string; threadId: string; message: ChatMessage; policy: BusyPolicy },
+  input: Lead & { userId: string; threadId: string; message: ChatMessage; requested?: BusyPolicy },
 ): Promise<PostedMessage> {
-  const { userId, message, policy } = input;
+  const { userId, message, config } = input;
+  const policy = busyPolicyFor(config.chat.busy_policy, input.requested);
   const [thread, history] = await Promise.all([
     getThreadForUser(db, { userId, threadId: input.threadId }),
     loadMessages(db, { threadId: input.threadId }),
@@ -159,11 +179,24 @@ export async function postUserMessage(
       return { kind: "locked" as const, streamId };
     }
     if (policy === "reject") throw new AppError("conflict", THREAD_BUSY_MESSAGE);
-    const position = await enqueueMessage(tx, { threadId, message, interrupt: policy === "interrupt" });
+    const position = await enqueueMessage(tx, {
+      threadId,
+      message,
+      interrupt: policy === "interrupt",
+      max: config.chat.max_queued_messages,
+    });
     return { kind: "queued" as const, position, waiting };
   });
   if (taken.kind === "locked") {
-    const run = await runLocked(db, { ...input, threadId, history, trigger: { kind: "user", message }, streamId: taken.streamId, messageId });
+    const run = await runLocked(db, {
+      ...input,
+      threadId,
+      history,
+      trigger: { kind: "user", message },
+      streamId: taken.streamId,
+      messageId,
+      unattended: false,
+    });
     return { kind: "started", streamId: run.streamId };
   }
   if (policy === "interrupt") return interrupt(db, { ...input, threadId });
@@ -233,6 +266,8 @@ export async function startNextQueued(db: Db, input: Lead & { threadId: string }
     trigger: { kind: "user", message: taken.turn },
     streamId: taken.streamId,
     messageId: taken.messageId,
+    // A queued message was typed, but its turn comes when nobody may be watching.
+    unattended: true,
   });
 }
 
@@ -258,7 +293,8 @@ export async function startQueuedResponses(db: Db, lead: Lead): Promise<number> 
  * independent of any HTTP request. Its UI message chunks go to PostgreSQL, so any web process
  * can stream it (readChatStream); only Stop (run registry, or a `stop:` notification from
  * another process) ends it early. The reply is stored when it ends, whatever any client did,
- * and then the thread's next queued message starts.
+ * and then the thread's next queued message starts. A run nobody typed (`unattended`) that
+ * may not call the model stores and streams a notice instead (answerWithNotice).
  */
 async function runLocked(
   db: Db,
@@ -269,9 +305,28 @@ async function runLocked(
     trigger: LeadTrigger;
     streamId: string;
     messageId: string;
+    unattended: boolean;
   },
 ): Promise<StartedLeadRun> {
   const { config, model, userId, threadId, history, trigger, streamId, messageId } = input;
+  const startNext = () =>
+    startNextQueued(db, { config, model, threadId }).catch((err) => log.warn({ err, thread_id: threadId }, "could not start the queue"));
+  const writer = new ChunkWriter(db, streamId);
+  if (input.unattended) {
+    let noticed: boolean;
+    try {
+      noticed = await noticeInstead(db, writer, input);
+    } catch (err) {
+      await writer.close();
+      void startNext();
+      throw err;
+    }
+    if (noticed) {
+      await writer.close();
+      void startNext();
+      return { streamId, runId: null, messageId, done: Promise.resolve() };
+    }
+  }
   // The thread's activity and title, beside the run's start rather than before it (one commit
   // less on the first token's path); a failure here only leaves the sidebar order stale.
   const touched = touchThread(db, {
@@ -279,9 +334,6 @@ async function runLocked(
     threadId,
     titleIfDefault: trigger.kind === "user" && history.length === 0 ? titleFrom(trigger.message, model) : undefined,
   }).catch((err) => log.warn({ err, thread_id: threadId }, "could not mark the thread's activity"));
-  const writer = new ChunkWriter(db, streamId);
-  const startNext = () =>
-    startNextQueued(db, { config, model, threadId }).catch((err) => log.warn({ err, thread_id: threadId }, "could not start the queue"));
 
   const turn: ChatMessage =
     trigger.kind === "user"
@@ -360,4 +412,33 @@ async function runLocked(
   void done.then(startNext);
 
   return { streamId, runId, messageId, done };
+}
+
+/**
+ * A run nobody typed that unattended.ts refuses: stores a notice in place of the response (the
+ * thread's lock held) and streams it as one, so a reader of the thread's stream (an
+ * interrupting request, a reload) sees it. False when the model may run.
+ */
+async function noticeInstead(
+  db: Db,
+  writer: ChunkWriter,
+  input: Lead & { userId: string; threadId: string; trigger: LeadTrigger; messageId: string },
+): Promise<boolean> {
+  const { config, userId, threadId, trigger, messageId } = input;
+  const refusal = await refuseUnattended(db, config, { userId, threadId, wakeup: trigger.kind === "system" });
+  if (!refusal) return false;
+  const text =
+    trigger.kind === "system"
+      ? (trigger.refused?.(refusal.why) ?? `I did not go on by myself: ${refusal.why}.`)
+      : `I did not answer this message: ${refusal.why}.`;
+  const metadata: ChatMessageMetadata = { ...(trigger.kind === "system" ? trigger.metadata : {}), notice: refusal.notice };
+  await saveMessage(db, { threadId, message: { id: messageId, role: "assistant", parts: [{ type: "text", text }], metadata } });
+  writer.write({ type: "start", messageId, messageMetadata: metadata });
+  writer.write({ type: "text-start", id: "notice" });
+  writer.write({ type: "text-delta", id: "notice", delta: text });
+  writer.write({ type: "text-end", id: "notice" });
+  writer.write({ type: "finish" });
+  await touchThread(db, { userId, threadId });
+  log.info({ thread_id: threadId, message_id: messageId, notice: refusal.notice }, "a lead run nobody typed stored a notice instead");
+  return true;
 }

@@ -93,17 +93,26 @@ export async function hasQueuedMessages(db: DbOrTx, threadId: string): Promise<b
 /**
  * Stores a user message that waits for its thread (under lockThreadQueue). An `interrupt`
  * message goes to the head of the queue and takes no position (it is answered as soon as the
- * running response has stopped); others go to its tail. Returns the position.
+ * running response has stopped); others go to its tail. Returns the position. A queue that
+ * already holds `max` messages (interrupting ones too) takes no more: 429 queue_full.
  */
 export async function enqueueMessage(
   tx: DbOrTx,
-  input: { threadId: string; message: ChatMessage; interrupt?: boolean },
+  input: { threadId: string; message: ChatMessage; interrupt?: boolean; max: number },
 ): Promise<number> {
-  const [ahead] = await tx
-    .select({ n: sql<number>`count(*)::int` })
+  const [count] = await tx
+    .select({
+      all: sql<number>`count(*)::int`,
+      ahead: sql<number>`(count(*) filter (where (${messages.metadata} ->> 'interrupt') is null))::int`,
+    })
     .from(messages)
-    .where(and(eq(messages.threadId, input.threadId), isQueued, sql`(${messages.metadata} ->> 'interrupt') is null`));
-  const position = (ahead?.n ?? 0) + 1;
+    .where(and(eq(messages.threadId, input.threadId), isQueued));
+  if ((count?.all ?? 0) >= input.max)
+    throw new AppError(
+      "queue_full",
+      `chat.max_queued_messages: ${count?.all} messages already wait in this thread (at most ${input.max}); send again once the lead has answered some`,
+    );
+  const position = (count?.ahead ?? 0) + 1;
   const queued = input.interrupt ? { queued: true, interrupt: true } : { queued: true, position };
   await insertMessage(tx, {
     threadId: input.threadId,

@@ -18,6 +18,7 @@ import type { BatchRow } from "@/server/batches/types";
 import { claimDeliveries, deliverClaimed } from "@/server/batches/webhooks";
 import { errorText } from "@/server/errors";
 import { claimChildWakeups, runClaimedChildWakeup, startBackgroundSweeps } from "./children-wakeup";
+import { refuseUnattended } from "./unattended";
 
 /**
  * Waking the lead when a batch it submitted settles — exactly once per settlement.
@@ -30,6 +31,9 @@ import { claimChildWakeups, runClaimedChildWakeup, startBackgroundSweeps } from 
  * done_at in one transaction fenced by its claim: a process that lost its lease writes nothing.
  * The reply's message id is derived from (batch, settlement), so even a run repeated after a
  * crash between model and commit cannot store a second message.
+ *
+ * Over the user's daily token quota or chat.max_system_turns (unattended.ts), the reply is a
+ * short notice and the model is not called.
  *
  * No web process up: the row waits, and the first web process to start runs it. The model
  * fails: retried with backoff (WAKEUP_MAX_ATTEMPTS in all), then an assistant message saying
@@ -334,7 +338,20 @@ export async function runClaimedWakeup(options: WakeupOptions, row: WakeupRow): 
   const [batch] = await db.select().from(subagentBatches).where(eq(subagentBatches.id, row.batch_id));
   if (!batch) return; // cascade-deleted with its thread
   const notice = await buildWakeupNotice(db, batch, row.settled_status, row.settlement_seq);
+  const settled =
+    `Batch ${row.batch_id} ${row.settled_status} (${batch.succeededCount} succeeded, ${batch.failedCount} failed, ` +
+    `${batch.cancelledCount} cancelled of ${batch.total})`;
+  const elsewhere = "Its results are in the batch panel and in results.jsonl.";
   try {
+    // Nobody typed this run: over the daily token quota or chat.max_system_turns, a notice instead.
+    const refusal = await refuseUnattended(db, config, { userId: row.user_id, threadId: row.thread_id, wakeup: true });
+    if (refusal) {
+      const text = `${settled}, but I did not summarize it: ${refusal.why}. ${elsewhere}`;
+      const metadata = { ...meta, notice: refusal.notice };
+      const stored = await complete(db, row, owner, { id: messageId, role: "assistant", parts: [{ type: "text", text }], metadata });
+      wlog.info({ stored, notice: refusal.notice }, "a settled batch's wake-up stored a notice instead of running the lead");
+      return;
+    }
     const model = options.model ?? resolveModel(config);
     const reply = await runLead({ db, config, model, batch, notice, messageId });
     const stored = await complete(db, row, owner, { ...reply, id: messageId, metadata: { ...reply.metadata, ...meta } });
@@ -342,10 +359,7 @@ export async function runClaimedWakeup(options: WakeupOptions, row: WakeupRow): 
   } catch (err) {
     const error = errorText(err);
     if (row.attempts >= WAKEUP_MAX_ATTEMPTS) {
-      const text =
-        `Batch ${row.batch_id} ${row.settled_status} (${batch.succeededCount} succeeded, ${batch.failedCount} failed, ` +
-        `${batch.cancelledCount} cancelled of ${batch.total}), but I could not produce a summary of it: ${error}. ` +
-        "Its results are in the batch panel and in results.jsonl.";
+      const text = `${settled}, but I could not produce a summary of it: ${error}. ${elsewhere}`;
       await complete(db, row, owner, { id: messageId, role: "assistant", parts: [{ type: "text", text }], metadata: meta });
       wlog.error({ err: error, attempts: row.attempts }, "wake-up gave up; stored a could-not-summarize message");
     } else {

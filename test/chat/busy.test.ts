@@ -161,7 +161,7 @@ describe("a message to a busy thread", () => {
     expect(await streamedText(nextRes)).toBe("idle again");
   });
 
-  it("reject (?busy=reject): 409 with the clear message, and stores nothing", async () => {
+  it("reject (?busy=reject under the default enqueue): 409 with the clear message, and stores nothing", async () => {
     const threadId = await makeThread(t, alice);
     const first = await post(threadId, "slow [[sleep:3000]]").res;
     const refused = post(threadId, "are you there?", { busy: "reject" });
@@ -193,24 +193,91 @@ describe("a message to a busy thread", () => {
     expect((await loadMessages(t.db, { threadId, withQueued: true })).map((m) => m.role)).toEqual(["user", "assistant"]);
   });
 
-  it("follows chat.busy_policy, and ?busy= overrides it for one message", async () => {
+  it("a configured reject holds: ?busy=enqueue and ?busy=interrupt answer 409, store nothing and stop nothing", async () => {
     const config = getConfig();
     config.chat.busy_policy = "reject";
     try {
       const threadId = await makeThread(t, alice);
-      const first = await post(threadId, "slow [[sleep:3000]]").res;
-      expect((await post(threadId, "refused by the configured policy").res).status).toBe(409);
-      const queued = await post(threadId, "[[echo]] queued by override", { busy: "enqueue" }).res;
-      expect(queued.status).toBe(202);
-      expect(await queued.json()).toEqual({ queued: true, position: 1 });
-      await streamedText(first);
+      const first = await post(threadId, "slow [[chars:400]] [[sleep:3000]]").res;
+      const firstText = streamedText(first);
+      const refused = [post(threadId, "refused by the configured policy"), post(threadId, "queue me", { busy: "enqueue" }), post(threadId, "stop that", { busy: "interrupt" })];
+      for (const r of refused) {
+        const res = await r.res;
+        expect(res.status).toBe(409);
+        expect(await res.json()).toEqual({ error: { code: "conflict", message: THREAD_BUSY_MESSAGE } });
+      }
+      // The running response was not stopped: it ran to its end.
+      expect((await firstText).length).toBeGreaterThanOrEqual(400);
       await settled(threadId);
-      const stored = await loadMessages(t.db, { threadId });
-      expect(stored.map((m) => text(m))).toEqual(["slow [[sleep:3000]]", expect.any(String), "[[echo]] queued by override", "queued by override"]);
+      expect((await leadRuns(threadId)).map((r) => r.status)).toEqual(["completed"]);
+      const stored = await loadMessages(t.db, { threadId, withQueued: true });
+      expect(stored.map((m) => m.role)).toEqual(["user", "assistant"]);
+      for (const r of refused) expect(stored.some((m) => m.id === r.message.id)).toBe(false);
+      // An idle thread answers whatever ?busy= asks.
+      const idle = await post(threadId, "[[echo]] idle now", { busy: "enqueue" }).res;
+      expect(idle.status).toBe(200);
+      expect(await streamedText(idle)).toBe("idle now");
     } finally {
       config.chat.busy_policy = "enqueue";
     }
   });
+
+  it("under a configured interrupt, ?busy= picks any of the three", async () => {
+    const config = getConfig();
+    config.chat.busy_policy = "interrupt";
+    try {
+      const threadId = await makeThread(t, alice);
+      const first = await post(threadId, "slow [[sleep:3000]]").res;
+      const firstText = streamedText(first);
+      const refused = post(threadId, "not now", { busy: "reject" });
+      expect((await refused.res).status).toBe(409);
+      const queued = await post(threadId, "[[echo]] after you", { busy: "enqueue" }).res;
+      expect(queued.status).toBe(202);
+      expect(await queued.json()).toEqual({ queued: true, position: 1 });
+      await firstText;
+      await settled(threadId);
+      const stored = await loadMessages(t.db, { threadId, withQueued: true });
+      expect(stored.map((m) => text(m))).toEqual(["slow [[sleep:3000]]", expect.any(String), "[[echo]] after you", "after you"]);
+      expect((await leadRuns(threadId)).map((r) => r.status)).toEqual(["completed", "completed"]);
+    } finally {
+      config.chat.busy_policy = "enqueue";
+    }
+  });
+
+  it("chat.max_queued_messages (20): of 25 racing messages 20 wait and 5 answer 429 queue_full; a refused one stores nothing", async () => {
+    const threadId = await makeThread(t, alice);
+    const first = await post(threadId, "slow [[sleep:6000]]").res;
+    const firstText = streamedText(first);
+    const sent = Array.from({ length: 25 }, (_, i) => post(threadId, `[[echo]] q${i + 1}`));
+    const answers = await Promise.all(sent.map(async (p) => ({ message: p.message, res: await p.res })));
+    const accepted = answers.filter((a) => a.res.status === 202);
+    const refused = answers.filter((a) => a.res.status !== 202);
+    expect(accepted).toHaveLength(20);
+    expect(refused.map((a) => a.res.status)).toEqual([429, 429, 429, 429, 429]);
+    const positions = await Promise.all(accepted.map(async (a) => ((await a.res.json()) as { position: number }).position));
+    expect(positions.sort((a, b) => a - b)).toEqual(Array.from({ length: 20 }, (_, i) => i + 1));
+    for (const r of refused)
+      expect(await r.res.json()).toEqual({
+        error: {
+          code: "queue_full",
+          message: "chat.max_queued_messages: 20 messages already wait in this thread (at most 20); send again once the lead has answered some",
+        },
+      });
+    // Interrupting does not get past a full queue either (and stops nothing).
+    const urgent = post(threadId, "stop everything", { busy: "interrupt" });
+    expect((await urgent.res).status).toBe(429);
+    const waiting = await loadMessages(t.db, { threadId, withQueued: true });
+    expect(waiting.filter((m) => m.metadata?.queued)).toHaveLength(20);
+    for (const r of [...refused, { message: urgent.message }]) expect(waiting.some((m) => m.id === r.message.id)).toBe(false);
+
+    await firstText;
+    await settled(threadId);
+    const stored = await loadMessages(t.db, { threadId });
+    // The first and the twenty queued ones, each answered once.
+    expect(stored.filter((m) => m.role === "user")).toHaveLength(21);
+    expect(stored.filter((m) => m.role === "assistant")).toHaveLength(21);
+    expect((await leadRuns(threadId)).map((r) => r.status)).toEqual(Array.from({ length: 21 }, () => "completed"));
+  }, 60_000);
 
   it("interrupt: stops the running response (its runs end cancelled) and streams the new one; queued messages keep their turn after it", async () => {
     const threadId = await makeThread(t, alice);

@@ -48,9 +48,12 @@ let seq = 0;
 const userMessage = (text: string) => ({ id: `u${Date.now()}x${++seq}`, role: "user" as const, parts: [{ type: "text" as const, text }] });
 
 const config = () => loadConfig();
-function startOnA(threadId: string, text: string) {
+async function startOnA(threadId: string, text: string) {
   const c = config();
-  return startLeadRun(processA.db, { config: c, model: resolveModel(c), userId: alice.id, threadId, trigger: { kind: "user", message: userMessage(text) } });
+  const run = await startLeadRun(processA.db, { config: c, model: resolveModel(c), userId: alice.id, threadId, trigger: { kind: "user", message: userMessage(text) } });
+  // A typed message always runs the model (only runs nobody typed may store a notice instead).
+  if (!run.runId) throw new Error("no lead run started");
+  return { ...run, runId: run.runId };
 }
 const getStream = (threadId: string, cookie = aliceCookie, signal?: AbortSignal) =>
   reattach(request(`/api/threads/${threadId}/chat/stream`, { cookie, signal }), params({ threadId }));

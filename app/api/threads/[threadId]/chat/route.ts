@@ -16,10 +16,10 @@ export const maxDuration = 3600;
 
 type Ctx = { params: Promise<{ threadId: string }> };
 
-/** `?busy=` overrides `chat.busy_policy` for this message. */
-function busyPolicy(req: Request, fallback: BusyPolicy): BusyPolicy {
+/** `?busy=`: what this message asks for when the thread is busy (postUserMessage decides). */
+function requestedBusyPolicy(req: Request): BusyPolicy | undefined {
   const value = new URL(req.url).searchParams.get("busy");
-  if (value === null) return fallback;
+  if (value === null) return undefined;
   const parsed = busyPolicySchema.safeParse(value);
   if (!parsed.success) throw new AppError("validation_failed", zodMessage(parsed.error, "busy"));
   return parsed.data;
@@ -30,13 +30,13 @@ function busyPolicy(req: Request, fallback: BusyPolicy): BusyPolicy {
  * message stream, SSE); the response runs on the server, and a client that disconnects
  * reattaches with GET .../chat/stream. A busy thread follows the busy policy: 202
  * `{ queued, position }` (enqueue), the new reply's stream after stopping the running one
- * (interrupt), or 409 (reject).
+ * (interrupt), 409 (reject), or 429 queue_full when too many messages already wait.
  */
 export const POST = handle(async (req: Request, ctx: Ctx) => {
   const { userId } = await requireUser(req);
   const { threadId } = await ctx.params;
   const config = getConfig();
-  const policy = busyPolicy(req, config.chat.busy_policy);
+  const requested = requestedBusyPolicy(req);
   const request = await readJson(req, chatRequestSchema, CHAT_MAX_BODY_BYTES);
   const { db } = getDatabase();
   await assertDailyTokenQuota(db, config, userId); // 429 quota_exceeded
@@ -46,7 +46,7 @@ export const POST = handle(async (req: Request, ctx: Ctx) => {
     userId,
     threadId,
     message: { id: request.message.id, role: "user", parts: request.message.parts },
-    policy,
+    requested,
   });
   if (posted.kind === "queued") return json({ queued: true, position: posted.position } satisfies QueuedMessage, 202);
   return createUIMessageStreamResponse({ stream: readChatStream(db, { streamId: posted.streamId }) });
