@@ -57,7 +57,8 @@ export type ChatRequest = z.output<typeof chatRequestSchema>;
 /**
  * What a message to a thread whose lead response still runs does: `enqueue` (202, answered in
  * order after the running response), `interrupt` (stops it as Stop does and answers this one
- * now), `reject` (409, nothing stored). Config `chat.busy_policy`, or `?busy=` per request.
+ * now), `reject` (409, nothing stored). Config `chat.busy_policy`; `?busy=` picks one per
+ * request, except that a configured `reject` always refuses.
  */
 export const BUSY_POLICIES = ["enqueue", "interrupt", "reject"] as const;
 export type BusyPolicy = (typeof BUSY_POLICIES)[number];
