@@ -10,6 +10,7 @@ describe("configuration", () => {
     expect(c.subagent_runtime).toEqual({ max_running: 3, max_queued: 64, admission_policy: "queue", queue_timeout_seconds: 300 });
     expect(c.subagent_batches.lease_seconds).toBe(120);
     expect(c.swarm.max_items).toBe(32);
+    expect(c.chat).toEqual({ busy_policy: "enqueue", max_queued_messages: 20, max_system_turns: 10 });
   });
 
   it("lets FLOTILLA__SECTION__FIELD override, typed", () => {
@@ -29,6 +30,10 @@ describe("configuration", () => {
     ["FLOTILLA__SUBAGENT_RUNTIME__QUEUE_TIMEOUT_SECONDS", "0", /queue_timeout_seconds: .*1\.\.86400/],
     ["FLOTILLA__SUBAGENT_RUNTIME__ADMISSION_POLICY", "maybe", /admission_policy/],
     ["FLOTILLA__SUBAGENT_BATCHES__NOPE", "1", /subagent_batches/],
+    ["FLOTILLA__CHAT__MAX_QUEUED_MESSAGES", "0", /chat\.max_queued_messages: .*1\.\.1000/],
+    ["FLOTILLA__CHAT__MAX_QUEUED_MESSAGES", "1001", /chat\.max_queued_messages: .*1\.\.1000/],
+    ["FLOTILLA__CHAT__MAX_SYSTEM_TURNS", "0", /chat\.max_system_turns: .*1\.\.100/],
+    ["FLOTILLA__CHAT__MAX_SYSTEM_TURNS", "101", /chat\.max_system_turns: .*1\.\.100/],
   ])("refuses %s=%s naming the field and range", (key, value, message) => {
     expect(() => loadConfig({ env: { [key]: value }, cwd: "/nonexistent" })).toThrowError(ConfigError);
     expect(() => loadConfig({ env: { [key]: value }, cwd: "/nonexistent" })).toThrowError(message);
