@@ -1,5 +1,13 @@
 import { randomUUID } from "node:crypto";
-import { generateText, type ModelMessage, NoObjectGeneratedError, stepCountIs, type ToolSet } from "ai";
+import {
+  generateText,
+  type LanguageModelMiddleware,
+  type ModelMessage,
+  NoObjectGeneratedError,
+  stepCountIs,
+  type ToolSet,
+  wrapLanguageModel,
+} from "ai";
 import type { Db } from "@/server/db/client";
 import { AbortReason, AppError, abortKind, errorText } from "@/server/errors";
 import { log } from "@/server/log";
@@ -86,7 +94,7 @@ export interface RunSubagentOptions {
   /**
    * Batch items: durable steps (server/batches/steps.ts). The run continues after the steps
    * earlier attempts stored (its prompt, then their messages; their tool calls join this run's),
-   * stores each completed step another step follows, and gives its tools the step's idempotency key.
+   * stores each completed step another step follows, and gives each tool call its idempotency key.
    */
   steps?: StepJournal;
   /**
@@ -370,7 +378,7 @@ export async function runSubagent(db: Db, opts: RunSubagentOptions): Promise<Sub
       const ask = async (messages: ModelMessage[], repair: boolean) => {
         try {
           const result = await generateText({
-            model: model.model,
+            model: journal ? wrapLanguageModel({ model: model.model, middleware: journal.middleware }) : model.model,
             system: typed ? `${def.systemPrompt}\n\n${typed.instructions}` : def.systemPrompt,
             messages,
             tools,
@@ -486,24 +494,49 @@ const stepLeaseLost = () =>
 type FinishedStep = { toolCalls: readonly unknown[]; response: { messages: ModelMessage[] } };
 
 /**
- * The executor's side of durable steps: where the run starts, which step it is in (the tools'
- * idempotency key), and storing a completed step that another follows. A step whose write is
- * refused (lease gone) aborts the run; a write that fails otherwise is logged and the run goes on
- * (at worst a later attempt repeats the step under the same key).
+ * The executor's side of durable steps: where the run starts, where each tool call sits (its
+ * model step and its 0-based position in that step: the idempotency key), and storing a completed
+ * step that another follows. A step whose write is refused (lease gone) aborts the run; a write
+ * that fails otherwise is logged and the run goes on (at worst a later attempt repeats the step
+ * under the same keys).
  */
 function durableSteps(journal: StepJournal, recorder: ToolCallRecorder, onLeaseLost: () => void) {
   let done = journal.resumed.length;
   // Within one generateText call: response messages so far, and calls recorded so far.
   let seenMessages = 0;
-  for (const s of journal.resumed) for (const c of s.toolCalls) recorder.add(c);
+  const placed = new Map<string, { step: number; call: number }>();
+  const place = (step: number, ids: readonly string[]) => {
+    for (const [call, id] of ids.entries()) placed.set(id, { step, call });
+  };
+  for (const s of journal.resumed) {
+    for (const c of s.toolCalls) recorder.add(c);
+    // A resumed step's calls can still run here: the approved ones of the step that parked.
+    place(s.step, s.messages.flatMap(toolCallIdsOf));
+  }
   let seenCalls = recorder.calls.length;
   return {
     resumedSteps: journal.resumed.length,
     input(prompt: string): ModelMessage[] {
       return [{ role: "user", content: prompt }, ...journal.resumed.flatMap((s) => s.messages)];
     },
-    /** The key of the step running now (tools run before their step finishes). */
-    key: () => journal.key(done + 1),
+    /** Places the calls of each model answer (step done + 1), in order, before any of them runs. */
+    middleware: {
+      specificationVersion: "v3",
+      wrapGenerate: async ({ doGenerate }) => {
+        const result = await doGenerate();
+        place(
+          done + 1,
+          result.content.flatMap((p) => (p.type === "tool-call" ? [p.toolCallId] : [])),
+        );
+        return result;
+      },
+    } satisfies LanguageModelMiddleware,
+    key(toolCallId: string): string {
+      const at = placed.get(toolCallId);
+      // Every call the tools see came from a model answer or a stored step; never guess a key.
+      if (!at) throw new Error(`tool call ${toolCallId} has no place in this item's steps`);
+      return journal.key(at.step, at.call);
+    },
     async stepFinished(step: FinishedStep, maxTurns: number): Promise<void> {
       done++;
       const all = step.response.messages;
@@ -521,4 +554,10 @@ function durableSteps(journal: StepJournal, recorder: ToolCallRecorder, onLeaseL
       }
     },
   };
+}
+
+/** The ids of an assistant message's tool calls, in order. */
+function toolCallIdsOf(message: ModelMessage): string[] {
+  if (message.role !== "assistant" || typeof message.content === "string") return [];
+  return message.content.flatMap((p) => (p.type === "tool-call" ? [p.toolCallId] : []));
 }

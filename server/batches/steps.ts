@@ -8,8 +8,10 @@ import type { ClaimedItem } from "./types";
  * step follows is stored under the item's lease (steps.sql); a new attempt after a lost lease or
  * a shutdown continues from the stored steps, so their tool calls are not run again and their
  * model calls not asked again. Every tool call of an item carries the idempotency key
- * `<batch_id>:<item_key>:<step>`. The settle drops the steps when the item ends or starts over
- * (settle.sql), a retry when it re-runs the item (retry.sql).
+ * `<batch_id>:<item_key>:<generation>:<step>:<call>`: the item's run from its start (advanced
+ * whenever a re-run drops the steps: the settle when the item starts over, settle.sql, and any
+ * retry, retry.sql), the 1-based model step that made the call and its 0-based position there.
+ * A resumed attempt repeats a step under the same keys; a re-run never reuses the last run's.
  */
 
 export interface StoredStep {
@@ -27,12 +29,12 @@ export interface StepJournal {
   resumed: StoredStep[];
   /** Stores a completed step; false when the lease is gone (the run must stop). */
   save(step: StoredStep): Promise<boolean>;
-  /** The idempotency key of the tool calls model step `step` makes. */
-  key(step: number): string;
+  /** The idempotency key of call `call` (0-based) of model step `step`. */
+  key(step: number, call: number): string;
 }
 
-export function idempotencyKey(batchId: string, itemKey: string, step: number): string {
-  return `${batchId}:${itemKey}:${step}`;
+export function idempotencyKey(batchId: string, itemKey: string, generation: number, step: number, call: number): string {
+  return `${batchId}:${itemKey}:${generation}:${step}:${call}`;
 }
 
 /** The stored steps of an item, from step 1 up to the first gap. */
@@ -80,6 +82,6 @@ export async function openStepJournal(
       stored = true;
       return saveStep(db, { workerId, itemId: item.id, leaseToken: item.leaseToken, step });
     },
-    key: (step) => idempotencyKey(item.batchId, item.itemKey, step),
+    key: (step, call) => idempotencyKey(item.batchId, item.itemKey, item.generation, step, call),
   };
 }

@@ -227,14 +227,14 @@ export class McpServer {
   }
 
   /** The gateway tools of this server, from the live connection's tool list. */
-  async tools(signal: AbortSignal, idempotencyKey?: () => string): Promise<ToolSet> {
+  async tools(signal: AbortSignal, idempotencyKey?: (toolCallId: string) => string): Promise<ToolSet> {
     const connection = await this.connection(signal);
     const out: ToolSet = {};
     for (const def of connection.definitions.tools) {
       out[`${this.name}__${def.name}`] = dynamicTool({
         description: def.description ?? `${def.name} (MCP server ${this.name})`,
         inputSchema: jsonSchema({ ...def.inputSchema, properties: def.inputSchema.properties ?? {} } as never),
-        execute: (args, options) => this.call(def.name, args, options.abortSignal, idempotencyKey?.()),
+        execute: (args, options) => this.call(def.name, args, options.abortSignal, idempotencyKey?.(options.toolCallId)),
       });
     }
     return out;

@@ -13,11 +13,12 @@ export interface ToolGroupContext {
   runId: string;
   signal: AbortSignal;
   /**
-   * Batch items: the idempotency key of the model step calling now (`<batch_id>:<item_key>:<step>`),
-   * read when a tool runs. MCP servers get it as `_meta["flotilla/idempotency_key"]`; a workspace
-   * write replayed under the same key writes nothing.
+   * Batch items: the idempotency key of a tool call, by its id
+   * (`<batch_id>:<item_key>:<generation>:<step>:<call>`, server/batches/steps.ts), read when the
+   * tool runs. MCP servers get it as `_meta["flotilla/idempotency_key"]`; a workspace write
+   * replayed under the same key writes nothing.
    */
-  idempotencyKey?: () => string;
+  idempotencyKey?: (toolCallId: string) => string;
 }
 
 /**

@@ -131,11 +131,11 @@ function workspaceTools(ctx: ToolGroupContext) {
         "Create or overwrite a text file in the workspace (an artifact the user sees in the Files section). " +
         `Limits: ${ctx.config.workspace.max_file_bytes} bytes a file, ${ctx.config.workspace.max_thread_bytes} bytes a thread.`,
       inputSchema: WRITE_INPUT,
-      execute: ({ path, content }) =>
+      execute: ({ path, content }, { toolCallId }) =>
         asToolError(async () => {
           const scope = { ...scopeOf(ctx), limits: workspaceLimits(ctx.config), runId: ctx.runId };
           const newFile = { path, bytes: Buffer.from(content, "utf8"), contentType: textTypeFor(path) };
-          const key = ctx.idempotencyKey?.();
+          const key = ctx.idempotencyKey?.(toolCallId);
           if (key === undefined) {
             const file = await putFile(ctx.db, scope, newFile);
             return { path: file.path, size: file.size, sha256: file.sha256 };

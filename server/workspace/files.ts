@@ -208,7 +208,7 @@ export async function putFile(
 }
 
 /**
- * A batch item's write under an idempotency key (`<batch_id>:<item_key>:<step>`): the first
+ * A batch item's write under its call's idempotency key (server/batches/steps.ts): the first
  * write of that key and path in the thread writes the file and records the key in the same
  * transaction; a replay (a later attempt repeating the step) writes nothing and returns the
  * file as it is now (`replayed`; `file` null when it was deleted since).

@@ -140,14 +140,15 @@ describe("durable steps", () => {
     );
     expect(done.status).toBe("completed");
 
-    // The MCP server saw one call, with step 2's key; the workspace one write, under step 1's key.
+    // The MCP server saw one call, with step 2's key; the workspace one write, under step 1's key
+    // (generation 1 both: a resumed attempt is the same run of the item).
     const calls = recorded(log);
     expect(calls).toHaveLength(1);
-    expect(calls[0]!.meta).toEqual({ [IDEMPOTENCY_META_KEY]: `${batch.id}:${item!.item_key}:2` });
+    expect(calls[0]!.meta).toEqual({ [IDEMPOTENCY_META_KEY]: `${batch.id}:${item!.item_key}:1:2:0` });
     const keys = await t.db.execute<{ idempotency_key: string; path: string }>(
       sql`select idempotency_key, path from workspace_write_keys where thread_id = ${owner.threadId}`,
     );
-    expect(keys.map((k) => [k.idempotency_key, k.path])).toEqual([[`${batch.id}:${item!.item_key}:1`, "notes/a.txt"]]);
+    expect(keys.map((k) => [k.idempotency_key, k.path])).toEqual([[`${batch.id}:${item!.item_key}:1:1:0`, "notes/a.txt"]]);
 
     const [row] = await t.db.execute<{ attempts: number; result: string }>(
       sql`select attempts, result from subagent_batch_items where id = ${item!.id}`,
