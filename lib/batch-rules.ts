@@ -295,7 +295,7 @@ export function templateProblem(template: string | undefined, placeholder: strin
   return null;
 }
 
-function totalProblem(total: number, limits: SubmissionLimits, field: string): Problem | null {
+export function totalProblem(total: number, limits: SubmissionLimits, field: string): Problem | null {
   if (total <= limits.maxTotalPromptChars) return null;
   return {
     field,

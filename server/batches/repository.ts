@@ -12,8 +12,9 @@ import { assertResumable } from "./budget";
 import { decodeCursor, encodeCursor } from "./cursor";
 import { BATCH_CHANNEL, batchEventPayload } from "./notify";
 import { type BatchScopeArgs, checkIds, getBatch, lockBatch, threadBatches } from "./owned";
-import { correctedItem } from "./retry-input";
+import { assertCorrectedTotal, correctedItem } from "./retry-input";
 import { specColumns } from "./spec";
+import { admitWork, lockUserWork } from "./submit";
 import type { BatchRow, ItemPageResult, ItemSummary } from "./types";
 
 /**
@@ -239,15 +240,18 @@ export const batchControls: Record<BatchAction, (db: DbOrTx, args: BatchScopeArg
 /**
  * Every finished item matching all the given filters back to work in one transaction (fresh
  * attempts, answer and verdict cleared, the live window respected, a finished batch reopened,
- * workers woken when anything moved). 400 for a check the batch does not have; 409 for a
- * cancelled batch. `{ retried: 0 }` when nothing matches.
+ * workers woken when anything moved). A retry is a submission (DESIGN "Holding under abuse (third
+ * round)"): under the same per-user lock it passes the same quotas for what it moved, or moves
+ * nothing (429). 400 for a check the batch does not have; 409 for a cancelled batch.
+ * `{ retried: 0 }` when nothing matches.
  */
 export async function retryBatch(
   db: DbOrTx,
-  args: BatchScopeArgs & { filter: BatchRetry },
+  args: BatchScopeArgs & { filter: BatchRetry; config: FlotillaConfig },
 ): Promise<{ batch: BatchRow; retried: number }> {
   checkIds(args);
   return db.transaction(async (tx) => {
+    await lockUserWork(tx, args.userId);
     const batch = await lockBatch(tx, args);
     const plan = checkControl("retry", batch);
     const { filter } = args;
@@ -259,6 +263,8 @@ export async function retryBatch(
             ${filter.verdict === "failed"}, ${filter.check ?? null}) as retried`,
     );
     const retried = Number(row?.retried ?? 0);
+    // Counted once moved (the filters are the SQL's); a refusal rolls the move back.
+    if (retried > 0) await admitWork(tx, { userId: args.userId, config: args.config, items: retried, into: batch });
     if (plan && retried > 0) await notifyControl(tx, plan, batch.id);
     return { batch: retried > 0 ? await reread(tx, batch.id) : batch, retried };
   });
@@ -276,15 +282,17 @@ function retryRefusal(item: { status: ItemStatus; verdict: string | null }, corr
  * A finished item back to work with fresh attempts (queued when the live window has room,
  * otherwise pending, so the window still bounds live work); with `input`, a corrected input
  * checked like a submission item of this batch and its prompt rebuilt from the batch's
- * template (retry-input.ts). The old attempts stay in the history. Reopens a completed or
- * failed batch. 409 for an unfinished item or a cancelled batch.
+ * template (retry-input.ts), within the batch's total. The old attempts stay in the history.
+ * Reopens a completed or failed batch. Like a submission, under the same per-user lock, it passes
+ * the quotas (429). 409 for an unfinished item or a cancelled batch.
  */
 export async function retryItem(
   db: DbOrTx,
-  args: BatchScopeArgs & { itemId: string; input?: unknown; config?: FlotillaConfig; previewMaxChars?: number },
+  args: BatchScopeArgs & { itemId: string; input?: unknown; config: FlotillaConfig; previewMaxChars?: number },
 ): Promise<{ batch: BatchRow; item: ItemSummary }> {
   checkIds(args);
   return db.transaction(async (tx) => {
+    await lockUserWork(tx, args.userId);
     const batch = await lockBatch(tx, args);
     const i = subagentBatchItems;
     const [item] = await tx
@@ -299,12 +307,14 @@ export async function retryItem(
     const refusal = retryRefusal(item, corrected);
     if (refusal) throw new AppError("conflict", refusal);
     if (corrected) {
-      const rebuilt = correctedItem(batch, item, args.input, args.config ?? DEFAULT_CONFIG);
+      const rebuilt = correctedItem(batch, item, args.input, args.config);
+      await assertCorrectedTotal(tx, { batchId: batch.id, itemId: item.id, before: item.prompt, after: rebuilt.prompt, config: args.config });
       await tx
         .update(i)
         .set({ prompt: rebuilt.prompt, input: rebuilt.input, expected: rebuilt.expected ?? null })
         .where(eq(i.id, item.id));
     }
+    await admitWork(tx, { userId: args.userId, config: args.config, items: 1, into: batch });
     await tx.execute(sql`select flotilla_retry_item(${batch.id}::uuid, ${item.id}::uuid)`); // server/batches/sql/retry.sql
     if (plan) await notifyControl(tx, plan, batch.id);
     const page = await tx.select(itemSummaryColumns(args.previewMaxChars)).from(i).where(eq(i.id, item.id));

@@ -1,3 +1,4 @@
+import { and, eq, ne, sql } from "drizzle-orm";
 import {
   isProblem,
   itemsProblem,
@@ -5,8 +6,11 @@ import {
   parseItem,
   problemText,
   submissionLimits,
+  totalProblem,
 } from "@/lib/batch-rules";
 import type { FlotillaConfig } from "@/lib/config";
+import type { DbOrTx } from "@/server/db/client";
+import { subagentBatchItems } from "@/server/db/schema";
 import { AppError } from "@/server/errors";
 import type { ItemRow } from "./insert-items";
 import { itemRows } from "./submit";
@@ -53,4 +57,24 @@ export function correctedItem(
   }
   const [row] = itemRows([parsed], template);
   return { prompt: row!.prompt, input: row!.input, expected: row!.expected };
+}
+
+/**
+ * The batch's prompts, the corrected one in place of the item's, still total at most
+ * subagent_batches.max_total_prompt_chars (413 naming `input`, as a submission is refused). Only
+ * a longer prompt can pass it, so only then are the other items' prompts summed.
+ */
+export async function assertCorrectedTotal(
+  tx: DbOrTx,
+  args: { batchId: string; itemId: string; before: string; after: string; config: FlotillaConfig },
+): Promise<void> {
+  if (args.after.length <= args.before.length) return;
+  const i = subagentBatchItems;
+  const [others] = await tx
+    .select({ chars: sql<string>`coalesce(sum(length(${i.prompt})), 0)` })
+    .from(i)
+    .where(and(eq(i.batchId, args.batchId), ne(i.id, args.itemId)));
+  const total = Number(others?.chars ?? 0) + args.after.length;
+  const problem = totalProblem(total, submissionLimits(args.config.subagent_batches), "input");
+  if (problem) throw new AppError("payload_too_large", problemText(problem));
 }

@@ -277,19 +277,17 @@ export interface BatchPlan<R extends ItemRow = ItemRow> {
 
 /**
  * Writes one batch inside the caller's transaction: per-user quotas and the daily token quota
- * under a per-user advisory lock (so two submissions cannot both take the last slot), the price
- * snapshot, the batch row, its items, the submit notification. A replay of a known key returns
- * that batch unrefused.
+ * under the per-user lock (admitWork), the price snapshot, the batch row, its items, the submit
+ * notification. A replay of a known key returns that batch unrefused.
  */
 export async function writeBatch<R extends ItemRow>(
   tx: DbOrTx,
   plan: BatchPlan<R>,
 ): Promise<{ batch: BatchRow; created: boolean }> {
-  await tx.execute(sql`select pg_advisory_xact_lock(hashtext('flotilla:submit'), hashtext(${plan.userId}))`);
+  await lockUserWork(tx, plan.userId);
   const earlier = await replayOf(tx, plan);
   if (earlier) return { batch: earlier, created: false };
-  await checkQuotas(tx, { userId: plan.userId, total: plan.total, quotas: plan.config.quotas });
-  await assertDailyTokenQuota(tx, plan.config, plan.userId);
+  await admitWork(tx, { userId: plan.userId, config: plan.config, items: plan.total });
 
   const prices = modelPrices(plan.config, plan.spec.model.name);
   const live = Math.min(plan.total, plan.maxLiveItems);
@@ -327,27 +325,48 @@ export async function writeBatch<R extends ItemRow>(
   return { batch: batch!, created: true };
 }
 
-/** quotas.max_active_batches and quotas.max_queued_items, from the batch counters (no item scan). */
-async function checkQuotas(
+/**
+ * The per-user lock every way of giving a user's batches work takes first (a submission, a
+ * retry), held to the end of the transaction: two of them cannot both take the last slot.
+ */
+export async function lockUserWork(tx: DbOrTx, userId: string): Promise<void> {
+  await tx.execute(sql`select pg_advisory_xact_lock(hashtext('flotilla:submit'), hashtext(${userId}))`);
+}
+
+/**
+ * What `items` more unfinished items must pass, under lockUserWork (429 quota_exceeded):
+ * quotas.max_active_batches when they make a batch active (a new one, or a finished one a retry
+ * reopens), quotas.max_queued_items, and the daily token quota. From the batch counters (no item
+ * scan). `into`: the batch a retry re-queues items of, as locked before anything moved; it is
+ * counted from that row, since the retry may already have moved the table's.
+ */
+export async function admitWork(
   tx: DbOrTx,
-  args: { userId: string; total: number; quotas: FlotillaConfig["quotas"] },
+  args: { userId: string; config: FlotillaConfig; items: number; into?: BatchRow },
 ): Promise<void> {
+  const { into } = args;
+  const quotas = args.config.quotas;
   const [usage] = await tx.execute<{ active: number; unfinished: number }>(sql`
     select count(*)::int as active,
            coalesce(sum(pending_count + queued_count + leased_count + running_count), 0)::int as unfinished
       from subagent_batches
-     where user_id = ${args.userId} and status in ('queued', 'running', 'paused')`);
-  const { active, unfinished } = usage ?? { active: 0, unfinished: 0 };
-  if (active >= args.quotas.max_active_batches)
+     where user_id = ${args.userId} and status in ('queued', 'running', 'paused')
+       ${into ? sql`and id <> ${into.id}` : sql``}`);
+  const active = usage?.active ?? 0;
+  let unfinished = usage?.unfinished ?? 0;
+  if (into) unfinished += into.pendingCount + into.queuedCount + into.leasedCount + into.runningCount;
+  const opens = !into || into.status === "completed" || into.status === "failed";
+  if (opens && active >= quotas.max_active_batches)
     throw new AppError(
       "quota_exceeded",
       `quotas.max_active_batches: you have ${active} active batches, the most allowed; wait for one to finish or cancel one`,
     );
-  if (unfinished + args.total > args.quotas.max_queued_items)
+  if (unfinished + args.items > quotas.max_queued_items)
     throw new AppError(
       "quota_exceeded",
-      `quotas.max_queued_items: ${unfinished} of your items are unfinished and this batch adds ${args.total}; at most ${args.quotas.max_queued_items} at once`,
+      `quotas.max_queued_items: ${unfinished} of your items are unfinished and this ${into ? "retry" : "batch"} adds ${args.items}; at most ${quotas.max_queued_items} at once`,
     );
+  await assertDailyTokenQuota(tx, args.config, args.userId);
 }
 
 /** The batch an earlier submission with this key made (404 / 409 when it cannot be this caller's replay), or null. */

@@ -444,7 +444,7 @@ describe("leases and fencing", () => {
     const history = await t.db.execute<{ n: number }>(sql`select count(*)::int as n from subagent_batch_item_attempts where batch_id = ${batch.id} and outcome = 'cancelled'`);
     expect(history[0]!.n).toBe(3);
     expect(await counterDrift(t.db, batch.id)).toEqual({});
-    await expectAppError(retryItem(t.db, { ...scope, itemId: claimed[0]!.id }), "conflict");
+    await expectAppError(retryItem(t.db, { ...scope, itemId: claimed[0]!.id, config }), "conflict");
   });
 
   it("settles a batch of outcomes in one call and applies the terminal rules", async () => {
@@ -460,7 +460,7 @@ describe("leases and fencing", () => {
 
     // Retry of a failed item reopens the finished batch with fresh attempts.
     const failedItem = c[1]!;
-    const retried = await retryItem(t.db, { ...owner, batchId: mixed.id, itemId: failedItem.id });
+    const retried = await retryItem(t.db, { ...owner, batchId: mixed.id, itemId: failedItem.id, config });
     expect(retried.batch.status).toBe("running");
     expect(retried.batch.finishedAt).toBeNull();
     expect(retried.item).toMatchObject({ status: "queued", attempts: 0, error: null, itemKey: "item-2" });
@@ -469,7 +469,7 @@ describe("leases and fencing", () => {
     await settleItems(t.db, { workerId: W2, settlements: [succeed(again!)], maxDeferrals: 3 });
     b = await getBatch(t.db, { ...owner, batchId: mixed.id });
     expect(b).toMatchObject({ status: "completed", succeededCount: 2, failedCount: 1 });
-    await expectAppError(retryItem(t.db, { ...owner, batchId: mixed.id, itemId: c[0]!.id }), "conflict", /only a failed item/);
+    await expectAppError(retryItem(t.db, { ...owner, batchId: mixed.id, itemId: c[0]!.id, config }), "conflict", /only a failed item/);
 
     const allBad = (await submit(owner, input(["x", "y"], { max_running_items: 2 }))).batch;
     await quiesceOthers(allBad.id);
@@ -546,7 +546,7 @@ describe("reads", () => {
       await expectAppError(pauseBatch(t.db, scope), "not_found");
       await expectAppError(resumeBatch(t.db, scope), "not_found");
       await expectAppError(cancelBatch(t.db, scope), "not_found");
-      await expectAppError(retryItem(t.db, { ...scope, itemId: item!.id }), "not_found");
+      await expectAppError(retryItem(t.db, { ...scope, itemId: item!.id, config }), "not_found");
     }
     expect(await listBatches(t.db, { userId: stranger.userId, threadId: owner.threadId })).toEqual([]);
     expect(await listBatches(t.db, { userId: owner.userId, threadId: otherThread!.id })).toEqual([]);
@@ -559,7 +559,7 @@ describe("reads", () => {
     // An item id of another batch is not found through this batch.
     const other = (await submit(owner, input(["other"]))).batch;
     const [otherItem] = await itemsOf(t.db, other.id);
-    await expectAppError(retryItem(t.db, { ...owner, batchId: batch.id, itemId: otherItem!.id }), "not_found");
+    await expectAppError(retryItem(t.db, { ...owner, batchId: batch.id, itemId: otherItem!.id, config }), "not_found");
     expect((await getBatch(t.db, { ...owner, batchId: batch.id })).status).toBe("queued");
   });
 });

@@ -98,7 +98,7 @@ describe("retrying a typed batch", () => {
     expect(await attempts(2)).toBe(1);
 
     // By the check: only the pear runs again, and the judge fails it again.
-    const { retried } = await retryBatch(t.db, { ...scope, filter: { check: "sensible" } });
+    const { retried } = await retryBatch(t.db, { ...scope, filter: { check: "sensible" }, config: cfg });
     expect(retried).toBe(1);
     b = await settled();
     expect(b.verdicts).toEqual({ passed: 2, failed: 1 });

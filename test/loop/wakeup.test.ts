@@ -130,7 +130,7 @@ describe("wake-up on settlement", () => {
     const [failed] = await t.db.execute<{ id: string }>(
       sql`select id from subagent_batch_items where batch_id = ${batches[0]!.id} and status = 'failed'`,
     );
-    await retryItem(t.db, { userId: user.userId, threadId: threads[0]!, batchId: batches[0]!.id, itemId: failed!.id });
+    await retryItem(t.db, { userId: user.userId, threadId: threads[0]!, batchId: batches[0]!.id, itemId: failed!.id, config });
     await waitUntil("second wake-up done", async () => ((await wakeRows(batches[0]!.id))[1]?.done_at ? true : undefined), 60_000);
     const again = await wakeRows(batches[0]!.id);
     expect(again.map((r) => r.settlement_seq)).toEqual([1, 2]);
