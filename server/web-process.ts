@@ -3,6 +3,7 @@ import { recoverOnStartup, startWebHeartbeat } from "@/server/startup";
 import { closeMcpClients } from "@/server/tools/mcp";
 import { startWebSettlementRunner } from "@/server/chat/wakeup";
 import { startQueuedResponses } from "@/server/chat/lead-run";
+import { sweepChatApprovals } from "@/server/chat/approval-continuation";
 import { getConfig } from "@/server/config/load";
 import { resolveModel } from "@/server/models";
 import { setupLine } from "@/server/auth/setup-code";
@@ -23,6 +24,7 @@ export async function startWebProcess(): Promise<void> {
   // Lead wake-ups and webhook deliveries of settled batches run in web processes only.
   startWebSettlementRunner();
   startQueueSweep();
+  startApprovalSweep();
   await announceSetupLink();
 }
 
@@ -42,6 +44,22 @@ function startQueueSweep(): void {
     startQueuedResponses(db, { config, model: resolveModel(config) }).catch((err) => log.warn({ err }, "queued chat messages sweep failed"));
   void sweep();
   setInterval(sweep, QUEUE_SWEEP_MS).unref();
+}
+
+/** How often a web process denies chat approvals past their time and starts due continuations. */
+const APPROVAL_SWEEP_MS = 2_000;
+
+/**
+ * Approvals in the chat: calls past tools.approval_timeout_seconds are denied, and a lead reply
+ * whose calls are all decided goes on (decided while its thread was busy, or by a process that
+ * died before it continued). Exactly once whichever process notices (continueDecidedReply).
+ */
+function startApprovalSweep(): void {
+  const { db } = getDatabase();
+  const config = getConfig();
+  const sweep = () => sweepChatApprovals(db, { config, model: resolveModel(config) }).catch((err) => log.warn({ err }, "chat approvals sweep failed"));
+  void sweep();
+  setInterval(sweep, APPROVAL_SWEEP_MS).unref();
 }
 
 /**

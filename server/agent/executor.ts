@@ -19,8 +19,16 @@ import { registerLiveRun } from "@/server/runtime/run-registry";
 import type { ToolCallRecord } from "@/lib/api/runs";
 import type { SubagentRunStatus, SubagentStatusUpdate, SubagentUsage } from "@/lib/api/subagents";
 import type { StepJournal, StoredStep } from "@/server/batches/steps";
-import { buildGroupTools, recordTools, ToolCallRecorder } from "@/server/tools";
+import { type ApprovalHandling, buildGroupTools, recordTools, ToolCallRecorder } from "@/server/tools";
 import { approvalMatcherFor } from "@/server/tools/approval";
+import {
+  type ApprovalRequest,
+  approvalRequestsOf,
+  assertSameArguments,
+  createChildApproval,
+  deniedError,
+  waitForDecision,
+} from "./chat-approvals";
 import type { SubagentDefinition } from "./registry";
 import {
   createRun,
@@ -39,7 +47,7 @@ import { readTypedAnswer, repairRequest, typedOutput } from "./structured-output
  * Used by `task`, the swarm and the batch worker (whose items write their row once, at the end).
  */
 
-export type { RunErrorClass, SubagentRunStatus, SubagentStatusUpdate, SubagentUsage };
+export type { ApprovalRequest, RunErrorClass, SubagentRunStatus, SubagentStatusUpdate, SubagentUsage };
 
 export interface RunSubagentOptions {
   userId: string;
@@ -137,25 +145,6 @@ export interface SubagentRunResult {
    * with stop reason `awaiting_approval` and its transcript stored; the item parks (settlement.ts).
    */
   awaitingApproval?: ApprovalRequest[];
-}
-
-/** One call the model asked for that waits for a person (the AI SDK's tool-approval-request). */
-export interface ApprovalRequest {
-  approvalId: string;
-  toolCallId: string;
-  toolName: string;
-  input: unknown;
-}
-
-/** The approval requests that ended a generateText call (its last step's content). */
-function approvalRequests(content: readonly { type: string }[]): ApprovalRequest[] {
-  const out: ApprovalRequest[] = [];
-  for (const part of content) {
-    if (part.type !== "tool-approval-request") continue;
-    const p = part as unknown as { approvalId: string; toolCall: { toolCallId: string; toolName: string; input: unknown } };
-    out.push({ approvalId: p.approvalId, toolCallId: p.toolCall.toolCallId, toolName: p.toolCall.toolName, input: p.toolCall.input });
-  }
-  return out;
 }
 
 /** Abort reason when the definition's time limit passes. */
@@ -305,19 +294,84 @@ export async function runSubagent(db: Db, opts: RunSubagentOptions): Promise<Sub
 
   let release: (() => void) | undefined;
   let timer: ReturnType<typeof setTimeout> | undefined;
+  // The definition's time limit counts the run's own work, not a person's decision.
+  let timeLeft = def.timeoutMs;
+  let timerStarted = 0;
+  const startTimer = () => {
+    timerStarted = performance.now();
+    timer = setTimeout(() => controller.abort(timedOut(def.timeoutMs)), Math.max(0, timeLeft));
+  };
+  const pauseTimer = () => {
+    clearTimeout(timer);
+    timeLeft -= performance.now() - timerStarted;
+  };
+  const admission = () =>
+    admit(runtime, {
+      kind: opts.kind,
+      threadId: opts.threadId,
+      parentRunId: opts.parentRunId,
+      rootRunId,
+      depth,
+      signal: controller.signal,
+      capacity: opts.capacity,
+    });
+  /**
+   * A chat child's call that needs a person: its row, then the wait, without the run's slot
+   * (and its lanes) and with its clock stopped while every call of it waits; the slot is taken
+   * again (queueing like any run) before an approved call runs. Nested runs (depth > 1) keep
+   * theirs: they may not queue for one again (their ancestors hold slots).
+   */
+  let waiting = 0;
+  let readmitting: Promise<void> | undefined;
+  const approvalGate: ApprovalHandling = {
+    mode: "wait",
+    gate: async (call) => {
+      if (!opts.threadId) throw new AppError("forbidden", `${call.toolName} needs a person's approval, and this run has no thread to ask in`);
+      const timeoutSeconds = runtime.config.tools.approval_timeout_seconds;
+      const approval = await createChildApproval(db, {
+        userId: opts.userId,
+        threadId: opts.threadId,
+        runId,
+        toolCallId: call.toolCallId,
+        toolName: call.toolName,
+        input: call.input,
+        timeoutSeconds,
+      });
+      if (waiting++ === 0) {
+        pauseTimer();
+        if (depth === 1) {
+          release?.();
+          release = undefined;
+        }
+      }
+      let decision: Awaited<ReturnType<typeof waitForDecision>>;
+      try {
+        decision = await waitForDecision(db, { approval, timeoutSeconds, signal: controller.signal });
+      } finally {
+        if (--waiting === 0 && !controller.signal.aborted) startTimer();
+      }
+      if (decision.status !== "approved") throw deniedError(decision.reason);
+      if (!release) {
+        readmitting ??= admission().then(
+          (r) => {
+            release = r;
+            readmitting = undefined;
+          },
+          (err) => {
+            readmitting = undefined;
+            throw err;
+          },
+        );
+        await readmitting;
+      }
+      assertSameArguments(decision, call.input);
+    },
+  };
   try {
     opts.onCreated?.(runId);
     emit("pending");
     try {
-      release = await admit(runtime, {
-        kind: opts.kind,
-        threadId: opts.threadId,
-        parentRunId: opts.parentRunId,
-        rootRunId,
-        depth,
-        signal: controller.signal,
-        capacity: opts.capacity,
-      });
+      release = await admission();
     } catch (err) {
       if (isCapacityError(err)) {
         await finish("failed", {
@@ -339,7 +393,7 @@ export async function runSubagent(db: Db, opts: RunSubagentOptions): Promise<Sub
     await opts.onStarted?.();
     if (controller.signal.aborted) return await finish("cancelled", cancelledFields());
 
-    timer = setTimeout(() => controller.abort(timedOut(def.timeoutMs)), def.timeoutMs);
+    startTimer();
     const journal = opts.steps ? durableSteps(opts.steps, recorder, () => controller.abort(stepLeaseLost())) : undefined;
     const input: ModelMessage[] = journal
       ? [...journal.input(opts.prompt), ...(opts.approvalDecisions ? [opts.approvalDecisions] : [])]
@@ -356,14 +410,13 @@ export async function runSubagent(db: Db, opts: RunSubagentOptions): Promise<Sub
         idempotencyKey: journal?.key,
       };
       const built = {
-        // A call that needs a person parks a batch item; chat children cannot ask yet, so such a
-        // call is refused (never run unasked).
+        // A call that needs a person parks a batch item; a chat child's waits for the decision.
         ...(await buildGroupTools(
           def.toolGroups,
           groupCtx,
           recorder,
           approvalMatcherFor(runtime.config, def.name),
-          opts.kind === "batch_item" ? "ask" : "refuse",
+          opts.kind === "batch_item" ? { mode: "ask" } : approvalGate,
         )),
         ...(opts.delegate && opts.kind !== "batch_item"
           ? recordTools(opts.delegate({ runId, rootRunId, depth, model, signal: controller.signal, runtime }), recorder)
@@ -404,7 +457,7 @@ export async function runSubagent(db: Db, opts: RunSubagentOptions): Promise<Sub
             text: result.text,
             stopReason,
             transcript: [...messages, ...result.response.messages],
-            approvals: approvalRequests(result.content),
+            approvals: approvalRequestsOf(result.content),
           };
         } catch (err) {
           if (!typed || !NoObjectGeneratedError.isInstance(err) || controller.signal.aborted) throw err;

@@ -12,6 +12,7 @@ import type { Db } from "@/server/db/client";
 import { log } from "@/server/log";
 import type { ResolvedModel } from "@/server/models/types";
 import { registerLiveRun } from "@/server/runtime/run-registry";
+import { type ApprovalRequest, approvalRequestsOf, recordLeadApprovals } from "./chat-approvals";
 import { createRun, finishRun } from "./runs";
 import "./prompt-schema";
 import { buildLeadTools, type LeadToolContext } from "./tools";
@@ -118,6 +119,10 @@ export async function startLeadResponse(options: LeadResponseOptions): Promise<L
   let failure: unknown;
   let finished: Promise<ChatMessageMetadata> | undefined;
 
+  // Calls the response ends on, waiting for a person: their rows exist before the thread is free.
+  const approvals: ApprovalRequest[] = [];
+  const recordApprovals = () =>
+    recordLeadApprovals(db, { userId, threadId, runId, requests: approvals, timeoutSeconds: config.tools.approval_timeout_seconds });
   const addUsage = (u: LanguageModelUsage | undefined) => {
     usage.inputTokens += u?.inputTokens ?? 0;
     usage.outputTokens += u?.outputTokens ?? 0;
@@ -148,7 +153,13 @@ export async function startLeadResponse(options: LeadResponseOptions): Promise<L
         tools,
         stopWhen: stepCountIs(LEAD_MAX_STEPS),
         abortSignal: controller.signal,
-        onStepFinish: (step) => addUsage(step.usage),
+        onStepFinish: async (step) => {
+          addUsage(step.usage);
+          const asked = approvalRequestsOf(step.content);
+          if (asked.length === 0) return;
+          approvals.push(...asked);
+          await recordApprovals().catch((err) => runLog.error({ err }, "could not record the approval requests; retried when the response ends"));
+        },
         onError: ({ error }) => {
           failure ??= error;
           runLog.warn({ err: describeError(error) }, "lead response failed");
@@ -174,6 +185,7 @@ export async function startLeadResponse(options: LeadResponseOptions): Promise<L
         const aborted = outcome.aborted || controller.signal.aborted;
         const status = aborted ? "cancelled" : failure ? "failed" : "completed";
         try {
+          await recordApprovals();
           await finishRun(db, {
             runId,
             status,

@@ -3,10 +3,11 @@ import { createUIMessageStream, type ProviderMetadata } from "ai";
 import { and, desc, eq, sql } from "drizzle-orm";
 import { type BusyPolicy, THREAD_BUSY_MESSAGE } from "@/lib/api/chat";
 import type { FlotillaConfig } from "@/lib/config";
+import { denyLeadApprovals } from "@/server/agent/chat-approvals";
 import { startLeadResponse } from "@/server/agent/lead";
 import { stopRunTree } from "@/server/agent/runs";
 import type { Db, DbOrTx } from "@/server/db/client";
-import { chatStreams, threads } from "@/server/db/schema";
+import { chatStreams, threads, toolApprovals } from "@/server/db/schema";
 import { AppError } from "@/server/errors";
 import { log } from "@/server/log";
 import { stripDirectives } from "@/server/models/simulator";
@@ -43,7 +44,9 @@ export type LeadTrigger =
       metadata?: Record<string, unknown>;
       providerMetadata?: ProviderMetadata;
       refused?: (why: string) => string;
-    };
+    }
+  /** The history's last message is the lead's reply that ended on approval requests, now decided: it goes on. */
+  | { kind: "continue" };
 
 export interface StartedLeadRun {
   /** The chat_streams row: read it with readChatStream (any web process). */
@@ -96,14 +99,21 @@ function responseText(message: ChatMessage): string {
  * Takes the thread's lock: one active stream row per thread (partial unique index). A lock
  * left by a dead process is released and taken again (looked for only when the lock is held,
  * so a free thread costs one statement). Runs in the caller's transaction with the message's
- * insert, so a refusal writes nothing. Undefined while a response runs.
+ * insert, so a refusal writes nothing. Undefined while a response runs, and while the lead's
+ * last reply waits for a person's decision on its calls (lead rows in tool_approvals no
+ * continuation has carried yet): only that continuation (`continuation`) takes the thread then.
  */
-async function tryLockThread(tx: DbOrTx, input: { threadId: string; userId: string; messageId: string }): Promise<string | undefined> {
+export async function tryLockThread(
+  tx: DbOrTx,
+  input: { threadId: string; userId: string; messageId: string; continuation?: boolean },
+): Promise<string | undefined> {
   const take = async () =>
     (
       await tx.execute<{ id: string }>(sql`
         insert into ${chatStreams} (thread_id, user_id, message_id)
-        values (${input.threadId}, ${input.userId}, ${input.messageId})
+        select ${input.threadId}, ${input.userId}, ${input.messageId}
+         where ${input.continuation === true} or not exists (
+           select 1 from ${toolApprovals} a where a.thread_id = ${input.threadId} and a.kind = 'lead' and a.continued_at is null)
         on conflict (thread_id) where status = 'active' do nothing
         returning id`)
     )[0]?.id;
@@ -169,6 +179,8 @@ export async function postUserMessage(
   ]);
   const threadId = thread.id;
   const messageId = newMessageId();
+  // An interrupting message is the person's answer to calls still waiting for them: denied.
+  if (policy === "interrupt") await denyLeadApprovals(db, { threadId, reason: "interrupted by a new message" });
   const taken = await db.transaction(async (tx) => {
     await lockThreadQueue(tx, threadId);
     // Messages already waiting go first; an interrupting one goes ahead of them.
@@ -296,7 +308,7 @@ export async function startQueuedResponses(db: Db, lead: Lead): Promise<number> 
  * and then the thread's next queued message starts. A run nobody typed (`unattended`) that
  * may not call the model stores and streams a notice instead (answerWithNotice).
  */
-async function runLocked(
+export async function runLocked(
   db: Db,
   input: Lead & {
     userId: string;
@@ -335,13 +347,16 @@ async function runLocked(
     titleIfDefault: trigger.kind === "user" && history.length === 0 ? titleFrom(trigger.message, model) : undefined,
   }).catch((err) => log.warn({ err, thread_id: threadId }, "could not mark the thread's activity"));
 
-  const turn: ChatMessage =
+  const turn: ChatMessage | undefined =
     trigger.kind === "user"
       ? trigger.message
-      : { id: `trigger_${messageId}`, role: "user", parts: [{ type: "text", text: trigger.text, providerMetadata: trigger.providerMetadata }] };
+      : trigger.kind === "system"
+        ? { id: `trigger_${messageId}`, role: "user", parts: [{ type: "text", text: trigger.text, providerMetadata: trigger.providerMetadata }] }
+        : undefined;
   const triggerMetadata = trigger.kind === "system" ? trigger.metadata : undefined;
 
-  const messages = [...history, turn];
+  // A continuation goes on in the reply it continues (the AI SDK's continuation of the last assistant message).
+  const messages = turn ? [...history, turn] : history;
   let lead: Awaited<ReturnType<typeof startLeadResponse>>;
   try {
     lead = await startLeadResponse({ db, config, model, userId, threadId, messages });

@@ -171,11 +171,12 @@ export async function buildGroupTools(
   /** Calls that wait for a person: the tool gets the AI SDK's `needsApproval` (server/tools/approval.ts). */
   needsApproval: ApprovalMatcher = NO_APPROVAL,
   /**
-   * What a call that needs a person does: `ask` (the AI SDK's approval flow: batch items park),
-   * or `refuse` (runs that cannot ask yet, the chat's: the call is not run and the model gets a
-   * tool error saying why). A policy that asks for approval is never skipped silently.
+   * What a call that needs a person does: `ask` gives the tool the AI SDK's `needsApproval`
+   * (a batch item parks; the lead's response ends on the request), and `verify` runs right
+   * before an approved call; `wait` has the call await `gate` (chat children: it returns once
+   * the call is approved and throws the denial). A policy that asks is never skipped.
    */
-  onApproval: "ask" | "refuse" = "ask",
+  onApproval: ApprovalHandling = { mode: "ask" },
 ): Promise<ToolSet> {
   const missing = missingToolGroups(ctx.config, groups);
   if (missing.length)
@@ -192,25 +193,50 @@ export async function buildGroupTools(
     const group = findToolGroup(ctx.config, name) as ToolGroup;
     const tools = await group.build(ctx);
     for (const [toolName, t] of Object.entries(tools)) {
-      const asks = needsApproval(name, toolName);
-      if (asks && onApproval === "refuse") {
-        out[toolName] = wrapTool(toolName, { ...t, execute: refuseUnapproved(name, toolName) }, { recorder, bounds });
-        continue;
-      }
       const wrapped = wrapTool(toolName, t, { recorder, bounds });
-      out[toolName] = asks ? { ...wrapped, needsApproval: true } : wrapped;
+      if (!needsApproval(name, toolName)) out[toolName] = wrapped;
+      else if (onApproval.mode === "wait") out[toolName] = gateTool(toolName, wrapped, onApproval.gate, recorder);
+      else out[toolName] = { ...(onApproval.verify ? gateTool(toolName, wrapped, onApproval.verify) : wrapped), needsApproval: true };
     }
   }
   return out;
 }
 
-/** The execute of a tool whose calls need a person in a run that cannot ask one: never runs it. */
-function refuseUnapproved(group: string, toolName: string): () => Promise<never> {
-  return async () => {
-    throw new AppError(
-      "forbidden",
-      `${toolName} needs a person's approval (tools.require_approval matches ${group}/${toolName}), and approvals are ` +
-        "asked only for batch items so far; the call was not run. Submit the work as a batch, or do without this tool.",
-    );
+/** One call that needs a person, as its gate sees it. */
+export interface GatedCall {
+  toolName: string;
+  toolCallId: string;
+  input: unknown;
+  signal?: AbortSignal;
+}
+
+/** Resolves when the call may run; throws why not (the model reads it as the tool's error). */
+export type ApprovalGate = (call: GatedCall) => Promise<void>;
+
+export type ApprovalHandling = { mode: "ask"; verify?: ApprovalGate } | { mode: "wait"; gate: ApprovalGate };
+
+/**
+ * A tool whose call passes `gate` first, outside the call's time bound (a person's decision
+ * takes as long as it takes); a refused call is recorded as the failed call it is.
+ */
+function gateTool(name: string, t: Tool, gate: ApprovalGate, recorder?: ToolCallRecorder): Tool {
+  const execute = t.execute;
+  if (!execute) return t;
+  const gated: Tool["execute"] = async (input, options) => {
+    try {
+      await gate({ toolName: name, toolCallId: options.toolCallId, input, signal: options.abortSignal });
+    } catch (err) {
+      recorder?.add({
+        id: options.toolCallId,
+        name,
+        args_preview: preview(input),
+        result_preview: preview(errorText(err)),
+        status: "error",
+        duration_ms: 0,
+      });
+      throw err;
+    }
+    return execute(input, options);
   };
+  return { ...t, execute: gated } as Tool;
 }

@@ -1,5 +1,6 @@
 import type { ToolSet } from "ai";
 import { buildGroupTools } from "@/server/tools";
+import { approvedLeadCall } from "../chat-approvals";
 import { approvalMatcher, runApprovalPatterns } from "@/server/tools/approval";
 import { createBatchTools } from "./batch";
 import type { LeadToolContext } from "./context";
@@ -11,7 +12,8 @@ export type { LeadToolContext };
 /** The lead agent's toolset: its own tool groups (lead.tool_groups), then each delegation mode's tools. */
 export async function buildLeadTools(ctx: LeadToolContext): Promise<ToolSet> {
   return {
-    // The lead cannot ask a person yet: a call tools.require_approval matches is refused, not run.
+    // A call tools.require_approval matches ends the response with the AI SDK's approval request
+    // (server/agent/chat-approvals.ts); once approved, it runs only with the arguments approved.
     ...(await buildGroupTools(
       ctx.config.lead.tool_groups,
       {
@@ -24,7 +26,7 @@ export async function buildLeadTools(ctx: LeadToolContext): Promise<ToolSet> {
       },
       undefined,
       approvalMatcher(runApprovalPatterns(ctx.config, [])),
-      "refuse",
+      { mode: "ask", verify: (call) => approvedLeadCall(ctx.db, { threadId: ctx.threadId, toolCallId: call.toolCallId, input: call.input }) },
     )),
     ...(ctx.config.subagents.enabled ? { task: createTaskTool(ctx) } : {}),
     ...(ctx.config.subagents.enabled ? { agent_swarm: createSwarmTool(ctx) } : {}),
