@@ -5,9 +5,10 @@ import path from "node:path";
 import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { batchSubagent } from "@/server/agent/registry";
-import { claimItems, recoverExpiredLeases } from "@/server/batches/claim";
+import { claimItems, recoverExpiredLeases, settleItems } from "@/server/batches/claim";
 import { getItemDetail } from "@/server/batches/item-detail";
-import { getBatch } from "@/server/batches/repository";
+import { getBatch, retryItem } from "@/server/batches/repository";
+import type { Settlement } from "@/server/batches/settlement";
 import { loadSteps, saveStep } from "@/server/batches/steps";
 import { submitBatch } from "@/server/batches/submit";
 import { buildGroupTools } from "@/server/tools";
@@ -253,6 +254,44 @@ describe("durable steps", () => {
     expect(await saveStep(t.db, { workerId: "worker-b", itemId: b!.id, leaseToken: b!.leaseToken, step: step(2, "b2") })).toBe(true);
     const steps = await loadSteps(t.db, a!.id);
     expect(steps.map((s) => s.messages[0]!.content)).toEqual(["a1", "b2"]);
+  });
+
+  it("the generation: kept by a hand-back, a deferral and a lost lease (the run goes on), advanced by a start-over and a retry", async () => {
+    const config = testConfig({ subagent_batches: { max_attempts: 5 } });
+    const owner = await makeOwner(t.db);
+    const { batch } = await submitBatch(t.db, {
+      ...batchSubagent(config, undefined),
+      ...owner,
+      input: { submission_key: "generations", items: ["g"] },
+      config,
+      model: SIM_MODEL,
+    });
+    const worker = "gen-worker";
+    const claim = async () => {
+      const [c] = await claimItems(t.db, { workerId: worker, limit: 1, leaseSeconds: 60 });
+      expect(c!.batchId).toBe(batch.id);
+      return c!;
+    };
+    const settle = (settlement: Settlement) => settleItems(t.db, { workerId: worker, maxDeferrals: 5, settlements: [settlement] });
+    const held = (x: { id: string; leaseToken: number }) => ({ id: x.id, leaseToken: x.leaseToken, steps: true });
+    let c = await claim();
+    expect(c.generation).toBe(1);
+    await settle({ ...held(c), kind: "released" });
+    c = await claim();
+    await settle({ ...held(c), kind: "deferred", delayMs: 0, error: "rate limited" });
+    c = await claim();
+    await t.db.execute(sql`update subagent_batch_items set lease_expires_at = now() - interval '1 second' where id = ${c.id}`);
+    await recoverExpiredLeases(t.db);
+    c = await claim();
+    expect(c.generation).toBe(1);
+    // A retryable failure starts the item over: a new run, new keys.
+    await settle({ ...held(c), kind: "failed", error: "model_error: boom" });
+    c = await claim();
+    expect(c.generation).toBe(2);
+    await settle({ ...held(c), kind: "failed", error: "model_error: boom", retryable: false });
+    await retryItem(t.db, { ...owner, batchId: batch.id, itemId: c.id, config });
+    c = await claim();
+    expect(c.generation).toBe(3);
   });
 
   it("a replayed workspace write and MCP call carry the same key; the write is a no-op", async () => {
