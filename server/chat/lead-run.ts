@@ -27,7 +27,7 @@ import {
 } from "./messages";
 import { refuseUnattended } from "./unattended";
 import { ChunkWriter, activeStreamOf, closeAbandonedStreams, notifyChatStream, onChatStreamEvent, pruneFinishedStreams } from "./streams";
-import { getThreadForUser, touchThread } from "./threads";
+import { DERIVED_TITLE_MAX, getThreadForUser, shortTitle, touchThread } from "./threads";
 
 /**
  * What starts a lead response: a user message (stored, shown in the thread) or a system
@@ -85,7 +85,7 @@ export function replyIdFor(userMessageId: string): string {
 /** The thread's title from its first message, without the simulator's test directives (empty keeps the default). */
 function titleFrom(message: ChatMessage, model: ResolvedModel): string {
   const text = message.parts.map((p) => (p.type === "text" ? p.text : "")).join(" ");
-  return (model.simulator ? stripDirectives(text) : text).replace(/\s+/g, " ").trim().slice(0, 80);
+  return shortTitle(model.simulator ? stripDirectives(text) : text, DERIVED_TITLE_MAX);
 }
 
 function responseText(message: ChatMessage): string {

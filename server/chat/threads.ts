@@ -7,6 +7,8 @@ import { AppError } from "@/server/errors";
 
 export const DEFAULT_THREAD_TITLE = "New thread";
 export const THREAD_TITLE_MAX = 200;
+/** A title taken from a message or a batch: a sidebar line, not the whole text. */
+export const DERIVED_TITLE_MAX = 80;
 export const THREAD_LIST_LIMIT = 200;
 
 export interface ThreadRecord {
@@ -25,11 +27,24 @@ export function toThreadProjection(t: ThreadRecord): ThreadProjection {
 
 export const threadIdSchema = z.uuid();
 
-/** Collapses whitespace and bounds the length; empty titles fall back to the default. */
-export function normalizeTitle(title: string | undefined): string {
-  const clean = (title ?? "").replace(/\s+/g, " ").trim();
-  if (!clean) return DEFAULT_THREAD_TITLE;
-  return clean.length > THREAD_TITLE_MAX ? `${clean.slice(0, THREAD_TITLE_MAX - 1)}…` : clean;
+/**
+ * Collapses whitespace and bounds the length at `max` characters: a longer text is cut at the
+ * last word boundary that fits (mid-word only when a single word is longer than half of it),
+ * without the punctuation before the cut, and ends with "…". Empty stays empty.
+ */
+export function shortTitle(text: string, max: number): string {
+  const clean = text.replace(/\s+/g, " ").trim();
+  if (clean.length <= max) return clean;
+  const room = clean.slice(0, max); // one character is left for the ellipsis
+  const space = room.lastIndexOf(" ");
+  // A lone high surrogate would be half an emoji.
+  const cut = (space >= max / 2 ? room.slice(0, space) : room.slice(0, max - 1)).replace(/[\uD800-\uDBFF]$/, "");
+  return `${cut.replace(/[\s,;:.!?\-–—(]+$/, "") || cut}…`;
+}
+
+/** Collapses whitespace and bounds the length (shortTitle); empty titles fall back to the default. */
+export function normalizeTitle(title: string | undefined, max = THREAD_TITLE_MAX): string {
+  return shortTitle(title ?? "", max) || DEFAULT_THREAD_TITLE;
 }
 
 export async function createThread(db: DbOrTx, input: { userId: string; title?: string }): Promise<ThreadRecord> {

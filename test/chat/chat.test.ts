@@ -101,6 +101,14 @@ describe("POST /api/threads/{id}/chat", () => {
     await readUIChunks(await post(named.id, { message: userMessage("Plan a picnic [[sleep:10]] for four [[chars:40]]") }));
     expect((await getThreadForUser(t.db, { userId: alice.id, threadId: named.id })).title).toBe("Plan a picnic for four");
 
+    // A long first message: cut at a word, with an ellipsis.
+    const long = await createThread(t.db, { userId: alice.id });
+    const words = "Summarise the quarterly support tickets by product area and urgency, then draft replies to the angriest";
+    await readUIChunks(await post(long.id, { message: userMessage(words) }));
+    const title = (await getThreadForUser(t.db, { userId: alice.id, threadId: long.id })).title;
+    expect(title).toBe("Summarise the quarterly support tickets by product area and urgency, then draft…");
+    expect(title.length).toBeLessThanOrEqual(80);
+
     const bare = await createThread(t.db, { userId: alice.id });
     await readUIChunks(await post(bare.id, { message: userMessage("[[sleep:10]]") }));
     expect((await getThreadForUser(t.db, { userId: alice.id, threadId: bare.id })).title).toBe(bare.title);

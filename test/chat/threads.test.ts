@@ -4,7 +4,15 @@ import { GET as getThread } from "@/app/api/threads/[threadId]/route";
 import { GET as listThreadsRoute, POST as createThreadRoute } from "@/app/api/threads/route";
 import { createApiToken } from "@/server/auth/tokens";
 import { insertMessage, loadMessages, saveMessage } from "@/server/chat/messages";
-import { createThread, getThreadForUser, listThreads, openBlankThread, touchThread } from "@/server/chat/threads";
+import {
+  createThread,
+  DERIVED_TITLE_MAX,
+  getThreadForUser,
+  listThreads,
+  openBlankThread,
+  shortTitle,
+  touchThread,
+} from "@/server/chat/threads";
 import { threads } from "@/server/db/schema";
 import { AppError } from "@/server/errors";
 import { createTestDatabase, type TestDatabase } from "../helpers/db";
@@ -26,6 +34,31 @@ beforeAll(async () => {
 });
 
 const threadCount = async () => (await t.db.select({ n: sql<number>`count(*)::int` }).from(threads))[0].n;
+
+describe("shortTitle", () => {
+  it("keeps a title that fits, whitespace collapsed", () => {
+    expect(shortTitle("  Plan   the\nlaunch ", 80)).toBe("Plan the launch");
+    expect(shortTitle("x".repeat(80), 80)).toBe("x".repeat(80));
+  });
+
+  it("cuts a long title at a word boundary and ends it with an ellipsis, within the limit", () => {
+    const text =
+      "Classify each of these support messages by urgency and product area, then summarise the angry ones for the team";
+    const title = shortTitle(text, DERIVED_TITLE_MAX);
+    expect(title).toBe("Classify each of these support messages by urgency and product area, then…");
+    expect(title.length).toBeLessThanOrEqual(DERIVED_TITLE_MAX);
+    // The word at the cut is never split, and punctuation before the cut is dropped.
+    expect(shortTitle("alpha beta, gamma", 13)).toBe("alpha beta…");
+    expect(shortTitle("one two three four", 17)).toBe("one two three…");
+  });
+
+  it("cuts mid-word only when one word is longer than half the room", () => {
+    expect(shortTitle(`ab ${"x".repeat(100)}`, 20)).toBe(`ab ${"x".repeat(16)}…`);
+    expect(shortTitle(`ab ${"x".repeat(100)}`, 20)).toHaveLength(20);
+    // Never half a surrogate pair.
+    expect(shortTitle(`${"x".repeat(18)}😀😀`, 20)).toBe(`${"x".repeat(18)}…`);
+  });
+});
 
 describe("threads repository", () => {
   it("scopes every read to the owner", async () => {
