@@ -92,13 +92,14 @@ export function updateBudget(
   return sendJson(batchProjectionSchema, `${batchPath(threadId, batchId)}/budget`, "batch", budget);
 }
 
-export function resultsUrl(threadId: string, batchId: string): string {
-  return `${batchPath(threadId, batchId)}/results.jsonl`;
+/** A batch's results as a file (streamed by the server: every matching row, whatever is loaded here). */
+export function resultsUrl(threadId: string, batchId: string, format: "csv" | "jsonl"): string {
+  return `${batchPath(threadId, batchId)}/results.${format}`;
 }
 
-/** Every row of the results table as CSV (streamed by the server, all rows whatever is loaded here). */
-export function resultsCsvUrl(threadId: string, batchId: string): string {
-  return `${batchPath(threadId, batchId)}/results.csv`;
+/** The name the server gives a results file (the link's `download` says the same). */
+export function resultsFileName(batchId: string, format: "csv" | "jsonl"): string {
+  return `batch-${batchId}-results.${format}`;
 }
 
 /** Re-queues every finished item whose checks failed; answers how many. */

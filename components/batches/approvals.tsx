@@ -7,12 +7,18 @@ import { formatCount } from "@/lib/format";
 import { approveAllForTool, decideItemApproval, fetchWaitingApprovals, type ApprovalDecision } from "./api";
 import { batchKeys } from "./panel-state";
 import { errorMessage } from "./shared";
-import { buttonClass } from "./ui";
+import { ErrorText } from "./ui";
+import { buttonClasses } from "@/components/ui/button";
+
+const DECISIONS = [
+  { decision: "approve", label: "Approve", variant: "primary" },
+  { decision: "deny", label: "Deny", variant: "danger" },
+] as const;
 
 /**
  * The items of one batch whose tool call waits for a person (tools.require_approval): how many,
- * each call's tool and arguments in plain view with Approve / Deny, and "Approve all" for each
- * tool. Shown only while some wait; a decision re-queues the item (the engine runs it on).
+ * each call's tool and arguments in plain view with Approve / Deny, and "Approve all N" for
+ * each tool (N: its calls shown here). Shown only while some wait; a decision re-queues the item (the engine runs it on).
  */
 export function WaitingApprovals({ threadId, batch }: { threadId: string; batch: BatchProjection }) {
   const waiting = batch.counts.awaiting_approval;
@@ -43,7 +49,10 @@ export function WaitingApprovals({ threadId, batch }: { threadId: string; batch:
   });
   if (waiting === 0) return null;
   const calls = list.data ?? [];
-  const tools = [...new Set(calls.map((c) => c.tool))];
+  // Each tool once, with how many of its calls wait (what "Approve all N" approves).
+  const perTool = new Map<string, number>();
+  for (const c of calls) perTool.set(c.tool, (perTool.get(c.tool) ?? 0) + 1);
+  const tools = [...perTool].map(([tool, count]) => ({ tool, count }));
   const busy = decide.isPending || approveAll.isPending;
 
   return (
@@ -57,28 +66,22 @@ export function WaitingApprovals({ threadId, batch }: { threadId: string; batch:
           {formatCount(waiting)} {waiting === 1 ? "item needs" : "items need"} approval
         </h4>
         <div className="ml-auto flex flex-wrap gap-1.5">
-          {tools.map((tool) => (
+          {tools.map(({ tool, count }) => (
             <button
               key={tool}
               type="button"
               disabled={busy}
-              aria-describedby={`${headingId}-${tool}`}
-              className={`${buttonClass.base} ${buttonClass.primary}`}
+              data-testid="approve-all"
+              className={buttonClasses("primary", "sm")}
               onClick={() => approveAll.mutate(tool)}
             >
-              Approve all
-              <span id={`${headingId}-${tool}`} className="font-mono text-xs font-normal">
-                {tool}
-              </span>
+              Approve all {formatCount(count)}
+              <span className="font-mono text-xs font-normal">{tool}</span>
             </button>
           ))}
         </div>
       </div>
-      {error && (
-        <p role="alert" className="text-xs text-red-700">
-          {error}
-        </p>
-      )}
+      {error ? <ErrorText error={error} /> : null}
       <ul className="flex flex-col gap-1.5">
         {calls.map((c) => (
           <li key={`${c.item_id}-${c.tool}-${c.created_at}`} data-testid="waiting-approval">
@@ -93,22 +96,17 @@ export function WaitingApprovals({ threadId, batch }: { threadId: string; batch:
               <code className="mt-0.5 block break-all whitespace-pre-wrap text-zinc-700">{c.input}</code>
             </div>
             <div className="flex shrink-0 gap-1.5">
-              <button
-                type="button"
-                disabled={busy}
-                className={`${buttonClass.base} ${buttonClass.primary}`}
-                onClick={() => decide.mutate({ itemId: c.item_id, decision: "approve" })}
-              >
-                Approve
-              </button>
-              <button
-                type="button"
-                disabled={busy}
-                className={`${buttonClass.base} ${buttonClass.danger}`}
-                onClick={() => decide.mutate({ itemId: c.item_id, decision: "deny" })}
-              >
-                Deny
-              </button>
+              {DECISIONS.map(({ decision, label, variant }) => (
+                <button
+                  key={decision}
+                  type="button"
+                  disabled={busy}
+                  className={buttonClasses(variant, "sm")}
+                  onClick={() => decide.mutate({ itemId: c.item_id, decision })}
+                >
+                  {label}
+                </button>
+              ))}
             </div>
             </fieldset>
           </li>

@@ -7,7 +7,8 @@ import { formatTokens, formatUsd } from "@/lib/format";
 import { updateBudget } from "./api";
 import { batchKeys } from "./panel-state";
 import { errorMessage } from "./shared";
-import { buttonClass, Spinner } from "./ui";
+import { buttonClasses } from "@/components/ui/button";
+import { Spinner } from "@/components/ui/spinner";
 import { budgetUsage } from "./waiting";
 
 /** A batch's budget: the line in the panel, the form that raises it, and the New batch dialog's inputs. */
@@ -33,7 +34,7 @@ export function BudgetSection({ threadId, batch }: { threadId: string; batch: Ba
         <span>No budget</span>
       )}
       {batch.pause_reason === "budget" && !open ? (
-        <button type="button" onClick={() => setOpen(true)} className={`${buttonClass.base} ${buttonClass.neutral}`}>
+        <button type="button" onClick={() => setOpen(true)} className={buttonClasses("secondary", "sm")}>
           Raise budget
         </button>
       ) : null}
@@ -78,11 +79,11 @@ function RaiseBudgetForm({ threadId, batch, onDone }: { threadId: string; batch:
         only={{ tokens: batch.budget.max_total_tokens !== null, cost: batch.budget.max_cost_usd !== null }}
       />
       <div className="flex gap-2">
-        <button type="submit" disabled={save.isPending} className={`${buttonClass.base} ${buttonClass.neutral}`}>
+        <button type="submit" disabled={save.isPending} className={buttonClasses("secondary", "sm")}>
           {save.isPending ? <Spinner /> : null}
           Save budget
         </button>
-        <button type="button" onClick={onDone} className={`${buttonClass.base} ${buttonClass.neutral}`}>
+        <button type="button" onClick={onDone} className={buttonClasses("secondary", "sm")}>
           Cancel
         </button>
       </div>

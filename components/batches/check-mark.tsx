@@ -17,7 +17,7 @@ export function CheckMark({ result }: { result: CheckResult | undefined }) {
       {result.passed ? "✓" : "✗"}
     </span>
   );
-  const why = [result.score !== undefined ? `score ${formatScore(result.score)}` : "", result.reason ?? ""].filter(Boolean).join(" · ");
+  const why = checkReason(result);
   if (!why)
     return (
       <span data-testid="check-cell" data-passed={result.passed} className="inline-flex">
@@ -30,8 +30,10 @@ export function CheckMark({ result }: { result: CheckResult | undefined }) {
 
 const supportsPopover = () => typeof HTMLElement !== "undefined" && "showPopover" in HTMLElement.prototype;
 
-function formatScore(score: number): string {
-  return Number.isInteger(score) ? String(score) : score.toFixed(2);
+/** Why a check came out as it did: its score (a judge's) and its reason, or "" when it says nothing. */
+export function checkReason(result: CheckResult): string {
+  const score = result.score === undefined ? "" : `score ${Number.isInteger(result.score) ? result.score : result.score.toFixed(2)}`;
+  return [score, result.reason ?? ""].filter(Boolean).join(" · ");
 }
 
 function ReasonButton({ result, word, mark, why }: { result: CheckResult; word: string; mark: React.ReactNode; why: string }) {

@@ -4,7 +4,7 @@ import { useEffect, useId, useRef } from "react";
 import { formatCount } from "@/lib/format";
 import { useLiveBatch } from "./panel-state";
 import { isActiveBatch } from "./status";
-import { buttonClass } from "./ui";
+import { buttonClasses } from "@/components/ui/button";
 
 /** Asks before cancelling; the count follows the panel's polls while the dialog is open. */
 export function ConfirmCancel({
@@ -48,14 +48,14 @@ export function ConfirmCancel({
       </p>
       <div className="mt-4 flex justify-end gap-2">
         {/* biome-ignore lint/a11y/noAutofocus: the safe choice takes focus in a confirmation */}
-        <button type="button" autoFocus onClick={onClose} className={`${buttonClass.base} ${buttonClass.neutral}`}>
+        <button type="button" autoFocus onClick={onClose} className={buttonClasses("secondary", "sm")}>
           Keep running
         </button>
         <button
           type="button"
           disabled={!cancellable}
           onClick={onConfirm}
-          className={`${buttonClass.base} ${buttonClass.dangerSolid}`}
+          className={buttonClasses("dangerSolid", "sm")}
         >
           Confirm
         </button>

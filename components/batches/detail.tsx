@@ -6,7 +6,7 @@ import type { BatchProjection } from "@/lib/api/batches";
 import { ApiError } from "@/lib/api/client";
 import { formatCount, formatDuration, formatTime, formatTokens } from "@/lib/format";
 import { BatchArtifacts } from "../files/batch-artifacts";
-import { type BatchAction, controlBatch, resultsUrl } from "./api";
+import { type BatchAction, controlBatch } from "./api";
 import { ItemsSection } from "./items";
 import { producesData, ResultsSection } from "./results";
 import { BudgetSection } from "./budget";
@@ -25,7 +25,9 @@ import {
   progressSplit,
 } from "./status";
 import { batchTiming, type RateSample } from "./timing";
-import { buttonClass, ProgressBar, StatusBadge, Spinner, shortId } from "./ui";
+import { ProgressBar, StatusBadge, shortId } from "./ui";
+import { buttonClasses } from "@/components/ui/button";
+import { Spinner } from "@/components/ui/spinner";
 
 function useNow(intervalMs: number | null): number {
   const [now, setNow] = useState(() => Date.now());
@@ -185,37 +187,25 @@ export function BatchDetail({
         {batch.max_attempts} {batch.max_attempts === 1 ? "attempt" : "attempts"} per item
       </p>
 
-      <div className="flex flex-wrap items-center gap-x-1.5 gap-y-2">
-        <fieldset
-          aria-label="Batch controls"
-          title={disabledTitle}
-          aria-busy={busy}
-          className="flex min-w-0 flex-wrap items-center gap-1.5"
-        >
-          {CONTROLS.map(({ action, label, danger }) => (
-            <ControlButton
-              key={action}
-              label={label}
-              danger={danger}
-              enabled={allowed[action] && !busy}
-              pending={busy && control.variables === action}
-              title={disabledTitle}
-              // Cancel asks first.
-              onClick={() => (action === "cancel" ? setConfirming(true) : control.mutate(action))}
-            />
-          ))}
-        </fieldset>
-        <a
-          href={resultsUrl(threadId, batch.id)}
-          download={`batch-${batch.id}.jsonl`}
-          className={`${buttonClass.base} ${buttonClass.neutral} ml-auto`}
-        >
-          <svg aria-hidden viewBox="0 0 16 16" className="size-3.5">
-            <path d="M8 2v8m0 0L5 7m3 3l3-3M3 13h10" fill="none" stroke="currentColor" strokeWidth="1.5" />
-          </svg>
-          Download JSONL
-        </a>
-      </div>
+      <fieldset
+        aria-label="Batch controls"
+        title={disabledTitle}
+        aria-busy={busy}
+        className="flex min-w-0 flex-wrap items-center gap-1.5"
+      >
+        {CONTROLS.map(({ action, label, danger }) => (
+          <ControlButton
+            key={action}
+            label={label}
+            danger={danger}
+            enabled={allowed[action] && !busy}
+            pending={busy && control.variables === action}
+            title={disabledTitle}
+            // Cancel asks first.
+            onClick={() => (action === "cancel" ? setConfirming(true) : control.mutate(action))}
+          />
+        ))}
+      </fieldset>
 
       {error ? (
         <p role="alert" className="rounded-md bg-red-50 px-2 py-1.5 text-xs text-red-800 ring-1 ring-red-200 ring-inset">
@@ -323,7 +313,7 @@ function ControlButton({
       title={title}
       aria-busy={pending || undefined}
       onClick={onClick}
-      className={`${buttonClass.base} ${danger ? buttonClass.danger : buttonClass.neutral} min-w-16`}
+      className={buttonClasses(danger ? "danger" : "secondary", "sm", "min-w-16")}
     >
       {pending ? <Spinner /> : null}
       {label}

@@ -6,11 +6,14 @@ import { ItemToolCalls } from "@/components/tool-calls";
 import type { BatchProjection, BatchStatus, ItemProjection } from "@/lib/api/batches";
 import { formatTime, formatTokens } from "@/lib/format";
 import { retryItem } from "./api";
+import { checkReason } from "./check-mark";
 import { type PageChain, replaceItem } from "./item-pages";
 import { batchKeys } from "./panel-state";
 import { errorMessage, NO_WORKER_TITLE } from "./shared";
 import { canRetryItem, ITEM_STATUS_WORDS } from "./status";
-import { buttonClass, Spinner, StatusBadge } from "./ui";
+import { StatusBadge, VerdictBadge } from "./ui";
+import { buttonClasses } from "@/components/ui/button";
+import { Spinner } from "@/components/ui/spinner";
 
 /**
  * What names an item on its row: what was submitted for it. The key shows too only when the
@@ -105,9 +108,9 @@ export const ItemRow = memo(function ItemRow({
                 title={workerAlive ? undefined : NO_WORKER_TITLE}
                 aria-busy={retry.isPending || undefined}
                 onClick={() => retry.mutate()}
-                className={`${buttonClass.base} ${buttonClass.neutral} px-2 py-0.5 text-xs`}
+                className={buttonClasses("secondary", "xs")}
               >
-                {retry.isPending ? <Spinner /> : null}
+                {retry.isPending ? <Spinner className="size-3" /> : null}
                 {retry.isPending ? "Retrying" : "Retry"}
               </button>
             ) : null}
@@ -215,8 +218,36 @@ function ItemDetail({
       ) : item.error ? null : (
         <p className="text-zinc-500">{item.status === "succeeded" ? "The answer was empty." : "No result yet."}</p>
       )}
+      {item.checks.length > 0 ? <ItemChecks item={item} /> : null}
       <ItemToolCalls threadId={threadId} batchId={batchId} itemId={item.id} count={item.tool_calls} finishedAt={item.finished_at} />
     </div>
+  );
+}
+
+/** The item's verdict and each check's outcome with its reason, in full (the Results table shows them as marks). */
+function ItemChecks({ item }: { item: ItemProjection }) {
+  return (
+    <section data-testid="item-detail-checks">
+      <h5 className="flex items-center gap-2 font-medium text-zinc-600">
+        Checks <VerdictBadge verdict={item.verdict} />
+      </h5>
+      <ul className="mt-0.5 flex flex-col gap-0.5 rounded border border-zinc-200 bg-white p-2">
+        {item.checks.map((c) => (
+          <li key={c.name} data-testid="item-detail-check" data-passed={c.passed} className="flex min-w-0 gap-1.5">
+            <span aria-hidden className={`font-semibold ${c.passed ? "text-emerald-700" : "text-red-700"}`}>
+              {c.passed ? "✓" : "✗"}
+            </span>
+            <span className="min-w-0 wrap-anywhere">
+              <span className="font-mono font-medium text-zinc-900">{c.name}</span>{" "}
+              <span className="text-zinc-600">
+                {c.passed ? "passed" : "failed"}
+                {checkReason(c) ? ` · ${checkReason(c)}` : ""}
+              </span>
+            </span>
+          </li>
+        ))}
+      </ul>
+    </section>
   );
 }
 

@@ -1,8 +1,8 @@
 "use client";
 
 import { useQuery, useQueryClient } from "@tanstack/react-query";
-import { useEffect, useId, useMemo, useRef, useState } from "react";
-import { CollapsibleHeader, CountPill } from "@/components/ui/collapsible-header";
+import { useEffect, useMemo, useRef, useState } from "react";
+import { CollapsibleHeader, CountPill, useFold } from "@/components/ui/collapsible-header";
 import type { BatchProjection } from "@/lib/api/batches";
 import { fetchBatches, fetchFeatures } from "./api";
 import { BatchDetail } from "./detail";
@@ -12,7 +12,8 @@ import { ACTIVE_POLL_MS, FEATURES_POLL_MS, IDLE_POLL_MS, NO_WORKER_TITLE } from 
 import { barProgress, batchStatusText, isActiveBatch, progressSplit } from "./status";
 import { formatCount } from "@/lib/format";
 import { executedCount, pushSample, type RateSample } from "./timing";
-import { buttonClass, ProgressBar, StatusBadge, shortId } from "./ui";
+import { ProgressBar, StatusBadge, shortId } from "./ui";
+import { buttonClasses } from "@/components/ui/button";
 
 /**
  * The batch panel of one thread. Feature-gated by /api/features: with a live worker it is
@@ -68,11 +69,9 @@ function PanelBody({
 }) {
   const qc = useQueryClient();
   const [selectedId, setSelectedId] = useState<string | null>(null);
-  const [collapsed, setCollapsed] = useState(false);
+  const fold = useFold();
   const [newOpen, setNewOpen] = useState(false);
   const rootRef = useRef<HTMLElement>(null);
-  const bodyId = useId();
-  const headingId = useId();
   const samples = useRef(new Map<string, RateSample[]>());
 
   const known = useMemo(() => new Set(batches.map((b) => b.id)), [batches]);
@@ -97,7 +96,7 @@ function PanelBody({
 
   const focus = (id: string) => {
     setSelectedId(id);
-    setCollapsed(false);
+    fold.setCollapsed(false);
     if (!knownRef.current.has(id)) void qc.invalidateQueries({ queryKey: batchKeys.list(threadId) });
     requestAnimationFrame(() => {
       rootRef.current?.scrollIntoView({ block: "nearest", behavior: "smooth" });
@@ -111,7 +110,7 @@ function PanelBody({
   usePanelRequest(threadId, (request) => {
     if (request.kind === "focus") focusRef.current(request.batchId);
     else if (workerAlive) {
-      setCollapsed(false);
+      fold.setCollapsed(false);
       setNewOpen(true);
     }
   });
@@ -130,24 +129,17 @@ function PanelBody({
   return (
     <aside
       ref={rootRef}
-      aria-labelledby={headingId}
+      aria-labelledby={fold.headingId}
       data-testid="batch-panel"
       data-mode={workerAlive ? "live" : "read-only"}
       className="@container flex min-w-0 flex-col bg-white text-sm"
     >
-      <CollapsibleHeader
-        title="Batches"
-        headingId={headingId}
-        bodyId={bodyId}
-        collapsed={collapsed}
-        onToggle={() => setCollapsed((c) => !c)}
-        className="border-b"
-      >
+      <CollapsibleHeader title="Batches" fold={fold} className="border-b">
         <CountPill testId="active-count">{active.length} active</CountPill>
         <span className="ml-auto" title={workerAlive ? undefined : NO_WORKER_TITLE}>
           <button
             type="button"
-            className={`${buttonClass.base} ${buttonClass.primary}`}
+            className={buttonClasses("primary", "sm")}
             disabled={!workerAlive}
             onClick={() => setNewOpen(true)}
           >
@@ -156,7 +148,7 @@ function PanelBody({
         </span>
       </CollapsibleHeader>
 
-      <div id={bodyId} hidden={collapsed} className="flex min-w-0 flex-col">
+      <div id={fold.bodyId} hidden={fold.collapsed} className="flex min-w-0 flex-col">
         {!workerAlive ? (
           <p
             role="note"

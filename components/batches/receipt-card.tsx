@@ -7,7 +7,8 @@ import { formatCount } from "@/lib/format";
 import { usageShort } from "./budget";
 import { announceBatch, batchHash, useBatchPanelRequests, useLiveBatch } from "./panel-state";
 import { barProgress, batchStatusText, progressSplit } from "./status";
-import { ProgressBar, StatusBadge, Spinner, shortId } from "./ui";
+import { ProgressBar, StatusBadge, shortId } from "./ui";
+import { Spinner } from "@/components/ui/spinner";
 import { waitingText } from "./waiting";
 
 /** The `tool-batch_task` part of a chat message (an AI SDK tool UI part). */

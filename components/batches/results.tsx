@@ -1,22 +1,20 @@
 "use client";
 
 import { useMutation, useQueryClient } from "@tanstack/react-query";
-import { memo, useId, useState } from "react";
-import { type Verdict, verdictSchema } from "@/lib/api/batch-data";
-import { type BatchProjection, type ItemProjection, type ItemStatus, itemStatusSchema } from "@/lib/api/batches";
+import { memo, useState } from "react";
+import { buttonClasses } from "@/components/ui/button";
+import { Spinner } from "@/components/ui/spinner";
+import type { BatchProjection, ItemProjection } from "@/lib/api/batches";
 import { formatCount, formatDuration, formatTokens, formatUsd } from "@/lib/format";
 import { cellText, inputFields, itemDurationMs, outputField, type ResultColumns, resultColumns } from "@/lib/result-columns";
-import { resultsCsvUrl, retryFailedChecks } from "./api";
+import { retryFailedChecks } from "./api";
+import { BatchTable, type ColumnSet } from "./batch-table";
 import { CheckMark } from "./check-mark";
 import { batchKeys } from "./panel-state";
-import { errorMessage, NO_WORKER_TITLE } from "./shared";
-import { ITEM_STATUS_WORDS } from "./status";
-import { buttonClass, Spinner, StatusBadge } from "./ui";
-import { useItemPages } from "./use-item-pages";
+import { NO_WORKER_TITLE } from "./shared";
+import { Downloads, FilterBar, NO_FILTER, type TableFilter } from "./toolbar";
+import { ErrorText, StatusBadge, VerdictBadge } from "./ui";
 
-const VERDICT_WORDS: Record<Verdict, string> = { passed: "Passed", failed: "Failed" };
-const selectClass =
-  "rounded-md border border-zinc-300 bg-white px-2 py-1 text-sm focus-visible:outline-2 focus-visible:outline-sky-600";
 /** The sticky first column: opaque, with an edge, above the cells that scroll under it. */
 const stickyCell = "sticky left-0 z-[1] bg-inherit shadow-[inset_-1px_0_0_var(--color-zinc-200)]";
 
@@ -25,145 +23,52 @@ export function producesData(batch: BatchProjection): boolean {
   return batch.checks.length > 0 || batch.output_fields.length > 0 || batch.input_fields.length > 0;
 }
 
+/** The Results view's columns: the item, its input fields, the output's fields, each check, the verdict, status, cost (tokens on hover) and duration. */
+function resultColumnSet(batch: BatchProjection): ColumnSet {
+  const columns = resultColumns(batch);
+  return {
+    name: "results",
+    caption: "Results: one row per item",
+    layout: "scroll",
+    empty: "No items match these filters.",
+    columns: () => ({
+      span: 1 + Math.max(1, columns.input.length) + Math.max(1, columns.output.length) + columns.checks.length + 4,
+      head: (
+        <thead className="text-[11px] text-zinc-600">
+          <tr className="bg-zinc-50">
+            <Th className={stickyCell}>Item</Th>
+            {columns.input.length > 0 ? columns.input.map((f) => <Th key={`in-${f}`}>{f}</Th>) : <Th>Input</Th>}
+            {columns.output.length > 0 ? columns.output.map((c) => <Th key={`out-${c.field}`}>{c.header}</Th>) : <Th>Result</Th>}
+            {columns.checks.map((name) => (
+              <Th key={`check-${name}`} className="text-center">
+                {name}
+              </Th>
+            ))}
+            <Th>Verdict</Th>
+            <Th>Status</Th>
+            <Th className="text-right">Cost</Th>
+            <Th className="text-right">Duration</Th>
+          </tr>
+        </thead>
+      ),
+      row: (item) => <ResultRow key={item.id} item={item} columns={columns} />,
+    }),
+  };
+}
+
 /**
- * A batch's results as a table: one row per item with its input, the output's fields, each
- * check, the verdict, cost (tokens on hover) and duration. Filtered on the server (Status, Verdict), paged with
- * "Load more"; it scrolls sideways inside its own box with the item column kept in view.
+ * A batch's results as a table (one row per item), filtered on the server (Status, Verdict),
+ * paged with "Load more"; it scrolls sideways inside its own box with the item column kept in
+ * view.
  */
 export function ResultsSection({ threadId, batch, workerAlive }: { threadId: string; batch: BatchProjection; workerAlive: boolean }) {
-  const ids = { status: useId(), verdict: useId(), caption: useId() };
-  const [status, setStatus] = useState<ItemStatus | "all">("all");
-  const [verdict, setVerdict] = useState<Verdict | "all">("all");
-  const filter = { status: status === "all" ? null : status, verdict: verdict === "all" ? null : verdict };
-  const { query, items, nextCursor, dropped, loadMore, loadError, restart } = useItemPages(threadId, batch, filter, "results");
-  const columns = resultColumns(batch);
-  const width = 1 + Math.max(1, columns.input.length) + Math.max(1, columns.output.length) + columns.checks.length + 4;
-  const matching =
-    filter.verdict !== null ? (filter.status === null ? batch.verdicts[filter.verdict] : null) : filter.status === null ? batch.total : batch.counts[filter.status];
-
+  const [filter, setFilter] = useState<TableFilter>(NO_FILTER);
   return (
     <div className="flex min-w-0 flex-col gap-2">
-      <div className="flex flex-wrap items-center gap-x-3 gap-y-2">
-        <span className="flex items-center gap-1.5">
-          <label htmlFor={ids.status} className="text-xs text-zinc-600">
-            Status
-          </label>
-          <select id={ids.status} value={status} onChange={(e) => setStatus(e.target.value as ItemStatus | "all")} className={selectClass}>
-            <option value="all">All ({formatCount(batch.total)})</option>
-            {itemStatusSchema.options.map((s) => (
-              <option key={s} value={s}>
-                {ITEM_STATUS_WORDS[s]} ({formatCount(batch.counts[s])})
-              </option>
-            ))}
-          </select>
-        </span>
-        <span className="flex items-center gap-1.5">
-          <label htmlFor={ids.verdict} className="text-xs text-zinc-600">
-            Verdict
-          </label>
-          <select id={ids.verdict} value={verdict} onChange={(e) => setVerdict(e.target.value as Verdict | "all")} className={selectClass}>
-            <option value="all">All</option>
-            {verdictSchema.options.map((v) => (
-              <option key={v} value={v}>
-                {VERDICT_WORDS[v]} ({formatCount(batch.verdicts[v])})
-              </option>
-            ))}
-          </select>
-        </span>
-      </div>
-
+      <FilterBar batch={batch} filter={filter} onChange={setFilter} verdict />
       <CheckSummary batch={batch} />
-      <ResultActions threadId={threadId} batch={batch} workerAlive={workerAlive} />
-
-      <section
-        aria-labelledby={ids.caption}
-        // A scroll box keyboard users can scroll too; relative, so the cells' visually hidden
-        // text (absolutely placed) stays inside it instead of widening the page.
-        // biome-ignore lint/a11y/noNoninteractiveTabindex: the table scrolls sideways inside this box
-        tabIndex={0}
-        data-testid="results-scroll"
-        className="relative max-w-full overflow-x-auto rounded-md ring-1 ring-zinc-200 focus-visible:outline-2 focus-visible:outline-sky-600"
-      >
-        <table
-          data-testid="results-table"
-          aria-busy={query.isFetching && !query.data}
-          className={`w-max min-w-full border-collapse text-left text-xs transition-opacity ${query.isPlaceholderData ? "opacity-60" : ""}`}
-        >
-          <caption id={ids.caption} className="sr-only">
-            Results: one row per item
-          </caption>
-          <thead className="text-[11px] text-zinc-600">
-            <tr className="bg-zinc-50">
-              <Th className={stickyCell}>Item</Th>
-              {columns.input.length > 0 ? columns.input.map((f) => <Th key={`in-${f}`}>{f}</Th>) : <Th>Input</Th>}
-              {columns.output.length > 0 ? columns.output.map((c) => <Th key={`out-${c.field}`}>{c.header}</Th>) : <Th>Result</Th>}
-              {columns.checks.map((name) => (
-                <Th key={`check-${name}`} className="text-center">
-                  {name}
-                </Th>
-              ))}
-              <Th>Verdict</Th>
-              <Th>Status</Th>
-              <Th className="text-right">Cost</Th>
-              <Th className="text-right">Duration</Th>
-            </tr>
-          </thead>
-          <tbody>
-            {items.map((item) => (
-              <ResultRow key={item.id} item={item} columns={columns} />
-            ))}
-            {items.length === 0 ? (
-              <tr>
-                {/* The message stays in view while the wide table scrolls. */}
-                <td colSpan={width} className="px-2 py-6 text-zinc-600">
-                  <span className="sticky left-2">
-                    {query.isPending ? "Loading results…" : query.isError ? "" : "No items match these filters."}
-                  </span>
-                </td>
-              </tr>
-            ) : null}
-          </tbody>
-        </table>
-      </section>
-
-      {query.isError && !query.data ? (
-        <p role="alert" className="text-xs text-red-700">
-          {errorMessage(query.error)}
-        </p>
-      ) : null}
-
-      <div className="flex flex-wrap items-center gap-2 text-xs text-zinc-600">
-        <span data-testid="results-shown" className="tabular-nums">
-          {dropped > 0
-            ? `Rows ${formatCount(dropped + 1)}–${formatCount(dropped + items.length)}`
-            : `Showing ${formatCount(items.length)}`}
-          {matching !== null ? ` of ${formatCount(Math.max(matching, dropped + items.length))}` : ""}
-        </span>
-        {dropped > 0 ? (
-          <button type="button" onClick={() => void restart()} className={`${buttonClass.base} ${buttonClass.neutral} px-2 py-0.5 text-xs`}>
-            Back to the first rows
-          </button>
-        ) : null}
-        {nextCursor !== null ? (
-          <button
-            type="button"
-            onClick={() => loadMore.mutate()}
-            disabled={loadMore.isPending}
-            aria-busy={loadMore.isPending || undefined}
-            className={`${buttonClass.base} ${buttonClass.neutral} ml-auto`}
-          >
-            {loadMore.isPending ? <Spinner /> : null}
-            Load more
-          </button>
-        ) : items.length > 0 ? (
-          <span className="ml-auto">End of list</span>
-        ) : null}
-      </div>
-      {loadError ? (
-        <p role="alert" className="text-xs text-red-700">
-          {loadError}
-        </p>
-      ) : null}
+      <ResultActions threadId={threadId} batch={batch} workerAlive={workerAlive} filter={filter} />
+      <BatchTable threadId={threadId} batch={batch} filter={filter} set={resultColumnSet(batch)} />
     </div>
   );
 }
@@ -176,7 +81,7 @@ function Th({ children, className = "" }: { children: React.ReactNode; className
   );
 }
 
-/** How the batch's items fare: the verdicts and each check's passes and failures so far. */
+/** How the batch's items fare: each check's passes of the items it judged so far. */
 function CheckSummary({ batch }: { batch: BatchProjection }) {
   if (batch.checks.length === 0) return null;
   return (
@@ -190,8 +95,18 @@ function CheckSummary({ batch }: { batch: BatchProjection }) {
   );
 }
 
-/** "Retry failed checks" (every finished item whose verdict is failed) and "Download CSV" (all rows). */
-function ResultActions({ threadId, batch, workerAlive }: { threadId: string; batch: BatchProjection; workerAlive: boolean }) {
+/** "Retry failed checks" (every finished item whose verdict is failed) and the downloads. */
+function ResultActions({
+  threadId,
+  batch,
+  workerAlive,
+  filter,
+}: {
+  threadId: string;
+  batch: BatchProjection;
+  workerAlive: boolean;
+  filter: TableFilter;
+}) {
   const qc = useQueryClient();
   const retry = useMutation({
     mutationFn: () => retryFailedChecks(threadId, batch.id),
@@ -216,18 +131,13 @@ function ResultActions({ threadId, batch, workerAlive }: { threadId: string; bat
           disabled={!canRetry}
           aria-busy={retry.isPending || undefined}
           onClick={() => retry.mutate()}
-          className={`${buttonClass.base} ${buttonClass.neutral}`}
+          className={buttonClasses("secondary", "sm")}
         >
           {retry.isPending ? <Spinner /> : null}
           Retry failed checks
         </button>
       </span>
-      <a href={resultsCsvUrl(threadId, batch.id)} download className={`${buttonClass.base} ${buttonClass.neutral} ml-auto`}>
-        <svg aria-hidden viewBox="0 0 16 16" className="size-3.5">
-          <path d="M8 2v8m0 0L5 7m3 3l3-3M3 13h10" fill="none" stroke="currentColor" strokeWidth="1.5" />
-        </svg>
-        Download CSV
-      </a>
+      <Downloads threadId={threadId} batchId={batch.id} filter={filter} />
       <p role="status" data-testid="retry-checks-feedback" className="basis-full text-xs text-zinc-700 empty:hidden">
         {retry.isSuccess
           ? retry.data.retried === 0
@@ -235,11 +145,7 @@ function ResultActions({ threadId, batch, workerAlive }: { threadId: string; bat
             : `Retried ${formatCount(retry.data.retried)} ${retry.data.retried === 1 ? "item" : "items"}.`
           : ""}
       </p>
-      {retry.isError ? (
-        <p role="alert" className="basis-full text-xs text-red-700">
-          {errorMessage(retry.error)}
-        </p>
-      ) : null}
+      {retry.isError ? <ErrorText error={retry.error} className="basis-full" /> : null}
     </div>
   );
 }
@@ -311,16 +217,7 @@ const ResultRow = memo(function ResultRow({ item, columns }: { item: ItemProject
         </td>
       ))}
       <td className={td}>
-        {item.verdict ? (
-          <span
-            data-testid="verdict"
-            className={`rounded-full px-2 py-0.5 font-medium ring-1 ring-inset ${item.verdict === "passed" ? "bg-emerald-50 text-emerald-800 ring-emerald-200" : "bg-red-50 text-red-800 ring-red-200"}`}
-          >
-            {item.verdict}
-          </span>
-        ) : (
-          <span className="text-zinc-400">—</span>
-        )}
+        <VerdictBadge verdict={item.verdict} />
       </td>
       <td className={td}>
         <StatusBadge status={item.status} />

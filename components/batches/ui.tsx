@@ -1,6 +1,8 @@
 "use client";
 
+import type { Verdict } from "@/lib/api/batch-data";
 import type { BatchStatus, ItemStatus } from "@/lib/api/batches";
+import { errorMessage } from "./shared";
 import { batchStatusText, ITEM_STATUS_WORDS, type OutcomeCounts } from "./status";
 
 /** Small presentational pieces of the batch panel. */
@@ -100,23 +102,28 @@ export function ProgressBar({
   );
 }
 
-export function Spinner({ className = "" }: { className?: string }) {
+export function shortId(id: string): string {
+  return id.slice(0, 8);
+}
+
+/** An error under a control or a table, read out when it appears. */
+export function ErrorText({ error, className = "" }: { error: unknown; className?: string }) {
   return (
-    <span
-      aria-hidden
-      className={`inline-block size-3 animate-spin rounded-full border-2 border-current border-r-transparent ${className}`}
-    />
+    <p role="alert" className={`text-xs text-red-700 ${className}`}>
+      {typeof error === "string" ? error : errorMessage(error)}
+    </p>
   );
 }
 
-export const buttonClass = {
-  base: "inline-flex items-center justify-center gap-1.5 rounded-md px-2.5 py-1 text-sm font-medium shadow-xs ring-1 ring-inset transition-colors focus-visible:outline-2 focus-visible:outline-offset-2 focus-visible:outline-sky-600 disabled:cursor-not-allowed disabled:opacity-50",
-  neutral: "bg-white text-zinc-800 ring-zinc-300 enabled:hover:bg-zinc-50",
-  primary: "bg-sky-700 text-white ring-sky-700 enabled:hover:bg-sky-800",
-  danger: "bg-white text-red-700 ring-red-300 enabled:hover:bg-red-50",
-  dangerSolid: "bg-red-700 text-white ring-red-700 enabled:hover:bg-red-800",
-};
-
-export function shortId(id: string): string {
-  return id.slice(0, 8);
+/** An item's verdict (all its checks passed, or one failed) as a pill; a dash before there is one. */
+export function VerdictBadge({ verdict }: { verdict: Verdict | null }) {
+  if (!verdict) return <span className="text-zinc-400">—</span>;
+  return (
+    <span
+      data-testid="verdict"
+      className={`rounded-full px-2 py-0.5 font-medium ring-1 ring-inset ${verdict === "passed" ? "bg-emerald-50 text-emerald-800 ring-emerald-200" : "bg-red-50 text-red-800 ring-red-200"}`}
+    >
+      {verdict}
+    </span>
+  );
 }

@@ -3,10 +3,9 @@
 import { useQuery, useQueryClient } from "@tanstack/react-query";
 import { useEffect, useId, useRef } from "react";
 import type { BatchProjection } from "@/lib/api/batches";
-import { fileUrl } from "@/lib/api/files";
 import { isActiveBatch } from "@/components/batches/status";
 import { errorMessage } from "../batches/shared";
-import { buttonClass } from "../batches/ui";
+import { FileDownload } from "./section";
 import { batchArtifactsKey, fetchBatchArtifacts, filesKey, formatBytes } from "./api";
 
 /**
@@ -54,21 +53,13 @@ export function BatchArtifacts({ threadId, batch }: { threadId: string; batch: B
       </h4>
       <ul aria-label="Files this batch wrote" className="divide-y divide-zinc-100 rounded-md border border-zinc-200">
         {list.map((f) => {
-          const name = f.path.split("/").pop()!;
           return (
             <li key={f.path} data-testid="artifact-row" data-path={f.path} className="flex items-center gap-2 px-2 py-1">
               <span className="min-w-0 flex-1 truncate font-mono text-xs text-zinc-900" title={f.path}>
                 {f.path}
               </span>
               <span className="shrink-0 text-xs text-zinc-500 tabular-nums">{formatBytes(f.size)}</span>
-              <a
-                href={fileUrl(threadId, f.path)}
-                download={name}
-                aria-label={`Download ${f.path}`}
-                className={`${buttonClass.base} ${buttonClass.neutral} shrink-0 px-2 py-0.5 text-xs hover:bg-zinc-50`}
-              >
-                Download
-              </a>
+              <FileDownload threadId={threadId} path={f.path} />
             </li>
           );
         })}

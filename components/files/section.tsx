@@ -1,12 +1,13 @@
 "use client";
 
 import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
-import { useEffect, useId, useRef, useState } from "react";
-import { CollapsibleHeader, CountPill } from "@/components/ui/collapsible-header";
+import { useEffect, useRef, useState } from "react";
+import { CollapsibleHeader, CountPill, useFold } from "@/components/ui/collapsible-header";
 import { type FileProjection, fileUrl } from "@/lib/api/files";
 import { formatTime } from "@/lib/format";
 import { errorMessage } from "../batches/shared";
-import { buttonClass, shortId } from "../batches/ui";
+import { shortId } from "../batches/ui";
+import { buttonClasses } from "@/components/ui/button";
 import { deleteFile, fetchFiles, filesKey, formatBytes } from "./api";
 
 /**
@@ -23,33 +24,24 @@ export function FilesSection({ threadId }: { threadId: string }) {
     queryKey: filesKey(threadId),
     queryFn: ({ signal }) => fetchFiles(threadId, signal),
   });
-  const [collapsed, setCollapsed] = useState(false);
-  const headingId = useId();
-  const bodyId = useId();
+  const fold = useFold();
   const list = files.data ?? [];
   const total = list.reduce((sum, f) => sum + f.size, 0);
 
   return (
     <section
-      aria-labelledby={headingId}
+      aria-labelledby={fold.headingId}
       data-testid="files-section"
       data-placeholder={!files.isError && list.length === 0 ? "" : undefined}
       className="flex min-w-0 flex-col bg-white text-sm"
     >
-      <CollapsibleHeader
-        title="Files"
-        headingId={headingId}
-        bodyId={bodyId}
-        collapsed={collapsed}
-        onToggle={() => setCollapsed((c) => !c)}
-        className="border-y"
-      >
+      <CollapsibleHeader title="Files" fold={fold} className="border-y">
         <CountPill testId="files-count">
           {list.length} {list.length === 1 ? "file" : "files"}
           {list.length > 0 ? ` · ${formatBytes(total)}` : ""}
         </CountPill>
       </CollapsibleHeader>
-      <div id={bodyId} hidden={collapsed}>
+      <div id={fold.bodyId} hidden={fold.collapsed}>
         {files.isError ? (
           <p role="alert" className="px-4 py-3 text-xs text-red-700">
             {errorMessage(files.error)}
@@ -122,7 +114,7 @@ function FileRow({ threadId, file }: { threadId: string; file: FileProjection })
             type="button"
             disabled={remove.isPending}
             onClick={() => remove.mutate()}
-            className={`${buttonClass.base} ${buttonClass.dangerSolid} px-2 py-0.5 text-xs`}
+            className={buttonClasses("dangerSolid", "xs")}
           >
             Delete
           </button>
@@ -130,31 +122,33 @@ function FileRow({ threadId, file }: { threadId: string; file: FileProjection })
             type="button"
             ref={keep}
             onClick={() => setConfirming(false)}
-            className={`${buttonClass.base} ${buttonClass.neutral} px-2 py-0.5 text-xs`}
+            className={buttonClasses("secondary", "xs")}
           >
             Keep
           </button>
         </span>
       ) : (
         <span className="flex items-center gap-1.5">
-          <a
-            href={fileUrl(threadId, file.path)}
-            download={name}
-            aria-label={`Download ${file.path}`}
-            className={`${buttonClass.base} ${buttonClass.neutral} px-2 py-0.5 text-xs hover:bg-zinc-50`}
-          >
-            Download
-          </a>
+          <FileDownload threadId={threadId} path={file.path} />
           <button
             type="button"
             aria-label={`Delete ${file.path}`}
             onClick={() => setConfirming(true)}
-            className={`${buttonClass.base} ${buttonClass.neutral} px-2 py-0.5 text-xs`}
+            className={buttonClasses("secondary", "xs")}
           >
             Delete
           </button>
         </span>
       )}
     </li>
+  );
+}
+
+/** A workspace file's download link (named by its path for assistive technology). */
+export function FileDownload({ threadId, path }: { threadId: string; path: string }) {
+  return (
+    <a href={fileUrl(threadId, path)} download={path.split("/").pop()} aria-label={`Download ${path}`} className={buttonClasses("secondary", "xs")}>
+      Download
+    </a>
   );
 }

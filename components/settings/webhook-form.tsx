@@ -3,7 +3,8 @@
 import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
 import { useId, useState } from "react";
 import { z } from "zod";
-import { buttonClass, Spinner } from "@/components/batches/ui";
+import { buttonClasses } from "@/components/ui/button";
+import { Spinner } from "@/components/ui/spinner";
 import { humanMessage } from "@/lib/human-message";
 import { OnceSecret } from "@/components/settings/once-secret";
 import { webhookSchema, webhookWithSecretSchema } from "@/lib/api/batches";
@@ -82,7 +83,7 @@ export function WebhookForm() {
             <code className="rounded bg-amber-100 px-1">X-Flotilla-Signature</code> header, which a captured delivery can replay. Take a new
             secret and verify with <code className="rounded bg-amber-100 px-1">standardwebhooks</code>.
           </p>
-          <button type="button" disabled={save.isPending} onClick={() => save.mutate(hook.url)} className={`${buttonClass.base} ${buttonClass.neutral}`}>
+          <button type="button" disabled={save.isPending} onClick={() => save.mutate(hook.url)} className={buttonClasses("secondary", "sm")}>
             New secret
           </button>
         </div>
@@ -109,12 +110,12 @@ export function WebhookForm() {
             className="w-full rounded-md border border-zinc-300 px-2 py-1.5 text-sm focus-visible:outline-2 focus-visible:outline-sky-600"
           />
         </label>
-        <button type="submit" disabled={save.isPending || url.trim() === ""} className={`${buttonClass.base} ${buttonClass.neutral}`}>
+        <button type="submit" disabled={save.isPending || url.trim() === ""} className={buttonClasses("secondary", "sm")}>
           {save.isPending ? <Spinner /> : null}
           {hook ? "Replace" : "Save"}
         </button>
         {hook ? (
-          <button type="button" disabled={remove.isPending} onClick={() => remove.mutate()} className={`${buttonClass.base} ${buttonClass.danger}`}>
+          <button type="button" disabled={remove.isPending} onClick={() => remove.mutate()} className={buttonClasses("danger", "sm")}>
             Remove
           </button>
         ) : null}

@@ -1,4 +1,19 @@
-import type { ReactNode } from "react";
+"use client";
+
+import { type ReactNode, useId, useState } from "react";
+
+/** A collapsible section's state: whether it is folded, and the ids its header and body share. */
+export interface Fold {
+  headingId: string;
+  bodyId: string;
+  collapsed: boolean;
+  setCollapsed: (collapsed: boolean | ((c: boolean) => boolean)) => void;
+}
+
+export function useFold(): Fold {
+  const [collapsed, setCollapsed] = useState(false);
+  return { headingId: useId(), bodyId: useId(), collapsed, setCollapsed };
+}
 
 /**
  * The header of a collapsible side section (Batches, Files): a toggle that names the section,
@@ -6,18 +21,12 @@ import type { ReactNode } from "react";
  */
 export function CollapsibleHeader({
   title,
-  headingId,
-  bodyId,
-  collapsed,
-  onToggle,
+  fold: { headingId, bodyId, collapsed, setCollapsed },
   className = "",
   children,
 }: {
   title: string;
-  headingId: string;
-  bodyId: string;
-  collapsed: boolean;
-  onToggle: () => void;
+  fold: Fold;
   className?: string;
   children?: ReactNode;
 }) {
@@ -27,7 +36,7 @@ export function CollapsibleHeader({
         type="button"
         aria-expanded={!collapsed}
         aria-controls={bodyId}
-        onClick={onToggle}
+        onClick={() => setCollapsed((c) => !c)}
         className="-ml-1 inline-flex items-center gap-1 rounded px-1 py-0.5 focus-visible:outline-2 focus-visible:outline-sky-600"
       >
         <svg aria-hidden viewBox="0 0 16 16" className={`size-4 transition-transform ${collapsed ? "-rotate-90" : ""}`}>

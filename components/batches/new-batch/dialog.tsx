@@ -10,13 +10,15 @@ import { fetchFeatures, submitBatch } from "../api";
 import { budgetBody, fieldClass, labelClass } from "../budget";
 import { batchKeys } from "../panel-state";
 import { errorMessage } from "../shared";
-import { buttonClass, Spinner } from "../ui";
+import { buttonClasses } from "@/components/ui/button";
+import { Spinner } from "@/components/ui/spinner";
 import { detectFormat, draftPrompt, type ItemsFormat, parseItemsInput } from "./items-input";
 import { ItemsInput, type ItemsFile, ItemsSourceSwitch } from "./items-source";
 import { LimitsSection, type LimitsDraft } from "./limits";
 import { DraftSummary } from "./preview";
 import { buildSubmission, newSubmissionKey } from "./submission";
 import { parseChecksText, parseOutputSchemaText } from "./typed-input";
+import { TextArea } from "./text-area";
 import { TypedOutputSection } from "./typed-output";
 
 const PREVIEW_COUNT = 3;
@@ -159,7 +161,7 @@ export function NewBatchDialog({
           <h3 id={ids.title} className="text-base font-semibold">
             New batch
           </h3>
-          <button type="button" onClick={() => ref.current?.close()} className={`${buttonClass.base} ${buttonClass.neutral} ml-auto`}>
+          <button type="button" onClick={() => ref.current?.close()} className={buttonClasses("secondary", "sm", "ml-auto")}>
             Close
           </button>
         </div>
@@ -215,7 +217,7 @@ export function NewBatchDialog({
         ) : null}
 
         <div className="flex justify-end gap-2">
-          <button type="submit" disabled={!canSubmit} className={`${buttonClass.base} ${buttonClass.primary}`}>
+          <button type="submit" disabled={!canSubmit} className={buttonClasses("primary", "sm")}>
             {submit.isPending ? <Spinner /> : null}
             Start batch
           </button>
@@ -253,31 +255,24 @@ function SubagentField({
 }
 
 function TemplateField({ value, onChange, fromFiles }: { value: string; onChange: (v: string) => void; fromFiles: boolean }) {
-  const ids = { field: useId(), hint: useId() };
   return (
-    <div className="flex flex-col gap-1">
-      <label htmlFor={ids.field} className={labelClass}>
-        Prompt template
-      </label>
-      <textarea
-        id={ids.field}
-        // biome-ignore lint/a11y/noAutofocus: the dialog opens to write the template
-        autoFocus
-        value={value}
-        onChange={(e) => onChange(e.target.value)}
-        rows={3}
-        aria-describedby={ids.hint}
-        className={`${fieldClass} font-mono`}
-      />
-      <p id={ids.hint} className="text-xs text-zinc-600">
-        <code className="font-mono">{fromFiles ? FILE_PLACEHOLDER : ITEM_PLACEHOLDER}</code> is replaced by each{" "}
-        {fromFiles ? "file's path." : "item."}
-        <span hidden={fromFiles}>
-          {" "}
-          Items with their own <code className="font-mono">prompt</code> (JSONL or a CSV prompt column) are used as written;
-          a CSV's other columns are fields: <code className="font-mono">{"{{column}}"}</code> is replaced by its value.
-        </span>
-      </p>
-    </div>
+    <TextArea
+      label="Prompt template"
+      // The dialog opens to write the template.
+      autoFocus
+      value={value}
+      onChange={(e) => onChange(e.target.value)}
+      hint={
+        <>
+          <code className="font-mono">{fromFiles ? FILE_PLACEHOLDER : ITEM_PLACEHOLDER}</code> is replaced by each{" "}
+          {fromFiles ? "file's path." : "item."}
+          <span hidden={fromFiles}>
+            {" "}
+            Items with their own <code className="font-mono">prompt</code> (JSONL or a CSV prompt column) are used as written;
+            a CSV's other columns are fields: <code className="font-mono">{"{{column}}"}</code> is replaced by its value.
+          </span>
+        </>
+      }
+    />
   );
 }

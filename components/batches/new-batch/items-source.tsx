@@ -1,5 +1,5 @@
 import { useId, useState } from "react";
-import { buttonClass } from "../ui";
+import { buttonClasses } from "@/components/ui/button";
 import { fieldClass, labelClass } from "../budget";
 import type { ItemsFormat } from "./items-input";
 
@@ -98,7 +98,7 @@ export function ItemsInput({
             <button
               type="button"
               onClick={() => onFile(null)}
-              className={`${buttonClass.base} ${buttonClass.neutral} px-2 py-0.5 text-xs`}
+              className={buttonClasses("secondary", "xs")}
             >
               Remove file
             </button>
