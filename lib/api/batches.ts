@@ -106,7 +106,10 @@ export const batchProjectionSchema = z
     usage: usageSchema,
     /** The catalog model the items run on. */
     model: z.string(),
-    /** US dollars: usage at the model's catalog prices, taken when the batch was submitted (0 for the simulator or an unpriced model). */
+    /**
+     * US dollars: the items' cost, each model's tokens (the batch's, a judge's) at that model's
+     * catalog prices taken when the batch was submitted (0 for the simulator or an unpriced model).
+     */
     cost_usd: z.number(),
     budget: batchBudgetSchema,
     /** Set while paused: by the owner ("user"), at the budget, or at the daily token quota. */
@@ -145,7 +148,7 @@ export const itemProjectionSchema = z
     preview: z.string().nullable(),
     error: z.string().nullable(),
     usage: usageSchema,
-    /** US dollars: the item's usage (its judge's included) at the batch's price snapshot. */
+    /** US dollars: the item's tokens, each model's (the batch's, its judges') at that model's price snapshot. */
     cost_usd: z.number(),
     /** Typed results: the parsed answer; null without one, or when its compact JSON is longer than result_preview_max_chars. */
     output: z.unknown(),

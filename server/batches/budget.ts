@@ -4,7 +4,7 @@ import type { FlotillaConfig } from "@/lib/config";
 import type { DbOrTx } from "@/server/db/client";
 import { subagentBatches, userDailyTokens } from "@/server/db/schema";
 import { AppError } from "@/server/errors";
-import { catalogEntries, costUsd } from "@/server/models/catalog";
+import { catalogEntries } from "@/server/models/catalog";
 import { type BatchScopeArgs, getBatch } from "./owned";
 import type { BatchRow } from "./types";
 
@@ -27,13 +27,9 @@ export function usedTokens(b: Pick<BatchRow, "inputTokens" | "outputTokens">): n
   return Number(b.inputTokens) + Number(b.outputTokens);
 }
 
-export function usedCostUsd(
-  b: Pick<BatchRow, "inputTokens" | "outputTokens" | "priceInputPerMillion" | "priceOutputPerMillion">,
-): number {
-  return costUsd(
-    { pricePerMillionInput: b.priceInputPerMillion, pricePerMillionOutput: b.priceOutputPerMillion },
-    { inputTokens: Number(b.inputTokens), outputTokens: Number(b.outputTokens) },
-  );
+/** US dollars the batch spent: its items' cost_usd (each model's tokens at its own price snapshot), kept by the counters trigger. */
+export function usedCostUsd(b: Pick<BatchRow, "costUsd">): number {
+  return Math.max(0, Number(b.costUsd) || 0);
 }
 
 /** True when the batch's usage is at or over one of its limits (the trigger's condition). */

@@ -10,6 +10,7 @@ import {
 import { compileCheckPattern } from "@/lib/check-pattern";
 import { blockLines, dataBlock } from "./quote-data";
 import { errorText } from "@/server/errors";
+import { classifyModelError } from "@/server/runtime/model-errors";
 import type { ResolvedModel } from "@/server/models/types";
 import type { Usage } from "./settlement";
 
@@ -30,6 +31,8 @@ export interface JudgeContext {
   signal: AbortSignal;
   /** Each judge call's time limit. */
   timeoutMs: number;
+  /** Admission (server/runtime/admission.ts): one slot while the answer's judges run, as for any model call; throws when refused. */
+  admit: () => Promise<() => void>;
 }
 
 export interface RunChecksArgs {
@@ -49,8 +52,16 @@ export interface ChecksOutcome {
   checks: CheckResult[];
   /** passed when every check passed; null when there are no checks. */
   verdict: Verdict | null;
-  /** The judges' tokens (they count toward the item, its batch and its budget). */
-  usage: Usage;
+  /**
+   * The judges' tokens by the catalog name of the model that spent them (they count toward the
+   * item, its batch and its budget, each at its own model's price).
+   */
+  usage: Map<string, Usage>;
+  /**
+   * A judge met a rate limit its model call could not wait out (the AI SDK's retries, the shared
+   * limiter's wait): no verdict, and the attempt waits like one whose own call met it (deferred).
+   */
+  rateLimited?: { check: string; endpoint: string; error: string };
 }
 
 /** How much of one value a reason quotes. */
@@ -196,20 +207,33 @@ export function judgePrompt(check: Extract<Check, { type: "judge" }>, args: RunC
   ].join("\n\n");
 }
 
-async function runJudge(check: Extract<Check, { type: "judge" }>, args: RunChecksArgs, usage: Usage): Promise<CheckResult> {
+/** A judge's call ended rate limited: not a verdict on the answer (runChecks defers the attempt). */
+class JudgeRateLimited extends Error {
+  constructor(
+    readonly check: string,
+    readonly endpoint: string,
+    cause: unknown,
+  ) {
+    super(`rate_limit: the judge of check ${check} was rate limited: ${cut(errorText(cause), REASON_VALUE_CHARS * 2)}`);
+  }
+}
+
+async function runJudge(check: Extract<Check, { type: "judge" }>, args: RunChecksArgs, usage: Map<string, Usage>): Promise<CheckResult> {
   const { name } = check;
   const { judge } = args;
   const threshold = check.threshold ?? DEFAULT_JUDGE_THRESHOLD;
-  const addUsage = (u: { inputTokens?: number; outputTokens?: number } | undefined) => {
-    usage.inputTokens += u?.inputTokens ?? 0;
-    usage.outputTokens += u?.outputTokens ?? 0;
-  };
   let model: ResolvedModel;
   try {
     model = check.model ? judge.resolve(check.model) : judge.model;
   } catch (err) {
     return { name, passed: false, reason: `judge unavailable: ${errorText(err)}` };
   }
+  const addUsage = (u: { inputTokens?: number; outputTokens?: number } | undefined) => {
+    const spent = usage.get(model.catalogName) ?? { inputTokens: 0, outputTokens: 0 };
+    spent.inputTokens += u?.inputTokens ?? 0;
+    spent.outputTokens += u?.outputTokens ?? 0;
+    usage.set(model.catalogName, spent);
+  };
   let verdict: { score: number; reason: string };
   try {
     const result = await generateText({
@@ -224,6 +248,7 @@ async function runJudge(check: Extract<Check, { type: "judge" }>, args: RunCheck
   } catch (err) {
     if (judge.signal.aborted) throw judge.signal.reason ?? err;
     if (NoObjectGeneratedError.isInstance(err)) addUsage(err.usage);
+    if (classifyModelError(err) === "rate_limit") throw new JudgeRateLimited(name, model.endpoint, err);
     return { name, passed: false, reason: `judge error: ${cut(errorText(err), REASON_VALUE_CHARS * 2)}` };
   }
   const score = verdict?.score;
@@ -235,21 +260,37 @@ async function runJudge(check: Extract<Check, { type: "judge" }>, args: RunCheck
 }
 
 /** One check; anything unexpected fails it with a reason instead of failing the item. */
-async function runOne(check: Check, args: RunChecksArgs, usage: Usage): Promise<CheckResult> {
+async function runOne(check: Check, args: RunChecksArgs, usage: Map<string, Usage>): Promise<CheckResult> {
   try {
     if (check.type === "regex") return runRegex(check, args);
     if (check.type === "equals") return runEquals(check, args);
     return await runJudge(check, args, usage);
   } catch (err) {
-    if (args.judge.signal.aborted) throw err;
+    if (args.judge.signal.aborted || err instanceof JudgeRateLimited) throw err;
     return { name: check.name, passed: false, reason: `check error: ${cut(errorText(err), REASON_VALUE_CHARS)}` };
   }
 }
 
-/** Every check of the spec on one finished answer (judges concurrently), in the spec's order. */
+/**
+ * Every check of the spec on one finished answer (judges concurrently, in one admitted slot), in
+ * the spec's order. Throws an abort, or the admission's refusal.
+ */
 export async function runChecks(args: RunChecksArgs): Promise<ChecksOutcome> {
-  const usage: Usage = { inputTokens: 0, outputTokens: 0 };
+  const usage = new Map<string, Usage>();
   if (args.checks.length === 0) return { checks: [], verdict: null, usage };
-  const checks = await Promise.all(args.checks.map((c) => runOne(c, args, usage)));
+  const release = args.checks.some((c) => c.type === "judge") ? await args.judge.admit() : undefined;
+  let settled: PromiseSettledResult<CheckResult>[];
+  try {
+    // Settled, not all: a rate-limited judge still lets the others finish and count their tokens.
+    settled = await Promise.allSettled(args.checks.map((c) => runOne(c, args, usage)));
+  } finally {
+    release?.();
+  }
+  const thrown = settled.flatMap((r) => (r.status === "rejected" ? [r.reason as unknown] : []));
+  const aborted = thrown.find((e) => !(e instanceof JudgeRateLimited));
+  if (aborted !== undefined) throw aborted;
+  const limited = thrown[0] as JudgeRateLimited | undefined;
+  if (limited) return { checks: [], verdict: null, usage, rateLimited: { check: limited.check, endpoint: limited.endpoint, error: limited.message } };
+  const checks = settled.map((r) => (r as PromiseFulfilledResult<CheckResult>).value);
   return { checks, verdict: checks.every((c) => c.passed) ? "passed" : "failed", usage };
 }

@@ -76,6 +76,8 @@ function settlementPayload(settlements: readonly Settlement[]): string {
       stop_reason: "stopReason" in s ? (s.stopReason ?? null) : null,
       input_tokens: "usage" in s && s.usage ? Math.max(0, Math.round(s.usage.inputTokens)) : 0,
       output_tokens: "usage" in s && s.usage ? Math.max(0, Math.round(s.usage.outputTokens)) : 0,
+      // Absent: settle.sql prices the tokens at the batch's snapshot.
+      ...("usage" in s && Number.isFinite(s.usage?.costUsd) ? { cost_usd: Math.max(0, s.usage!.costUsd!) } : {}),
       retryable: s.kind === "failed" ? s.retryable !== false : true,
       delay_ms: s.kind === "deferred" || s.kind === "failed" ? Math.max(0, Math.round(s.delayMs ?? 0)) : 0,
       run_id: s.runId ?? null,

@@ -1,7 +1,7 @@
 import type { CheckResult, Verdict } from "@/lib/api/batch-data";
 import type { ToolCallRecord } from "@/lib/api/runs";
 import type { RunErrorClass } from "@/server/runtime/model-errors";
-import type { PendingApproval, RunRowRecord } from "./settlement";
+import type { PendingApproval, RunRowRecord, Usage } from "./settlement";
 import type { ExecutionSpec } from "./spec";
 import type { ClaimedItem } from "./types";
 
@@ -25,7 +25,7 @@ export interface ItemRunContext {
 export interface ItemRunResult {
   status: "completed" | "failed" | "cancelled" | "timed_out";
   text: string;
-  usage: { inputTokens: number; outputTokens: number };
+  usage: Usage;
   model: string | null;
   stopReason: string | null;
   error?: string;
@@ -45,6 +45,8 @@ export interface ItemRunResult {
   steps?: boolean;
   /** Calls that wait for a person: the item parks in awaiting_approval (settlement.ts). */
   awaitingApproval?: PendingApproval[];
+  /** Refused at the capacity boundary after spending tokens (a judge's admission): handed back, usage kept. */
+  handBack?: boolean;
 }
 
 export type ItemExecutor = (ctx: ItemRunContext) => Promise<ItemRunResult>;

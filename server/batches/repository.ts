@@ -101,9 +101,8 @@ export const itemSummaryColumns = (previewMaxChars = DEFAULT_PREVIEW_MAX_CHARS) 
   error: sql<string | null>`left(${subagentBatchItems.error}, ${previewMaxChars}::int)`,
   inputTokens: subagentBatchItems.inputTokens,
   outputTokens: subagentBatchItems.outputTokens,
-  // The item's usage at its batch's price snapshot (one primary-key probe per row, as the export prices it).
-  // Qualified by hand: inside the subquery an unqualified input_tokens would be the batch's.
-  costUsd: sql<number>`coalesce((select (subagent_batch_items.input_tokens * b.price_input_per_million + subagent_batch_items.output_tokens * b.price_output_per_million) / 1000000 from subagent_batches b where b.id = subagent_batch_items.batch_id), 0)::float8`,
+  // Each attempt's tokens, each model's (the item's, a judge's) at its own price snapshot (settle.sql).
+  costUsd: subagentBatchItems.costUsd,
   // One primary-key probe per row of the page; the run row holds the count.
   toolCalls: sql<number>`coalesce((select r.tool_call_count from agent_runs r where r.id = ${subagentBatchItems.runId}), 0)`,
   // jsonb's text is at most 1.5x the compact JSON (a space after each , and :), so an output

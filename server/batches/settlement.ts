@@ -10,6 +10,11 @@ import type { LeaseRef } from "./types";
 export interface Usage {
   inputTokens: number;
   outputTokens: number;
+  /**
+   * US dollars, when the executor priced the attempt itself (each model's tokens at that model's
+   * price snapshot); absent, settle.sql prices the tokens at the batch's snapshot.
+   */
+  costUsd?: number;
 }
 
 /** An unwritten run row of the attempt, as run-rows.sql takes it (built by the executor). */
@@ -54,8 +59,11 @@ export type Settlement = LeaseRef & { startedAtMs?: number; runRow?: RunRowRecor
         /** Earliest next attempt (ms from now), e.g. after a rate limit past max_deferrals. */
         delayMs?: number;
       } & ItemData)
-    /** Handed back (shutdown, capacity refusal, local queue given up): back to queued, attempt refunded. */
-    | { kind: "released"; runId?: string | null }
+    /**
+     * Handed back (shutdown, capacity refusal, local queue given up): back to queued, attempt
+     * refunded; `usage`: what the attempt spent before a judge's admission was refused.
+     */
+    | { kind: "released"; runId?: string | null; usage?: Usage }
     /** Rate limited: back to queued after delayMs, attempt refunded (up to rate_limits.max_deferrals). */
     | { kind: "deferred"; delayMs: number; error: string; usage?: Usage; model?: string | null; runId?: string | null }
     /**
@@ -98,6 +106,8 @@ export interface RunOutcome extends ItemData {
   steps?: boolean;
   /** Calls that wait for a person: the attempt parks the item instead of ending it. */
   awaitingApproval?: PendingApproval[];
+  /** Refused at the capacity boundary after spending tokens: handed back with its usage. */
+  handBack?: boolean;
 }
 
 export interface ResultLimits {
@@ -134,6 +144,7 @@ export function settlementOf(ref: LeaseRef, r: RunOutcome, limits: ResultLimits)
     runRow: r.runRow,
     ...(r.steps ? { steps: true } : {}),
   };
+  if (r.handBack) return { ...ref, kind: "released", usage: r.usage, runId: r.runId ?? null, runRow: r.runRow };
   if (r.status === "completed") {
     const result = r.text.length > limits.maxResultChars ? r.text.slice(0, limits.maxResultChars) : r.text;
     return { ...ref, ...common, ...itemData(r), kind: "succeeded", result, preview: result.slice(0, limits.previewMaxChars) };

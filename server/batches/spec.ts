@@ -17,6 +17,9 @@ export const EXECUTION_SPEC_VERSION = 1;
 export const EXECUTION_KINDS = ["subagent", "compat_openai", "compat_anthropic"] as const;
 export type ExecutionKind = (typeof EXECUTION_KINDS)[number];
 
+const modelPriceSchema = z.object({ input: z.number().nonnegative(), output: z.number().nonnegative() });
+export type ModelPrice = z.infer<typeof modelPriceSchema>;
+
 const specSchema = z.object({
   version: z.literal(EXECUTION_SPEC_VERSION),
   kind: z.enum(EXECUTION_KINDS).default("subagent"),
@@ -60,6 +63,12 @@ const specSchema = z.object({
   prompt_template: z.string().nullable().default(null),
   /** The output schema's top-level property names in the schema's order (jsonb keeps keys sorted its own way). */
   output_fields: z.array(z.string()).default([]),
+  /**
+   * Catalog prices (US dollars per million tokens) at submission of every model the batch calls:
+   * its model and each judge's, by catalog name. The worker prices each model's tokens at its own
+   * (empty in batches older than it: their attempts are priced at the batch's price columns).
+   */
+  prices: z.record(z.string(), modelPriceSchema).default({}),
 });
 export type ExecutionSpec = z.infer<typeof specSchema>;
 
@@ -138,6 +147,8 @@ export function buildExecutionSpec(args: {
     input_fields: [...(args.inputFields ?? [])],
     prompt_template: args.promptTemplate ?? null,
     output_fields: outputFieldsOf(args.outputSchema ?? def.outputSchema ?? null),
+    // Snapshotted by the one writer (submit.ts writeBatch), which reads the catalog.
+    prices: {},
   };
 }
 

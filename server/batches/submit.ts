@@ -289,7 +289,8 @@ export async function writeBatch<R extends ItemRow>(
   if (earlier) return { batch: earlier, created: false };
   await admitWork(tx, { userId: plan.userId, config: plan.config, items: plan.total });
 
-  const prices = modelPrices(plan.config, plan.spec.model.name);
+  const spec: ExecutionSpec = { ...plan.spec, prices: priceSnapshot(plan.config, plan.spec) };
+  const prices = spec.prices[spec.model.name]!;
   const live = Math.min(plan.total, plan.maxLiveItems);
   const [batch] = await tx
     .insert(subagentBatches)
@@ -298,7 +299,7 @@ export async function writeBatch<R extends ItemRow>(
       threadId: plan.threadId,
       submissionKey: plan.submissionKey,
       subagent: plan.label ?? plan.spec.subagent.name,
-      executionSpec: plan.spec,
+      executionSpec: spec,
       total: plan.total,
       maxLiveItems: plan.maxLiveItems,
       maxRunningItems: plan.maxRunningItems,
@@ -323,6 +324,15 @@ export async function writeBatch<R extends ItemRow>(
   // Delivered at commit; a rolled-back transaction sends nothing.
   await tx.execute(sql`select pg_notify(${BATCH_CHANNEL}, ${batchEventPayload("submit", batch!.id)})`);
   return { batch: batch!, created: true };
+}
+
+/**
+ * The price snapshot: the catalog's prices now of the batch's model (also the batch row's price
+ * columns) and of each judge's model, by catalog name (the worker prices each model's tokens at its own).
+ */
+function priceSnapshot(config: FlotillaConfig, spec: ExecutionSpec): ExecutionSpec["prices"] {
+  const judges = spec.checks.flatMap((c) => (c.type === "judge" && c.model ? [c.model] : []));
+  return Object.fromEntries([spec.model.name, ...judges].map((name) => [name, modelPrices(config, name)]));
 }
 
 /**

@@ -273,9 +273,6 @@ export interface CsvPlan {
   /** The output schema's top-level properties ([] without one: one "result" column). */
   outputFields: readonly string[];
   checks: readonly string[];
-  /** The batch's price snapshot, US dollars per million tokens. */
-  priceInputPerMillion: number;
-  priceOutputPerMillion: number;
 }
 
 /** The header row's names (named as the panel's Results table names them: lib/result-columns.ts). */
@@ -316,7 +313,7 @@ const csvText = (column: string) => `coalesce('"' || replace(${column}, '"', '""
  * names one JSON array, as the export pool knows no array types), only those the page uses.
  */
 function csvPage(plan: CsvPlan): { page: string; params: unknown[] } {
-  const params: unknown[] = [plan.priceInputPerMillion, plan.priceOutputPerMillion];
+  const params: unknown[] = [];
   const names = (list: readonly string[]) => {
     params.push(JSON.stringify(list));
     const at = params.length + 4;
@@ -339,7 +336,7 @@ function csvPage(plan: CsvPlan): { page: string; params: unknown[] } {
     "attempts::text",
     "input_tokens::text",
     "output_tokens::text",
-    "((input_tokens * $5::float8 + output_tokens * $6::float8) / 1000000)::text",
+    "cost_usd::text",
     "coalesce(round(extract(epoch from finished_at - started_at) * 1000)::bigint::text, '')",
     csvText("error"),
   ];
@@ -350,7 +347,7 @@ function csvPage(plan: CsvPlan): { page: string; params: unknown[] } {
   const page = `
   select array_to_string(array[${cells.join(", ")}], ','), position, null::text
     from (select *, ${fields} as fields
-            from (${pageRows("item_key, input, position, status, attempts, result, error, output, checks, verdict, input_tokens, output_tokens, started_at, finished_at")}) r) page
+            from (${pageRows("item_key, input, position, status, attempts, result, error, output, checks, verdict, input_tokens, output_tokens, cost_usd, started_at, finished_at")}) r) page
    where before < $4
    order by position`;
   return { page, params };

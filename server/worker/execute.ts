@@ -1,18 +1,21 @@
 import { runSubagent, type SubagentRunResult } from "@/server/agent/executor";
 import type { FlotillaConfig } from "@/lib/config";
 import { approvalDecisions } from "@/server/batches/approvals";
-import { runChecks } from "@/server/batches/checks";
+import { type ChecksOutcome, runChecks } from "@/server/batches/checks";
 import type { ItemExecutor, ItemRunContext, ItemRunResult } from "@/server/batches/item-executor";
 import { compatItemExecutor } from "@/server/compat/execute";
 import { type ExecutionSpec, snapshotDefinition } from "@/server/batches/spec";
 import { blockLines, dataBlock } from "@/server/batches/quote-data";
 import { openStepJournal } from "@/server/batches/steps";
+import type { Usage } from "@/server/batches/settlement";
 import type { ClaimedItem } from "@/server/batches/types";
 import type { Db } from "@/server/db/client";
 import { AppError } from "@/server/errors";
 import { resolveModelByName } from "@/server/models/index";
 import type { ResolvedModel } from "@/server/models/types";
-import type { SubagentRuntime } from "@/server/runtime/admission";
+import { costUsd } from "@/server/models/catalog";
+import { admit, type SubagentRuntime } from "@/server/runtime/admission";
+import { isCapacityError } from "@/server/runtime/capacity";
 import { endpointBackoffMs } from "@/server/runtime/rate-limit";
 import { approvalMatcherFor, NO_APPROVAL } from "@/server/tools/approval";
 
@@ -137,10 +140,12 @@ export function withFeedback(prompt: string, feedback: string): string {
 }
 
 /**
- * Runs the spec's checks on a completed answer and records them on `out`: the judges' tokens join
- * the item's usage, and a failed `retry` check turns the attempt into a retryable failure whose
- * error (`check_failed: <name>: <reason>`) the next attempt's prompt quotes. `flag` checks only
- * set the verdict.
+ * Runs the spec's checks on a completed answer and records them on `out`. The judges run in an
+ * admitted slot and their tokens join the item's usage, each model's priced at its own snapshot
+ * (spec.prices). A judge that meets a rate limit defers the attempt like the item's own call would;
+ * a refused admission hands the item back (tokens kept, attempt refunded). A failed `retry` check
+ * turns the attempt into a retryable failure whose error (`check_failed: <name>: <reason>`) the
+ * next attempt's prompt quotes. `flag` checks only set the verdict.
  */
 async function checkAnswer(
   out: ItemRunResult,
@@ -155,25 +160,46 @@ async function checkAnswer(
   },
 ): Promise<void> {
   const { spec } = ctx;
-  const checked = await runChecks({
-    checks: spec.checks,
-    prompt: ctx.item.prompt,
-    text: ctx.result.text,
-    output: spec.output_schema ? ctx.result.output : undefined,
-    expected: ctx.item.expected,
-    judge: {
-      model: ctx.model,
-      resolve: (name) => (name === ctx.model.catalogName ? ctx.model : catalogModel(name, ctx.runtime, ctx.fallback)),
-      signal: ctx.signal,
-      timeoutMs: spec.subagent.timeout_seconds * 1000,
-    },
-  });
+  let checked: ChecksOutcome;
+  try {
+    checked = await runChecks({
+      checks: spec.checks,
+      prompt: ctx.item.prompt,
+      text: ctx.result.text,
+      output: spec.output_schema ? ctx.result.output : undefined,
+      expected: ctx.item.expected,
+      judge: {
+        model: ctx.model,
+        resolve: (name) => (name === ctx.model.catalogName ? ctx.model : catalogModel(name, ctx.runtime, ctx.fallback)),
+        signal: ctx.signal,
+        timeoutMs: spec.subagent.timeout_seconds * 1000,
+        admit: () => admit(ctx.runtime, { kind: "batch_item", depth: 1, signal: ctx.signal }),
+      },
+    });
+  } catch (err) {
+    if (!isCapacityError(err)) throw err;
+    out.handBack = true;
+    return;
+  }
+  if (checked.usage.size > 0) {
+    const spent: [string, Usage][] = [[spec.model.name, out.usage], ...checked.usage];
+    const costUsd = attemptCost(spec, spent);
+    out.usage = {
+      inputTokens: spent.reduce((n, [, u]) => n + u.inputTokens, 0),
+      outputTokens: spent.reduce((n, [, u]) => n + u.outputTokens, 0),
+      ...(costUsd !== undefined ? { costUsd } : {}),
+    };
+  }
+  if (checked.rateLimited) {
+    out.status = "failed";
+    out.stopReason = "rate_limit";
+    out.error = checked.rateLimited.error;
+    out.errorClass = "rate_limit";
+    out.retryAfterMs = endpointBackoffMs(checked.rateLimited.endpoint);
+    return;
+  }
   out.checks = checked.checks;
   out.verdict = checked.verdict;
-  out.usage = {
-    inputTokens: out.usage.inputTokens + checked.usage.inputTokens,
-    outputTokens: out.usage.outputTokens + checked.usage.outputTokens,
-  };
   const retry = new Set(spec.checks.filter((c) => c.on_fail === "retry").map((c) => c.name));
   const failed = checked.checks.find((c) => !c.passed && retry.has(c.name));
   if (failed) {
@@ -181,4 +207,18 @@ async function checkAnswer(
     out.stopReason = "check_failed";
     out.error = `check_failed: ${failed.name}: ${failed.reason ?? "failed"}`;
   }
+}
+
+/**
+ * US dollars for an attempt: each model's tokens at its own price snapshot. Undefined when the spec
+ * lacks one (a batch older than spec.prices): settle.sql then prices the tokens at the batch's.
+ */
+function attemptCost(spec: ExecutionSpec, spent: readonly [string, Usage][]): number | undefined {
+  let total = 0;
+  for (const [name, usage] of spent) {
+    const price = spec.prices[name];
+    if (!price) return undefined;
+    total += costUsd({ pricePerMillionInput: price.input, pricePerMillionOutput: price.output }, usage);
+  }
+  return total;
 }

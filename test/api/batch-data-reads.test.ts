@@ -86,6 +86,8 @@ async function settle(batchId: string, position: number, s: Settled): Promise<vo
            checks = ${s.checks ? JSON.stringify(s.checks) : null}::jsonb,
            verdict = ${s.verdict ?? null}, result = ${s.result ?? null}, preview = left(${s.result ?? null}::text, 2000),
            error = ${s.error ?? null}, input_tokens = 1000, output_tokens = 500,
+           -- As settle.sql prices an attempt its executor did not price: at the batch's snapshot.
+           cost_usd = (select (1000 * price_input_per_million + 500 * price_output_per_million) / 1e6 from subagent_batches where id = ${batchId}),
            started_at = now() - interval '1500 milliseconds', finished_at = now()
      where batch_id = ${batchId} and position = ${position}`;
 }
@@ -157,7 +159,7 @@ describe("projections", () => {
   it("prices each item's usage at the batch's snapshot (cost_usd on rows and detail)", async () => {
     const batch = await submit(["a", "b"]);
     await tdb.sql`update subagent_batches set price_input_per_million = 2, price_output_per_million = 10 where id = ${batch.id}`;
-    await tdb.sql`update subagent_batch_items set input_tokens = 1000, output_tokens = 500 where batch_id = ${batch.id} and position = 1`;
+    await settle(batch.id, 1, {});
     const page = itemPageSchema.parse((await getJson(`${batchPath(batch.id)}/items`)).body);
     // 1,000 × $2/M + 500 × $10/M = $0.007; the untouched item costs nothing.
     expect(page.items.map((i) => i.cost_usd)).toEqual([expect.closeTo(0.007, 10), 0]);

@@ -12,6 +12,7 @@ const noJudge = {
   },
   signal: new AbortController().signal,
   timeoutMs: 1_000,
+  admit: async () => () => {},
 };
 const run = (checks: Check[], answer: { text?: string; output?: unknown; expected?: unknown }) =>
   runChecks({ checks, prompt: "p", text: answer.text ?? JSON.stringify(answer.output), output: answer.output, expected: answer.expected, judge: noJudge });
@@ -103,6 +104,6 @@ describe("checks rules", () => {
   });
 
   it("no checks: no verdict", async () => {
-    expect(await run([], { text: "x" })).toEqual({ checks: [], verdict: null, usage: { inputTokens: 0, outputTokens: 0 } });
+    expect(await run([], { text: "x" })).toEqual({ checks: [], verdict: null, usage: new Map() });
   });
 });

@@ -19,6 +19,8 @@
 -- awaiting_approval (issue 26): a tool call waits for a person; the item parks (no lease, no
 -- slot, attempt refunded) with one tool_approvals row per call in `approvals`; approvals.sql
 -- decides and re-queues it.
+-- `cost_usd`: what the attempt cost, when the executor priced it (each model's tokens at that
+-- model's snapshot: a judge on its own model); else its tokens at the batch's price snapshot.
 create or replace function flotilla_settle(p_owner text, p_rows jsonb, p_max_deferrals integer)
 returns table (item_id uuid, new_status text) language plpgsql as $$
 #variable_conflict use_column
@@ -40,13 +42,15 @@ begin
     select * from jsonb_to_recordset(p_rows) as x(
       id uuid, token bigint, kind text, result text, preview text, error text, model text,
       stop_reason text, input_tokens bigint, output_tokens bigint, retryable boolean, delay_ms bigint, run_id uuid,
-      started_ms double precision, output jsonb, checks jsonb, verdict text, approvals jsonb)
+      started_ms double precision, output jsonb, checks jsonb, verdict text, approvals jsonb, cost_usd double precision)
   ),
   cur as (
     select it.id, it.batch_id, it.attempts, it.deferrals, it.leased_at, it.status as old_status,
            case when it.status = 'running' then it.started_at else to_timestamp(r.started_ms / 1000.0) end as started_at,
            bt.max_attempts, r.kind, r.result, r.preview, r.error, r.model, r.stop_reason, r.output, r.checks, r.verdict,
            coalesce(r.input_tokens, 0) as input_tokens, coalesce(r.output_tokens, 0) as output_tokens,
+           coalesce(r.cost_usd, (coalesce(r.input_tokens, 0) * bt.price_input_per_million
+             + coalesce(r.output_tokens, 0) * bt.price_output_per_million) / 1e6) as cost_usd,
            coalesce(r.retryable, true) as retryable, coalesce(r.delay_ms, 0) as delay_ms, r.run_id, r.approvals,
            bt.user_id
       from subagent_batch_items it
@@ -98,6 +102,7 @@ begin
       stop_reason = coalesce(plan.stop_reason, it.stop_reason),
       input_tokens = it.input_tokens + plan.input_tokens,
       output_tokens = it.output_tokens + plan.output_tokens,
+      cost_usd = it.cost_usd + plan.cost_usd,
       run_id = coalesce(plan.run_id, it.run_id),
       started_at = coalesce(plan.started_at, it.started_at),
       finished_at = case when plan.next_status in ('succeeded', 'failed') then now() else null end,

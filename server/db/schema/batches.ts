@@ -66,7 +66,15 @@ export const subagentBatches = pgTable(
     // the batch (pause_reason "budget" / "quota") in the transaction whose settle reaches them.
     maxTotalTokens: bigint("max_total_tokens", { mode: "number" }),
     maxCostUsd: doublePrecision("max_cost_usd"),
-    /** Catalog prices of the spec's model, snapshotted at submission (cost is priced in SQL). */
+    /**
+     * US dollars spent: the sum of the items' cost_usd, moved by the counters trigger (counters.sql);
+     * budgets compare it (the loop trigger).
+     */
+    costUsd: doublePrecision("cost_usd").notNull().default(0),
+    /**
+     * Catalog prices of the spec's model, snapshotted at submission: the price of an attempt whose
+     * executor did not price it itself (settle.sql).
+     */
     priceInputPerMillion: doublePrecision("price_input_per_million").notNull().default(0),
     priceOutputPerMillion: doublePrecision("price_output_per_million").notNull().default(0),
     /** quotas.max_tokens_per_day at submission (0 = off). */
@@ -141,6 +149,8 @@ export const subagentBatchItems = pgTable(
     stopReason: text("stop_reason"),
     inputTokens: bigint("input_tokens", { mode: "number" }).notNull().default(0),
     outputTokens: bigint("output_tokens", { mode: "number" }).notNull().default(0),
+    /** US dollars: each attempt's tokens, each model's (the item's, a judge's) at its own price snapshot (settle.sql). */
+    costUsd: doublePrecision("cost_usd").notNull().default(0),
     runId: uuid("run_id"),
     createdAt: createdAtColumn(),
     updatedAt: at("updated_at").notNull().defaultNow(),

@@ -13,12 +13,7 @@ type Ctx = { params: Promise<{ threadId: string; batchId: string }> };
 export const GET = handle(async (req: Request, ctx: Ctx) => {
   const { db, userId, threadId, batchId } = await batchScope(req, await ctx.params);
   const batch = await getBatch(db, { userId, threadId, batchId });
-  const columns = specColumns(batch);
-  const plan = {
-    ...columns,
-    priceInputPerMillion: batch.priceInputPerMillion,
-    priceOutputPerMillion: batch.priceOutputPerMillion,
-  };
+  const plan = specColumns(batch);
   return new Response(exportCsvStream(exportPool(), { batchId, plan, signal: req.signal }), {
     status: 200,
     headers: {
