@@ -62,6 +62,8 @@ const server = http.createServer(async (req, res) => {
   res.on("close", () => {
     if (!res.writableFinished) out.destroy();
   });
+  // An export that stops early (stalled, too long) cuts the connection, as Next does.
+  out.on("error", (err) => res.destroy(err));
   out.pipe(res);
 });
 

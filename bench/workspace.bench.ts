@@ -70,7 +70,7 @@ export async function run(): Promise<BenchRow[]> {
         throw new Error(`workspace bench: ${done.succeededCount}/${done.total} succeeded; first failure: ${failed?.error}`);
       }
       if (overFiles)
-        for (const text of (await new Response(exportResultsStream(database.sql, { batchId: b.id })).text()).trimEnd().split("\n")) {
+        for (const text of (await new Response(await exportResultsStream(database.sql, { batchId: b.id, userId: scope.userId, maxMs: 600_000 })).text()).trimEnd().split("\n")) {
           const line = JSON.parse(text) as { item_key: string; result: string | null };
           if (!line.result?.includes(`File ${Number(line.item_key.slice(10, 13))}.`))
             throw new Error(`workspace bench: ${line.item_key} did not read its file`);

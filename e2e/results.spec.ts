@@ -142,7 +142,7 @@ test("1400×900: Verdict = failed shows only the failing row; Status filters too
 test("Download CSV: results.csv has the header and every row", async () => {
   const detail = detailOf(page);
   const [download] = await Promise.all([page.waitForEvent("download"), detail.getByRole("link", { name: "Download CSV" }).click()]);
-  expect(download.suggestedFilename()).toBe("results.csv");
+  expect(download.suggestedFilename()).toMatch(/^batch-[0-9a-f-]{36}-results\.csv$/);
   const text = readFileSync((await download.path())!, "utf8");
   const parsed = Papa.parse<Record<string, string>>(text.replace(/^\uFEFF/, ""), { header: true, skipEmptyLines: true });
   expect(parsed.errors).toEqual([]);
@@ -151,6 +151,7 @@ test("Download CSV: results.csv has the header and every row", async () => {
     "status",
     "text",
     "lang",
+    "expected",
     "label",
     "summary",
     "label_format",

@@ -155,6 +155,13 @@ export const configSchema = z
       })
       .strict()
       .prefault({}),
+    exports: z
+      .object({
+        // The longest an export (results.csv / results.jsonl) holds its connection and snapshot.
+        max_seconds: int(1, 86_400, 600),
+      })
+      .strict()
+      .prefault({}),
     mcp: z
       .object({
         servers: z

@@ -30,6 +30,8 @@ export const ERROR_STATUS = {
   quota_exceeded: 429,
   // A thread already has chat.max_queued_messages messages waiting.
   queue_full: 429,
+  // A user's exports in flight at once (results.csv / results.jsonl) reached their limit.
+  too_many_exports: 429,
   internal: 500,
 } as const;
 

@@ -184,6 +184,8 @@ export const resultLineSchema = z
     attempts: z.number(),
     result: z.string().nullable(),
     error: z.string().nullable(),
+    /** An object item's `expected` (what the checks compare with), null when it has none. */
+    expected: z.unknown(),
     /** Typed results: the parsed answer (whole), null without one. */
     output: z.unknown(),
     checks: z.array(checkResultSchema),

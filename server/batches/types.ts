@@ -38,22 +38,6 @@ export interface ItemPageResult {
   nextCursor: string | null;
 }
 
-/** One line of results.jsonl (snake_case, as served). */
-export interface ResultLine {
-  item_key: string;
-  /** The whole input of the item. */
-  input: string;
-  position: number;
-  status: ItemStatus;
-  attempts: number;
-  result: string | null;
-  error: string | null;
-  output: unknown;
-  checks: { name: string; passed: boolean; score?: number; reason?: string }[];
-  verdict: "passed" | "failed" | null;
-  usage: { input_tokens: number; output_tokens: number };
-}
-
 /** An item a worker holds: identity, prompt and the fencing token every later write must carry. */
 export interface ClaimedItem {
   id: string;

@@ -1,18 +1,24 @@
 import "server-only";
 import type postgres from "postgres";
+import type { Verdict } from "@/lib/api/batch-data";
 import { resultColumns } from "@/lib/result-columns";
+import { parseItemStatus, parseVerdict } from "@/server/batches/repository";
 import { createDatabase, type Database, databaseUrlFromEnv } from "@/server/db/client";
+import type { ItemStatus } from "@/server/db/schema";
+import { AppError } from "@/server/errors";
 import { log } from "@/server/log";
 import { exportChunk, trackExport } from "@/server/instruments";
 
 /**
- * results.jsonl as a byte stream: one READ ONLY, REPEATABLE READ transaction (so a batch that is
- * still running exports one consistent snapshot of every item, terminal or in flight) reading
- * keyset pages in position order, each cut at EXPORT_FETCH_BYTES of stored text. PostgreSQL
- * writes every JSON line itself, so rows reach this process as finished bytes. Pages are read
- * only when the HTTP consumer asks for more (one ahead), so memory stays at a few pages however
- * large the batch or slow the client. Ownership must be checked by the caller before streaming
- * (the route answers 404 first).
+ * results.jsonl and results.csv as byte streams: one READ ONLY, REPEATABLE READ transaction (so a
+ * batch that is still running exports one consistent snapshot of every item, terminal or in
+ * flight) reading keyset pages in position order, each cut at EXPORT_FETCH_BYTES of stored text.
+ * PostgreSQL writes every line itself, so rows reach this process as finished bytes. Pages are
+ * read only when the HTTP consumer asks for more (one ahead), so memory stays at a few pages
+ * however large the batch or slow the client. An export holds its connection and snapshot at most
+ * `exports.max_seconds`, and a user has at most EXPORTS_PER_USER of them open across every web
+ * process (advisory locks held by the export's own transaction). Ownership must be checked by the
+ * caller before streaming (the route answers 404 first).
  */
 
 /** Stored text per page (at least one row): with results <= max_result_chars that is about 1 MB in flight. */
@@ -23,8 +29,10 @@ export const EXPORT_FETCH_ROWS = 5_000;
 export const EXPORT_STALL_MS = 30_000;
 /** Exports at once per web process; more wait for a connection of this pool, never one of the main pool. */
 export const EXPORT_POOL_SIZE = 3;
+/** A user's exports holding a snapshot at once, across every web process (one more: 429 too_many_exports). */
+export const EXPORTS_PER_USER = 2;
 
-const globalForExport = globalThis as unknown as { __flotillaExportDb?: Database };
+const globalForExport = globalThis as unknown as { __flotillaExportDb?: Database; __flotillaExportsByUser?: Map<string, number> };
 
 /**
  * The exports' own small pool: a download holds its connection for as long as the client reads,
@@ -45,44 +53,62 @@ export function exportPool(): postgres.Sql {
  * result leaves the server). to_json escapes text exactly as JSON.stringify does (quote,
  * backslash, \b \f \n \r \t, other control characters as lowercase \u00xx, nothing else), and
  * the keys come in the wire schema's order, so each line is byte for byte what JSON.stringify
- * writes (test/api/export-exactness.test.ts); `output` and `checks` are compact JSON
+ * writes (test/api/export-exactness.test.ts); `expected`, `output` and `checks` are compact JSON
  * (flotilla_json_text, server/batches/sql/export.sql), their numbers as jsonb writes them (which
  * differs from JSON.stringify only in exponent form: 1e-7, 1e21); an item without them never
- * calls that function (a call costs microseconds a row even for null). A page takes rows after position $2 while the text
- * stored in the rows before each one stays under $4 bytes, at most $3 rows; octet_length reads
- * stored sizes without decompressing anything. Measured on 100,000 small rows (bench/scale):
- * encoding lines in this process cost 5x a COPY of the same rows; PostgreSQL writes them at
- * nearly COPY's speed.
+ * calls that function (a call costs microseconds a row even for null). A page takes rows after
+ * position $2 while the text stored in the rows before each one stays under $4 bytes, at most $3
+ * rows; octet_length reads stored sizes without decompressing anything. Measured on 100,000 small
+ * rows (bench/scale): encoding lines in this process cost 5x a COPY of the same rows; PostgreSQL
+ * writes them at nearly COPY's speed.
  */
 /** Results longer than this (stored bytes) are escaped by this process, not by PostgreSQL. */
 export const LARGE_RESULT_BYTES = 16 * 1024;
 
-const JSONL_PAGE = `
+function jsonlPage(filter: ExportFilter): string {
+  return `
   select '{"item_key":' || to_json(item_key)::text || ',"input":' || to_json(input)::text
       || ',"position":' || position || ',"status":' || to_json(status)::text || ',"attempts":' || attempts
       || ',"result":' || case when octet_length(result) > ${LARGE_RESULT_BYTES} then '' else coalesce(to_json(result)::text, 'null') end
       || ',"error":' || coalesce(to_json(error)::text, 'null')
+      || ',"expected":' || case when expected is null then 'null' else flotilla_json_text(expected) end
       || ',"output":' || case when output is null then 'null' else flotilla_json_text(output) end
       || ',"checks":' || case when checks is null then '[]' else flotilla_json_text(checks) end
       || ',"verdict":' || coalesce(to_json(verdict)::text, 'null')
       || ',"usage":{"input_tokens":' || input_tokens || ',"output_tokens":' || output_tokens || '}}',
          position,
          case when octet_length(result) > ${LARGE_RESULT_BYTES} then result end
-    from (${pageRows("item_key, input, position, status, attempts, result, error, output, checks, verdict, input_tokens, output_tokens")}) page
+    from (${pageRows("item_key, input, expected, position, status, attempts, result, error, output, checks, verdict, input_tokens, output_tokens", filter)}) page
    where before < $4
    order by position`;
+}
+
+/** Which items an export holds: the items list's `?status=&verdict=` (either or both; none = every item). */
+export interface ExportFilter {
+  status?: ItemStatus;
+  verdict?: Verdict;
+}
 
 /**
- * The rows of one page: those after position $2 of batch $1, at most $3, each with the stored
- * bytes of the rows before it in the page (`before`; the caller keeps rows while it is under $4).
+ * The rows of one page: those after position $2 of batch $1 that pass the filter, at most $3,
+ * each with the stored bytes of the rows before it in the page (`before`; the caller keeps rows
+ * while it is under $4). The filter's values are written as literals, as the items list writes
+ * them (one of a fixed vocabulary, parsed before): the planner then uses that status's or the
+ * failed verdict's partial index, which a bound parameter never matches.
  */
-function pageRows(columns: string): string {
+function pageRows(columns: string, filter: ExportFilter): string {
+  const where = [
+    "batch_id = $1 and position > $2",
+    filter.status ? `status = '${filter.status}'` : "",
+    filter.verdict ? `verdict = '${filter.verdict}'` : "",
+  ].filter(Boolean);
   return `select ${columns},
                  coalesce(sum(octet_length(item_key) + octet_length(input) + coalesce(octet_length(result), 0)
-                              + coalesce(octet_length(error), 0) + coalesce(pg_column_size(output), 0))
+                              + coalesce(octet_length(error), 0) + coalesce(pg_column_size(output), 0)
+                              + coalesce(pg_column_size(expected), 0))
                             over (order by position rows between unbounded preceding and 1 preceding), 0) as before
             from subagent_batch_items
-           where batch_id = $1 and position > $2
+           where ${where.join(" and ")}
            order by position
            limit $3`;
 }
@@ -126,7 +152,8 @@ function joinLines(rows: readonly PageRow[], eol: Buffer): Buffer {
   for (const [written, , large] of rows) {
     const line = asBuffer(written);
     if (large) {
-      // The line's only `,"result":` with nothing after it is where the escaped result goes.
+      // The line's first `,"result":` (everything before it is escaped strings and numbers; the
+      // raw JSON fields come after it) has nothing after it: the escaped result goes there.
       const at = line.indexOf(RESULT_KEY) + RESULT_KEY.byteLength;
       const escaped = JSON.stringify(asBuffer(large).toString("latin1"));
       room(line.byteLength + escaped.length + eol.byteLength);
@@ -142,29 +169,97 @@ function joinLines(rows: readonly PageRow[], eol: Buffer): Buffer {
   return out.subarray(0, pos);
 }
 
-class ExportAborted extends Error {}
+/** Why an export stopped before its end (the client went away or stalled, or it ran too long). */
+class ExportAborted extends AppError {
+  constructor(reason: string) {
+    super("unavailable", `export stopped: ${reason}`);
+  }
+}
+
+const tooManyExports = () =>
+  new AppError(
+    "too_many_exports",
+    `exports: ${EXPORTS_PER_USER} downloads of yours are already in progress; try again when one has finished`,
+  );
+
+/**
+ * This process's exports per user, from the request until the export's transaction ends (waiting
+ * for a connection of the pool included). The same limit as the slots below, checked first so
+ * that an export bound to be refused never waits for a connection (nor holds one to be refused).
+ * On globalThis: every route bundle shares it, as it shares the pool.
+ */
+function exportsByUser(): Map<string, number> {
+  globalForExport.__flotillaExportsByUser ??= new Map();
+  return globalForExport.__flotillaExportsByUser;
+}
+
+/**
+ * Takes one of the user's EXPORTS_PER_USER slots for the rest of the transaction (an advisory
+ * lock per slot, released with the snapshot whatever ends it), or answers null when all are held.
+ * CASE tries the next slot only when the one before is taken, so an export holds at most one.
+ */
+const TAKE_SLOT = `select case ${Array.from(
+  { length: EXPORTS_PER_USER },
+  (_, i) => `when pg_try_advisory_xact_lock(hashtextextended('flotilla:export:' || $1::text || ':${i}', 0)) then ${i}`,
+).join(" ")} end as slot`;
 
 export interface ExportArgs {
   batchId: string;
+  /** The owner: an export holds one of this user's slots. */
+  userId: string;
+  /** `exports.max_seconds` in ms: the longest the export holds its connection and snapshot. */
+  maxMs: number;
+  filter?: ExportFilter;
   fetchRows?: number;
   fetchBytes?: number;
   stallMs?: number;
   signal?: AbortSignal;
 }
 
+/**
+ * `?status=&verdict=` (and for results.csv `?raw=1`) of an export: the items list's vocabularies
+ * and messages; an unknown or repeated parameter is refused naming it.
+ */
+export function parseExportQuery(params: URLSearchParams, options: { raw: boolean }): { filter: ExportFilter; raw: boolean } {
+  const seen = new Set<string>();
+  for (const name of params.keys()) {
+    if (seen.has(name)) throw new AppError("validation_failed", `${name}: given more than once`);
+    seen.add(name);
+    if (name !== "status" && name !== "verdict" && !(options.raw && name === "raw"))
+      throw new AppError("validation_failed", `${name}: unknown query parameter`);
+  }
+  const raw = params.get("raw");
+  if (raw !== null && raw !== "0" && raw !== "1") throw new AppError("validation_failed", "raw: must be 1 (cells verbatim) or 0");
+  const status = parseItemStatus(params.get("status"));
+  const verdict = parseVerdict(params.get("verdict"));
+  return { filter: { ...(status ? { status } : {}), ...(verdict ? { verdict } : {}) }, raw: raw === "1" };
+}
+
 /** results.jsonl: one JSON line per item, `\n`-terminated. */
-export function exportResultsStream(sql: postgres.Sql, args: ExportArgs): ReadableStream<Uint8Array> {
-  return exportStream(sql, { ...args, page: JSONL_PAGE, params: [], eol: Buffer.from("\n") });
+export function exportResultsStream(sql: postgres.Sql, args: ExportArgs): Promise<ReadableStream<Uint8Array>> {
+  return exportStream(sql, { ...args, page: jsonlPage(args.filter ?? {}), params: [], eol: Buffer.from("\n") });
 }
 
 /**
- * The stream every export is: `head`, then pages of `page` (its $1..$4 as JSONL_PAGE's, then
- * `params`), each row a finished line followed by `eol`.
+ * The stream every export is: `head`, then pages of `page` (its $1..$4 as jsonlPage's, then
+ * `params`), each row a finished line followed by `eol`. Resolves once the export holds its
+ * snapshot and one of the user's slots (so the route can still answer 429); the stream then
+ * errors (the response is cut, never ended as if complete) when the client stalls, goes away, or
+ * the export outlives `maxMs`, and each of those releases the connection and the snapshot at once.
  */
 function exportStream(
   sql: postgres.Sql,
   args: ExportArgs & { page: string; params: readonly unknown[]; eol: Buffer; head?: Buffer },
-): ReadableStream<Uint8Array> {
+): Promise<ReadableStream<Uint8Array>> {
+  const byUser = exportsByUser();
+  const mine = byUser.get(args.userId) ?? 0;
+  if (mine >= EXPORTS_PER_USER) return Promise.reject(tooManyExports());
+  byUser.set(args.userId, mine + 1);
+  const release = () => {
+    const left = (byUser.get(args.userId) ?? 1) - 1;
+    if (left > 0) byUser.set(args.userId, left);
+    else byUser.delete(args.userId);
+  };
   const fetchRows = args.fetchRows ?? EXPORT_FETCH_ROWS;
   const fetchBytes = args.fetchBytes ?? EXPORT_FETCH_BYTES;
   const stallMs = args.stallMs ?? EXPORT_STALL_MS;
@@ -186,8 +281,14 @@ function exportStream(
     },
     { once: true },
   );
+  let opened!: () => void;
+  let refused!: (err: unknown) => void;
+  const ready = new Promise<void>((resolve, reject) => {
+    opened = resolve;
+    refused = reject;
+  });
 
-  return new ReadableStream<Uint8Array>(
+  const stream = new ReadableStream<Uint8Array>(
     {
       start(controller) {
         const check = () => {
@@ -213,41 +314,57 @@ function exportStream(
         // fetchBytes, and the byte cut decides.
         const run = () =>
           sql.begin("isolation level repeatable read read only", async (tx) => {
-            const page = (after: number, rows: number) =>
-              tx
-                .unsafe<PageRow[]>(args.page, [args.batchId, after, rows, fetchBytes, ...args.params] as postgres.ParameterOrJSON<never>[])
-                .raw() as unknown as Promise<PageRow[]>;
-            let rows = Math.min(64, fetchRows);
-            if (args.head) {
-              await demand();
-              controller.enqueue(exportChunk(args.head));
-            }
-            let next = page(0, rows);
-            for (;;) {
-              const current = await next;
-              check();
-              if (current.length === 0) return;
-              // The next page is asked for before this one is encoded, so the database writes it meanwhile.
-              rows = Math.min(fetchRows, Math.ceil((current.length * fetchBytes) / rawBytes(current)) + 1);
-              next = page(Number(asBuffer(current[current.length - 1]![1]).toString("latin1")), rows);
-              // Observed at the next turn, or dropped with the transaction when the export stops.
-              next.catch(() => {});
-              const chunk = joinLines(current, args.eol);
-              await demand();
-              controller.enqueue(exportChunk(chunk));
+            // The client may have gone while the export waited for a connection of the pool.
+            check();
+            const [held] = await tx.unsafe<{ slot: number | null }[]>(TAKE_SLOT, [args.userId]);
+            // Held elsewhere: by this user's exports in other web processes.
+            if (held?.slot === null || held?.slot === undefined) throw tooManyExports();
+            const deadline = setTimeout(() => {
+              stop ??= `it ran longer than exports.max_seconds (${Math.round(args.maxMs / 1000)} s)`;
+              nudge();
+            }, args.maxMs);
+            deadline.unref();
+            opened();
+            try {
+              const page = (after: number, rows: number) =>
+                tx
+                  .unsafe<PageRow[]>(args.page, [args.batchId, after, rows, fetchBytes, ...args.params] as postgres.ParameterOrJSON<never>[])
+                  .raw() as unknown as Promise<PageRow[]>;
+              let rows = Math.min(64, fetchRows);
+              if (args.head) {
+                await demand();
+                controller.enqueue(exportChunk(args.head));
+              }
+              let next = page(0, rows);
+              for (;;) {
+                const current = await next;
+                check();
+                if (current.length === 0) return;
+                // The next page is asked for before this one is encoded, so the database writes it meanwhile.
+                rows = Math.min(fetchRows, Math.ceil((current.length * fetchBytes) / rawBytes(current)) + 1);
+                next = page(Number(asBuffer(current[current.length - 1]![1]).toString("latin1")), rows);
+                // Observed at the next turn, or dropped with the transaction when the export stops.
+                next.catch(() => {});
+                const chunk = joinLines(current, args.eol);
+                await demand();
+                controller.enqueue(exportChunk(chunk));
+              }
+            } finally {
+              clearTimeout(deadline);
             }
           });
 
-        trackExport(run()).then(
+        trackExport(run().finally(release)).then(
           () => {
             if (!bodyCancelled) controller.close();
           },
           (err) => {
+            refused(err);
             // A fetch may still wait for demand that will never come: let it go.
             stop ??= "the export failed";
             nudge();
             if (err instanceof ExportAborted) log.info({ batchId: args.batchId, reason: err.message }, "export stopped");
-            else log.error({ err, batchId: args.batchId }, "export failed");
+            else if (!(err instanceof AppError)) log.error({ err, batchId: args.batchId }, "export failed");
             if (!bodyCancelled) controller.error(err);
           },
         );
@@ -264,6 +381,7 @@ function exportStream(
     // Counted in chunks: one page queued for the socket while the next is read.
     { highWaterMark: 1 },
   );
+  return ready.then(() => stream);
 }
 
 /** The results table of a batch: the columns results.csv writes after item_key and status. */
@@ -275,17 +393,24 @@ export interface CsvPlan {
   checks: readonly string[];
 }
 
-/** The header row's names (named as the panel's Results table names them: lib/result-columns.ts). */
+/**
+ * The header row's names (named as the panel's Results table names them: lib/result-columns.ts).
+ * A batch of object items has an `expected` column after its input fields (empty for an item
+ * without one): only object items carry `expected`, so the column depends on the batch's shape,
+ * never on its data. It counts as an input name, so an output property named `expected` is
+ * written `output.expected`, like any output property an input field shares its name with.
+ */
 export function csvColumns(plan: CsvPlan): string[] {
+  const objects = plan.inputFields.length > 0;
   const columns = resultColumns({
-    input_fields: plan.inputFields,
+    input_fields: objects ? [...plan.inputFields, "expected"] : [],
     output_fields: plan.outputFields,
     checks: plan.checks.map((name) => ({ name })),
   });
   return [
     "item_key",
     "status",
-    ...(columns.input.length > 0 ? columns.input : ["input"]),
+    ...(objects ? columns.input : ["input"]),
     ...(columns.output.length > 0 ? columns.output.map((c) => c.header) : ["result"]),
     ...columns.checks,
     "verdict",
@@ -300,25 +425,38 @@ export function csvColumns(plan: CsvPlan): string[] {
 
 /**
  * Every text cell is quoted (`"` doubled), numbers and the fixed words (status, verdict, check
- * outcomes) are not. Cells are written verbatim: one that starts with = + - @ is not altered
- * against spreadsheet formula injection, since RFC 4180 has no such rule and prefixing would
- * change the data a program reads; quoting keeps a cell one cell, and a spreadsheet that
- * evaluates what it imports is the reader's to configure.
+ * outcomes) are not. The file is made to be opened in a spreadsheet: a cell (a header name too)
+ * whose text starts with = + - @, a tab or a carriage return gets a leading `'`, so a
+ * spreadsheet shows it as text instead of evaluating it as a formula (OWASP, CSV injection); such
+ * a number (a negative one) becomes a quoted text cell. `?raw=1` writes every cell verbatim for
+ * programs that read the data, and results.jsonl is always exact.
  */
-const quoted = (text: string) => `"${text.replaceAll('"', '""')}"`;
-const csvText = (column: string) => `coalesce('"' || replace(${column}, '"', '""') || '"', '')`;
+const FORMULA_START = /^[=+\-@\t\r]/;
+const quoted = (text: string, raw: boolean) => `"${!raw && FORMULA_START.test(text) ? "'" : ""}${text.replaceAll('"', '""')}"`;
+
+/** The SQL of one cell: text as a quoted cell, and a JSON value as one, guarded unless raw (export.sql). */
+const cellSql = (raw: boolean) => ({
+  text: (column: string) =>
+    raw
+      ? `coalesce('"' || replace(${column}, '"', '""') || '"', '')`
+      : `coalesce('"' || flotilla_csv_guard(${column}) || replace(${column}, '"', '""') || '"', '')`,
+  json: (value: string) => (raw ? `flotilla_csv_value(${value})` : `flotilla_csv_cell(${value})`),
+  /** A number that is negative only when clocks disagree (a duration). */
+  number: (value: string) => (raw ? value : `flotilla_csv_guard_number(${value})`),
+});
 
 /**
  * A page of results.csv lines. Names travel as parameters after the page's four (each list of
  * names one JSON array, as the export pool knows no array types), only those the page uses.
  */
-function csvPage(plan: CsvPlan): { page: string; params: unknown[] } {
+function csvPage(plan: CsvPlan, filter: ExportFilter, raw: boolean): { page: string; params: unknown[] } {
   const params: unknown[] = [];
   const names = (list: readonly string[]) => {
     params.push(JSON.stringify(list));
     const at = params.length + 4;
     return (i: number) => `($${at}::jsonb ->> ${i})`;
   };
+  const cell = cellSql(raw);
   const objects = plan.inputFields.length > 0;
   const field = objects ? names(plan.inputFields) : undefined;
   const property = plan.outputFields.length > 0 ? names(plan.outputFields) : undefined;
@@ -327,39 +465,48 @@ function csvPage(plan: CsvPlan): { page: string; params: unknown[] } {
     `case when checks @> jsonb_build_array(jsonb_build_object('name', ${check!(i)}, 'passed', false)) then 'failed'
           when checks @> jsonb_build_array(jsonb_build_object('name', ${check!(i)}, 'passed', true)) then 'passed' else '' end`;
   const cells = [
-    csvText("item_key"),
+    cell.text("item_key"),
     "status",
-    ...(field ? plan.inputFields.map((_, i) => `flotilla_csv_value(fields -> ${field(i)})`) : [csvText("input")]),
-    ...(property ? plan.outputFields.map((_, i) => `flotilla_csv_value(output -> ${property(i)})`) : [csvText("result")]),
+    ...(field ? [...plan.inputFields.map((_, i) => cell.json(`fields -> ${field(i)}`)), cell.json("expected")] : [cell.text("input")]),
+    ...(property ? plan.outputFields.map((_, i) => cell.json(`output -> ${property(i)}`)) : [cell.text("result")]),
     ...plan.checks.map((_, i) => checkCell(i)),
     "coalesce(verdict, '')",
     "attempts::text",
     "input_tokens::text",
     "output_tokens::text",
     "cost_usd::text",
-    "coalesce(round(extract(epoch from finished_at - started_at) * 1000)::bigint::text, '')",
-    csvText("error"),
+    `coalesce(${cell.number("round(extract(epoch from finished_at - started_at) * 1000)::bigint::text")}, '')`,
+    cell.text("error"),
   ];
   // Joined from an array, not with ||: a schema of thousands of properties would nest the
   // expression past PostgreSQL's stack depth. No cell is null (array_to_string would drop it).
   // An object item's input is its fields as compact JSON; an explicit prompt among them is not JSON.
   const fields = objects ? "case when left(input, 1) = '{' then flotilla_jsonb_or_null(input) end" : "null::jsonb";
+  const columns =
+    "item_key, input, expected, position, status, attempts, result, error, output, checks, verdict, input_tokens, output_tokens, cost_usd, started_at, finished_at";
   const page = `
   select array_to_string(array[${cells.join(", ")}], ','), position, null::text
     from (select *, ${fields} as fields
-            from (${pageRows("item_key, input, position, status, attempts, result, error, output, checks, verdict, input_tokens, output_tokens, cost_usd, started_at, finished_at")}) r) page
+            from (${pageRows(columns, filter)}) r) page
    where before < $4
    order by position`;
   return { page, params };
 }
 
-/** results.csv (RFC 4180, UTF-8, CRLF): a header row, then one row per item in position order. */
-export function exportCsvStream(sql: postgres.Sql, args: ExportArgs & { plan: CsvPlan }): ReadableStream<Uint8Array> {
+/**
+ * results.csv (RFC 4180, UTF-8, CRLF): a header row, then one row per item in position order,
+ * made for a spreadsheet unless `raw` (see `quoted`).
+ */
+export function exportCsvStream(
+  sql: postgres.Sql,
+  args: ExportArgs & { plan: CsvPlan; raw?: boolean },
+): Promise<ReadableStream<Uint8Array>> {
   const { plan } = args;
+  const raw = args.raw ?? false;
   return exportStream(sql, {
     ...args,
-    ...csvPage(plan),
-    head: Buffer.from(`${csvColumns(plan).map(quoted).join(",")}\r\n`),
+    ...csvPage(plan, args.filter ?? {}, raw),
+    head: Buffer.from(`${csvColumns(plan).map((name) => quoted(name, raw)).join(",")}\r\n`),
     eol: Buffer.from("\r\n"),
   });
 }

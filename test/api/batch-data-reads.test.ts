@@ -292,7 +292,8 @@ describe("results.csv", () => {
     const res = await csv(batch.id);
     expect(res.status).toBe(200);
     expect(res.headers.get("content-type")).toMatch(/^text\/csv; charset=utf-8/);
-    expect(res.headers.get("content-disposition")).toBe(`attachment; filename="results.csv"; filename*=UTF-8''results.csv`);
+    const name = `batch-${batch.id}-results.csv`;
+    expect(res.headers.get("content-disposition")).toBe(`attachment; filename="${name}"; filename*=UTF-8''${name}`);
     const text = await res.text();
     expect(text.endsWith("\r\n")).toBe(true);
     const parsed = Papa.parse<string[]>(text, { skipEmptyLines: true });
@@ -303,6 +304,7 @@ describe("results.csv", () => {
       "status",
       "city",
       "text",
+      "expected",
       "label",
       "reason",
       "output.city",
@@ -327,6 +329,7 @@ describe("results.csv", () => {
       'Bergen, "rainy"',
       "line one\nline two",
     ]);
+    expect(cell(r1, "expected")).toBe('{"label":"pos"}');
     expect([cell(r1, "label"), cell(r1, "reason"), cell(r1, "output.city"), cell(r1, "meta")]).toEqual([
       "pos",
       'a "quoted", reason\nover lines',
@@ -342,10 +345,10 @@ describe("results.csv", () => {
     expect([cell(r1, "attempts"), cell(r1, "input_tokens"), cell(r1, "output_tokens"), cell(r1, "error")]).toEqual(["1", "1000", "500", ""]);
     expect(Number(cell(r1, "cost_usd"))).toBeCloseTo((1000 * 2 + 500 * 10) / 1e6, 12);
     expect(Number(cell(r1, "duration_ms"))).toBeGreaterThanOrEqual(1400);
-    // Unicode and a leading "=" verbatim (quoted, not altered); a failed item's error; empty check cells.
+    // Unicode verbatim, a leading "=" guarded for a spreadsheet; a failed item's error; empty check cells.
     expect([cell(r2, "city"), cell(r2, "text"), cell(r2, "status"), cell(r2, "error")]).toEqual([
       "Zürich ✓ 中文 😀",
-      "=1+2",
+      "'=1+2",
       "failed",
       'invalid_output: /label: "x", not allowed',
     ]);
@@ -357,8 +360,12 @@ describe("results.csv", () => {
       "",
       "0",
     ]);
-    // Text cells are quoted, so a cell starting with = stays one quoted cell.
-    expect(text).toContain(',"=1+2",');
+    // Text cells are quoted, so a cell starting with = stays one quoted cell, and it is shown as text.
+    expect(text).toContain(`,"'=1+2",`);
+    // ?raw=1: the same cell verbatim.
+    const raw = await (await call("GET", `${batchPath(batch.id)}/results.csv?raw=1`, { token: alice.token })).text();
+    expect(raw).toContain(',"=1+2",');
+    expect(raw.replace(',"=1+2",', "")).toBe(text.replace(`,"'=1+2",`, ""));
   });
 
   it("writes one input and one result column for string items without a schema", async () => {

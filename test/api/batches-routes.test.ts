@@ -213,7 +213,8 @@ describe("reads", () => {
     const res = await call("GET", `${batchPath(aliceThread, batch.id)}/results.jsonl`, { token: alice.token });
     expect(res.status).toBe(200);
     expect(res.headers.get("content-type")).toMatch(/^application\/x-ndjson/);
-    expect(res.headers.get("content-disposition")).toMatch(/^attachment; filename=".+\.jsonl"$/);
+    const name = `batch-${batch.id}-results.jsonl`;
+    expect(res.headers.get("content-disposition")).toBe(`attachment; filename="${name}"; filename*=UTF-8''${name}`);
     const text = await res.text();
     expect(text.endsWith("\n")).toBe(true);
     const lines = text.trimEnd().split("\n").map((l) => resultLineSchema.parse(JSON.parse(l)));

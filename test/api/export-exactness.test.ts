@@ -1,6 +1,7 @@
 import { beforeAll, describe, expect, it } from "vitest";
 import { batchProjectionSchema } from "@/lib/api/batches";
 import { exportResultsStream } from "@/server/http/export";
+import { exportArgs } from "../helpers/export";
 import { call, makeThread, makeUser, setupApiDatabase, type TestUser } from "./helpers";
 
 /**
@@ -47,6 +48,7 @@ interface Expected {
   attempts: number;
   result: string | null;
   error: string | null;
+  expected: unknown;
   output: unknown;
   checks: unknown[];
   verdict: string | null;
@@ -68,14 +70,14 @@ function randomText(seed: number, length: number): string {
 async function exportText(batchId: string, options: { fetchRows?: number; fetchBytes?: number } = {}): Promise<{ text: string; chunks: string[] }> {
   const decoder = new TextDecoder();
   const chunks: string[] = [];
-  for await (const chunk of exportResultsStream(tdb.sql, { batchId, ...options }) as unknown as AsyncIterable<Uint8Array>)
+  for await (const chunk of (await exportResultsStream(tdb.sql, exportArgs(batchId, options))) as unknown as AsyncIterable<Uint8Array>)
     chunks.push(decoder.decode(chunk, { stream: true }));
   return { text: chunks.join(""), chunks };
 }
 
 async function expectedLines(batchId: string): Promise<string> {
-  const rows = await tdb.sql<{ item_key: string; position: number; status: string; attempts: number; result: string | null; error: string | null; input_tokens: string; output_tokens: string; input: string; output: unknown; checks: unknown[] | null; verdict: string | null }[]>`
-    select item_key, position, status, attempts, result, error, input_tokens, output_tokens, input, output, checks, verdict
+  const rows = await tdb.sql<{ item_key: string; position: number; status: string; attempts: number; result: string | null; error: string | null; input_tokens: string; output_tokens: string; input: string; expected: unknown; output: unknown; checks: unknown[] | null; verdict: string | null }[]>`
+    select item_key, position, status, attempts, result, error, input_tokens, output_tokens, input, expected, output, checks, verdict
       from subagent_batch_items where batch_id = ${batchId} order by position`;
   return rows
     .map((r) => {
@@ -87,6 +89,7 @@ async function expectedLines(batchId: string): Promise<string> {
         attempts: r.attempts,
         result: r.result,
         error: r.error,
+        expected: r.expected,
         output: r.output,
         checks: r.checks ?? [],
         verdict: r.verdict,
@@ -142,6 +145,21 @@ describe("results.jsonl bytes", () => {
     expect((await exportText(batchId)).text).toBe(await expectedLines(batchId));
   });
 
+  it("writes expected as compact JSON; a large result is spliced in its own place even when expected or output holds ',\"result\":'", async () => {
+    const expecteds: unknown[] = [{ label: "spam", n: [1, { "k: v": 'x"y' }] }, "ham", 7, null, { a: 1, result: "decoy" }, [",\"result\":"]];
+    const batchId = await submit("expected", expecteds.map((_, i) => ({ item_key: `e${i}`, prompt: "x" })));
+    for (const [i, expected] of expecteds.entries())
+      await tdb.sql`
+        update subagent_batch_items set status = 'succeeded', expected = ${expected === null ? null : JSON.stringify(expected)}::jsonb,
+               output = ${JSON.stringify({ b: 2, result: "decoy" })}::jsonb,
+               -- Past LARGE_RESULT_BYTES every other row: escaped by this process and spliced into the line.
+               result = ${i % 2 ? `big ${"\"\n✓".repeat(10_000)}` : "small"}
+         where batch_id = ${batchId} and position = ${i + 1}`;
+    const { text } = await exportText(batchId);
+    expect(text).toBe(await expectedLines(batchId));
+    expect(JSON.parse(text.split("\n")[4]!).expected).toEqual({ a: 1, result: "decoy" });
+  });
+
   it("cuts each page at fetchBytes of stored text (always at least one row)", async () => {
     const batchId = await submit("pages", Array.from({ length: 12 }, (_, i) => ({ item_key: `p${i}`, prompt: "x" })));
     await tdb.sql`update subagent_batch_items set status = 'succeeded', result = repeat('r', 20000) where batch_id = ${batchId}`;
@@ -176,7 +194,7 @@ describe("results.jsonl bytes", () => {
     for (const fetchRows of [1, 5, 100]) {
       let text = "";
       const decoder = new TextDecoder();
-      for await (const chunk of exportResultsStream(tdb.sql, { batchId, fetchRows }) as unknown as AsyncIterable<Uint8Array>)
+      for await (const chunk of (await exportResultsStream(tdb.sql, exportArgs(batchId, { fetchRows }))) as unknown as AsyncIterable<Uint8Array>)
         text += decoder.decode(chunk, { stream: true });
       expect(text).toBe(expected);
     }

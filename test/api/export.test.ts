@@ -1,6 +1,7 @@
 import { beforeAll, describe, expect, it } from "vitest";
 import { batchProjectionSchema, resultLineSchema } from "@/lib/api/batches";
 import { exportResultsStream } from "@/server/http/export";
+import { exportArgs } from "../helpers/export";
 import { call, finishItems, makeThread, makeUser, setupApiDatabase, type TestUser, workerAlive } from "./helpers";
 
 type Line = ReturnType<typeof resultLineSchema.parse>;
@@ -136,7 +137,7 @@ describe("results.jsonl", () => {
     for (const how of ["abort", "cancel"] as const)
       for (const delayMs of [0, 1, 3, 10, 30]) {
         const abort = new AbortController();
-        const stream = exportResultsStream(tdb.sql, { batchId, fetchRows: 4, signal: abort.signal });
+        const stream = await exportResultsStream(tdb.sql, exportArgs(batchId, { fetchRows: 4, signal: abort.signal }));
         const reader = stream.getReader();
         const reading = (async () => {
           try {
@@ -159,7 +160,7 @@ describe("results.jsonl", () => {
     await finishItems(tdb, batchId, range(1, 10), { status: "succeeded", result: "p".repeat(1_000) });
     // 10 rows at 4 per fetch: the last fetch holds 2, and it is encoded while the reader still
     // holds the previous chunk, so it must wait for demand after the query itself has ended.
-    const reader = exportResultsStream(tdb.sql, { batchId, fetchRows: 4 }).getReader();
+    const reader = (await exportResultsStream(tdb.sql, exportArgs(batchId, { fetchRows: 4 }))).getReader();
     let text = "";
     for (;;) {
       await new Promise((r) => setTimeout(r, 50));
@@ -176,7 +177,7 @@ describe("results.jsonl", () => {
     await finishItems(tdb, batchId, range(1, 600), { status: "succeeded", result: "s".repeat(20_000) });
     // 600 × 20 kB = 12 MB; without backpressure it would all be read into the queue at once and
     // the stream would finish on its own. With backpressure the producer waits, then gives up.
-    const stream = exportResultsStream(tdb.sql, { batchId, fetchRows: 8, stallMs: 300 });
+    const stream = await exportResultsStream(tdb.sql, exportArgs(batchId, { fetchRows: 8, stallMs: 300 }));
     const reader = stream.getReader();
     const first = await reader.read();
     expect(first.done).toBe(false);

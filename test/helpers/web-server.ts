@@ -57,6 +57,9 @@ async function serve(req: http.IncomingMessage, res: http.ServerResponse, origin
   res.on("close", () => {
     if (!res.writableFinished) body.destroy();
   });
+  // A body that errors cuts the connection (Next's pipeToNodeResponse destroys the response), so
+  // the client sees a truncated response, never one that ends as if complete.
+  body.on("error", (err) => res.destroy(err));
   body.pipe(res);
 }
 

@@ -18,8 +18,8 @@ create or replace function flotilla_json_text(v jsonb) returns text language sql
   end
 $$;
 
--- One CSV cell (RFC 4180) of a JSON value: a string's text, an object or array as compact JSON,
--- both quoted; a number or boolean as written; null or absent empty.
+-- One CSV cell (RFC 4180) of a JSON value, verbatim (results.csv?raw=1): a string's text, an
+-- object or array as compact JSON, both quoted; a number or boolean as written; null or absent empty.
 create or replace function flotilla_csv_value(v jsonb) returns text language sql immutable parallel safe as $$
   select case jsonb_typeof(v)
     when 'string' then '"' || replace(v #>> '{}', '"', '""') || '"'
@@ -37,4 +37,30 @@ begin
 exception when others then
   return null;
 end
+$$;
+
+-- results.csv is made to be opened in a spreadsheet (OWASP, CSV injection): a cell whose text
+-- starts with = + - @, a tab or a carriage return gets a leading ' so that it is shown as text,
+-- never evaluated as a formula. flotilla_csv_guard writes that prefix (or nothing); it reads its
+-- argument once, so the planner inlines it into the page's query.
+create or replace function flotilla_csv_guard(t text) returns text language sql immutable parallel safe as $$
+  select case when left(t, 1) in ('=', '+', '-', '@', E'\t', E'\r') then '''' else '' end
+$$;
+
+-- flotilla_csv_value with the guard: a string that starts like a formula, and a negative number
+-- (then a quoted text cell), get the leading '. An object or array starts with { or [.
+create or replace function flotilla_csv_cell(v jsonb) returns text language sql immutable parallel safe as $$
+  select case jsonb_typeof(v)
+    when 'string' then '"' || flotilla_csv_guard(v #>> '{}') || replace(v #>> '{}', '"', '""') || '"'
+    when 'object' then '"' || replace(flotilla_json_text(v), '"', '""') || '"'
+    when 'array' then '"' || replace(flotilla_json_text(v), '"', '""') || '"'
+    when 'number' then case when left(v::text, 1) = '-' then '"''' || v::text || '"' else v::text end
+    when 'null' then ''
+    else coalesce(v::text, '')
+  end
+$$;
+
+-- A number's cell with the guard: a negative one becomes the quoted text '-n.
+create or replace function flotilla_csv_guard_number(n text) returns text language sql immutable parallel safe as $$
+  select case when left(n, 1) = '-' then '"''' || n || '"' else n end
 $$;

@@ -2,23 +2,31 @@ import { specColumns } from "@/server/batches/spec";
 import { getBatch } from "@/server/batches/repository";
 import { batchScope } from "@/server/http/batch-scope";
 import { contentDisposition } from "@/server/http/download";
-import { exportCsvStream, exportPool } from "@/server/http/export";
+import { exportCsvStream, exportPool, parseExportQuery } from "@/server/http/export";
 import { handle } from "@/server/http/route";
 
 export const dynamic = "force-dynamic";
 
 type Ctx = { params: Promise<{ threadId: string; batchId: string }> };
 
-/** The results table: RFC 4180 CSV with a header row, one row per item in position order, streamed from a snapshot. */
+/**
+ * The results table: RFC 4180 CSV with a header row, one row per item (or those of
+ * `?status=&verdict=`) in position order, streamed from a snapshot; cells that would start a
+ * spreadsheet formula get a leading `'` unless `?raw=1`. 429 too_many_exports while two exports
+ * of this user are in progress.
+ */
 export const GET = handle(async (req: Request, ctx: Ctx) => {
-  const { db, userId, threadId, batchId } = await batchScope(req, await ctx.params);
+  const { db, config, userId, threadId, batchId } = await batchScope(req, await ctx.params);
+  const { filter, raw } = parseExportQuery(new URL(req.url).searchParams, { raw: true });
   const batch = await getBatch(db, { userId, threadId, batchId });
   const plan = specColumns(batch);
-  return new Response(exportCsvStream(exportPool(), { batchId, plan, signal: req.signal }), {
+  const maxMs = config.exports.max_seconds * 1000;
+  const body = await exportCsvStream(exportPool(), { batchId, userId, plan, filter, raw, maxMs, signal: req.signal });
+  return new Response(body, {
     status: 200,
     headers: {
       "content-type": "text/csv; charset=utf-8; header=present",
-      "content-disposition": contentDisposition("results.csv"),
+      "content-disposition": contentDisposition(`batch-${batchId}-results.csv`),
       "cache-control": "no-store",
       "x-content-type-options": "nosniff",
     },

@@ -1,21 +1,29 @@
-import { batchScope } from "@/server/http/batch-scope";
-import { exportPool, exportResultsStream } from "@/server/http/export";
 import { getBatch } from "@/server/batches/repository";
+import { batchScope } from "@/server/http/batch-scope";
+import { contentDisposition } from "@/server/http/download";
+import { exportPool, exportResultsStream, parseExportQuery } from "@/server/http/export";
 import { handle } from "@/server/http/route";
 
 export const dynamic = "force-dynamic";
 
 type Ctx = { params: Promise<{ threadId: string; batchId: string }> };
 
-/** Every item with its full stored result, one JSON line each in position order, streamed from a snapshot. */
+/**
+ * Every item (or those of `?status=&verdict=`) with its full stored result and `expected`, one
+ * JSON line each in position order, streamed from a snapshot; 429 too_many_exports while two
+ * exports of this user are in progress.
+ */
 export const GET = handle(async (req: Request, ctx: Ctx) => {
-  const { db, userId, threadId, batchId } = await batchScope(req, await ctx.params);
+  const { db, config, userId, threadId, batchId } = await batchScope(req, await ctx.params);
+  const { filter } = parseExportQuery(new URL(req.url).searchParams, { raw: false });
   await getBatch(db, { userId, threadId, batchId });
-  return new Response(exportResultsStream(exportPool(), { batchId, signal: req.signal }), {
+  const maxMs = config.exports.max_seconds * 1000;
+  const body = await exportResultsStream(exportPool(), { batchId, userId, filter, maxMs, signal: req.signal });
+  return new Response(body, {
     status: 200,
     headers: {
       "content-type": "application/x-ndjson; charset=utf-8",
-      "content-disposition": `attachment; filename="batch-${batchId}-results.jsonl"`,
+      "content-disposition": contentDisposition(`batch-${batchId}-results.jsonl`),
       "cache-control": "no-store",
       "x-content-type-options": "nosniff",
     },

@@ -1,0 +1,118 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { exportPool } from "@/server/http/export";
+import { exportsInFlight } from "@/server/instruments";
+import { makeThread, makeUser, setupApiDatabase, type TestUser, workerAlive } from "../api/helpers";
+import { rawDownload } from "../helpers/raw-download";
+import { startWebServer, type WebServer } from "../helpers/web-server";
+
+/**
+ * exports.max_seconds over a real socket: a client that keeps reading, slowly, or that stops
+ * reading, holds its export (its connection of the export pool and its snapshot) at most that
+ * long. Then the response is cut (it never ends as if complete) and the connection and the
+ * snapshot are released at once, while the client is still far from the end.
+ */
+
+const MAX_SECONDS = 2;
+process.env.FLOTILLA__EXPORTS__MAX_SECONDS = String(MAX_SECONDS);
+
+const tdb = await setupApiDatabase();
+let server: WebServer;
+let user: TestUser;
+let threadId: string;
+let bigBatch: string;
+let smallBatch: string;
+const ITEMS = 200;
+const RESULT_CHARS = 100_000;
+
+async function batchOf(items: number, resultChars: number): Promise<string> {
+  const res = await fetch(`${server.origin}/api/threads/${threadId}/subagent-batches`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${user.token}`, "content-type": "application/json" },
+    body: JSON.stringify({ submission_key: `hold-${items}`, items: Array.from({ length: items }, (_, i) => `item ${i}`) }),
+  });
+  expect(res.status).toBe(201);
+  const id = ((await res.json()) as { id: string }).id;
+  await tdb.sql`update subagent_batch_items set status = 'succeeded', result = repeat('r', ${resultChars}) where batch_id = ${id}`;
+  return id;
+}
+
+beforeAll(async () => {
+  server = await startWebServer({ preload: ["/api/threads/[threadId]/subagent-batches/[batchId]/results.jsonl"] });
+  user = await makeUser(tdb, "holder");
+  threadId = await makeThread(tdb, user);
+  await workerAlive(tdb);
+  // 20 MB: far more than a slow reader takes in MAX_SECONDS, or than the kernel's buffers hold.
+  bigBatch = await batchOf(ITEMS, RESULT_CHARS);
+  smallBatch = await batchOf(3, 10);
+});
+
+afterAll(async () => {
+  await server.close();
+  await exportPool().end({ timeout: 5 });
+});
+
+const path = (batchId: string, file = "results.jsonl") => `/api/threads/${threadId}/subagent-batches/${batchId}/${file}`;
+
+/** Export-pool sessions inside a transaction: an export holding its snapshot. */
+async function heldSnapshots(): Promise<number> {
+  const [row] = await tdb.sql<{ n: number }[]>`
+    select count(*)::int as n from pg_stat_activity
+     where application_name = 'flotilla-export' and datname = current_database() and xact_start is not null`;
+  return row!.n;
+}
+
+/** Milliseconds from `started` until the export has let go of its snapshot and connection. */
+async function releasedAfter(started: number): Promise<number> {
+  for (;;) {
+    if (exportsInFlight() === 0 && (await heldSnapshots()) === 0) return Date.now() - started;
+    if (Date.now() - started > 20_000) throw new Error("the export still holds its snapshot after 20 s");
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+describe(`exports.max_seconds (${MAX_SECONDS} s here)`, () => {
+  it("cuts off a client that keeps reading slowly, mid-download, and releases the connection and snapshot", async () => {
+    for (const file of ["results.jsonl", "results.csv"]) {
+      const started = Date.now();
+      const download = rawDownload(server.port, path(bigBatch, file), { authorization: `Bearer ${user.token}` });
+      expect(await download.status).toBe(200);
+      expect(await heldSnapshots()).toBe(1);
+      // One socket read every 50 ms: a reader that never stalls (the 30 s stall limit never applies).
+      const pace = setInterval(() => download.readOne(), 50);
+      const released = await releasedAfter(started);
+      clearInterval(pace);
+      const readByThen = download.bytes();
+      expect(released, file).toBeGreaterThanOrEqual(MAX_SECONDS * 1000 - 100);
+      expect(released, file).toBeLessThan(MAX_SECONDS * 1000 + 3_000);
+      // It was reading all along, and was far from the end when it was cut.
+      expect(readByThen, file).toBeGreaterThan(64 * 1024);
+      expect(readByThen, file).toBeLessThan((ITEMS * RESULT_CHARS) / 2);
+      // What the server had sent still arrives; then the connection ends without the terminal chunk.
+      download.readAll();
+      const end = await download.closed;
+      expect(end.complete, file).toBe(false);
+      expect(end.bytes, file).toBeLessThan(ITEMS * RESULT_CHARS);
+    }
+  });
+
+  it("cuts off a client that stops reading at max_seconds, long before the 30 s stall limit", async () => {
+    const started = Date.now();
+    const download = rawDownload(server.port, path(bigBatch), { authorization: `Bearer ${user.token}` });
+    expect(await download.status).toBe(200);
+    const released = await releasedAfter(started);
+    expect(released).toBeGreaterThanOrEqual(MAX_SECONDS * 1000 - 100);
+    expect(released).toBeLessThan(MAX_SECONDS * 1000 + 3_000);
+    download.readAll();
+    expect((await download.closed).complete).toBe(false);
+  });
+
+  it("leaves a download that finishes in time whole", async () => {
+    const download = rawDownload(server.port, path(smallBatch), { authorization: `Bearer ${user.token}` });
+    download.readAll();
+    expect(await download.status).toBe(200);
+    const end = await download.closed;
+    expect(end.complete).toBe(true);
+    expect(end.body.trimEnd().split("\n").map((line) => JSON.parse(line).item_key)).toEqual(["item-1", "item-2", "item-3"]);
+    expect(await releasedAfter(Date.now())).toBeLessThan(1_000);
+  });
+});
