@@ -8,10 +8,10 @@ import {
   type Verdict,
 } from "@/lib/api/batch-data";
 import { compileCheckPattern } from "@/lib/check-pattern";
-import { blockLines, dataBlock } from "./quote-data";
 import { errorText } from "@/server/errors";
 import { classifyModelError } from "@/server/runtime/model-errors";
 import type { ResolvedModel } from "@/server/models/types";
+import { blockLines, dataBlock } from "./quote-data";
 import type { Usage } from "./settlement";
 
 /**
@@ -193,7 +193,7 @@ const JUDGE_SCHEMA = jsonSchema<{ score: number; reason: string }>({
  * The judge's prompt: the rubric (the owner's instruction), then what it grades as one line of
  * JSON strings between two delimiter lines (quote-data.ts: nothing in it can close the block).
  */
-export function judgePrompt(check: Extract<Check, { type: "judge" }>, args: RunChecksArgs): string {
+function judgePrompt(check: Extract<Check, { type: "judge" }>, args: RunChecksArgs): string {
   const data: Record<string, string> = {
     task: cut(args.prompt, JUDGE_QUOTE_CHARS),
     answer: cut(args.text, JUDGE_QUOTE_CHARS),

@@ -126,7 +126,7 @@ async function decidedApprovals(db: Db, config: FlotillaConfig, spec: ExecutionS
  * failed and its reason, quoted as data (a judge's reason is a model's text, a regex's quotes the
  * answer): one JSON string in a FEEDBACK block, never instructions.
  */
-export function withFeedback(prompt: string, feedback: string): string {
+function withFeedback(prompt: string, feedback: string): string {
   // The stored error is `check_failed: <name>: <reason>`; a check name holds no ": ".
   const parsed = /^check_failed: ([A-Za-z0-9_.-]+): ([\s\S]*)$/.exec(feedback);
   const { begin, end } = blockLines("FEEDBACK");
@@ -183,11 +183,11 @@ async function checkAnswer(
   }
   if (checked.usage.size > 0) {
     const spent: [string, Usage][] = [[spec.model.name, out.usage], ...checked.usage];
-    const costUsd = attemptCost(spec, spent);
+    const cost = attemptCost(spec, spent);
     out.usage = {
       inputTokens: spent.reduce((n, [, u]) => n + u.inputTokens, 0),
       outputTokens: spent.reduce((n, [, u]) => n + u.outputTokens, 0),
-      ...(costUsd !== undefined ? { costUsd } : {}),
+      ...(cost !== undefined ? { costUsd: cost } : {}),
     };
   }
   if (checked.rateLimited) {
