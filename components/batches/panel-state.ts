@@ -18,6 +18,7 @@ export const batchKeys = {
   items: (threadId: string, batchId: string) => ["items", threadId, batchId] as const,
   notifications: ["batch-notifications"] as const,
   panelRequest: (threadId: string) => ["batch-panel-request", threadId] as const,
+  chatLook: (threadId: string) => ["chat-look-request", threadId] as const,
 };
 
 /** A 4xx will not fix itself; a network blip might. */
@@ -82,6 +83,27 @@ export function usePanelRequest(threadId: string, handle: (request: PanelRequest
     seen.current = request.seq;
     handler.current(request);
   }, [request]);
+}
+
+/**
+ * The panel's request to the thread's chat: look at the stored conversation again (a batch the
+ * New batch dialog submitted left its receipt there). A counter, kept as a never-fetched query.
+ */
+export function askChatToLook(qc: QueryClient, threadId: string): void {
+  qc.setQueryData<number>(batchKeys.chatLook(threadId), (n) => (n ?? 0) + 1);
+}
+
+/** Calls `handle` for each look the panel asked for after this component mounted. */
+export function useChatLookRequests(threadId: string, handle: () => void): void {
+  const asked = useQuery<number>({ queryKey: batchKeys.chatLook(threadId), queryFn: skipToken }).data ?? 0;
+  const seen = useRef(asked);
+  const handler = useRef(handle);
+  handler.current = handle;
+  useEffect(() => {
+    if (asked <= seen.current) return;
+    seen.current = asked;
+    handler.current();
+  }, [asked]);
 }
 
 /** `#batch-<id>` links select a batch in the panel. */

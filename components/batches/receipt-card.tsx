@@ -44,12 +44,40 @@ export function readReceipt(part: { input?: unknown; output?: unknown }): Receip
 
 /** A compact receipt in the transcript when the agent submits a batch; links to it in the panel. */
 export function BatchReceiptCard({ part, threadId }: { part: BatchToolPart; threadId: string }) {
-  const qc = useQueryClient();
   const receipt = readReceipt(part);
+  const done = part.state === "output-available";
+  return (
+    <ReceiptView
+      receipt={receipt}
+      threadId={threadId}
+      done={done}
+      failed={part.state === "output-error" || (done && !receipt.batchId)}
+      errorText={part.state === "output-error" ? part.errorText : undefined}
+    />
+  );
+}
+
+/** The receipt of a batch the person submitted outside the chat (the New batch dialog): stored with the thread's messages. */
+export function SubmittedBatchCard({ batchId, total, threadId }: { batchId: string; total: number; threadId: string }) {
+  return <ReceiptView receipt={{ batchId, total, message: null }} threadId={threadId} done failed={false} />;
+}
+
+function ReceiptView({
+  receipt,
+  threadId,
+  done,
+  failed,
+  errorText,
+}: {
+  receipt: Receipt;
+  threadId: string;
+  done: boolean;
+  failed: boolean;
+  errorText?: string;
+}) {
+  const qc = useQueryClient();
   const live = useLiveBatch(threadId, receipt.batchId);
   const { focusBatch } = useBatchPanelRequests(threadId);
-  const done = part.state === "output-available";
-  const failed = part.state === "output-error" || (done && !receipt.batchId);
 
   useEffect(() => {
     if (receipt.batchId) announceBatch(qc, threadId, receipt.batchId);
@@ -76,7 +104,7 @@ export function BatchReceiptCard({ part, threadId }: { part: BatchToolPart; thre
         {status ? <StatusBadge status={status} counts={live?.counts} className="ml-auto" /> : null}
       </div>
       {failed ? (
-        <p className="text-xs text-red-700">{(part.state === "output-error" ? part.errorText : null) ?? receipt.message ?? "The batch was not created."}</p>
+        <p className="text-xs text-red-700">{errorText ?? receipt.message ?? "The batch was not created."}</p>
       ) : (
         <div className="flex flex-wrap items-center gap-x-3 gap-y-1 text-xs text-zinc-600">
           {receipt.batchId ? (

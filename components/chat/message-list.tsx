@@ -1,6 +1,7 @@
 "use client";
 
 import { type ReactNode, type RefObject, useCallback, useEffect, useLayoutEffect, useRef, useState } from "react";
+import { SubmittedBatchCard } from "@/components/batches/receipt-card";
 import { Badge } from "@/components/ui/badge";
 import { Spinner } from "@/components/ui/spinner";
 import type { ChatMessage } from "@/lib/api/chat";
@@ -85,6 +86,18 @@ function QueuedMessageView({ message, threadId }: { message: ChatMessage; thread
 }
 
 function MessageView({ message, threadId, streaming }: { message: ChatMessage; threadId: string; streaming: boolean }) {
+  // A batch the person started from the New batch dialog: its receipt card, on their side.
+  const submitted = message.role === "user" ? message.metadata?.submitted_batch : undefined;
+  if (submitted) {
+    return (
+      <article data-role="user" aria-label="Your batch" className="flex flex-col items-end gap-1">
+        <span className="text-xs text-zinc-500">You started a batch</span>
+        <div className="w-full max-w-md">
+          <SubmittedBatchCard batchId={submitted.id} total={submitted.total} threadId={threadId} />
+        </div>
+      </article>
+    );
+  }
   if (message.role === "user") {
     return (
       <article data-role="user" aria-label="Your message" className="flex justify-end">

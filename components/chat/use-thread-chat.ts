@@ -6,6 +6,7 @@ import { DefaultChatTransport } from "ai";
 import { useEffect, useMemo, useRef, useState } from "react";
 import { fetchThreadMessages } from "@/components/batches/api";
 import { useWakeupMessages } from "@/components/batches/notifications";
+import { useChatLookRequests } from "@/components/batches/panel-state";
 import { filesKey } from "@/components/files/api";
 import { queuedMessageSchema, THREAD_BUSY_MESSAGE } from "@/lib/api/chat";
 import type { ChatMessage } from "@/lib/api/chat";
@@ -199,6 +200,13 @@ export function useThreadChat(
       clearTimeout(timer);
     };
   }, [watching, threadId, setMessages]);
+
+  // The panel stored something in the thread (a batch the New batch dialog submitted leaves its
+  // receipt, and may title the thread): look again, as after a followed response.
+  useChatLookRequests(threadId, () => {
+    setFollowUp(true);
+    void queryClient.invalidateQueries({ queryKey: THREADS_KEY });
+  });
 
   // The lead's replies to settled batches arrive without a request of this tab.
   useWakeupMessages({

@@ -113,6 +113,12 @@ export interface ChatMessageMetadata {
    * up, or because the lead already answered chat.max_system_turns times without a person.
    */
   notice?: UnattendedNotice;
+  /**
+   * On the user message that records a batch the person submitted to the thread outside the
+   * chat (the New batch dialog): the chat shows the batch's receipt card in its place
+   * (server/chat/batch-receipt.ts).
+   */
+  submitted_batch?: { id: string; total: number };
 }
 
 export type UnattendedNotice = "daily_token_quota" | "system_turns";

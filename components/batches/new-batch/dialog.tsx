@@ -8,7 +8,7 @@ import { type BatchSubmission, FILE_PLACEHOLDER } from "@/lib/api/files";
 import { ITEM_PLACEHOLDER, submissionLimits, submissionRefusal } from "@/lib/batch-rules";
 import { fetchFeatures, submitBatch } from "../api";
 import { budgetBody, fieldClass, labelClass } from "../budget";
-import { batchKeys } from "../panel-state";
+import { askChatToLook, batchKeys } from "../panel-state";
 import { errorMessage } from "../shared";
 import { buttonClasses } from "@/components/ui/button";
 import { Spinner } from "@/components/ui/spinner";
@@ -103,6 +103,8 @@ export function NewBatchDialog({
     onSuccess: (batch) => {
       qc.setQueryData<BatchProjection[]>(batchKeys.list(threadId), (list) => [batch, ...(list ?? []).filter((b) => b.id !== batch.id)]);
       void qc.invalidateQueries({ queryKey: batchKeys.list(threadId) });
+      // The server stored the batch's receipt in the thread (and may have titled it): the chat shows it.
+      askChatToLook(qc, threadId);
       onCreated(batch);
     },
   });
