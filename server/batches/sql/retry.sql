@@ -1,7 +1,8 @@
 -- Retry: finished items back to work with fresh attempts, in position order queued while the
 -- batch's live window has room and pending after it (so the window still bounds live work);
 -- their answer, output, checks, verdict and error cleared (their ended attempts stay in the
--- attempt history); a completed or failed batch reopens as running when anything moved. In the
+-- attempt history); a completed or failed batch reopens as running when anything moved, with
+-- `reopened_at` (its elapsed time and throughput count from there, not across the idle time). In the
 -- caller's transaction, which holds the batch row lock and has checked the batch is not
 -- cancelled. The counters trigger moves the status, verdict and check counts with the items.
 -- A retry runs the item from the start: durable steps an unfinished execution left (a cancel, a
@@ -12,7 +13,7 @@
 create or replace function flotilla_retry_item(p_batch uuid, p_item uuid) returns text language sql as $$
   delete from subagent_batch_item_steps st using subagent_batch_items it
    where st.item_id = p_item and it.id = p_item and it.batch_id = p_batch and it.status in ('succeeded', 'failed', 'cancelled');
-  update subagent_batches b set status = 'running', finished_at = null, updated_at = now()
+  update subagent_batches b set status = 'running', finished_at = null, reopened_at = now(), updated_at = now()
    where b.id = p_batch and b.status in ('completed', 'failed');
   update subagent_batch_items it set
     status = case when b.queued_count + b.leased_count + b.running_count < b.max_live_items then 'queued' else 'pending' end,
@@ -41,7 +42,7 @@ returns integer language sql as $$
        and (not p_failed_verdict or it.verdict = 'failed')
        and (p_check is null or it.checks @> jsonb_build_array(jsonb_build_object('name', p_check, 'passed', false)))
   ), reopened as (
-    update subagent_batches set status = 'running', finished_at = null, updated_at = now()
+    update subagent_batches set status = 'running', finished_at = null, reopened_at = now(), updated_at = now()
      where id = p_batch and status in ('completed', 'failed') and exists (select 1 from matching)
   ), moved as (
     update subagent_batch_items it set

@@ -92,6 +92,8 @@ export const subagentBatches = pgTable(
     updatedAt: at("updated_at").notNull().defaultNow(),
     startedAt: at("started_at"),
     finishedAt: at("finished_at"),
+    /** When a retry last reopened the finished batch (retry.sql): its elapsed time and throughput count from here. */
+    reopenedAt: at("reopened_at"),
   },
   (t) => [
     uniqueIndex("subagent_batches_submission_uq").on(t.userId, t.submissionKey),

@@ -47,5 +47,7 @@ export const childWakeups = pgTable(
     uniqueIndex("child_wakeups_call_uq").on(t.leadRunId, t.toolCallId),
     index("child_wakeups_pending_idx").on(t.nextAttemptAt).where(sql`done_at is null`),
     index("child_wakeups_thread_idx").on(t.threadId).where(sql`done_at is null`),
+    // A user's replies of the last minute (the open chats' watch: server/chat/wakeup-watch.ts).
+    index("child_wakeups_user_done_idx").on(t.userId, t.doneAt),
   ],
 );

@@ -40,6 +40,8 @@ export const batchWakeups = pgTable(
     index("batch_wakeups_thread_idx").on(t.threadId).where(sql`done_at is null`),
     // The fair claim: one user's due rows, and what that user already has in flight.
     index("batch_wakeups_user_pending_idx").on(t.userId, t.nextAttemptAt).where(sql`done_at is null`),
+    // A user's replies of the last minute (the open chats' watch: server/chat/wakeup-watch.ts).
+    index("batch_wakeups_user_done_idx").on(t.userId, t.doneAt),
   ],
 );
 
