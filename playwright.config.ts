@@ -56,6 +56,21 @@ export default defineConfig({
       // Specs register their own accounts; the invite flow works on an open deployment too
       // (a code that is sent is spent), and test/security covers the invite-only policy.
       FLOTILLA__AUTH__REGISTRATION: "open",
+      // Approvals in the chat (e2e/chat-approvals.spec.ts): the lead's write_file and the
+      // gatekeeper sub-agent's clock wait for a person, denied after 30 s. No other spec makes
+      // those calls in the chat (batch items run in workers, with their own configuration).
+      FLOTILLA__LEAD__TOOL_GROUPS: JSON.stringify(["workspace"]),
+      FLOTILLA__TOOLS__REQUIRE_APPROVAL: JSON.stringify(["workspace/write_file"]),
+      FLOTILLA__TOOLS__APPROVAL_TIMEOUT_SECONDS: "30",
+      FLOTILLA__SUBAGENTS__DEFINITIONS: JSON.stringify([
+        {
+          name: "gatekeeper",
+          description: "Reads the clock, with a person's approval.",
+          system_prompt: "You read the clock when asked.",
+          tool_groups: ["clock"],
+          require_approval: ["clock"],
+        },
+      ]),
       // The specs stand behind a "proxy" on loopback so each API registration can come from its
       // own address (e2e/support/auth.ts): sixty specs registering from one address would meet
       // the per-address registration limit (30 an hour) that test/security checks.

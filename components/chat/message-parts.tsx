@@ -44,7 +44,7 @@ export function MessagePart({
   if (isToolUIPart(part)) {
     const Card = TOOL_RENDERERS[part.type];
     if (Card) return <Card part={part} message={message} threadId={threadId} streaming={streaming} />;
-    return <ToolCard part={part} stopped={!streaming && message.metadata?.status === "cancelled"} />;
+    return <ToolCard part={part} stopped={!streaming && message.metadata?.status === "cancelled"} threadId={threadId} />;
   }
   if (part.type.startsWith("data-")) {
     const Card = DATA_RENDERERS[part.type];

@@ -3,6 +3,7 @@
 import { useQuery } from "@tanstack/react-query";
 import { type ReactNode, useEffect, useRef, useState, useSyncExternalStore } from "react";
 import { z } from "zod";
+import { ChildApprovals } from "./approval-card";
 import type { ToolPartProps } from "./part-props";
 import { Badge, type Tone } from "@/components/ui/badge";
 import { fetchRun, RunToolCalls } from "@/components/tool-calls";
@@ -161,6 +162,7 @@ export function SubagentCard({
         ) : null}
       </dl>
       {background}
+      {threadId && view.runId && active ? <ChildApprovals threadId={threadId} runId={view.runId} /> : null}
       {view.status === "interrupted" ? (
         <p className="text-xs text-amber-800">
           Interrupted by a server restart and not restarted. Work it had started may be partly done; check before relying on it.

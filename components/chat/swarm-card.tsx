@@ -3,6 +3,7 @@
 import { useQuery } from "@tanstack/react-query";
 import { z } from "zod";
 import type { LooseToolPart, ToolPartProps } from "./part-props";
+import { ChildApprovals } from "./approval-card";
 import { BackgroundNote } from "./subagent-card";
 import { RunToolCalls } from "@/components/tool-calls";
 import { fetchJson } from "@/lib/api/client";
@@ -119,7 +120,16 @@ function Row({
   input,
   ended,
   threadId,
-}: { row: SwarmItemRow; index: number; input?: string; ended: boolean; threadId?: string }) {
+  approvalsThreadId,
+}: {
+  row: SwarmItemRow;
+  index: number;
+  input?: string;
+  ended: boolean;
+  threadId?: string;
+  /** Given: a running item shows its calls that wait for a person. */
+  approvalsThreadId?: string;
+}) {
   // The response ended without this swarm's result (Stop, restart): nothing is running any more.
   const status = ended && (row.status === "running" || row.status === "queued") ? "cancelled" : row.status;
   return (
@@ -159,6 +169,11 @@ function Row({
         </p>
       ) : null}
       {row.error && row.status !== "completed" ? <p className="line-clamp-2 pl-7 text-xs text-red-700">{row.error}</p> : null}
+      {approvalsThreadId && row.child_run_id && status === "running" ? (
+        <div className="pl-7">
+          <ChildApprovals threadId={approvalsThreadId} runId={row.child_run_id} />
+        </div>
+      ) : null}
       {threadId && row.child_run_id && SETTLED_ROW.has(status) ? (
         <div className="pl-7">
           <RunToolCalls threadId={threadId} runId={row.child_run_id} />
@@ -267,6 +282,7 @@ export function SwarmCard({
                 input={inputs.get(row.item_id)}
                 ended={!output && stopped}
                 threadId={settled ? threadId : undefined}
+                approvalsThreadId={settled ? undefined : threadId}
               />
             ))}
           </ol>
@@ -322,12 +338,15 @@ function BackgroundSwarmCard({ part, receipt, threadId }: { part: LooseToolPart;
           const run = byId.get(id);
           const label = ids[i] ?? `item-${i + 1}`;
           return (
-            <li key={id} className="flex items-center gap-2 border-b border-zinc-100 px-2 py-1 last:border-b-0">
-              <span className="font-mono text-zinc-700">{label}</span>
-              <span className="min-w-0 flex-1 truncate text-zinc-500" title={inputs.get(label)}>
-                {inputs.get(label) ?? ""}
-              </span>
-              <Badge tone={statusTone(run?.status ?? "queued")}>{run?.status ?? "pending"}</Badge>
+            <li key={id} className="flex flex-col gap-1 border-b border-zinc-100 px-2 py-1 last:border-b-0">
+              <div className="flex items-center gap-2">
+                <span className="font-mono text-zinc-700">{label}</span>
+                <span className="min-w-0 flex-1 truncate text-zinc-500" title={inputs.get(label)}>
+                  {inputs.get(label) ?? ""}
+                </span>
+                <Badge tone={statusTone(run?.status ?? "queued")}>{run?.status ?? "pending"}</Badge>
+              </div>
+              {run?.status === "running" ? <ChildApprovals threadId={threadId} runId={id} /> : null}
             </li>
           );
         })}

@@ -1,8 +1,10 @@
 "use client";
 
 import { type DynamicToolUIPart, getToolName, type ToolUIPart } from "ai";
+import { useState } from "react";
 import { Badge } from "@/components/ui/badge";
 import { Spinner } from "@/components/ui/spinner";
+import { ApprovalCard, useThreadApprovals } from "./approval-card";
 
 const PREVIEW_CHARS = 2_000;
 
@@ -22,8 +24,36 @@ function preview(value: unknown): string {
   return text.length > PREVIEW_CHARS ? `${text.slice(0, PREVIEW_CHARS)}\n…` : text;
 }
 
+/**
+ * The lead's call that waits for a person: its card from the thread's waiting calls (the row
+ * bound to this call id), kept with its decision once decided here; until the row is listed (or
+ * once another tab decided it) the arguments in plain view.
+ */
+function LeadApproval({ threadId, part }: { threadId: string; part: ToolUIPart | DynamicToolUIPart }) {
+  const { data } = useThreadApprovals(threadId);
+  const row = data?.find((a) => a.tool_call_id === part.toolCallId);
+  const [seen, setSeen] = useState(row);
+  if (row && row !== seen) setSeen(row);
+  const shown = row ?? seen;
+  if (shown) return <ApprovalCard threadId={threadId} approval={shown} />;
+  return (
+    <pre className="max-h-60 overflow-auto border-t border-zinc-100 px-3 py-2 font-mono text-xs whitespace-pre-wrap break-all text-zinc-700">
+      {preview(part.input)}
+    </pre>
+  );
+}
+
 /** Compact card for a tool call that has no dedicated component (name, state, bounded input/output). */
-export function ToolCard({ part, stopped = false }: { part: ToolUIPart | DynamicToolUIPart; stopped?: boolean }) {
+export function ToolCard({
+  part,
+  stopped = false,
+  threadId,
+}: {
+  part: ToolUIPart | DynamicToolUIPart;
+  stopped?: boolean;
+  /** Given: a call waiting for a person shows its approval card. */
+  threadId?: string;
+}) {
   const name = getToolName(part);
   const state = STATES[part.state] ?? { label: part.state, tone: "neutral" as const };
   // A call left running in a response that was stopped is not running any more.
@@ -41,8 +71,17 @@ export function ToolCard({ part, stopped = false }: { part: ToolUIPart | Dynamic
           {shown.busy && <Spinner className="size-3" />}
           {shown.label}
         </Badge>
+        {part.approval?.approved === true ? <span className="text-xs text-zinc-500">approved</span> : null}
       </div>
+      {part.state === "approval-requested" && threadId ? (
+        <div className="px-3 pb-3">
+          <LeadApproval threadId={threadId} part={part} />
+        </div>
+      ) : null}
       {part.state === "output-error" && <p className="border-t border-zinc-100 px-3 py-2 text-xs text-red-700">{part.errorText}</p>}
+      {part.state === "output-denied" && (
+        <p className="border-t border-zinc-100 px-3 py-2 text-xs text-red-700">{part.approval?.reason ?? "Denied by the user."}</p>
+      )}
       {(input || output) && (
         <details className="border-t border-zinc-100 px-3 py-2 text-xs text-zinc-600">
           <summary className="cursor-pointer select-none text-zinc-500">Details</summary>

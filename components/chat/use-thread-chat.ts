@@ -12,6 +12,7 @@ import { queuedMessageSchema, THREAD_BUSY_MESSAGE } from "@/lib/api/chat";
 import type { ChatMessage } from "@/lib/api/chat";
 import { stopLeadRun } from "./subagent-card";
 import { THREADS_KEY } from "./threads-api";
+import { useFollowDecidedApprovals } from "./use-approval-follow";
 
 /** useChat throws the response body as the message; show the API's `error.message` when it is one. */
 export function chatErrorMessage(error: Error): string {
@@ -219,6 +220,9 @@ export function useThreadChat(
       filesChanged();
     },
   });
+
+  // A lead reply waiting for a person goes on once decided (here, in another tab, or by the timeout).
+  useFollowDecidedApprovals({ threadId, busy, setMessages, resume: () => resumeRef.current() });
 
   /** Sent while a response runs (or others wait): queued on the server, shown queued at once. */
   async function enqueue(message: ChatMessage, typed: string) {
