@@ -18,6 +18,7 @@ import {
 import {
   batchApprovalsResultSchema,
   type WaitingApproval,
+  type WaitingTool,
   waitingApprovalsSchema,
 } from "@/lib/api/approvals";
 import type { Verdict } from "@/lib/api/batch-data";
@@ -121,19 +122,24 @@ export async function fetchThreadMessages(threadId: string, signal?: AbortSignal
   return thread.messages as unknown as ChatMessage[];
 }
 
-export function fetchWaitingApprovals(threadId: string, batchId: string, signal?: AbortSignal): Promise<WaitingApproval[]> {
-  return fetchJson(waitingApprovalsSchema, `${batchPath(threadId, batchId)}/approvals`, "approvals", { signal }).then(
-    (r) => r.approvals,
-  );
+/** The waiting calls (at most 100) and how many wait per tool (all of them). */
+export function fetchWaitingApprovals(
+  threadId: string,
+  batchId: string,
+  signal?: AbortSignal,
+): Promise<{ approvals: WaitingApproval[]; tools: WaitingTool[] }> {
+  return fetchJson(waitingApprovalsSchema, `${batchPath(threadId, batchId)}/approvals`, "approvals", { signal });
 }
 
 export function decideItemApproval(threadId: string, batchId: string, itemId: string, decision: ApprovalDecision) {
   return sendJson(itemRetryResponseSchema, `${itemPath(threadId, batchId, itemId)}/approval`, "approval", { decision });
 }
 
-export function approveAllForTool(threadId: string, batchId: string, tool: string): Promise<{ decided: number }> {
+/** Approves every waiting call of `tool`, if `seen` (the count the person was shown) still wait; else a 409 error. */
+export function approveAllForTool(threadId: string, batchId: string, tool: string, seen: number): Promise<{ decided: number }> {
   return sendJson(batchApprovalsResultSchema, `${batchPath(threadId, batchId)}/approvals`, "approvals", {
     tool,
     decision: "approve",
+    seen,
   });
 }

@@ -18,7 +18,7 @@ const DECISIONS = [
 /**
  * The items of one batch whose tool call waits for a person (tools.require_approval): how many,
  * each call's tool and arguments in plain view with Approve / Deny, and "Approve all N" for
- * each tool (N: its calls shown here). Shown only while some wait; a decision re-queues the item (the engine runs it on).
+ * each tool (N: how many of its calls wait, the server's count). Shown only while some wait; a decision re-queues the item (the engine runs it on).
  */
 export function WaitingApprovals({ threadId, batch }: { threadId: string; batch: BatchProjection }) {
   const waiting = batch.counts.awaiting_approval;
@@ -42,17 +42,16 @@ export function WaitingApprovals({ threadId, batch }: { threadId: string; batch:
     onSettled: refresh,
   });
   const approveAll = useMutation({
-    mutationFn: (tool: string) => approveAllForTool(threadId, batch.id, tool),
+    mutationFn: ({ tool, count }: { tool: string; count: number }) => approveAllForTool(threadId, batch.id, tool, count),
     onMutate: () => setError(null),
     onError: (err) => setError(errorMessage(err)),
     onSettled: refresh,
   });
   if (waiting === 0) return null;
-  const calls = list.data ?? [];
-  // Each tool once, with how many of its calls wait (what "Approve all N" approves).
-  const perTool = new Map<string, number>();
-  for (const c of calls) perTool.set(c.tool, (perTool.get(c.tool) ?? 0) + 1);
-  const tools = [...perTool].map(([tool, count]) => ({ tool, count }));
+  const calls = list.data?.approvals ?? [];
+  // Each tool once, with how many of its calls wait (all of them, not only the ones listed): what
+  // "Approve all N" approves, sent as `seen` so the server decides only if N still wait.
+  const tools = (list.data?.tools ?? []).map(({ tool, waiting: count }) => ({ tool, count }));
   const busy = decide.isPending || approveAll.isPending;
 
   return (
@@ -73,7 +72,7 @@ export function WaitingApprovals({ threadId, batch }: { threadId: string; batch:
               disabled={busy}
               data-testid="approve-all"
               className={buttonClasses("primary", "sm")}
-              onClick={() => approveAll.mutate(tool)}
+              onClick={() => approveAll.mutate({ tool, count })}
             >
               Approve all {formatCount(count)}
               <span className="font-mono text-xs font-normal">{tool}</span>

@@ -15,16 +15,31 @@ export const itemApprovalSchema = z
   })
   .strict();
 
-/** POST .../subagent-batches/{id}/approvals: one decision for every waiting call of `tool` (its name as the model sees it). */
+const SEEN_ERROR = "must be how many waiting calls of this tool you were shown (a whole number, 0 or more)";
+
+/**
+ * POST .../subagent-batches/{id}/approvals: one decision for every waiting call of `tool` (its
+ * name as the model sees it). `seen`: how many of them the person was shown; the decision is
+ * taken only while exactly that many wait (else 409 with `waiting`, and nothing is decided).
+ */
 export const batchApprovalsSchema = z
   .object({
     tool: z.string().min(1, { error: "must name a tool" }).max(256, { error: "must be at most 256 characters" }),
     decision: approvalDecisionSchema,
+    seen: z.number({ error: SEEN_ERROR }).int({ error: SEEN_ERROR }).min(0, { error: SEEN_ERROR }),
     reason: z.string().max(APPROVAL_REASON_MAX_CHARS, { error: `must be at most ${APPROVAL_REASON_MAX_CHARS} characters` }).optional(),
   })
   .strict();
 
 export const batchApprovalsResultSchema = z.object({ decided: z.number().int() }).strict();
+
+/** Its 409: `waiting` is how many calls of the tool wait now (the count to show, and to send as `seen`). */
+export const batchApprovalsConflictSchema = z
+  .object({
+    error: z.object({ code: z.literal("conflict"), message: z.string() }).strict(),
+    waiting: z.number().int(),
+  })
+  .strict();
 
 /** GET .../subagent-batches/{id}/approvals: the calls waiting for a person, in item order (at most 100). */
 export const waitingApprovalSchema = z
@@ -38,7 +53,10 @@ export const waitingApprovalSchema = z
   })
   .strict();
 export type WaitingApproval = z.infer<typeof waitingApprovalSchema>;
-export const waitingApprovalsSchema = z.object({ approvals: z.array(waitingApprovalSchema) }).strict();
+/** Every waiting call counted per tool (all of them, beyond the 100 listed): what "Approve all N" says and sends as `seen`. */
+export const waitingToolSchema = z.object({ tool: z.string(), waiting: z.number().int() }).strict();
+export type WaitingTool = z.infer<typeof waitingToolSchema>;
+export const waitingApprovalsSchema = z.object({ approvals: z.array(waitingApprovalSchema), tools: z.array(waitingToolSchema) }).strict();
 
 /**
  * Approvals in the chat (DESIGN "Working alongside the agents"): a call of the lead or of a task

@@ -69,14 +69,41 @@ export async function decideItemApproval(
   });
 }
 
-/** POST .../subagent-batches/{id}/approvals: one decision for every waiting call of `tool` in the batch. */
+/** The calls of a batch that wait for a person: pending, their item still parked (the ones approvals.sql decides). */
+const waitingCalls = (batchId: string) =>
+  and(eq(toolApprovals.batchId, batchId), eq(toolApprovals.status, "pending"), eq(subagentBatchItems.status, "awaiting_approval"));
+
+/** How many calls of each tool wait in this batch (every one of them), by tool name. */
+async function countWaiting(db: DbOrTx, batchId: string, tool?: string): Promise<{ tool: string; waiting: number }[]> {
+  return db
+    .select({ tool: toolApprovals.toolName, waiting: sql<number>`count(*)::int` })
+    .from(toolApprovals)
+    .innerJoin(subagentBatchItems, eq(subagentBatchItems.id, toolApprovals.itemId))
+    .where(and(waitingCalls(batchId), tool === undefined ? undefined : eq(toolApprovals.toolName, tool)))
+    .groupBy(toolApprovals.toolName)
+    .orderBy(asc(toolApprovals.toolName));
+}
+
+/**
+ * POST .../subagent-batches/{id}/approvals: one decision for every waiting call of `tool` in the
+ * batch, taken only if exactly `seen` of them wait (the number the person was shown); otherwise
+ * nothing is decided and the answer says how many wait now. The count and the decision run under
+ * the batch's row lock, which every transition that parks, decides, expires or cancels a call of
+ * the batch takes first (sql/README.md, lock order): no call can start or stop waiting between them.
+ */
 export async function decideBatchApprovals(
   db: DbOrTx,
-  args: BatchScopeArgs & { tool: string; decision: ApprovalDecision; reason?: string },
-): Promise<{ decided: number }> {
+  args: BatchScopeArgs & { tool: string; decision: ApprovalDecision; reason?: string; seen: number },
+): Promise<{ decided: number } | { waiting: number; message: string }> {
   checkIds(args);
   return db.transaction(async (tx) => {
     const batch = await lockBatch(tx, args);
+    const waiting = (await countWaiting(tx, batch.id, args.tool))[0]?.waiting ?? 0;
+    if (waiting !== args.seen)
+      return {
+        waiting,
+        message: `seen: ${args.seen} waiting ${args.seen === 1 ? "call" : "calls"} of ${args.tool} were shown, but ${waiting} wait now; nothing was decided`,
+      };
     const { decided } = await decide(tx, { userId: args.userId, batchId: batch.id, itemId: null, tool: args.tool, decision: args.decision, reason: args.reason });
     return { decided };
   });
@@ -91,10 +118,14 @@ export async function expireApprovals(db: DbOrTx, timeoutSeconds: number): Promi
 /** Characters of a waiting call's arguments the panel shows. */
 const INPUT_PREVIEW_CHARS = 500;
 
-/** The calls of this owner's batch that wait for a person, in item order (the panel's list). */
+/**
+ * The calls of this owner's batch that wait for a person, in item order (the panel's list, at
+ * most `limit`), and how many wait per tool (all of them).
+ */
 export async function listWaitingApprovals(db: DbOrTx, args: BatchScopeArgs & { limit?: number }) {
   checkIds(args);
   const batch = await getBatch(db, args);
+  const tools = await countWaiting(db, batch.id);
   const a = toolApprovals;
   const i = subagentBatchItems;
   const rows = await db
@@ -107,16 +138,17 @@ export async function listWaitingApprovals(db: DbOrTx, args: BatchScopeArgs & { 
     })
     .from(a)
     .innerJoin(i, eq(i.id, a.itemId))
-    .where(and(eq(a.batchId, batch.id), eq(a.status, "pending"), eq(i.status, "awaiting_approval")))
+    .where(waitingCalls(batch.id))
     .orderBy(asc(i.position), asc(a.createdAt))
     .limit(args.limit ?? 100);
-  return rows.map((r) => ({
+  const approvals = rows.map((r) => ({
     item_id: r.itemId!,
     item_key: r.itemKey,
     tool: r.tool,
     input: r.input,
     created_at: r.createdAt.toISOString(),
   }));
+  return { approvals, tools };
 }
 
 /**

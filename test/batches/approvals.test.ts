@@ -118,7 +118,8 @@ describe("batch items waiting for approval", () => {
     // The panel's list: every waiting call with its tool and arguments; 404 for another user.
     const listed = await call("GET", `${base(thread)}/${a.id}/approvals`, { token: alice.token });
     expect(listed.status).toBe(200);
-    const { approvals } = waitingApprovalsSchema.parse(await listed.json());
+    const { approvals, tools } = waitingApprovalsSchema.parse(await listed.json());
+    expect(tools).toEqual([{ tool: "count_text", waiting: 4 }]);
     expect(approvals.map((x) => [x.item_key, x.tool, x.input])).toEqual([
       ["item-1", "count_text", '{"text": "one two"}'],
       ["item-2", "count_text", '{"text": "x"}'],
@@ -138,7 +139,7 @@ describe("batch items waiting for approval", () => {
     expect(asBob.status).toBe(404);
     const asBobInHerThread = await call("POST", `${base(thread)}/${a.id}/items/${first}/approval`, { token: bob.token, json: { decision: "approve" } });
     expect(asBobInHerThread.status).toBe(404);
-    const allAsBob = await call("POST", `${base(bobThread)}/${a.id}/approvals`, { token: bob.token, json: { tool: "count_text", decision: "approve" } });
+    const allAsBob = await call("POST", `${base(bobThread)}/${a.id}/approvals`, { token: bob.token, json: { tool: "count_text", decision: "approve", seen: 4 } });
     expect(allAsBob.status).toBe(404);
     expect((await read(a.id)).counts.awaiting_approval).toBe(4);
 
@@ -169,9 +170,9 @@ describe("batch items waiting for approval", () => {
     expect(denied.status).toBe(200);
 
     // Approve all for the tool in this batch: the two left.
-    const unknownTool = await call("POST", `${base(thread)}/${a.id}/approvals`, { token: alice.token, json: { tool: "fetch_url", decision: "approve" } });
+    const unknownTool = await call("POST", `${base(thread)}/${a.id}/approvals`, { token: alice.token, json: { tool: "fetch_url", decision: "approve", seen: 0 } });
     expect(await unknownTool.json()).toEqual({ decided: 0 });
-    const all = await call("POST", `${base(thread)}/${a.id}/approvals`, { token: alice.token, json: { tool: "count_text", decision: "approve" } });
+    const all = await call("POST", `${base(thread)}/${a.id}/approvals`, { token: alice.token, json: { tool: "count_text", decision: "approve", seen: 2 } });
     expect(all.status).toBe(200);
     expect(await all.json()).toEqual({ decided: 2 });
 
