@@ -1,13 +1,16 @@
 import { batchSubagent } from "@/server/agent/registry";
 import { sql } from "drizzle-orm";
 import { beforeAll, describe, expect, it } from "vitest";
-import { insertItems } from "@/server/batches/insert-items";
+import { INSERT_MAX_ITEMS, type ItemRow, insertItems } from "@/server/batches/insert-items";
 import { submitBatch } from "@/server/batches/submit";
 import { AppError } from "@/server/errors";
 import { createTestDatabase, type TestDatabase } from "../helpers/db";
 import { counterDrift, makeOwner, SIM_MODEL, testConfig } from "./support";
 
-/** The item write (COPY FROM STDIN in the submission's transaction): exact values, all or nothing, never a hang. */
+/**
+ * The item write in the submission's transaction (one INSERT up to INSERT_MAX_ITEMS items, COPY FROM
+ * STDIN beyond): exact values, identical rows either way, all or nothing, never a hang.
+ */
 
 let t: TestDatabase;
 let owner: { userId: string; threadId: string };
@@ -50,32 +53,78 @@ describe("insertItems", () => {
     expect(batch.pendingCount).toBe(4_997);
   });
 
-  it("refuses a NUL character naming the item, and writes nothing", async () => {
+  // Item counts that take each path: one INSERT, and COPY.
+  const PATHS = [
+    ["INSERT", 3],
+    ["COPY", INSERT_MAX_ITEMS + 1],
+  ] as const;
+
+  it.each(PATHS)("refuses a NUL character naming the item, and writes nothing (%s)", async (_path, n) => {
     const before = await itemCount();
-    const err = await submit(["fine", "also fine", "bad\u0000one"]).catch((e: unknown) => e);
+    const items = Array.from({ length: n }, (_, i) => (i === n - 1 ? "bad\u0000one" : `fine ${i}`));
+    const err = await submit(items).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(AppError);
-    expect(err).toMatchObject({ code: "validation_failed", message: expect.stringMatching(/^items\.2: prompt must not contain NUL/) });
+    expect(err).toMatchObject({ code: "validation_failed", message: expect.stringMatching(new RegExp(`^items\\.${n - 1}: prompt must not contain NUL`)) });
     expect(await itemCount()).toBe(before);
     expect((await t.sql`select 1 from subagent_batches where submission_key = ${`ins-${keys}`}`).length).toBe(0);
   });
 
-  it("rejects (never hangs) when PostgreSQL refuses rows after the last chunk, and the transaction writes nothing", async () => {
+  it("writes identical rows through INSERT and COPY: every column, key, position, status and expected", async () => {
+    const tricky = ["tab\there", "new\nline", "cr\rlf\r\n", "back\\slash", "\\N", "\\.", "\\", "é ✓ 中文 😀 \u2028", "\u0001\u007f", "", "plain"];
+    const expectations: unknown[] = [undefined, null, "text\twith\\escapes", 42, { a: [1, "b\nc"], "ключ": true }, [], false];
+    const items: ItemRow[] = Array.from({ length: INSERT_MAX_ITEMS + 1 }, (_, i) => {
+      const v = tricky[i % tricky.length]!;
+      const expected = expectations[i % expectations.length];
+      return { key: `k\t${i}\\${v}`, prompt: `${v} prompt ${i}`, input: v, ...(expected === undefined ? {} : { expected }) };
+    });
+    const { batch: viaCopy } = await submit(["first"]);
+    const { batch: viaInsert } = await submit(["first"]);
+    // Offset 1 (position 1 is the submitted item), live 5: positions 2..5 queued, the rest pending.
+    await t.db.transaction((tx) => insertItems(tx, { batchId: viaCopy.id, offset: 1, live: 5, items }));
+    await t.db.transaction(async (tx) => {
+      await insertItems(tx, { batchId: viaInsert.id, offset: 1, live: 5, items: items.slice(0, INSERT_MAX_ITEMS) });
+      await insertItems(tx, { batchId: viaInsert.id, offset: 1 + INSERT_MAX_ITEMS, live: 5, items: items.slice(INSERT_MAX_ITEMS) });
+    });
+    const all = (batchId: string) => t.sql<{ row: Record<string, unknown> }[]>`
+      select to_jsonb(i) - 'id' - 'batch_id' - 'updated_at' - 'created_at' as row from subagent_batch_items i where batch_id = ${batchId} order by position`;
+    const copied = await all(viaCopy.id);
+    const inserted = await all(viaInsert.id);
+    expect(copied).toHaveLength(INSERT_MAX_ITEMS + 2);
+    expect(inserted).toEqual(copied);
+    // And the values are the submitted ones, not merely equal to each other.
+    const stored = await t.sql<{ position: number; item_key: string; prompt: string; input: string; status: string; expected: unknown }[]>`
+      select position, item_key, prompt, input, status, expected from subagent_batch_items where batch_id = ${viaInsert.id} and position > 1 order by position`;
+    expect(stored).toEqual(
+      items.map((item, i) => ({
+        position: i + 2,
+        item_key: item.key,
+        prompt: item.prompt,
+        input: item.input,
+        status: i + 2 <= 5 ? "queued" : "pending",
+        expected: item.expected === undefined ? null : item.expected,
+      })),
+    );
+  });
+
+  it.each(PATHS)("rejects (never hangs) when PostgreSQL refuses rows, and the transaction writes nothing (%s)", async (_path, n) => {
     const { batch } = await submit(["a", "b"]);
     const before = await itemCount();
-    // Positions 1 and 2 exist: the unique position index refuses the copy as it ends.
-    const attempt = t.db.transaction((tx) => insertItems(tx, { batchId: batch.id, offset: 0, live: 0, items: [{ key: "x", prompt: "p", input: "p" }] }));
+    // Positions 1 and 2 exist: the unique position index refuses the write (for COPY, as it ends).
+    const items = Array.from({ length: n }, (_, i) => ({ key: `x${i}`, prompt: "p", input: "p" }));
+    const attempt = t.db.transaction((tx) => insertItems(tx, { batchId: batch.id, offset: 0, live: 0, items }));
     await expect(attempt).rejects.toMatchObject({ code: "23505" });
     expect(await itemCount()).toBe(before);
     // The connection is usable afterwards.
     expect((await t.db.execute(sql`select 1 as one`))[0]).toEqual({ one: 1 });
   });
 
-  it("rolls the rows back with the caller's transaction", async () => {
+  it.each(PATHS)("rolls the rows back with the caller's transaction (%s)", async (_path, n) => {
     const { batch } = await submit(["a"]);
     const before = await itemCount();
+    const items = Array.from({ length: n }, (_, i) => ({ key: `later${i}`, prompt: "p", input: "p" }));
     const failed = t.db.transaction(async (tx) => {
-      await insertItems(tx, { batchId: batch.id, offset: 1, live: 0, items: [{ key: "later", prompt: "p", input: "p" }] });
-      expect((await tx.execute(sql`select count(*)::int as n from subagent_batch_items where batch_id = ${batch.id}`))[0]).toEqual({ n: 2 });
+      await insertItems(tx, { batchId: batch.id, offset: 1, live: 0, items });
+      expect((await tx.execute(sql`select count(*)::int as n from subagent_batch_items where batch_id = ${batch.id}`))[0]).toEqual({ n: n + 1 });
       throw new Error("caller fails after the write");
     });
     await expect(failed).rejects.toThrow("caller fails after the write");
