@@ -24,7 +24,7 @@ import {
   optimisticStatus,
   progressSplit,
 } from "./status";
-import { batchTiming, type RateSample } from "./timing";
+import { batchElapsed } from "./timing";
 import { ProgressBar, StatusBadge, shortId } from "./ui";
 import { buttonClasses } from "@/components/ui/button";
 import { Spinner } from "@/components/ui/spinner";
@@ -64,12 +64,10 @@ export function BatchDetail({
   threadId,
   batch,
   workerAlive,
-  samples,
 }: {
   threadId: string;
   batch: BatchProjection;
   workerAlive: boolean;
-  samples: RateSample[];
 }) {
   const qc = useQueryClient();
   const listKey = batchKeys.list(threadId);
@@ -105,7 +103,7 @@ export function BatchDetail({
   const busy = control.isPending;
   const pct = barProgress(batch);
   const cancelled = batch.status === "cancelled";
-  const timing = batchTiming(batch, now, samples);
+  const elapsed = batchElapsed(batch, now);
   const c = batch.counts;
   const words = batchStatusText(batch.status, c);
   const disabledTitle = workerAlive ? undefined : NO_WORKER_TITLE;
@@ -167,8 +165,13 @@ export function BatchDetail({
         <Stat label="Tokens" testId="stat-tokens">
           {formatTokens(batch.usage.input_tokens)} in · {formatTokens(batch.usage.output_tokens)} out
         </Stat>
-        <Stat label="Elapsed" testId="stat-elapsed">
-          {formatDuration(timing.elapsedMs)}
+        <Stat
+          label="Elapsed"
+          testId="stat-elapsed"
+          title={elapsed.sinceRetry && batch.reopened_at ? `Since the retry at ${formatTime(batch.reopened_at, now)}: the time the batch sat finished before it is not counted` : undefined}
+        >
+          {formatDuration(elapsed.elapsedMs)}
+          {elapsed.sinceRetry ? " since retry" : ""}
         </Stat>
         <Stat label="Throughput" testId="stat-throughput">
           {etaText(batch).throughput}
@@ -280,9 +283,9 @@ function BatchViews({ threadId, batch, workerAlive }: { threadId: string; batch:
   );
 }
 
-function Stat({ label, testId, children }: { label: string; testId: string; children: React.ReactNode }) {
+function Stat({ label, testId, title, children }: { label: string; testId: string; title?: string; children: React.ReactNode }) {
   return (
-    <div className="flex min-w-0 items-baseline gap-1.5">
+    <div title={title} className="flex min-w-0 items-baseline gap-1.5">
       <dt className="text-zinc-500">{label}</dt>
       <dd data-testid={testId} className="truncate font-medium text-zinc-800 tabular-nums">
         {children}

@@ -11,7 +11,6 @@ import { batchIdFromHash, batchKeys, retryUnlessClientError, usePanelRequest, wo
 import { ACTIVE_POLL_MS, FEATURES_POLL_MS, IDLE_POLL_MS, NO_WORKER_TITLE } from "./shared";
 import { barProgress, batchStatusText, isActiveBatch, progressSplit } from "./status";
 import { formatCount } from "@/lib/format";
-import { executedCount, pushSample, type RateSample } from "./timing";
 import { ProgressBar, StatusBadge, shortId } from "./ui";
 import { buttonClasses } from "@/components/ui/button";
 
@@ -52,7 +51,7 @@ function PanelGate({ threadId }: { threadId: string }) {
   const hasHistory = batches.data.length > 0;
   if (!workerAlive && !hasHistory) return null;
   return (
-    <PanelBody threadId={threadId} batches={batches.data} workerAlive={workerAlive} dataUpdatedAt={batches.dataUpdatedAt} />
+    <PanelBody threadId={threadId} batches={batches.data} workerAlive={workerAlive} />
   );
 }
 
@@ -60,19 +59,16 @@ function PanelBody({
   threadId,
   batches,
   workerAlive,
-  dataUpdatedAt,
 }: {
   threadId: string;
   batches: BatchProjection[];
   workerAlive: boolean;
-  dataUpdatedAt: number;
 }) {
   const qc = useQueryClient();
   const [selectedId, setSelectedId] = useState<string | null>(null);
   const fold = useFold();
   const [newOpen, setNewOpen] = useState(false);
   const rootRef = useRef<HTMLElement>(null);
-  const samples = useRef(new Map<string, RateSample[]>());
 
   const known = useMemo(() => new Set(batches.map((b) => b.id)), [batches]);
   const knownRef = useRef(known);
@@ -80,19 +76,6 @@ function PanelBody({
   const active = batches.filter((b) => isActiveBatch(b.status));
   const selected =
     batches.find((b) => b.id === selectedId) ?? active[0] ?? (batches.length > 0 ? batches[0] : undefined);
-
-  // Rate samples come from the polls themselves (no extra requests).
-  useEffect(() => {
-    for (const b of batches) {
-      if (b.status !== "running") {
-        samples.current.delete(b.id);
-        continue;
-      }
-      const prev = samples.current.get(b.id) ?? [];
-      if (prev[prev.length - 1]?.at === dataUpdatedAt) continue;
-      samples.current.set(b.id, pushSample(prev, { at: dataUpdatedAt, done: executedCount(b) }));
-    }
-  }, [batches, dataUpdatedAt]);
 
   const focus = (id: string) => {
     setSelectedId(id);
@@ -176,7 +159,6 @@ function PanelBody({
             threadId={threadId}
             batch={selected}
             workerAlive={workerAlive}
-            samples={samples.current.get(selected.id) ?? []}
           />
         ) : null}
       </div>

@@ -132,6 +132,8 @@ export const batchProjectionSchema = z
     updated_at: z.string(),
     started_at: z.string().nullable(),
     finished_at: z.string().nullable(),
+    /** When a retry last reopened the finished batch (null: never): its elapsed time and throughput count from here. */
+    reopened_at: z.string().nullable(),
   })
   .strict();
 export type BatchProjection = z.infer<typeof batchProjectionSchema>;

@@ -90,6 +90,7 @@ export function toBatchProjection(b: BatchRow, live?: LiveState, checkCounts?: r
     updated_at: b.updatedAt.toISOString(),
     started_at: iso(b.startedAt),
     finished_at: iso(b.finishedAt),
+    reopened_at: iso(b.reopenedAt),
   };
 }
 

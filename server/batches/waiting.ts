@@ -1,8 +1,8 @@
-import { and, inArray, sql } from "drizzle-orm";
+import { and, eq, inArray, sql } from "drizzle-orm";
 import type { BatchEta, WaitingReason } from "@/lib/api/batches";
 import { getConfig } from "@/server/config/load";
 import type { DbOrTx } from "@/server/db/client";
-import { subagentBatchItemAttempts as attempts } from "@/server/db/schema";
+import { subagentBatchItemAttempts as attempts, subagentBatches } from "@/server/db/schema";
 import { findCatalogEntry } from "@/server/models/catalog";
 import { catalogEndpointKey } from "@/server/runtime/rate-limit";
 import { livenessWindowSeconds } from "@/server/runtime/heartbeat";
@@ -12,7 +12,8 @@ import type { BatchRow } from "./types";
  * Why a batch waits, and when it will be done, computed without scanning items: the batch's
  * own counters, the worker heartbeat table (a handful of rows), the shared rate-limit rows (one
  * per model endpoint) and, for the ETA, the batch's attempts finished in the recent window
- * (a range on subagent_batch_item_attempts_recent_idx, bounded by throughput × window).
+ * (a range on subagent_batch_item_attempts_recent_idx, bounded by throughput × window; after
+ * a retry reopened the batch, only what finished since).
  */
 
 export interface LiveState {
@@ -121,14 +122,17 @@ export async function loadLiveStates(
   const ids = active.filter((b) => b.status === "running").map((b) => b.id);
   const recent = new Map<string, number>();
   if (ids.length > 0) {
+    // Per batch, one index range on (batch_id, finished_at): the window, and for a batch a retry
+    // reopened, only what finished since the retry.
     const rows = await db
       .select({ batchId: attempts.batchId, n: sql<number>`count(*)::int` })
-      .from(attempts)
+      .from(subagentBatches)
+      .innerJoin(attempts, eq(attempts.batchId, subagentBatches.id))
       .where(
         and(
-          inArray(attempts.batchId, ids),
+          inArray(subagentBatches.id, ids),
           sql`${attempts.outcome} in ('succeeded', 'failed')`,
-          sql`${attempts.finishedAt} > now() - make_interval(secs => ${ETA_WINDOW_SECONDS})`,
+          sql`${attempts.finishedAt} > greatest(now() - make_interval(secs => ${ETA_WINDOW_SECONDS}), coalesce(${subagentBatches.reopenedAt}, '-infinity'))`,
         ),
       )
       .groupBy(attempts.batchId);
@@ -141,11 +145,16 @@ export async function loadLiveStates(
   return out;
 }
 
-/** Pure: the ETA from `finished` items in the recent window; null unless enough finished to mean something. */
+/**
+ * Pure: the ETA from `finished` items in the recent window; null unless enough finished to mean
+ * something. The window starts at most at the batch's start, or at the retry that reopened it:
+ * the idle time before a retry is not time the batch was running.
+ */
 export function etaFor(b: BatchRow, finished: number, now: Date): BatchEta | null {
   const remaining = b.total - b.succeededCount - b.failedCount - b.cancelledCount;
-  if (remaining <= 0 || finished < ETA_MIN_FINISHED || !b.startedAt) return null;
-  const sinceStart = (now.getTime() - b.startedAt.getTime()) / 1000;
+  const start = b.reopenedAt ?? b.startedAt;
+  if (remaining <= 0 || finished < ETA_MIN_FINISHED || !start) return null;
+  const sinceStart = (now.getTime() - start.getTime()) / 1000;
   const window = Math.max(1, Math.min(ETA_WINDOW_SECONDS, sinceStart));
   const perSecond = finished / window;
   return {

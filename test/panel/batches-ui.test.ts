@@ -12,7 +12,7 @@ import {
   optimisticStatus,
   progressSplit,
 } from "@/components/batches/status";
-import { batchTiming, pushSample } from "@/components/batches/timing";
+import { batchElapsed } from "@/components/batches/timing";
 import { formatDuration, formatRate, formatTime, formatTokens } from "@/lib/format";
 
 const LIMITS = { maxItems: 5000, maxLiveItems: 1000, maxRunningItems: 64 };
@@ -48,6 +48,7 @@ function batch(over: Partial<BatchProjection> = {}): BatchProjection {
     updated_at: "2026-01-01T00:00:00.000Z",
     started_at: "2026-01-01T00:00:00.000Z",
     finished_at: null,
+    reopened_at: null,
     ...over,
   };
 }
@@ -287,64 +288,29 @@ describe("buildSubmission", () => {
 
 describe("timing", () => {
   const t0 = Date.parse("2026-01-01T00:00:00.000Z");
-  /** A batch where `succeeded` items ran (plus `cancelled` that did not). */
-  const ran = (succeeded: number, over: Partial<BatchProjection> = {}, cancelled = 0) =>
-    batch({
-      terminal: succeeded + cancelled,
-      counts: { pending: 0, queued: 0, leased: 0, running: 0, awaiting_approval: 0, succeeded, failed: 0, cancelled },
-      ...over,
+
+  it("runs from the start to now while running, and stops the clock at finish", () => {
+    expect(batchElapsed(batch(), t0 + 10_000)).toEqual({ elapsedMs: 10_000, sinceRetry: false });
+    const done = batchElapsed(batch({ status: "completed", finished_at: "2026-01-01T00:00:20.000Z" }), t0 + 99_000);
+    expect(done).toEqual({ elapsedMs: 20_000, sinceRetry: false });
+    // Not started yet: from its creation.
+    expect(batchElapsed(batch({ status: "queued", started_at: null }), t0 + 3_000).elapsedMs).toBe(3_000);
+  });
+
+  it("counts a retried batch from the retry, not across the time it sat finished", () => {
+    // Ran 20 s, sat finished until 10:00, retried then: 9 s into the retry, and 15 s once it settled again.
+    const reopened = { started_at: "2026-01-01T00:00:00.000Z", reopened_at: "2026-01-01T10:00:00.000Z" };
+    expect(batchElapsed(batch({ ...reopened, status: "running" }), Date.parse("2026-01-01T10:00:09.000Z"))).toEqual({
+      elapsedMs: 9_000,
+      sinceRetry: true,
     });
-
-  it("averages over the whole run without samples and gives an ETA while running", () => {
-    const t = batchTiming(ran(25), t0 + 10_000);
-    expect(t.elapsedMs).toBe(10_000);
-    expect(t.rate).toBeCloseTo(2.5);
-    expect(t.etaMs).toBeCloseTo(30_000);
-  });
-
-  it("prefers recent samples once they span 3 s", () => {
-    let s = pushSample([], { at: t0 + 10_000, done: 10 });
-    s = pushSample(s, { at: t0 + 12_000, done: 30 });
-    expect(batchTiming(ran(30), t0 + 12_000, s).rate).toBeCloseTo(2.5); // too short: average
-    s = pushSample(s, { at: t0 + 14_000, done: 50 });
-    const t = batchTiming(ran(50), t0 + 14_000, s);
-    expect(t.rate).toBeCloseTo(10);
-    expect(t.etaMs).toBeCloseTo(5_000);
-  });
-
-  it("keeps only the window and restarts when the executed count goes down (retry)", () => {
-    let s: ReturnType<typeof pushSample> = [];
-    for (let i = 0; i <= 40; i++) s = pushSample(s, { at: t0 + i * 1000, done: i }, 30_000);
-    expect(s[0].at).toBe(t0 + 10_000);
-    expect(s[1].at).toBe(t0 + 11_000);
-    expect(pushSample(s, { at: t0 + 41_000, done: 3 })).toEqual([{ at: t0 + 41_000, done: 3 }]);
-  });
-
-  it("has no ETA when paused or finished, and stops the clock at finish", () => {
-    expect(batchTiming(ran(10, { status: "paused" }), t0 + 10_000).etaMs).toBeNull();
-    const done = batchTiming(
-      ran(100, { status: "completed", finished_at: "2026-01-01T00:00:20.000Z" }),
-      t0 + 99_000,
-    );
-    expect(done.elapsedMs).toBe(20_000);
-    expect(done.etaMs).toBeNull();
-    expect(done.rate).toBeCloseTo(5);
-  });
-
-  it("does not count cancelled items as throughput", () => {
-    const t = batchTiming(
-      ran(20, { status: "cancelled", finished_at: "2026-01-01T00:00:10.000Z" }, 280),
-      t0 + 60_000,
-    );
-    expect(t.rate).toBeCloseTo(2);
-    expect(t.etaMs).toBeNull();
+    const settled = batch({ ...reopened, status: "completed", finished_at: "2026-01-01T10:00:15.000Z" });
+    expect(batchElapsed(settled, Date.parse("2026-01-01T11:00:00.000Z"))).toEqual({ elapsedMs: 15_000, sinceRetry: true });
   });
 
   it("survives malformed stored values", () => {
-    const t = batchTiming(ran(5, { started_at: "garbage", created_at: "garbage" }), t0);
-    expect(t.elapsedMs).toBe(0);
-    expect(t.rate).toBeNull();
-    expect(t.etaMs).toBeNull();
+    expect(batchElapsed(batch({ started_at: "garbage", created_at: "garbage" }), t0).elapsedMs).toBe(0);
+    expect(batchElapsed(batch({ reopened_at: "garbage" }), t0 + 5_000)).toEqual({ elapsedMs: 5_000, sinceRetry: false });
   });
 
   it("formats durations, rates and tokens (the chat's cards use the same lib/format)", () => {
