@@ -1,6 +1,7 @@
 import { sql } from "drizzle-orm";
 import type { BackgroundReceipt, SettledChild } from "@/lib/api/subagents";
 import type { Db, DbOrTx } from "@/server/db/client";
+import { storableJson } from "@/server/db/storable";
 import { childWakeups } from "@/server/db/schema";
 import { AbortReason, errorText } from "@/server/errors";
 import { log } from "@/server/log";
@@ -90,7 +91,7 @@ async function settle(db: Db, wakeupId: number, children: SettledChild[]): Promi
   for (let attempt = 1; ; attempt++) {
     try {
       await db.execute(sql`
-        update ${childWakeups} set settled_at = now(), result = ${JSON.stringify({ children })}::jsonb
+        update ${childWakeups} set settled_at = now(), result = ${storableJson({ children })}::jsonb
          where id = ${wakeupId} and settled_at is null`);
       return;
     } catch (err) {
@@ -200,7 +201,7 @@ export async function recoverBackgroundCalls(db: Db, options: { silentSeconds?: 
         await finishRun(tx, { runId: id, status: "interrupted", stopReason: "interrupted", error: INTERRUPTED_MESSAGE });
       const children = await settledChildrenOf(tx, row.run_ids);
       await tx.execute(sql`
-        update ${childWakeups} set settled_at = now(), interrupted = true, result = ${JSON.stringify({ children })}::jsonb
+        update ${childWakeups} set settled_at = now(), interrupted = true, result = ${storableJson({ children })}::jsonb
          where id = ${row.id}`);
       log.warn({ child_wakeup_id: row.id, owner: row.owner_instance, interrupted: active.length }, "background children of a gone process marked interrupted");
     }

@@ -3,6 +3,7 @@ import type { FlotillaConfig } from "@/lib/config";
 import type { RunDetail, RunProjection, ToolCallRecord } from "@/lib/api/runs";
 import { getConfig } from "@/server/config/load";
 import { type Db, type DbOrTx, driverOf } from "@/server/db/client";
+import { storable, storableJson, storableText } from "@/server/db/storable";
 import { agentRuns, type RUN_KINDS, type RunStatus, runEvents } from "@/server/db/schema";
 import { AbortReason, notFound } from "@/server/errors";
 import { costUsd, findCatalogEntry } from "@/server/models/catalog";
@@ -11,7 +12,8 @@ import { abortLiveRun, getLiveRun } from "@/server/runtime/run-registry";
 
 /**
  * The agent_runs repository: every write of a run row goes through here. Functions take the
- * database first and one object argument; reads are owner-scoped.
+ * database first and one object argument; reads are owner-scoped. Prompts, results, errors,
+ * transcripts and tool calls are written storable (server/db/storable.ts).
  */
 
 export type RunKind = (typeof RUN_KINDS)[number];
@@ -61,7 +63,7 @@ export async function createRun(
       kind: args.kind,
       definition: args.definition,
       model: args.model,
-      prompt: args.prompt ?? null,
+      prompt: storableText(args.prompt) ?? null,
       toolCallId: args.toolCallId ?? null,
       depth: args.depth ?? 0,
       status,
@@ -106,11 +108,11 @@ export async function finishRun(
     .set({
       status: args.status,
       stopReason: args.stopReason ?? null,
-      result: args.result ?? null,
-      error: args.error ?? null,
+      result: storableText(args.result) ?? null,
+      error: storableText(args.error) ?? null,
       ...(args.usage ? { inputTokens: args.usage.inputTokens, outputTokens: args.usage.outputTokens } : {}),
-      ...(args.transcript !== undefined ? { transcript: args.transcript } : {}),
-      ...(args.toolCalls !== undefined ? { toolCalls: args.toolCalls, toolCallCount: args.toolCalls.length } : {}),
+      ...(args.transcript !== undefined ? { transcript: storable(args.transcript) } : {}),
+      ...(args.toolCalls !== undefined ? { toolCalls: storable(args.toolCalls), toolCallCount: args.toolCalls.length } : {}),
       ...(args.model ? { model: args.model } : {}),
       finishedAt: sql`now()`,
     })
@@ -207,7 +209,7 @@ const finishedRunQueues = new WeakMap<Db, FinishedRunQueue>();
 async function writeFinishedRuns(db: Db, batch: FinishedRunQueue): Promise<void> {
   // A prepared call of run-rows.sql (asynchronous commit inside), not a drizzle insert: see there.
   const write = async (rows: FinishedRunRow[]) => {
-    await driverOf(db)`select flotilla_insert_finished_runs(${JSON.stringify(rows)}::text::jsonb)`;
+    await driverOf(db)`select flotilla_insert_finished_runs(${storableJson(rows)}::text::jsonb)`;
   };
   try {
     await write(batch.map((q) => q.row));

@@ -1,6 +1,7 @@
 import { and, asc, eq, sql } from "drizzle-orm";
 import type { ModelMessage } from "ai";
 import { type DbOrTx, driverOf } from "@/server/db/client";
+import { storableText } from "@/server/db/storable";
 import { agentRuns, subagentBatches, subagentBatchItems, toolApprovals } from "@/server/db/schema";
 import { AppError, notFound } from "@/server/errors";
 import { BATCH_CHANNEL, batchEventPayload } from "./notify";
@@ -29,13 +30,14 @@ async function wake(tx: DbOrTx, batchId: string): Promise<void> {
   await tx.execute(sql`select pg_notify(${BATCH_CHANNEL}, ${batchEventPayload("retry", batchId)})`);
 }
 
+/** A person's reason and tool name can hold any character: written storable (storable.ts). */
 async function decide(
   tx: DbOrTx,
   args: { userId: string; batchId: string; itemId: string | null; tool: string | null; decision: ApprovalDecision; reason?: string },
 ): Promise<{ decided: number; requeued: number }> {
   const [row] = await driverOf(tx)<{ decided: number; requeued: number }[]>`
     select * from flotilla_decide_approvals(${args.userId}::uuid, ${args.batchId}::uuid, ${args.itemId}::uuid,
-      ${args.tool}, ${STATUS_OF[args.decision]}, ${args.reason ?? null})`;
+      ${storableText(args.tool) ?? null}, ${STATUS_OF[args.decision]}, ${storableText(args.reason) ?? null})`;
   if (row && row.requeued > 0) await wake(tx, args.batchId);
   return row ?? { decided: 0, requeued: 0 };
 }

@@ -1,5 +1,6 @@
 import { sql } from "drizzle-orm";
 import { type DbOrTx, driverOf } from "@/server/db/client";
+import { storableJson } from "@/server/db/storable";
 import type { ItemStatus } from "@/server/db/schema/batches";
 import { type ExecutionSpec, parseExecutionSpec } from "./spec";
 import type { Settlement } from "./settlement";
@@ -59,8 +60,9 @@ function toClaimed(r: ClaimRow): ClaimedItem {
   };
 }
 
+/** The settle's jsonb: whatever text the attempt produced is stored (storable.ts), so it cannot refuse the pass. */
 function settlementPayload(settlements: readonly Settlement[]): string {
-  return JSON.stringify(
+  return storableJson(
     settlements.map((s) => ({
       // Typed results and checks: keys only when set (absent keys read as null in settle.sql).
       ...(s.kind === "succeeded" || s.kind === "failed" ? { output: s.output, checks: s.checks, verdict: s.verdict } : {}),

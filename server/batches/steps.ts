@@ -1,6 +1,7 @@
 import type { ModelMessage } from "ai";
 import type { ToolCallRecord } from "@/lib/api/runs";
 import { type DbOrTx, driverOf } from "@/server/db/client";
+import { storableJson } from "@/server/db/storable";
 import type { ClaimedItem } from "./types";
 
 /**
@@ -49,15 +50,18 @@ export async function loadSteps(db: DbOrTx, itemId: string): Promise<StoredStep[
   return out;
 }
 
-/** Writes one step fenced by the lease (steps.sql); false when this worker no longer holds it. */
+/**
+ * Writes one step fenced by the lease (steps.sql); false when this worker no longer holds it.
+ * Its messages and tool calls hold model and tool text: stored as storable JSON (storable.ts).
+ */
 export async function saveStep(
   db: DbOrTx,
   args: { workerId: string; itemId: string; leaseToken: number; step: StoredStep },
 ): Promise<boolean> {
   const [row] = await driverOf(db)<{ saved: boolean }[]>`
     select flotilla_save_step(${args.workerId}::text, ${args.itemId}::uuid, ${args.leaseToken}::bigint,
-      ${args.step.step}::int, ${JSON.stringify(args.step.messages)}::text::jsonb,
-      ${JSON.stringify(args.step.toolCalls)}::text::jsonb) as saved`;
+      ${args.step.step}::int, ${storableJson(args.step.messages)}::text::jsonb,
+      ${storableJson(args.step.toolCalls)}::text::jsonb) as saved`;
   return row?.saved === true;
 }
 

@@ -4,6 +4,7 @@ import { noticeOptions } from "@/lib/api/model-facts";
 import { CHILDREN_SETTLED, type ChildrenSettledNotice, type SettledChild } from "@/lib/api/subagents";
 import { abortBackground, recoverBackgroundCalls } from "@/server/agent/background";
 import type { Db } from "@/server/db/client";
+import { storable, storableText } from "@/server/db/storable";
 import { messages } from "@/server/db/schema";
 import { AppError, errorText } from "@/server/errors";
 import { log } from "@/server/log";
@@ -144,7 +145,7 @@ async function markDone(db: Db, row: ChildWakeupRow, owner: string, messageId: s
 
 async function retryLater(db: Db, row: ChildWakeupRow, owner: string, delayMs: number, error: string | null, counted: boolean) {
   await db.execute(sql`
-    update child_wakeups set claimed_by = null, lease_expires_at = null, last_error = coalesce(${error}, last_error),
+    update child_wakeups set claimed_by = null, lease_expires_at = null, last_error = coalesce(${storableText(error)}, last_error),
            attempts = attempts - ${counted ? 0 : 1}, next_attempt_at = now() + make_interval(secs => ${delayMs / 1000})
      where ${fenced(row, owner)}`);
 }
@@ -207,7 +208,7 @@ export async function runClaimedChildWakeup(options: ChildWakeupOptions, row: Ch
   const text = `${finished}, but I could not report on it: ${error}. Its results are on its card above.`;
   await db
     .insert(messages)
-    .values({ id, threadId: row.thread_id, role: "assistant", parts: [{ type: "text", text }], metadata })
+    .values({ id, threadId: row.thread_id, role: "assistant", parts: storable([{ type: "text", text }]), metadata })
     .onConflictDoNothing({ target: [messages.threadId, messages.id] });
   await markDone(db, row, owner, id);
   wlog.error({ err: error, attempts: row.attempts }, "background wake-up gave up; stored a could-not-report message");

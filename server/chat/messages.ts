@@ -1,6 +1,7 @@
 import type { ChatMessage, ChatMessageMetadata } from "@/lib/api/chat";
 import { and, asc, eq, sql } from "drizzle-orm";
 import type { DbOrTx } from "@/server/db/client";
+import { storable } from "@/server/db/storable";
 import { messages } from "@/server/db/schema";
 import { AppError } from "@/server/errors";
 
@@ -33,7 +34,7 @@ export async function loadMessages(db: DbOrTx, input: { threadId: string; withQu
 }
 
 /**
- * Inserts a new message. Ids are unique per thread (clients choose them, so another thread's
+ * Inserts a new message (its parts and metadata storable: server/db/storable.ts). Ids are unique per thread (clients choose them, so another thread's
  * ids never matter); an id already in this thread is a conflict and overwrites nothing.
  */
 export async function insertMessage(db: DbOrTx, input: { threadId: string; message: ChatMessage }): Promise<void> {
@@ -44,8 +45,8 @@ export async function insertMessage(db: DbOrTx, input: { threadId: string; messa
       id: message.id,
       threadId: input.threadId,
       role: message.role,
-      parts: message.parts,
-      metadata: (message.metadata ?? null) as Record<string, unknown> | null,
+      parts: storable(message.parts),
+      metadata: storable((message.metadata ?? null) as Record<string, unknown> | null),
       // clock_timestamp, not the transaction's start: under the thread's queue lock, later
       // inserts sort later (a queue's order is its insert order).
       createdAt: sql`clock_timestamp()`,
@@ -55,13 +56,13 @@ export async function insertMessage(db: DbOrTx, input: { threadId: string; messa
   if (!row) throw new AppError("conflict", "message.id: a message with this id already exists");
 }
 
-/** Inserts or replaces a message of this thread (assistant messages grow while a response streams). */
+/** Inserts or replaces a message of this thread (assistant messages grow while a response streams), storable. */
 export async function saveMessage(db: DbOrTx, input: { threadId: string; message: ChatMessage }): Promise<void> {
   const { message } = input;
-  const metadata = (message.metadata ?? null) as Record<string, unknown> | null;
+  const metadata = storable((message.metadata ?? null) as Record<string, unknown> | null);
   const [row] = await db
     .insert(messages)
-    .values({ id: message.id, threadId: input.threadId, role: message.role, parts: message.parts, metadata })
+    .values({ id: message.id, threadId: input.threadId, role: message.role, parts: storable(message.parts), metadata })
     .onConflictDoUpdate({
       target: [messages.threadId, messages.id],
       set: { parts: sql`excluded.parts`, metadata: sql`excluded.metadata` },

@@ -1,6 +1,7 @@
 import type { UIMessageChunk } from "ai";
 import { and, asc, eq, gte, lt, sql } from "drizzle-orm";
 import { type Db, type DbOrTx, driverOf } from "@/server/db/client";
+import { storable } from "@/server/db/storable";
 import { agentRuns, chatStreamChunks, chatStreams } from "@/server/db/schema";
 import { log } from "@/server/log";
 
@@ -163,7 +164,7 @@ export class ChunkWriter {
         this.seq += batch.length;
         await this.db
           .insert(chatStreamChunks)
-          .values(batch.map((chunk, i) => ({ streamId: this.streamId, seq: first + i, chunk })));
+          .values(batch.map((chunk, i) => ({ streamId: this.streamId, seq: first + i, chunk: storable(chunk) })));
         await notifyChatStream(this.db, `chunks:${this.streamId}`);
       }
     } catch (err) {

@@ -2,6 +2,7 @@ import { and, desc, eq, sql } from "drizzle-orm";
 import { z } from "zod";
 import type { ThreadProjection } from "@/lib/api/threads";
 import type { DbOrTx } from "@/server/db/client";
+import { storableText } from "@/server/db/storable";
 import { messages, subagentBatches, threads, workspaceFiles } from "@/server/db/schema";
 import { AppError } from "@/server/errors";
 
@@ -44,7 +45,7 @@ export function shortTitle(text: string, max: number): string {
 
 /** Collapses whitespace and bounds the length (shortTitle); empty titles fall back to the default. */
 export function normalizeTitle(title: string | undefined, max = THREAD_TITLE_MAX): string {
-  return shortTitle(title ?? "", max) || DEFAULT_THREAD_TITLE;
+  return shortTitle(storableText(title ?? ""), max) || DEFAULT_THREAD_TITLE;
 }
 
 export async function createThread(db: DbOrTx, input: { userId: string; title?: string }): Promise<ThreadRecord> {

@@ -7,6 +7,7 @@ import type { ChatMessage } from "@/lib/api/chat";
 import { loadMessages } from "@/server/chat/messages";
 import { getConfig } from "@/server/config/load";
 import { type Db, getDatabase } from "@/server/db/client";
+import { storable, storableText } from "@/server/db/storable";
 import { messages, subagentBatches } from "@/server/db/schema";
 import { log } from "@/server/log";
 import { resolveModel } from "@/server/models";
@@ -302,8 +303,8 @@ async function complete(db: Db, row: WakeupRow, owner: string, message: ChatMess
         id: message.id,
         threadId: row.thread_id,
         role: "assistant",
-        parts: message.parts,
-        metadata: (message.metadata ?? null) as Record<string, unknown> | null,
+        parts: storable(message.parts),
+        metadata: storable((message.metadata ?? null) as Record<string, unknown> | null),
       })
       .onConflictDoNothing({ target: [messages.threadId, messages.id] });
     await tx.execute(sql`update threads set updated_at = now() where id = ${row.thread_id}`);
@@ -365,7 +366,7 @@ export async function runClaimedWakeup(options: WakeupOptions, row: WakeupRow): 
     } else {
       const delayMs = (options.backoffBaseMs ?? 5_000) * 2 ** (row.attempts - 1);
       await db.execute(sql`
-        update batch_wakeups set last_error = ${error}, claimed_by = null, lease_expires_at = null,
+        update batch_wakeups set last_error = ${storableText(error)}, claimed_by = null, lease_expires_at = null,
                next_attempt_at = now() + make_interval(secs => ${delayMs / 1000})
          where id = ${row.id} and claimed_by = ${owner} and done_at is null`);
       wlog.warn({ err: error, attempts: row.attempts, retry_in_ms: delayMs }, "wake-up failed; will retry");

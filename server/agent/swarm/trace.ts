@@ -1,5 +1,6 @@
 import type { UIMessageStreamWriter } from "ai";
 import type { Db } from "@/server/db/client";
+import { storable } from "@/server/db/storable";
 import { runEvents } from "@/server/db/schema";
 import type { Logger } from "@/server/log";
 import type { SwarmLiveData, SwarmResult, SwarmTraceEntry } from "@/lib/api/swarm";
@@ -173,7 +174,7 @@ export class SwarmTrace {
       const batch = this.pending;
       this.pending = [];
       try {
-        await this.opts.db.insert(runEvents).values(batch);
+        await this.opts.db.insert(runEvents).values(storable(batch));
       } catch (err) {
         this.opts.logger.warn({ err, events: batch.length }, "could not record swarm trace events");
       }

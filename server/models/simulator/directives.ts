@@ -5,8 +5,8 @@
  * [[429]] / [[429-once]] a retryable rate limit with `retry-after: 1`; [[chars:N]] an answer of
  * exactly N characters; [[tool:NAME {json}]] call tool NAME with that input, one per model step;
  * [[echo]] answer with the rest of the message verbatim; with a JSON response format,
- * [[json:VALUE]] / [[json-once:VALUE]] answer VALUE verbatim and [[judge-fail]] makes a judge
- * give 0 (structured.ts); [[wait-after-step:N:MS]] waits MS ms before model step N+1 (steps count
+ * [[json:VALUE]] / [[json-once:VALUE]] answer VALUE verbatim and [[judge-fail]] (or
+ * [[judge-fail:REASON]]) makes a judge give 0 (structured.ts); [[wait-after-step:N:MS]] waits MS ms before model step N+1 (steps count
  * from 1), so a test can kill a worker between two steps. Unknown or malformed ones are ignored.
  */
 
@@ -65,10 +65,20 @@ export function waitBeforeStep(text: string, step: number): number {
   return Math.min(ms, MAX_SLEEP_MS);
 }
 
-const JUDGE_FAIL_RE = /\[\[\s*judge-fail\s*\]\]/gi;
+const JUDGE_FAIL_RE = /\[\[\s*judge-fail\s*(?::((?:[^\]]|\](?!\]))*))?\]\]/gi;
 
-/** [[judge-fail]]: a judge grading this item gives 0 with a reason. */
-export const holdsJudgeFail = (text: string) => new RegExp(JUDGE_FAIL_RE.source, "i").test(text);
+/**
+ * [[judge-fail]] / [[judge-fail:REASON]]: a judge grading this item gives 0, with REASON as its
+ * reason when given (null without one, undefined when the text holds neither). In REASON, `\uXXXX`
+ * stands for that UTF-16 code unit, however many backslashes quoting added before it, so a test can
+ * hand a judge's reason any character (U+0000, a lone surrogate).
+ */
+export function judgeFailReason(text: string): string | null | undefined {
+  const m = new RegExp(JUDGE_FAIL_RE.source, "i").exec(text);
+  if (!m) return undefined;
+  if (m[1] === undefined) return null;
+  return m[1].replace(/\\+u([0-9a-fA-F]{4})/g, (_, hex: string) => String.fromCharCode(Number.parseInt(hex, 16)));
+}
 
 const JSON_OPEN_RE = /\[\[json(-once)?:/i;
 /** How many "]]" a VALUE may run past while looking for one that parses as JSON. */
@@ -106,7 +116,7 @@ export function parseJsonDirective(text: string): JsonDirective | undefined {
   return at(first);
 }
 
-/** Removes every [[json...]] directive and [[judge-fail]] (each becomes a space). */
+/** Removes every [[json...]] directive and [[judge-fail...]] (each becomes a space). */
 function stripJsonDirectives(text: string): string {
   let out = text.replace(JUDGE_FAIL_RE, " ");
   for (let d = parseJsonDirective(out); d; d = parseJsonDirective(out)) out = `${out.slice(0, d.start)} ${out.slice(d.end)}`;

@@ -1,11 +1,12 @@
 import { JUDGE_OUTPUT_NAME } from "@/lib/api/batch-data";
 import { clip } from "./answers";
-import { holdsJudgeFail, parseJsonDirective, stripDirectives } from "./directives";
+import { judgeFailReason, parseJsonDirective, stripDirectives } from "./directives";
 
 /**
  * The simulator's JSON answers, when a call asks for a JSON response format:
  * - as a judge (the format is named JUDGE_OUTPUT_NAME): `{"score": 1, "reason": ...}`, or score 0
- *   with a reason when the call's text holds [[judge-fail]]; every other directive is ignored;
+ *   with a reason when the call's text holds [[judge-fail]] (its REASON with [[judge-fail:REASON]]);
+ *   every other directive is ignored;
  * - [[json:VALUE]] answers VALUE verbatim (valid or not, on purpose); [[json-once:VALUE]] only the
  *   first time this exact prompt is answered in this process (later answers and the repair turn
  *   are ordinary);
@@ -18,11 +19,14 @@ export type JsonFormat = { type: "json"; schema?: unknown; name?: string };
 export const isJudgeFormat = (format: JsonFormat | undefined) => format?.name === JUDGE_OUTPUT_NAME;
 
 export function judgeAnswer(texts: string[]): string {
-  if (texts.some(holdsJudgeFail))
+  for (const text of texts) {
+    const reason = judgeFailReason(text);
+    if (reason === undefined) continue;
     return JSON.stringify({
       score: 0,
-      reason: "The answer does not meet the rubric (simulated: the item's prompt holds [[judge-fail]]).",
+      reason: reason ?? "The answer does not meet the rubric (simulated: the item's prompt holds [[judge-fail]]).",
     });
+  }
   return JSON.stringify({ score: 1, reason: "The answer meets the rubric (simulated judge)." });
 }
 
