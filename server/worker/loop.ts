@@ -25,6 +25,7 @@ import { isCapacityError } from "@/server/runtime/capacity";
 import { INSTANCE_ID } from "@/server/runtime/instance";
 import { Coalescer } from "./coalesce";
 import { type ItemExecutor, subagentItemExecutor } from "./execute";
+import { settleEach } from "./settle";
 import { HEARTBEAT_INTERVAL_MS, markStopped, writeHeartbeat } from "@/server/runtime/heartbeat";
 
 /**
@@ -42,6 +43,11 @@ import { HEARTBEAT_INTERVAL_MS, markStopped, writeHeartbeat } from "@/server/run
  * Every poll: recover expired leases (anyone's), check that every local lease is still held (a
  * cancel or lease loss aborts the local run within one poll interval); renewal every
  * lease_seconds / 3. LISTEN/NOTIFY only shortens latency; polling alone is correct.
+ *
+ * A pass PostgreSQL refuses (a row it cannot store) settles its rows one at a time, so only the
+ * refusing item fails (`storage_refused`, server/worker/settle.ts). While passes fail the worker
+ * writes no heartbeat, and once they have failed for STUCK_AFTER_MS it calls `onStuck` (the
+ * entrypoint exits, and `npm start` starts a new worker).
  */
 
 export interface BatchWorkerOptions {
@@ -67,7 +73,13 @@ export interface BatchWorkerOptions {
    */
   localQueueSize?: number;
   logger?: Logger;
+  /** Passes have failed for `stuckAfterMs` (default STUCK_AFTER_MS): called once per such stretch. */
+  onStuck?: (failingForMs: number) => void;
+  stuckAfterMs?: number;
 }
+
+/** How long passes may keep failing before the worker gives up (DESIGN: 60 s). */
+export const STUCK_AFTER_MS = 60_000;
 
 /** Abort reasons the worker gives its own runs; none of them writes the item row. */
 const leaseLost = (message = "the lease on this item is no longer held (cancelled, expired or re-claimed)") =>
@@ -112,6 +124,9 @@ export class BatchWorker {
   private readonly poll: Coalescer;
   private started = false;
   private stopping = false;
+  /** When the first of the passes failing since the last one that succeeded failed. */
+  private failingSince: number | undefined;
+  private stuck = false;
   private timers: ReturnType<typeof setInterval>[] = [];
   private unlisten: (() => Promise<void>) | undefined;
   /** Counters for tests and benchmarks, of rows written (released: handed back to the queue). */
@@ -131,7 +146,15 @@ export class BatchWorker {
     this.localQueueSize = Math.max(0, options.localQueueSize ?? 0);
     this.pass = new Coalescer(
       () => this.runPass(),
-      (err) => this.log.error({ err }, "worker pass failed; retrying at the next poll"),
+      (err) => {
+        this.failingSince ??= Date.now();
+        const failingForMs = Date.now() - this.failingSince;
+        this.log.error({ err, failing_for_ms: failingForMs }, "worker pass failed; retrying at the next poll");
+        if (failingForMs >= (options.stuckAfterMs ?? STUCK_AFTER_MS) && !this.stuck) {
+          this.stuck = true;
+          this.options.onStuck?.(failingForMs);
+        }
+      },
     );
     this.renewal = new Coalescer(
       () => this.renew(),
@@ -215,7 +238,8 @@ export class BatchWorker {
         this.counters.settled += moved.size;
         recordSettlements(batch, moved, this.log);
       } catch (err) {
-        this.log.warn({ err }, "could not hand rows back at shutdown; their leases will expire");
+        if (isDatabaseUnavailable(err)) this.log.warn({ err }, "could not hand rows back at shutdown; their leases will expire");
+        else await this.settleEach(batch, err);
       }
     }
     if (this.options.heartbeat !== false) await markStopped(this.db, this.id).catch(() => {});
@@ -246,7 +270,11 @@ export class BatchWorker {
     }
     const run = this.stopping ? 0 : Math.max(0, this.freeSlots - this.queue.length);
     const ahead = this.stopping ? 0 : Math.max(0, this.localQueueSize - this.queue.length);
-    if (settlements.length === 0 && marks.length === 0 && run === 0 && ahead === 0) return;
+    if (settlements.length === 0 && marks.length === 0 && run === 0 && ahead === 0) {
+      // Nothing left to write or claim (every slot busy): no pass is failing.
+      this.passesWork();
+      return;
+    }
     let res: Awaited<ReturnType<typeof workerPass>>;
     try {
       this.counters.claimCalls++;
@@ -260,11 +288,15 @@ export class BatchWorker {
         leaseSeconds: this.leaseSeconds,
       });
     } catch (err) {
-      // Keep them: the next pass retries (the fence makes a repeated settle or mark harmless).
-      this.settlements.unshift(...settlements);
+      // Keep the marks (the fence makes a repeated mark harmless), and the settlements while the
+      // database is away. Anything else refused the pass: its rows are settled one at a time,
+      // so one row PostgreSQL cannot store fails alone instead of failing every pass after it.
       this.marks.unshift(...marks);
+      if (isDatabaseUnavailable(err) || settlements.length === 0) this.settlements.unshift(...settlements);
+      else await this.settleEach(settlements, err);
       throw err;
     }
+    this.passesWork();
     this.counters.settled += res.settled.size;
     this.counters.lost += settlements.length - res.settled.size;
     for (const s of settlements) if (s.kind === "released" && res.settled.has(s.id)) this.counters.released++;
@@ -291,6 +323,30 @@ export class BatchWorker {
     this.fillSlots();
     // A full claim may have left more work: look again right away (one pass at a time).
     if (run > 0 && claimed.length >= run + ahead) this.kick();
+  }
+
+  /** The failure clock stops (onStuck may fire again after another full stretch of failures). */
+  private passesWork(): void {
+    this.failingSince = undefined;
+    this.stuck = false;
+  }
+
+  /** The fallback of a refused pass (settle.ts): the refusing items fail with `storage_refused`, the others settle. */
+  private async settleEach(settlements: Settlement[], refusal: unknown): Promise<void> {
+    this.log.warn({ err: refusal, settlements: settlements.length }, "worker pass refused; settling its rows one at a time");
+    const each = await settleEach(this.db, {
+      workerId: this.id,
+      settlements,
+      maxDeferrals: this.config.rate_limits.max_deferrals,
+    });
+    this.settlements.unshift(...each.unsettled);
+    this.counters.settled += each.settled.size;
+    this.counters.lost += each.written.length - each.settled.size;
+    recordSettlements(each.written, each.settled, this.log);
+    if (each.dropped.length)
+      this.log.error({ item_ids: each.dropped }, "neither these items' results nor their failures could be stored; lease recovery takes them");
+    // The marks and the claim go out again at once rather than at the next poll.
+    this.kick();
   }
 
   /** Free slots take their next item from the local queue, without a round trip. */
@@ -383,7 +439,9 @@ export class BatchWorker {
     this.kick();
   }
 
+  /** Skipped while passes fail: a worker that cannot settle or claim must not read as alive. */
   private async beat(): Promise<void> {
+    if (this.failingSince !== undefined) return;
     try {
       await writeHeartbeat(this.db, { id: this.id, capacity: this.runtime.capacity.maxRunning, running: this.running.size });
     } catch (err) {

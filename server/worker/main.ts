@@ -10,7 +10,8 @@ import { BatchWorker } from "./loop";
 /**
  * Worker entrypoint: `npm run worker`. Never imports Next.js. Runs the batch worker against
  * DATABASE_URL until SIGTERM / SIGINT, then stops claiming, aborts its local runs, hands their
- * rows back to `queued` (attempt restored), marks its heartbeat stopped and exits.
+ * rows back to `queued` (attempt restored), marks its heartbeat stopped and exits. A worker whose
+ * passes keep failing for a minute does the same and exits with 1.
  */
 async function main() {
   let config: ReturnType<typeof getConfig>;
@@ -26,15 +27,21 @@ async function main() {
   }
   const database = createDatabase(databaseUrlFromEnv(), { applicationName: "flotilla-worker" });
   await startWorkerOps({ database, config }); // shared rate limiter, metrics gauges + port
-  const worker = new BatchWorker({ database, config });
+  // Passes failing for a minute: exit non-zero, so `npm start` (scripts/start.ts) starts a fresh worker.
+  const worker = new BatchWorker({
+    database,
+    config,
+    onStuck: (ms) => void stop(`passes failing for ${Math.round(ms / 1000)} s`, 1),
+  });
   await worker.start();
   log.info({ worker_id: INSTANCE_ID }, `worker ${INSTANCE_ID} started (capacity ${config.subagent_runtime.max_running})`);
 
   let stopping = false;
-  const stop = async (signal: string) => {
+  const stop = async (why: string, code = 0) => {
     if (stopping) return;
     stopping = true;
-    log.info({ worker_id: INSTANCE_ID }, `worker ${INSTANCE_ID} stopping on ${signal}`);
+    if (code === 0) log.info({ worker_id: INSTANCE_ID }, `worker ${INSTANCE_ID} stopping on ${why}`);
+    else log.error({ worker_id: INSTANCE_ID }, `worker ${INSTANCE_ID} stopping: ${why}; exiting with ${code}`);
     try {
       await worker.stop();
     } catch (err) {
@@ -43,7 +50,7 @@ async function main() {
     // After the runs stopped: no tool call is still waiting on an MCP server.
     await closeMcpClients().catch((err) => log.warn({ err }, "closing MCP clients failed"));
     await database.close().catch(() => {});
-    process.exit(0);
+    process.exit(code);
   };
   process.on("SIGTERM", () => void stop("SIGTERM"));
   process.on("SIGINT", () => void stop("SIGINT"));
