@@ -3,6 +3,7 @@ import { and, asc, eq, inArray, or, sql } from "drizzle-orm";
 import type { ChatApproval, DecidedChatApproval } from "@/lib/api/approvals";
 import { type ApprovalDecision, deniedText } from "@/server/batches/approvals";
 import { type Db, type DbOrTx, driverOf } from "@/server/db/client";
+import { storable, storableText } from "@/server/db/storable";
 import { agentRuns, toolApprovals } from "@/server/db/schema";
 import { AppError, notFound } from "@/server/errors";
 import { log } from "@/server/log";
@@ -80,7 +81,8 @@ export async function recordLeadApprovals(
         approvalId: r.approvalId,
         toolCallId: r.toolCallId,
         toolName: r.toolName,
-        input: r.input ?? null,
+        // Stored storable (U+FFFD for NUL and lone surrogates); the hash is of the call's own arguments.
+        input: storable(r.input ?? null),
         inputHash: inputHash(r.input),
         expiresAt: expiresIn(args.timeoutSeconds),
       })),
@@ -109,7 +111,7 @@ export async function createChildApproval(
       approvalId: args.toolCallId,
       toolCallId: args.toolCallId,
       toolName: args.toolName,
-      input: args.input ?? null,
+      input: storable(args.input ?? null),
       inputHash: inputHash(args.input),
       expiresAt: expiresIn(args.timeoutSeconds),
     })
@@ -176,7 +178,7 @@ export async function decideChatApproval(
     .update(a)
     .set({
       status: args.decision === "approve" ? "approved" : "denied",
-      reason: args.decision === "deny" ? args.reason?.trim() || null : null,
+      reason: args.decision === "deny" ? storableText(args.reason?.trim()) || null : null,
       decidedAt: sql`now()`,
     })
     .where(and(mine, stillWaits))

@@ -23,6 +23,11 @@ const WORKER_ENV = {
   FLOTILLA__TOOLS__REQUIRE_APPROVAL: '["text/count_*"]',
 };
 
+// The web process (this one): the lead may write files, and its writes wait for a person.
+process.env.FLOTILLA__LEAD__TOOL_GROUPS = JSON.stringify(["workspace"]);
+process.env.FLOTILLA__TOOLS__REQUIRE_APPROVAL = JSON.stringify(["workspace/write_file"]);
+process.env.FLOTILLA__SIMULATOR__LATENCY_MS = "5";
+for (const k of ["MODEL_BASE_URL", "MODEL_API_KEY", "MODEL_NAME"]) delete process.env[k];
 const tdb = await setupApiDatabase();
 let server: WebServer;
 let alice: TestUser;
@@ -274,5 +279,36 @@ describe("a person's chat message", () => {
       select string_agg(c.chunk::text, '') as text from chat_stream_chunks c join chat_streams s on s.id = c.stream_id
        where s.thread_id = ${threadId}`;
     expect(chunks!.text).toContain(FFFD);
+  });
+});
+
+describe("a lead's call that waits for a person", () => {
+  it("its arguments holding NUL are stored and listed with U+FFFD, and a reason holding NUL decides it (200)", async () => {
+    const threadId = await makeThread(tdb, alice);
+    const res = await api(alice, `/api/threads/${threadId}/chat`, {
+      json: {
+        message: {
+          id: "poisoned-call",
+          role: "user",
+          parts: [{ type: "text", text: 'Save it [[tool:write_file {"path":"notes/a.md","content":"x\\u0000y"}]]' }],
+        },
+      },
+    });
+    expect(res.status, res.body).toBe(200);
+    const deadline = Date.now() + 30_000;
+    let waiting: { id: string; input: unknown }[] = [];
+    while (waiting.length === 0) {
+      if (Date.now() > deadline) throw new Error("the lead's call did not wait");
+      await sleep(100);
+      const listed = await api(alice, `/api/threads/${threadId}/approvals`);
+      expect(listed.status, listed.body).toBe(200);
+      waiting = (listed.json() as { approvals: typeof waiting }).approvals;
+    }
+    expect(waiting[0]!.input).toEqual({ path: "notes/a.md", content: `x${FFFD}y` });
+    const denied = await api(alice, `/api/threads/${threadId}/approvals/${waiting[0]!.id}`, {
+      json: { decision: "deny", reason: `not${U0}now \udc00` },
+    });
+    expect(denied.status, denied.body).toBe(200);
+    expect(denied.json()).toMatchObject({ approval: { status: "denied", reason: `not${FFFD}now ${FFFD}` } });
   });
 });
