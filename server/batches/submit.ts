@@ -114,7 +114,7 @@ export interface SubmitBatchArgs {
 }
 
 /** Top-level fields (everything but items) against the wire schema: a caller that skipped its door is still checked. */
-function envelopeProblem(input: BatchSubmission): Problem | null {
+export function envelopeProblem(input: BatchSubmission): Problem | null {
   const schema = isFileSubmission(input) ? submitFileBatchSchema : submitBatchSchema.omit({ items: true });
   const { items: _items, ...rest } = input as { items?: unknown };
   const parsed = schema.safeParse(isFileSubmission(input) ? input : rest);

@@ -1,11 +1,11 @@
-import { type ToolSet, tool } from "ai";
+import { jsonSchema, type ToolSet, tool, zodSchema } from "ai";
 import { sql } from "drizzle-orm";
 import type { BatchSubmission } from "@/lib/api/files";
 import { FILE_PLACEHOLDER } from "@/lib/batch-rules";
 import { toBatchProjection } from "@/server/batches/projection";
 import { getBatch, listBatches, listItems } from "@/server/batches/repository";
 import { threadBatches } from "@/server/batches/owned";
-import { submitBatch } from "@/server/batches/submit";
+import { envelopeProblem, refusal as submissionRefusal, submitBatch } from "@/server/batches/submit";
 import type { BatchRow } from "@/server/batches/types";
 import { subagentBatches } from "@/server/db/schema";
 import { AppError } from "@/server/errors";
@@ -14,7 +14,6 @@ import { countLiveWorkers, livenessWindowSeconds } from "@/server/runtime/heartb
 import { batchSubagent, describeSubagents } from "../registry";
 import {
   BATCH_RESULTS_DEFAULT_LIMIT,
-  type BatchTaskInput,
   batchResultsInputSchema,
   batchStatusInputSchema,
   batchTaskInputSchema,
@@ -70,19 +69,30 @@ async function threadHasBatches(ctx: LeadToolContext): Promise<boolean> {
 }
 
 /**
- * The tool's envelope: its arguments as the normalized submission (exactly one of items and
- * files, said in the model's words). Every rule is the writer's; its refusals name the argument
- * as the JSON door names the field (`items.3.prompt: ...`, `max_cost_usd: ...`).
+ * batch_task's arguments reach `execute` as the model sent them. The model reads the JSON Schema
+ * of batchTaskInputSchema (its bounds as hints), but the AI SDK does not check them against it:
+ * its refusal would read "Invalid input for tool batch_task: Type validation failed: …", where
+ * every other door answers with the writer's words. The rules are applied in `submissionOf`.
  */
-function submissionOf(input: BatchTaskInput, submissionKey: string): BatchSubmission | { error: string } {
-  const { items, files, prompt_template, ...rest } = input;
-  if ((items === undefined) === (files === undefined)) return { error: "Pass either items or files (a glob), not both." };
-  if (files !== undefined) {
-    if (!prompt_template?.includes(FILE_PLACEHOLDER))
-      return { error: `A batch over files needs a prompt_template containing ${FILE_PLACEHOLDER}.` };
-    return { ...rest, submission_key: submissionKey, files, prompt_template };
-  }
-  return { ...rest, submission_key: submissionKey, items: items!, ...(prompt_template !== undefined ? { prompt_template } : {}) };
+const batchTaskArguments = jsonSchema<unknown>(() => zodSchema(batchTaskInputSchema).jsonSchema, {
+  validate: (value) => ({ success: true, value }),
+});
+
+/**
+ * The tool's envelope: its arguments as the normalized submission (exactly one of items and
+ * files, said in the model's words), checked in the JSON door's order: the top-level fields
+ * (envelopeProblem), then the sub-agent, then the writer checks the rest. Every refusal names the
+ * argument as the JSON door names the field (`items.3.item_key: ...`, `max_cost_usd: ...`).
+ */
+function submissionOf(input: unknown, submissionKey: string): BatchSubmission | { error: string } {
+  if (input === null || typeof input !== "object" || Array.isArray(input)) return { error: "The arguments must be a JSON object." };
+  const args = input as Record<string, unknown>;
+  if ((args.items === undefined) === (args.files === undefined)) return { error: "Pass either items or files (a glob), not both." };
+  if (args.files !== undefined && !(typeof args.prompt_template === "string" && args.prompt_template.includes(FILE_PLACEHOLDER)))
+    return { error: `A batch over files needs a prompt_template containing ${FILE_PLACEHOLDER}.` };
+  const submission = { ...args, submission_key: submissionKey } as BatchSubmission;
+  const problem = envelopeProblem(submission);
+  return problem ? { error: submissionRefusal(problem).message } : submission;
 }
 
 /**
@@ -107,7 +117,7 @@ export function createBatchTaskTool(ctx: LeadToolContext) {
       `Limits: at most ${b.max_items_per_batch} items, max_live_items up to ${b.max_live_items_per_batch} ` +
       `(default ${b.default_max_live_items}), max_running_items up to ${b.max_running_items_per_batch} ` +
       `(default ${b.default_max_running_items}). Sub-agents:\n${describeSubagents(ctx.config)}`,
-    inputSchema: batchTaskInputSchema,
+    inputSchema: batchTaskArguments,
     execute: async (input, { toolCallId }) => {
       try {
         if (!(await workerAlive(ctx)))
