@@ -2,11 +2,14 @@ import { and, asc, eq, sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { chatApprovalsSchema } from "@/lib/api/approvals";
 import type { ToolCallRecord } from "@/lib/api/runs";
-import { sweepChatApprovals } from "@/server/chat/approval-continuation";
+import { decideChatApproval } from "@/server/agent/chat-approvals";
+import { continueDecidedReply, sweepChatApprovals } from "@/server/chat/approval-continuation";
 import { loadMessages } from "@/server/chat/messages";
 import { getConfig } from "@/server/config/load";
+import { createDatabase } from "@/server/db/client";
 import { agentRuns, chatStreamChunks, chatStreams, toolApprovals } from "@/server/db/schema";
 import { resolveModel } from "@/server/models";
+import { recoverOnStartup } from "@/server/startup";
 import { listFiles } from "@/server/workspace/files";
 import { makeThread, makeUser, setupApiDatabase, type TestUser } from "../api/helpers";
 import { startWebServer, type WebServer } from "../helpers/web-server";
@@ -253,6 +256,39 @@ describe("a lead call that needs a person", () => {
     expect((await decide(threadId, call.id, { decision: "deny", reason: "x".repeat(2000) })).status).toBe(200);
     await waitUntil("the reply went on", async () => ((await leadRuns(threadId)).length === 2 ? true : undefined), 30_000, 50);
     await idle(threadId);
+  });
+
+  it("Stop, a restart and another web process leave the decision possible; the other process continues the reply once", async () => {
+    const threadId = await makeThread(t, alice);
+    await (await post(threadId, WRITE)).text();
+    const call = await waitingCall(threadId);
+    // Stop on the run that asked, then a restart's recovery: the call still waits.
+    const stop = await fetch(`${server.origin}/api/threads/${threadId}/runs/${call.run_id}/stop`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${alice.token}` },
+    });
+    expect(stop.status).toBe(200);
+    await recoverOnStartup(new Date());
+    expect((await approvals(threadId)).body).toEqual([call]);
+
+    // Another web process (its own database client) takes the decision and starts the reply.
+    const other = createDatabase(t.url, { applicationName: "flotilla-web-b" });
+    try {
+      const config = getConfig();
+      const decided = await decideChatApproval(other.db, { userId: alice.userId, threadId, approvalId: call.id, decision: "approve" });
+      expect(decided.kind).toBe("lead");
+      const started = await continueDecidedReply(other.db, { config, model: resolveModel(config), threadId });
+      expect(started).not.toBeNull();
+      // This process's sweep, at the same moment, finds nothing to start.
+      expect(await sweepChatApprovals(t.db, { config, model: resolveModel(config) })).toBe(0);
+      await started!.done;
+    } finally {
+      await other.close();
+    }
+    await idle(threadId);
+    expect((await listFiles(t.db, { userId: alice.userId, threadId })).map((f) => f.path)).toEqual(["notes/plan.md"]);
+    expect((await leadRuns(threadId)).length).toBe(2);
+    expect(await resultChunks(threadId, call.tool_call_id)).toBe(1);
   });
 
   it("tools.approval_timeout_seconds denies a lead call: the sweep carries the denial to the model", async () => {
