@@ -98,15 +98,17 @@ export async function decideBatchApprovals(
   args: BatchScopeArgs & { tool: string; decision: ApprovalDecision; reason?: string; seen: number },
 ): Promise<{ decided: number } | { waiting: number; message: string }> {
   checkIds(args);
+  // A person's tool name may hold any character (NUL in a query parameter is refused).
+  const tool = storableText(args.tool);
   return db.transaction(async (tx) => {
     const batch = await lockBatch(tx, args);
-    const waiting = (await countWaiting(tx, batch.id, args.tool))[0]?.waiting ?? 0;
+    const waiting = (await countWaiting(tx, batch.id, tool))[0]?.waiting ?? 0;
     if (waiting !== args.seen)
       return {
         waiting,
         message: `seen: ${args.seen} waiting ${args.seen === 1 ? "call" : "calls"} of ${args.tool} were shown, but ${waiting} wait now; nothing was decided`,
       };
-    const { decided } = await decide(tx, { userId: args.userId, batchId: batch.id, itemId: null, tool: args.tool, decision: args.decision, reason: args.reason });
+    const { decided } = await decide(tx, { userId: args.userId, batchId: batch.id, itemId: null, tool, decision: args.decision, reason: args.reason });
     return { decided };
   });
 }

@@ -249,12 +249,13 @@ describe("a person's approval", () => {
       json: { decision: "deny", reason: `no${U0}way \ud800` },
     });
     expect(denied.status, denied.body).toBe(200);
-    const all = await api(alice, `${base}/approvals`, { json: { tool: `count_text${U0}`, decision: "approve", reason: `fine${U0}` } });
+    // No tool of that name waits: nothing was shown, nothing is decided.
+    const all = await api(alice, `${base}/approvals`, { json: { tool: `count_text${U0}`, decision: "approve", reason: `fine${U0}`, seen: 0 } });
     expect(all.status, all.body).toBe(200);
     expect(all.json()).toMatchObject({ decided: 0 });
     const [row] = await tdb.sql<{ reason: string }[]>`select reason from tool_approvals where item_id = ${waiting[0]!.item_id}`;
     expect(row!.reason).toBe(`no${FFFD}way ${FFFD}`);
-    const approved = await api(alice, `${base}/approvals`, { json: { tool: "count_text", decision: "approve", reason: `go${U0}` } });
+    const approved = await api(alice, `${base}/approvals`, { json: { tool: "count_text", decision: "approve", reason: `go${U0}`, seen: 1 } });
     expect(approved.status, approved.body).toBe(200);
     const done = await settled(alice, threadId, batch.id);
     expect(done.counts).toMatchObject({ succeeded: 2 });
