@@ -9,6 +9,9 @@ const SECURITY_HEADERS = [
   { key: "Cross-Origin-Opener-Policy", value: "same-origin" },
 ];
 
+/** API and MCP answers are data, never a page to frame or run scripts in. */
+const DATA_CSP = { key: "Content-Security-Policy", value: "default-src 'none'; frame-ancestors 'none'" };
+
 const nextConfig: NextConfig = {
   // Database drivers, loggers and metrics keep module-level state; load them from
   // node_modules at run time instead of bundling a second copy per route.
@@ -18,8 +21,8 @@ const nextConfig: NextConfig = {
   async headers() {
     return [
       { source: "/:path*", headers: SECURITY_HEADERS },
-      // API answers are data, never a page to frame or run scripts in.
-      { source: "/api/:path*", headers: [{ key: "Content-Security-Policy", value: "default-src 'none'; frame-ancestors 'none'" }] },
+      { source: "/api/:path*", headers: [DATA_CSP] },
+      { source: "/mcp", headers: [DATA_CSP] },
     ];
   },
 };

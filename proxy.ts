@@ -5,8 +5,8 @@ import { authSecret } from "@/server/auth/secret";
 /**
  * Every page request: a Content-Security-Policy with a fresh nonce (Next puts it on its own
  * scripts, so no inline script runs without it), then the optimistic sign-in check: signed-out
- * page requests go to /signin (with the page to come back to). API routes (/api/ and the
- * compatible batch APIs under /v1/) are not matched: they
+ * page requests go to /signin (with the page to come back to). API routes (/api/, the
+ * compatible batch APIs under /v1/ and the MCP server at /mcp) are not matched: they
  * answer 401 JSON themselves and get their static headers from next.config.ts. Pages and routes
  * still authenticate every request against the database.
  */
@@ -52,5 +52,5 @@ export async function proxy(req: NextRequest) {
 }
 
 export const config = {
-  matcher: ["/((?!api/|v1/|_next/static|_next/image|favicon\\.ico|robots\\.txt|.*\\.(?:png|svg|jpg|jpeg|gif|webp|ico|css|js|map|txt)$).*)"],
+  matcher: ["/((?!api/|v1/|mcp(?:/|$)|_next/static|_next/image|favicon\\.ico|robots\\.txt|.*\\.(?:png|svg|jpg|jpeg|gif|webp|ico|css|js|map|txt)$).*)"],
 };

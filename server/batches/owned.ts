@@ -46,3 +46,26 @@ export function lockBatch(tx: DbOrTx, args: BatchScopeArgs): Promise<BatchRow> {
   return getBatch(tx, args, "update");
 }
 
+
+/**
+ * This owner's batch by its id alone, whatever its thread (for a face that names batches without
+ * their thread, such as /mcp); its thread then scopes every further call as usual.
+ */
+export async function getOwnedBatch(db: DbOrTx, args: { userId: string; batchId: string }): Promise<BatchRow> {
+  if (!UUID.test(args.batchId)) throw notFound("batch");
+  const [row] = await db
+    .select()
+    .from(subagentBatches)
+    .where(and(eq(subagentBatches.id, args.batchId), eq(subagentBatches.userId, args.userId)));
+  if (!row) throw notFound("batch");
+  return row;
+}
+
+/** The thread of this owner's batch made with this submission_key, or null when none was. */
+export async function threadOfSubmission(db: DbOrTx, args: { userId: string; submissionKey: string }): Promise<string | null> {
+  const [row] = await db
+    .select({ threadId: subagentBatches.threadId })
+    .from(subagentBatches)
+    .where(and(eq(subagentBatches.userId, args.userId), eq(subagentBatches.submissionKey, args.submissionKey)));
+  return row?.threadId ?? null;
+}

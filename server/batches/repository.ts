@@ -46,18 +46,21 @@ async function notify(db: DbOrTx, event: BatchEvent, batchId: string): Promise<v
 // ---------------------------------------------------------------------------------------------
 // Reads
 
-/** The thread's batches, newest first. */
+/** The thread's batches, or without a thread all of the owner's, newest first (at most `limit`, 1..BATCH_LIST_MAX). */
 export async function listBatches(
   db: DbOrTx,
-  args: { userId: string; threadId: string; limit?: number },
+  args: { userId: string; threadId?: string; limit?: number },
 ): Promise<BatchRow[]> {
-  checkIds(args);
+  const { threadId, limit = BATCH_LIST_MAX } = args;
+  if (threadId !== undefined) checkIds({ threadId });
+  if (!Number.isInteger(limit) || limit < 1 || limit > BATCH_LIST_MAX)
+    throw new AppError("validation_failed", `limit: must be a whole number between 1 and ${BATCH_LIST_MAX}`);
   return db
     .select()
     .from(subagentBatches)
-    .where(threadBatches(args))
+    .where(threadId === undefined ? eq(subagentBatches.userId, args.userId) : threadBatches({ userId: args.userId, threadId }))
     .orderBy(desc(subagentBatches.createdAt), desc(subagentBatches.id))
-    .limit(Math.min(Math.max(args.limit ?? BATCH_LIST_MAX, 1), BATCH_LIST_MAX));
+    .limit(limit);
 }
 
 export function parseItemStatus(value: string | null | undefined): ItemStatus | undefined {

@@ -31,7 +31,7 @@ import {
 } from "@/lib/batch-rules";
 import { checkPatternProblem } from "@/lib/check-pattern";
 import type { FlotillaConfig } from "@/lib/config";
-import type { Db, DbOrTx } from "@/server/db/client";
+import type { DbOrTx } from "@/server/db/client";
 import { subagentBatches, threads } from "@/server/db/schema";
 import { AppError, notFound } from "@/server/errors";
 import { findCatalogEntry } from "@/server/models/catalog";
@@ -71,7 +71,7 @@ function fileLocator(paths: readonly string[]): Locator {
  * thread's size, set what is held.
  */
 async function boundedMatches(
-  db: Db,
+  db: DbOrTx,
   args: { userId: string; threadId: string; glob: string; template: string; limits: ReturnType<typeof submissionLimits> },
 ): Promise<string[]> {
   const { limits } = args;
@@ -174,7 +174,7 @@ export function itemRows(items: readonly ParsedItem[], template: string | undefi
  * (user, submission_key) made (`created: false`; never refused by a quota). Everything is
  * checked before anything is written; on any refusal nothing is.
  */
-export async function submitBatch(db: Db, args: SubmitBatchArgs): Promise<{ batch: BatchRow; created: boolean }> {
+export async function submitBatch(db: DbOrTx, args: SubmitBatchArgs): Promise<{ batch: BatchRow; created: boolean }> {
   if (!UUID.test(args.threadId)) throw notFound("thread");
   const { input, config } = args;
   const limits = submissionLimits(config.subagent_batches);

@@ -4,7 +4,10 @@ import type postgres from "postgres";
 import { z } from "zod";
 import type { FlotillaConfig } from "@/lib/config";
 import { requireUser } from "@/server/auth/authenticate";
-import { ownedBatch } from "@/server/batches/owned";
+import type { BatchAction } from "@/lib/api/batch-controls";
+import { type BatchScopeArgs, getBatch, ownedBatch } from "@/server/batches/owned";
+import { batchControls } from "@/server/batches/repository";
+import type { BatchRow } from "@/server/batches/types";
 import { getThreadForUser } from "@/server/chat/threads";
 import { getConfig } from "@/server/config/load";
 import { type Db, getDatabase } from "@/server/db/client";
@@ -99,6 +102,21 @@ export function parseItemPageQuery(params: URLSearchParams): { status?: string; 
     throw new AppError("validation_failed", zodMessage(parsed.error));
   }
   return parsed.data;
+}
+
+/**
+ * A batch control (lib/api/batch-controls.ts) as every face applies it: 404 before 503 (an
+ * unknown batch is unknown whether or not a worker runs), 409 when the state forbids it.
+ */
+export async function applyBatchControl(
+  db: Db,
+  config: FlotillaConfig,
+  scope: BatchScopeArgs,
+  action: BatchAction,
+): Promise<BatchRow> {
+  await getBatch(db, scope);
+  await requireLiveWorker(db, config);
+  return batchControls[action](db, scope);
 }
 
 /** Controls change what workers do; without a live worker they would silently never take effect. */

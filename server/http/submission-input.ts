@@ -67,6 +67,11 @@ export function parseJsonSubmission(text: string, limits: SubmissionLimits): Bat
   } catch {
     throw new AppError("invalid_json", "request body is not valid JSON");
   }
+  return parseSubmissionBody(value, limits);
+}
+
+/** The JSON door's body once parsed (also an MCP submit_batch call's arguments): items or files, checked by the shared rules. */
+export function parseSubmissionBody(value: unknown, limits: SubmissionLimits): BatchSubmission {
   if (value !== null && typeof value === "object" && "files" in value) return parseFileSubmission(value, limits);
   const envelope = jsonEnvelopeSchema.safeParse(value);
   if (!envelope.success) throw refusal(issueProblem(envelope.error.issues));
@@ -307,6 +312,12 @@ function parseCsvRecords(
   return uploaded(fields, items, locator, limits, "a header row, then one record per line");
 }
 
+/** Every door refuses a submission (503) while durable batches are turned off. */
+export function assertBatchesEnabled(config: FlotillaConfig): void {
+  if (!config.subagent_batches.enabled)
+    throw new AppError("unavailable", "durable batches are disabled on this server (subagent_batches.enabled is false)");
+}
+
 /**
  * Reads a submission request: 415 for other content types, 413 past http.max_body_bytes (never
  * buffered whole), 400 naming the first bad field or line. Returns the normalized submission and
@@ -316,8 +327,7 @@ export async function readSubmission(
   req: Request,
   config: FlotillaConfig,
 ): Promise<{ input: BatchSubmission; locator: Locator }> {
-  if (!config.subagent_batches.enabled)
-    throw new AppError("unavailable", "durable batches are disabled on this server (subagent_batches.enabled is false)");
+  assertBatchesEnabled(config);
   const format = submissionFormat(req.headers.get("content-type"));
   const params = new URL(req.url).searchParams;
   const firstParam = [...params.keys()][0];

@@ -1,7 +1,8 @@
+import { unstable_doesMiddlewareMatch } from "next/experimental/testing/server";
 import { NextRequest } from "next/server";
 import { describe, expect, it } from "vitest";
 import nextConfig from "@/next.config";
-import { proxy } from "@/proxy";
+import { config as proxyConfig, proxy } from "@/proxy";
 
 /** Security headers: a nonce CSP on every page (proxy.ts) and static headers on everything (next.config.ts). */
 
@@ -28,6 +29,14 @@ describe("page CSP (proxy.ts)", () => {
   });
 });
 
+describe("which paths the proxy sees (proxy.ts matcher, as Next matches it)", () => {
+  it("pages go through it; the API, the compatible APIs and /mcp answer 401 themselves", () => {
+    const seen = (path: string) => unstable_doesMiddlewareMatch({ config: proxyConfig, url: `http://flotilla.test${path}` });
+    for (const path of ["/", "/threads/x", "/settings", "/mcpx"]) expect(seen(path), path).toBe(true);
+    for (const path of ["/api/threads", "/v1/batches", "/mcp", "/mcp/"]) expect(seen(path), path).toBe(false);
+  });
+});
+
 describe("static headers (next.config.ts)", () => {
   it("every path gets nosniff, a referrer policy and no framing; API answers a deny-all CSP", async () => {
     const rules = (await nextConfig.headers?.()) ?? [];
@@ -38,5 +47,7 @@ describe("static headers (next.config.ts)", () => {
     expect(get("X-Frame-Options")).toBe("DENY");
     const api = rules.find((r) => r.source === "/api/:path*")?.headers ?? [];
     expect(api.find((h) => h.key === "Content-Security-Policy")?.value).toBe("default-src 'none'; frame-ancestors 'none'");
+    const mcp = rules.find((r) => r.source === "/mcp")?.headers ?? [];
+    expect(mcp.find((h) => h.key === "Content-Security-Policy")?.value).toBe("default-src 'none'; frame-ancestors 'none'");
   });
 });
