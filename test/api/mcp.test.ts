@@ -241,6 +241,16 @@ describe("MCP over Streamable HTTP with a personal API token", () => {
     expect(await counts(alice.userId)).toEqual(before);
   });
 
+  it("bounds a message by http.max_body_bytes (10 MB; 413 past it, before it is parsed), not the SDK's 4 MB", async () => {
+    const post = (padBytes: number) =>
+      send(server, "/mcp", {
+        headers: { authorization: `Bearer ${alice.token}`, accept: "application/json, text/event-stream" },
+        json: { jsonrpc: "2.0", id: 1, method: "tools/call", params: { name: "list_batches", arguments: { pad: "x".repeat(padBytes) } } },
+      });
+    expect((await post(6 * 1024 * 1024)).status).toBe(200);
+    expect((await post(10 * 1024 * 1024)).status).toBe(413);
+  });
+
   it("answers 401 without a valid token, and 405 to GET and DELETE", async () => {
     const attempts: Record<string, string>[] = [{}, { authorization: "Bearer flt_not-a-real-token" }, { cookie: "next-auth.session-token=x" }];
     for (const headers of attempts) {
