@@ -4,13 +4,12 @@ import { useQuery, useQueryClient } from "@tanstack/react-query";
 import { useEffect } from "react";
 import type { ChatMessage } from "@/lib/api/chat";
 import { fetchNotifications, fetchThreadMessages, markSettlementsSeen } from "./api";
-import { batchKeys, useLiveBatches } from "./panel-state";
+import { batchKeys } from "./panel-state";
 
 /**
  * Settlement notifications in the open app: the sidebar badge of threads whose batches settled
  * since they were last opened (cleared by opening the thread), and the lead's wake-up replies
- * appearing in an open chat without reload (its messages are polled while a wake-up of the
- * thread is pending; the chat's resumable stream replaces this at merge).
+ * appearing in an open chat without reload.
  */
 
 /** One poll every 5 s serves both the badges and the chats' wake-up watch. */
@@ -49,15 +48,16 @@ export function SettledBadge({ threadId, current }: { threadId: string; current:
   );
 }
 
-/** A settled batch of the open thread may still produce a wake-up reply within this long. */
-const SETTLED_WATCH_MS = 60_000;
+/** The lead's replies that arrive in a chat without a request of its own. */
+const WAKEUP_TRIGGERS = new Set(["batch_settled", "children_settled"]);
 
 /**
- * Polls the thread's messages while a lead wake-up of this thread is pending (the shared
- * notifications poll says so) or one of its batches settled in the last minute without a reply
- * in this tab yet (a quick wake-up can start and finish between two notification polls), and
- * appends the lead's batch_settled replies the tab does not have (only while the chat is idle).
- * A running batch costs no message polls.
+ * The lead's wake-up replies in an open chat, both kinds alike: a settled batch's and settled
+ * background children's. Polls the thread's messages while a wake-up of the thread is pending
+ * or one of its replies of the last minute is missing from this tab (the shared notifications
+ * poll says both; a quick wake-up can start and end between two of its polls), and appends the
+ * replies the tab does not have (only while the chat is idle). Running batches and children cost
+ * no message polls.
  */
 export function useWakeupMessages(args: {
   threadId: string;
@@ -67,25 +67,16 @@ export function useWakeupMessages(args: {
 }) {
   const { threadId, messages, idle, append } = args;
   const { data } = useNotifications();
-  const pending = (data?.pending_wakeups ?? []).includes(threadId);
-  const batches = useLiveBatches(threadId);
-  const replied = new Set(messages.map((m) => m.metadata?.batch_id).filter(Boolean));
-  const now = Date.now();
-  const recentlySettled = batches.some(
-    (b) =>
-      b.thread_id === threadId &&
-      b.finished_at !== null &&
-      now - new Date(b.finished_at).getTime() < SETTLED_WATCH_MS &&
-      !replied.has(b.id),
-  );
   const known = new Set(messages.map((m) => m.id));
+  const pending = (data?.pending_wakeups ?? []).includes(threadId);
+  const missing = (data?.recent_replies ?? []).some((r) => r.thread_id === threadId && !known.has(r.message_id));
   const poll = useQuery({
     queryKey: ["thread-messages", threadId],
     queryFn: ({ signal }) => fetchThreadMessages(threadId, signal),
-    enabled: idle && (pending || recentlySettled),
+    enabled: idle && (pending || missing),
     refetchInterval: 2_000,
   });
-  const fresh = (poll.data ?? []).filter((m) => !known.has(m.id) && m.metadata?.trigger === "batch_settled");
+  const fresh = (poll.data ?? []).filter((m) => !known.has(m.id) && WAKEUP_TRIGGERS.has(m.metadata?.trigger ?? ""));
   const freshIds = fresh.map((m) => m.id).join(",");
   // biome-ignore lint/correctness/useExhaustiveDependencies: keyed by the ids of the new messages
   useEffect(() => {

@@ -5,6 +5,7 @@ import { type ReactNode, useEffect, useRef, useState, useSyncExternalStore } fro
 import { z } from "zod";
 import { ChildApprovals } from "./approval-card";
 import type { ToolPartProps } from "./part-props";
+import { scrollToMessage } from "./scroll-to-message";
 import { Badge, type Tone } from "@/components/ui/badge";
 import { fetchRun, RunToolCalls } from "@/components/tool-calls";
 import { Spinner } from "@/components/ui/spinner";
@@ -282,7 +283,14 @@ export function BackgroundNote({ threadId, runIds, settled }: { threadId: string
       ) : replyId ? (
         <>
           Finished in the background.{" "}
-          <a href={`#message-${replyId}`} className="font-medium text-sky-700 underline underline-offset-2 hover:text-sky-900">
+          <a
+            href={`#message-${replyId}`}
+            onClick={(e) => {
+              e.preventDefault();
+              scrollToMessage(replyId);
+            }}
+            className="font-medium text-sky-700 underline underline-offset-2 hover:text-sky-900"
+          >
             Read the lead&apos;s report
           </a>
         </>

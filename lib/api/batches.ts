@@ -386,10 +386,15 @@ export type WebhookEvent = z.infer<typeof webhookEventSchema>;
 export const itemRetryResponseSchema = z.object({ item: itemProjectionSchema, batch: batchProjectionSchema }).strict();
 export type ItemRetryResponse = z.infer<typeof itemRetryResponseSchema>;
 
-/** GET /api/batch-notifications: settled batches not seen yet, and threads whose lead wake-up is pending. */
+/**
+ * GET /api/batch-notifications: settled batches not seen yet, threads whose lead wake-up (a
+ * settled batch's or settled background children's) is pending, and the wake-up replies stored
+ * in the last minute.
+ */
 export const batchNotificationsSchema = z
   .object({
     pending_wakeups: z.array(z.string()),
+    recent_replies: z.array(z.object({ thread_id: z.string(), message_id: z.string() }).strict()),
     unseen: z.array(
       z.object({ thread_id: z.string(), batch_id: z.string(), status: z.string(), finished_at: z.string().nullable() }).strict(),
     ),

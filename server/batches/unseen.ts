@@ -1,6 +1,6 @@
-import { and, desc, eq, isNull, sql } from "drizzle-orm";
+import { and, desc, eq, sql } from "drizzle-orm";
 import type { DbOrTx } from "@/server/db/client";
-import { batchWakeups, subagentBatches } from "@/server/db/schema";
+import { subagentBatches } from "@/server/db/schema";
 import { threadBatches } from "./owned";
 
 /**
@@ -35,14 +35,4 @@ export async function markSettlementsSeen(db: DbOrTx, args: { userId: string; th
     .where(and(threadBatches(args), sql`${subagentBatches.unseenSettlement}`))
     .returning({ id: subagentBatches.id });
   return rows.length;
-}
-
-/** Threads of this user with a wake-up not yet done (an open chat polls its messages meanwhile). */
-export async function listPendingWakeupThreads(db: DbOrTx, userId: string): Promise<string[]> {
-  const rows = await db
-    .selectDistinct({ threadId: batchWakeups.threadId })
-    .from(batchWakeups)
-    .where(and(eq(batchWakeups.userId, userId), isNull(batchWakeups.doneAt)))
-    .limit(UNSEEN_LIMIT);
-  return rows.map((r) => r.threadId);
 }
