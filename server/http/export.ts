@@ -65,14 +65,22 @@ export function exportPool(): postgres.Sql {
 /** Results longer than this (stored bytes) are escaped by this process, not by PostgreSQL. */
 export const LARGE_RESULT_BYTES = 16 * 1024;
 
+/**
+ * A nullable jsonb column as compact JSON text: only an object or array calls flotilla_json_text
+ * (each call costs tens of microseconds); null and scalars are written as jsonb writes them, as
+ * flotilla_json_text itself writes a scalar.
+ */
+const jsonValueText = (column: string) =>
+  `case when ${column} is null then 'null' when jsonb_typeof(${column}) in ('object', 'array') then flotilla_json_text(${column}) else ${column}::text end`;
+
 function jsonlPage(filter: ExportFilter): string {
   return `
   select '{"item_key":' || to_json(item_key)::text || ',"input":' || to_json(input)::text
       || ',"position":' || position || ',"status":' || to_json(status)::text || ',"attempts":' || attempts
       || ',"result":' || case when octet_length(result) > ${LARGE_RESULT_BYTES} then '' else coalesce(to_json(result)::text, 'null') end
       || ',"error":' || coalesce(to_json(error)::text, 'null')
-      || ',"expected":' || case when expected is null then 'null' else flotilla_json_text(expected) end
-      || ',"output":' || case when output is null then 'null' else flotilla_json_text(output) end
+      || ',"expected":' || ${jsonValueText("expected")}
+      || ',"output":' || ${jsonValueText("output")}
       || ',"checks":' || case when checks is null then '[]' else flotilla_json_text(checks) end
       || ',"verdict":' || coalesce(to_json(verdict)::text, 'null')
       || ',"usage":{"input_tokens":' || input_tokens || ',"output_tokens":' || output_tokens || '}}',
