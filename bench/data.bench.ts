@@ -10,7 +10,7 @@ import { spawnBenchWorkers, stopBenchWorkers } from "./workers";
 
 /**
  * Batches that produce data (issue 25), end to end: a batch submitted as JSON over HTTP (the real
- * submit route in bench/export-server.ts), run by one real worker process (64 slots, the
+ * submit route through scripts/web.ts, as `npm start` runs it), run by one real worker process (64 slots, the
  * sub-agent executor, the simulator at latency 0), polled to the end.
  *   typed + checked: object items `{ text, expected }`, an output_schema (a small object), a regex
  *   check on `/label` and an equals check of `/label` against the item's expected
@@ -108,7 +108,7 @@ export async function run(): Promise<BenchRow[]> {
   const server = await benchServer();
   const bdb = await freshDatabase(server.adminUrl);
   const database = createDatabase(bdb.url, { max: 2 });
-  const web = await startWeb(bdb.url, { mode: "handler", env: webEnv, port: PORT });
+  const web = await startWeb(bdb.url, { env: webEnv, port: PORT });
   const workers = spawnBenchWorkers({ databaseUrl: bdb.url, count: 1, slots: 64, env: { FLOTILLA__SIMULATOR__LATENCY_MS: "0" } });
   try {
     const { userId, threadId } = await owner(database.db);

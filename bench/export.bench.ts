@@ -1,7 +1,7 @@
 import { batchSubagent } from "@/server/agent/registry";
-import { type ChildProcess, spawn } from "node:child_process";
+import { spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { chmodSync, cpSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync } from "node:fs";
+import { chmodSync, mkdtempSync, readdirSync, readFileSync, rmSync, } from "node:fs";
 import http from "node:http";
 import os from "node:os";
 import path from "node:path";
@@ -21,11 +21,8 @@ import type { BenchRow } from "./types";
  * real route over real HTTP, against `psql -c "COPY (SELECT ...) TO STDOUT"` of the same rows
  * in the same run, plus the peak RSS growth of the web process during the export.
  *
- * The web process is `next start` on a private copy of the current production build (so a
- * concurrent rebuild cannot pull it away) when one exists that contains the route; otherwise
- * (or with EXPORT_BENCH_SERVER=handler) a bare Node HTTP server around the same route handler
- * (bench/export-server.ts). EXPORT_BENCH_APP_DIR names an app directory with its own build
- * instead (e.g. a `git archive` of HEAD built apart from the shared tree). Ports 3221/3222. Rows (lower ratio is better, the harness's rule):
+ * The web process is scripts/web.ts as `npm start` runs it (bench/web.ts; needs `npx next build`),
+ * port 3221. Rows (lower ratio is better, the harness's rule):
  *   - export wall time vs COPY wall time, target ≤ 2.0 (i.e. throughput ≥ 0.5 × COPY)
  *   - peak RSS growth of the web process tree (MB) vs the 64 MB budget, target ≤ 1.0: for the
  *     first big export after start (includes the heap growing to its working size) and the
@@ -35,11 +32,12 @@ import type { BenchRow } from "./types";
 
 export const name = "export";
 
+const PORT = 3221;
+
 const ITEMS = Number(process.env.EXPORT_BENCH_ITEMS ?? 5_000);
 const RESULT_CHARS = 100_000;
 const ROUNDS = Number(process.env.EXPORT_BENCH_ROUNDS ?? 5);
 const RSS_BUDGET_MB = 64;
-const root = path.resolve(__dirname, "..");
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 const log = (msg: string) => process.stderr.write(`  export: ${msg}\n`);
@@ -61,118 +59,9 @@ async function benchServer(): Promise<{ adminUrl: string; stop(): Promise<void> 
 // ---------------------------------------------------------------------------------------------
 // Web process
 
-export interface Web {
-  kind: "next start" | "route handler in node:http";
-  pid: number;
-  base: string;
-  stop(): Promise<void>;
-}
+import { startWeb, type Web } from "./web";
 
-/** A private copy of the production build, or undefined when none has the export route. */
-function snapshotBuild(): string | undefined {
-  const build = path.join(root, ".next");
-  const route = path.join(build, "server/app/api/threads/[threadId]/subagent-batches/[batchId]/results.jsonl/route.js");
-  if (!existsSync(path.join(build, "BUILD_ID")) || !existsSync(route)) return undefined;
-  const id = readFileSync(path.join(build, "BUILD_ID"), "utf8");
-  const dir = mkdtempSync(path.join(os.tmpdir(), "flotilla-bench-next-"));
-  try {
-    cpSync(build, path.join(dir, ".next"), { recursive: true, filter: (src) => !src.startsWith(path.join(build, "cache")) });
-  } catch {
-    rmSync(dir, { recursive: true, force: true });
-    return undefined;
-  }
-  // A rebuild that started during the copy leaves a mixed snapshot: do not use it.
-  if (!existsSync(path.join(build, "BUILD_ID")) || readFileSync(path.join(build, "BUILD_ID"), "utf8") !== id) {
-    rmSync(dir, { recursive: true, force: true });
-    return undefined;
-  }
-  for (const f of ["package.json", "next.config.ts", "tsconfig.json"]) cpSync(path.join(root, f), path.join(dir, f));
-  if (existsSync(path.join(root, "public"))) cpSync(path.join(root, "public"), path.join(dir, "public"), { recursive: true });
-  symlinkSync(path.join(root, "node_modules"), path.join(dir, "node_modules"));
-  return dir;
-}
-
-async function waitForLine(child: ChildProcess, pattern: RegExp, ms = 60_000): Promise<void> {
-  await new Promise<void>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`web process did not start within ${ms} ms`)), ms);
-    let seen = "";
-    const onData = (d: Buffer) => {
-      seen += d.toString();
-      if (pattern.test(seen)) {
-        clearTimeout(timer);
-        resolve();
-      }
-    };
-    child.stdout?.on("data", onData);
-    child.stderr?.on("data", (d: Buffer) => process.stderr.write(d));
-    child.once("exit", (code) => reject(new Error(`web process exited (${code}): ${seen.slice(-2000)}`)));
-  });
-}
-
-/** The web process; `opts.mode` overrides EXPORT_BENCH_SERVER, `opts.env` adds to its environment. */
-export async function startWeb(
-  databaseUrl: string,
-  opts: { mode?: "next" | "handler"; env?: Record<string, string>; port?: number } = {},
-): Promise<Web> {
-  const env: NodeJS.ProcessEnv = {
-    ...process.env,
-    DATABASE_URL: databaseUrl,
-    NODE_ENV: "production",
-    NEXTAUTH_SECRET: randomBytes(16).toString("hex"),
-    ...opts.env,
-  };
-  const mode = opts.mode ?? process.env.EXPORT_BENCH_SERVER;
-  // EXPORT_BENCH_APP_DIR: an app directory with its own production build (kept as it is).
-  const given = process.env.EXPORT_BENCH_APP_DIR;
-  const app = mode === "handler" ? undefined : (given ?? snapshotBuild());
-  if (mode === "next" && !app) throw new Error("EXPORT_BENCH_SERVER=next but no production build with the export route");
-  if (app) {
-    const port = 3221;
-    const child = spawn(path.join(root, "node_modules/.bin/next"), ["start", app, "-p", String(port), "-H", "127.0.0.1"], {
-      env,
-      stdio: ["ignore", "pipe", "pipe"],
-      detached: true,
-    });
-    await waitForLine(child, /Ready|started server|Local:/i);
-    return {
-      kind: "next start",
-      pid: child.pid!,
-      base: `http://127.0.0.1:${port}`,
-      stop: async () => {
-        await stopGroup(child);
-        if (!given) rmSync(app, { recursive: true, force: true });
-      },
-    };
-  }
-  const port = opts.port ?? 3222;
-  const child = spawn(path.join(root, "node_modules/.bin/tsx"), ["--conditions=react-server", path.join(root, "bench/export-server.ts"), String(port)], {
-    env,
-    cwd: root,
-    stdio: ["ignore", "pipe", "pipe"],
-    detached: true,
-  });
-  await waitForLine(child, /listening/);
-  return { kind: "route handler in node:http", pid: child.pid!, base: `http://127.0.0.1:${port}`, stop: () => stopGroup(child) };
-}
-
-async function stopGroup(child: ChildProcess): Promise<void> {
-  if (child.exitCode !== null) return;
-  const exited = new Promise((r) => child.once("exit", r));
-  try {
-    process.kill(-child.pid!, "SIGTERM");
-  } catch {
-    return;
-  }
-  const timer = setTimeout(() => {
-    try {
-      process.kill(-child.pid!, "SIGKILL");
-    } catch {
-      // already gone
-    }
-  }, 5_000);
-  await exited;
-  clearTimeout(timer);
-}
+export { startWeb, type Web };
 
 /** Resident set size of a process and all its descendants, in bytes (Linux /proc). */
 export function treeRss(rootPid: number): number {
@@ -285,8 +174,8 @@ export async function run(): Promise<BenchRow[]> {
     await database.sql`vacuum analyze subagent_batch_items`;
     log(`seeded in ${((performance.now() - seeded) / 1000).toFixed(1)} s`);
 
-    web = await startWeb(url);
-    log(`web: ${web.kind} (pid ${web.pid})`);
+    web = await startWeb(url, { port: PORT });
+    log(`web: scripts/web.ts (pid ${web.pid})`);
     const exportUrl = (id: string) => `${web!.base}/api/threads/${thread.id}/subagent-batches/${id}/results.jsonl`;
     for (let i = 0; i < 3; i++) {
       const warm = await download(exportUrl(warmId), token);
@@ -342,10 +231,9 @@ export async function run(): Promise<BenchRow[]> {
     const firstGrowth = growthMb[0]!;
     const laterGrowth = Math.max(...growthMb.slice(1));
     log(`bytes: export ${oursBytes}, COPY ${copyBytes}; throughput export ${(oursBytes / 1e6 / (ours / 1000)).toFixed(0)} MB/s, COPY ${(copyBytes / 1e6 / (copy / 1000)).toFixed(0)} MB/s`);
-    const label = web.kind === "next start" ? "next start" : "route handler";
     return [
       {
-        metric: `ms to export ${ITEMS} × ${RESULT_CHARS / 1000}k-char results over HTTP (${label}) vs psql COPY TO STDOUT`,
+        metric: `ms to export ${ITEMS} × ${RESULT_CHARS / 1000}k-char results over HTTP (scripts/web.ts, as npm start runs it) vs psql COPY TO STDOUT`,
         ours,
         baseline: copy,
         ratio: ours / copy,

@@ -4,6 +4,7 @@
  * `npm run bench -- --check` exits non-zero when a row misses its target.
  */
 
+import os from "node:os";
 import type { BenchModule, BenchRow } from "./types";
 
 const MODULES: Array<() => Promise<BenchModule>> = [
@@ -32,14 +33,21 @@ function fmt(n: number): string {
 async function main() {
   const only = process.argv.slice(2).filter((a) => !a.startsWith("--"));
   const check = process.argv.includes("--check");
-  const rows: Array<BenchRow & { module: string }> = [];
-  for (const load of MODULES) {
-    const mod = await load();
+  // Each row beside the load average when its module returned it (1, 5, 15 min): a figure taken
+  // on a busy machine says so.
+  const rows: Array<BenchRow & { module: string; load: string }> = [];
+  for (const importModule of MODULES) {
+    const mod = await importModule();
     if (only.length && !only.some((o) => mod.name.includes(o))) continue;
     process.stderr.write(`running ${mod.name} ...\n`);
-    for (const row of await mod.run()) rows.push({ module: mod.name, ...row });
+    const got = await mod.run();
+    const load = os.loadavg().map((l) => l.toFixed(2)).join(" ");
+    for (const row of got) {
+      rows.push({ module: mod.name, load, ...row });
+      process.stderr.write(`  ${mod.name}: ${row.metric}: ${fmt(row.ours)} (load ${load})\n`);
+    }
   }
-  const header = ["module", "metric", "ours", "baseline", "ratio", "target", "ok"];
+  const header = ["module", "metric", "ours", "baseline", "ratio", "target", "ok", "load 1/5/15"];
   const table = rows.map((r) => [
     r.module,
     r.metric,
@@ -48,6 +56,7 @@ async function main() {
     `${r.ratio.toFixed(2)}x`,
     `<= ${r.target}x`,
     r.ratio <= r.target ? "yes" : "NO",
+    r.load,
   ]);
   const widths = header.map((h, i) => Math.max(h.length, ...table.map((t) => t[i].length)));
   const line = (cells: string[]) => `| ${cells.map((c, i) => c.padEnd(widths[i])).join(" | ")} |`;

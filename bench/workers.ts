@@ -1,4 +1,6 @@
 import { type ChildProcess, spawn } from "node:child_process";
+import { readFileSync } from "node:fs";
+import type { Sql } from "postgres";
 
 /**
  * Worker processes for benchmarks, started as `npm run worker` starts them, with the caller's
@@ -42,4 +44,23 @@ export async function stopBenchWorkers(children: ChildProcess[]): Promise<void> 
         }),
     ),
   );
+}
+
+/** CPU time (user + system) of a process so far, in ms: the kernel counters process.cpuUsage() reads, from /proc/PID/stat. */
+export function processCpuMs(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+  const ticks = Number(fields[11]) + Number(fields[12]); // utime, stime (fields 14 and 15 of stat)
+  return (ticks * 1000) / 100; // USER_HZ is 100 on Linux
+}
+
+/** Until `count` workers have a live heartbeat (their startup done). */
+export async function waitForWorkers(sql: Sql, count: number, timeoutMs = 120_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const [row] = await sql<{ n: number }[]>`select count(*)::int as n from worker_heartbeats where stopped_at is null`;
+    if (row!.n >= count) return;
+    if (Date.now() > deadline) throw new Error(`bench: only ${row!.n} of ${count} workers came up`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
 }

@@ -55,7 +55,11 @@ export interface StartedLeadRun {
   runId: string | null;
   /** The id of the assistant message being built (stored under it when the response ends). */
   messageId: string;
-  /** Settles once the reply is stored and the stream is finished. Never rejects. */
+  /**
+   * Settles once the reply is stored, the stream is finished and the thread's next queued
+   * message (if any) has been started: all the run's own database work, so a process may close
+   * its pool after it. Never rejects.
+   */
   done: Promise<void>;
 }
 
@@ -335,8 +339,7 @@ export async function runLocked(
     }
     if (noticed) {
       await writer.close();
-      void startNext();
-      return { streamId, runId: null, messageId, done: Promise.resolve() };
+      return { streamId, runId: null, messageId, done: startNext().then(() => undefined) };
     }
   }
   // The thread's activity and title, beside the run's start rather than before it (one commit
@@ -406,7 +409,7 @@ export async function runLocked(
     },
   });
 
-  const done = (async () => {
+  const streamed = (async () => {
     const reader = stream.getReader();
     try {
       for (;;) {
@@ -424,7 +427,7 @@ export async function runLocked(
     }
   })();
   // The thread is free: its next queued message (if any) starts, as its own response.
-  void done.then(startNext);
+  const done = streamed.then(startNext).then(() => undefined);
 
   return { streamId, runId, messageId, done };
 }
