@@ -13,43 +13,31 @@ import { submitBatch } from "@/server/batches/submit";
 import { createDatabase, type Database } from "@/server/db/client";
 import { startEmbeddedPostgres } from "@/server/db/embedded";
 import { migrateDatabase } from "@/server/db/migrate";
-import { log } from "@/server/log";
 import { threads, users } from "@/server/db/schema";
-import { createSubagentRuntime } from "@/server/runtime/admission";
-import type { ItemExecutor } from "@/server/worker/execute";
-import { BatchWorker } from "@/server/worker/loop";
 import type { BenchRow } from "./types";
-import { spawnBenchWorkers, stopBenchWorkers } from "./workers";
+import { spawnBenchWorkers, stopBenchWorkers, waitForWorkers } from "./workers";
 
 /**
  * Durable batch engine benchmarks, all on one PostgreSQL in one run (DATABASE_URL's server
  * when set, otherwise an embedded one), each in a fresh database:
  *
- * 1. scheduler efficiency: 2,000 items of 200 ms simulated latency, max_running_items 64, in
- *    worker processes (bench/batch-worker.ts: the real BatchWorker with an executor that holds a
- *    capacity slot for the item's [[sleep:200]]): one with 64 slots, then four with 16 each.
- *    Ideal = 64 / 0.2 s = 320 items/s. Plus the same run end to end through `server/worker/main.ts`
- *    (sub-agent executor, run records, simulator model) to show the executor's own cost.
- * 2. raw engine throughput: 10,000 zero-latency items at concurrency 32 in one worker vs
+ * 1. raw engine throughput: 10,000 zero-latency items (BATCH_BENCH_RAW_ITEMS) at concurrency 32 in
+ *    one worker process as users run it (server/worker/main.ts, the simulator at latency 0) vs
  *    graphile-worker 0.17.3 running 10,000 no-op jobs at concurrency 32 on the same server, in its
  *    best configuration (localQueue size 500, completeJobBatchDelay 0).
- * 3. submission of 5,000 items vs one multi-row INSERT of the same rows into a plain table.
- * 4. batch detail read of a 5,000-item batch mid-run vs a 10-item batch.
- * 5. add-to-start latency: one-item batches submitted one at a time to an idle real worker
- *    process (server/worker/main.ts, the LISTEN/NOTIFY wake-up path, the sub-agent executor and
- *    the simulator); latency = the item's started_at (written by the worker's running mark) minus
- *    the moment submitBatch resolved (committed; same host clock). From the batch's created_at
- *    instead it would also count the submission transaction itself.
- *    p50 vs 8 ms and p95 vs 40 ms (issue 22; graphile-worker documents 4.16 ms on average).
+ * 2. submission of 5,000 items vs one multi-row INSERT of the same rows into a plain table.
+ * 3. batch detail read of a 5,000-item batch mid-run vs a 10-item batch.
+ * Slot efficiency (1,000 x 200 ms vs graphile-worker) and one-item latency run through `npm start`
+ * in bench/e2e.bench.ts; 100,000 items on 1 worker x 64 in bench/scale.bench.ts.
  *
  * Rows are ratios where lower is better (the harness's convention): for throughput rows
  * "ours" is wall time and the baseline is the ideal (or graphile-worker's) wall time.
- * Select parts with BATCH_BENCH=read,submit,raw,sched,e2e,latency (default all).
+ * Select parts with BATCH_BENCH=read,submit,raw (default all).
  */
 
 export const name = "batch";
 
-const parts = new Set((process.env.BATCH_BENCH ?? "read,submit,raw,sched,e2e,latency").split(","));
+const parts = new Set((process.env.BATCH_BENCH ?? "read,submit,raw").split(","));
 
 interface BenchDb {
   url: string;
@@ -121,112 +109,37 @@ export async function waitTerminal(db: Database["db"], scope: { userId: string; 
 }
 
 // ---------------------------------------------------------------------------------------------
-// 1. Scheduler efficiency with real worker processes
-
-/** "sim": bench/batch-worker.ts (simulated-latency executor); "e2e": the real worker with the simulator model. */
-type WorkerKind = "sim" | "e2e";
-
-async function schedulerEfficiency(adminUrl: string, workers: number, slots: number, kind: WorkerKind): Promise<BenchRow> {
-  const bdb = await freshDatabase(adminUrl);
-  const database = createDatabase(bdb.url, { max: 4 });
-  const children = spawnBenchWorkers({ databaseUrl: bdb.url, count: workers, slots, entry: kind === "sim" ? "bench/batch-worker.ts" : undefined });
-  try {
-    const scope = await owner(database.db);
-    for (;;) {
-      const [row] = await database.db.execute<{ n: number }>(sql`select count(*)::int as n from worker_heartbeats where stopped_at is null`);
-      if (row!.n >= workers) break;
-      await sleep(100);
-    }
-    const cfg = config();
-    const run = async (n: number) => {
-      const { batch } = await submitBatch(database.db, { ...batchSubagent(cfg, undefined),
-        ...scope,
-        input: {
-          submission_key: `sched-${++submissions}`,
-          prompt_template: "Item {{item}} [[sleep:200]]",
-          items: Array.from({ length: n }, (_, i) => String(i)),
-          max_running_items: 64,
-          max_live_items: 1_000,
-        },
-        config: cfg,
-        model: { name: "simulator", simulator: true },
-      });
-      const done = await waitTerminal(database.db, { ...scope, batchId: batch.id }, 120_000);
-      if (done.succeededCount !== n) throw new Error(`scheduler bench: ${done.succeededCount}/${n} succeeded`);
-      return (done.finishedAt!.getTime() - done.createdAt.getTime()) / 1000;
-    };
-    await run(256); // warm-up: module loading and JIT in the workers
-    const seconds = await run(2_000);
-    const ideal = 2_000 / 320;
-    const what = kind === "sim" ? "scheduler" : "end to end (sub-agent executor + simulator)";
-    return {
-      metric: `${what}: 2000 items x 200 ms, cap 64, ${workers} worker(s) x ${slots} slots: wall s vs ideal 6.25 s (efficiency ${(ideal / seconds).toFixed(2)}, ${(2_000 / seconds).toFixed(0)} items/s)`,
-      ours: seconds,
-      baseline: ideal,
-      ratio: seconds / ideal,
-      // efficiency >= 0.9 (one worker) / >= 0.85 (four), as wall time over the ideal (rounded down)
-      target: Math.floor((workers === 1 ? 1 / 0.9 : 1 / 0.85) * 10_000) / 10_000,
-    };
-  } finally {
-    await stopBenchWorkers(children);
-    await database.close();
-    await bdb.close();
-  }
-}
-
-// ---------------------------------------------------------------------------------------------
 // 2. Raw engine throughput vs graphile-worker
 
-/** graphile-worker's localQueue.size in its best configuration; ours claims as far ahead. */
-const RAW_LOCAL_QUEUE = 500;
-
-const noopExecutor: ItemExecutor = async ({ onStarted }) => {
-  await onStarted();
-  return { status: "completed", text: "ok", usage: { inputTokens: 0, outputTokens: 0 }, model: "noop", stopReason: "stop" };
-};
-
+/**
+ * Ours: one worker process exactly as `npm run worker` runs it (server/worker/main.ts, the sub-agent
+ * executor, run records, the simulator at latency 0) with `concurrency` slots, up and idle before
+ * the batch is submitted; wall = the batch's first claim to its finish (server timestamps).
+ */
 async function oursRaw(url: string, n: number, concurrency: number): Promise<number> {
-  const database = createDatabase(url, { max: 6 });
+  const database = createDatabase(url, { max: 2 });
+  const [child] = spawnBenchWorkers({
+    databaseUrl: url,
+    count: 1,
+    slots: concurrency,
+    env: { FLOTILLA__SIMULATOR__LATENCY_MS: "0", FLOTILLA__SUBAGENT_BATCHES__MAX_RUNNING_ITEMS_PER_BATCH: String(concurrency) },
+  });
   try {
-    const cfg = config({
-      subagent_runtime: { max_running: concurrency },
-      subagent_batches: { poll_interval_seconds: 1, max_running_items_per_batch: 1_024 },
-    });
+    await waitForWorkers(database.sql, 1);
+    const cfg = config();
     const scope = await owner(database.db);
-    // The batch may hold concurrency + the local queue (leased rows count toward its running
-    // limit), as graphile-worker holds concurrency + localQueue.size locked jobs.
-    const { batch } = await submitBatch(database.db, { ...batchSubagent(cfg, undefined),
+    const { batch } = await submitBatch(database.db, {
+      ...batchSubagent(cfg, undefined),
       ...scope,
-      input: {
-        submission_key: `raw-${++submissions}`,
-        items: Array.from({ length: n }, (_, i) => `noop ${i}`),
-        max_running_items: concurrency + RAW_LOCAL_QUEUE,
-        max_live_items: 1_000,
-      },
+      input: { submission_key: `raw-${++submissions}`, items: Array.from({ length: n }, (_, i) => `noop ${i}`), max_running_items: concurrency, max_live_items: 1_000 },
       config: cfg,
-      model: { name: "noop", simulator: true },
+      model: { name: "simulator", simulator: true },
     });
-    const worker = new BatchWorker({
-      database,
-      config: cfg,
-      instanceId: `bench-raw-${submissions}`,
-      runtime: createSubagentRuntime(cfg),
-      executor: noopExecutor,
-      localQueueSize: RAW_LOCAL_QUEUE,
-      listen: false,
-      heartbeat: false,
-      // Per-item info lines would be most of the work being measured.
-      logger: log.child({}, { level: "warn" }),
-    });
-    const t0 = performance.now();
-    await worker.start();
-    while (worker.counters.settled < n) await sleep(5);
-    const elapsed = (performance.now() - t0) / 1000;
-    await worker.stop();
-    const b = await getBatch(database.db, { ...scope, batchId: batch.id });
+    const b = await waitTerminal(database.db, { ...scope, batchId: batch.id }, 30 * 60_000);
     if (b.succeededCount !== n || b.status !== "completed") throw new Error(`raw bench: ${b.succeededCount}/${n} (${b.status})`);
-    return elapsed;
+    return (b.finishedAt!.getTime() - b.startedAt!.getTime()) / 1000;
   } finally {
+    await stopBenchWorkers([child!]);
     await database.close();
   }
 }
@@ -301,7 +214,7 @@ function quietLogger() {
 }
 
 async function rawThroughput(adminUrl: string): Promise<BenchRow> {
-  const n = 10_000;
+  const n = Number(process.env.BATCH_BENCH_RAW_ITEMS ?? 10_000);
   const concurrency = 32;
   const ours: number[] = [];
   const theirs: number[] = [];
@@ -329,7 +242,7 @@ async function rawThroughput(adminUrl: string): Promise<BenchRow> {
   const o = Math.min(...ours);
   const t = Math.min(...theirs);
   return {
-    metric: `raw: 10000 zero-latency items, concurrency 32, 1 worker, local queue 500 each: wall s vs graphile-worker 0.17.3, localQueue 500, completeJobBatchDelay 0 (ours ${(n / o).toFixed(0)}/s, theirs ${(n / t).toFixed(0)}/s)`,
+    metric: `raw engine: ${n} zero-latency items, concurrency 32, 1 worker (server/worker/main.ts, simulator): wall s vs graphile-worker 0.17.3, localQueue 500, completeJobBatchDelay 0 (ours ${(n / o).toFixed(0)}/s, theirs ${(n / t).toFixed(0)}/s)`,
     ours: o,
     baseline: t,
     ratio: o / t,
@@ -422,56 +335,6 @@ async function detailRead(adminUrl: string): Promise<BenchRow> {
   }
 }
 
-// ---------------------------------------------------------------------------------------------
-// 5. Add-to-start latency through LISTEN/NOTIFY
-
-async function addToStart(adminUrl: string): Promise<BenchRow[]> {
-  const bdb = await freshDatabase(adminUrl);
-  const database = createDatabase(bdb.url, { max: 2 });
-  const [child] = spawnBenchWorkers({ databaseUrl: bdb.url, count: 1, slots: 8 });
-  try {
-    const scope = await owner(database.db);
-    for (;;) {
-      const [row] = await database.db.execute<{ n: number }>(sql`select count(*)::int as n from worker_heartbeats where stopped_at is null`);
-      if (row!.n >= 1) break;
-      await sleep(100);
-    }
-    const cfg = config();
-    const once = async () => {
-      const { batch } = await submitBatch(database.db, { ...batchSubagent(cfg, undefined),
-        ...scope,
-        input: { submission_key: `lat-${++submissions}`, items: ["one [[sleep:20]]"] },
-        config: cfg,
-        model: { name: "simulator", simulator: true },
-      });
-      // Committed (and the batch row read back) when submitBatch resolves: from then on it is the worker's.
-      const submitted = Date.now();
-      await waitTerminal(database.db, { ...scope, batchId: batch.id }, 30_000);
-      const [row] = await database.db.execute<{ ms: number }>(sql`
-        select extract(epoch from i.started_at) * 1000 as ms from subagent_batch_items i where i.batch_id = ${batch.id}`);
-      return Number(row!.ms) - submitted;
-    };
-    for (let i = 0; i < 10; i++) await once(); // warm-up: module loading and JIT in the worker
-    const ms: number[] = [];
-    for (let i = 0; i < 100; i++) {
-      ms.push(await once());
-      await sleep(50); // the worker is idle again when the next batch arrives
-    }
-    ms.sort((a, b) => a - b);
-    const p50 = ms[49]!;
-    const p95 = ms[94]!;
-    const what = "add-to-start: one-item batch submitted to an idle real worker (LISTEN/NOTIFY) -> item running, 100 rounds";
-    return [
-      { metric: `${what}: p50 ms vs 8 ms`, ours: p50, baseline: 8, ratio: p50 / 8, target: 1 },
-      { metric: `${what}: p95 ms vs 40 ms`, ours: p95, baseline: 40, ratio: p95 / 40, target: 1 },
-    ];
-  } finally {
-    await stopBenchWorkers([child!]);
-    await database.close();
-    await bdb.close();
-  }
-}
-
 export async function run(): Promise<BenchRow[]> {
   const server = await benchServer();
   const rows: BenchRow[] = [];
@@ -479,12 +342,6 @@ export async function run(): Promise<BenchRow[]> {
     if (parts.has("read")) rows.push(await detailRead(server.adminUrl));
     if (parts.has("submit")) rows.push(await submission(server.adminUrl));
     if (parts.has("raw")) rows.push(await rawThroughput(server.adminUrl));
-    if (parts.has("sched")) {
-      rows.push(await schedulerEfficiency(server.adminUrl, 1, 64, "sim"));
-      rows.push(await schedulerEfficiency(server.adminUrl, 4, 16, "sim"));
-    }
-    if (parts.has("e2e")) rows.push(await schedulerEfficiency(server.adminUrl, 1, 64, "e2e"));
-    if (parts.has("latency")) rows.push(...(await addToStart(server.adminUrl)));
   } finally {
     await server.stop();
   }
