@@ -1,8 +1,9 @@
 import { sql } from "drizzle-orm";
 import { index, jsonb, pgTable, text, uniqueIndex, uuid } from "drizzle-orm/pg-core";
 import { subagentBatches } from "./batches";
+import { ownedRowColumns, } from "./auth";
 import { threads } from "./chat";
-import { at, createdAtColumn, idColumn, ownerColumn } from "./columns";
+import { at, createdAtColumn, } from "./columns";
 
 export const APPROVAL_STATUSES = ["pending", "approved", "denied"] as const;
 export type ApprovalStatus = (typeof APPROVAL_STATUSES)[number];
@@ -26,8 +27,7 @@ export type ApprovalKind = (typeof APPROVAL_KINDS)[number];
 export const toolApprovals = pgTable(
   "tool_approvals",
   {
-    id: idColumn(),
-    userId: ownerColumn(),
+    ...ownedRowColumns(),
     /** Batch items: their batch and item (no item foreign key: items leave with their batch's trigger). */
     batchId: uuid("batch_id").references(() => subagentBatches.id, { onDelete: "cascade" }),
     itemId: uuid("item_id"),

@@ -1,8 +1,9 @@
 import { sql } from "drizzle-orm";
-import { boolean, check, index, integer, pgTable, primaryKey, text, timestamp, uuid } from "drizzle-orm/pg-core";
+import { boolean, check, index, integer, pgTable, primaryKey, text } from "drizzle-orm/pg-core";
+import { at, createdAtColumn, idColumn, parentColumn } from "./columns";
 
 export const users = pgTable("users", {
-  id: uuid("id").primaryKey().defaultRandom(),
+  id: idColumn(),
   email: text("email").notNull().unique(),
   /** scrypt$N$r$p$salt$hash, see server/auth/password.ts */
   passwordHash: text("password_hash").notNull(),
@@ -10,23 +11,26 @@ export const users = pgTable("users", {
   isAdmin: boolean("is_admin").notNull().default(false),
   /** Raised by "sign out everywhere": a session signed in under an older version is refused. */
   sessionVersion: integer("session_version").notNull().default(0),
-  createdAt: timestamp("created_at", { withTimezone: true }).notNull().defaultNow(),
+  createdAt: createdAtColumn(),
 });
+
+/** The owning user: the row is deleted with its user. */
+export const ownerColumn = () => parentColumn("user_id", () => users.id);
+
+/** A row a user owns: its uuid key and its owner. */
+export const ownedRowColumns = () => ({ id: idColumn(), userId: ownerColumn() });
 
 /** Personal API tokens; only a SHA-256 of the token is stored. */
 export const apiTokens = pgTable(
   "api_tokens",
   {
-    id: uuid("id").primaryKey().defaultRandom(),
-    userId: uuid("user_id")
-      .notNull()
-      .references(() => users.id, { onDelete: "cascade" }),
+    ...ownedRowColumns(),
     tokenHash: text("token_hash").notNull().unique(),
     name: text("name").notNull().default("cli"),
-    createdAt: timestamp("created_at", { withTimezone: true }).notNull().defaultNow(),
-    lastUsedAt: timestamp("last_used_at", { withTimezone: true }),
+    createdAt: createdAtColumn(),
+    lastUsedAt: at("last_used_at"),
     /** Null = never expires. An expired token answers 401. */
-    expiresAt: timestamp("expires_at", { withTimezone: true }),
+    expiresAt: at("expires_at"),
   },
   (t) => [index("api_tokens_user_idx").on(t.userId)],
 );
@@ -41,7 +45,7 @@ export const setupCodes = pgTable(
   {
     only: boolean("only").primaryKey().default(true),
     code: text("code").notNull(),
-    createdAt: timestamp("created_at", { withTimezone: true }).notNull().defaultNow(),
+    createdAt: createdAtColumn(),
   },
   (t) => [check("setup_codes_one_row", sql`${t.only}`)],
 );
@@ -50,11 +54,9 @@ export const setupCodes = pgTable(
 export const familiarAddresses = pgTable(
   "familiar_addresses",
   {
-    userId: uuid("user_id")
-      .notNull()
-      .references(() => users.id, { onDelete: "cascade" }),
+    userId: ownerColumn(),
     address: text("address").notNull(),
-    lastSignedInAt: timestamp("last_signed_in_at", { withTimezone: true }).notNull().defaultNow(),
+    lastSignedInAt: at("last_signed_in_at").notNull().defaultNow(),
   },
   (t) => [primaryKey({ columns: [t.userId, t.address] })],
 );

@@ -1,8 +1,6 @@
-import { at, createdAtColumn, idColumn, ownerColumn, threadColumn } from "./columns";
 import { sql } from "drizzle-orm";
 import {
   bigint,
-  bigserial,
   boolean,
   doublePrecision,
   index,
@@ -14,6 +12,18 @@ import {
   uniqueIndex,
   uuid,
 } from "drizzle-orm/pg-core";
+import { ownedRowColumns, } from "./auth";
+import { threadColumn } from "./chat";
+import {
+  at,
+  countColumn,
+  createdAtColumn,
+  idColumn,
+  lifecycleColumns,
+  parentColumn,
+  serialIdColumn,
+  tokenColumns,
+} from "./columns";
 
 export const BATCH_STATUSES = ["queued", "running", "paused", "completed", "failed", "cancelled"] as const;
 export type BatchStatus = (typeof BATCH_STATUSES)[number];
@@ -35,8 +45,7 @@ export type PauseReason = (typeof PAUSE_REASONS)[number];
 export const subagentBatches = pgTable(
   "subagent_batches",
   {
-    id: idColumn(),
-    userId: ownerColumn(),
+    ...ownedRowColumns(),
     threadId: threadColumn(),
     submissionKey: text("submission_key").notNull(),
     status: text("status", { enum: BATCH_STATUSES }).notNull().default("queued"),
@@ -48,20 +57,19 @@ export const subagentBatches = pgTable(
     maxRunningItems: integer("max_running_items").notNull(),
     maxAttempts: integer("max_attempts").notNull(),
     // Per-status counters, moved in the same transactions that move items (progress reads never scan items).
-    pendingCount: integer("pending_count").notNull().default(0),
-    queuedCount: integer("queued_count").notNull().default(0),
-    leasedCount: integer("leased_count").notNull().default(0),
-    runningCount: integer("running_count").notNull().default(0),
+    pendingCount: countColumn("pending_count"),
+    queuedCount: countColumn("queued_count"),
+    leasedCount: countColumn("leased_count"),
+    runningCount: countColumn("running_count"),
     /** Items parked until a person decides on a tool call (they hold no slot and no lease). */
-    awaitingApprovalCount: integer("awaiting_approval_count").notNull().default(0),
-    succeededCount: integer("succeeded_count").notNull().default(0),
-    failedCount: integer("failed_count").notNull().default(0),
-    cancelledCount: integer("cancelled_count").notNull().default(0),
+    awaitingApprovalCount: countColumn("awaiting_approval_count"),
+    succeededCount: countColumn("succeeded_count"),
+    failedCount: countColumn("failed_count"),
+    cancelledCount: countColumn("cancelled_count"),
     // Verdicts of finished items with checks, moved by the same counters trigger.
-    verdictPassedCount: integer("verdict_passed_count").notNull().default(0),
-    verdictFailedCount: integer("verdict_failed_count").notNull().default(0),
-    inputTokens: bigint("input_tokens", { mode: "number" }).notNull().default(0),
-    outputTokens: bigint("output_tokens", { mode: "number" }).notNull().default(0),
+    verdictPassedCount: countColumn("verdict_passed_count"),
+    verdictFailedCount: countColumn("verdict_failed_count"),
+    ...tokenColumns(),
     // Budgets (server/batches/budget.ts). The BEFORE UPDATE trigger of the loop migration pauses
     // the batch (pause_reason "budget" / "quota") in the transaction whose settle reaches them.
     maxTotalTokens: bigint("max_total_tokens", { mode: "number" }),
@@ -83,15 +91,12 @@ export const subagentBatches = pgTable(
     /** Lead-submitted with subagent_batches.wake_lead on: each settlement queues a wake-up. */
     wakeLead: boolean("wake_lead").notNull().default(false),
     /** Bumped by the trigger each time the batch settles (a retry re-opens and re-settles it). */
-    settlementSeq: integer("settlement_seq").notNull().default(0),
+    settlementSeq: countColumn("settlement_seq"),
     /** Settled since the owner last opened the thread (sidebar badge). */
     unseenSettlement: boolean("unseen_settlement").notNull().default(false),
     /** Round-robin fairness across active batches. */
     lastClaimedAt: at("last_claimed_at"),
-    createdAt: createdAtColumn(),
-    updatedAt: at("updated_at").notNull().defaultNow(),
-    startedAt: at("started_at"),
-    finishedAt: at("finished_at"),
+    ...lifecycleColumns(),
     /** When a retry last reopened the finished batch (retry.sql): its elapsed time and throughput count from here. */
     reopenedAt: at("reopened_at"),
   },
@@ -120,7 +125,7 @@ export const subagentBatchItems = pgTable(
     input: text("input").notNull().default(""),
     status: text("status", { enum: ITEM_STATUSES }).notNull(),
     /** Attempts started (claims that reached a lease). */
-    attempts: integer("attempts").notNull().default(0),
+    attempts: countColumn("attempts"),
     /** Fencing token: bumped on every claim; every later write must match owner + token. */
     leaseToken: bigint("lease_token", { mode: "number" }).notNull().default(0),
     /**
@@ -135,7 +140,7 @@ export const subagentBatchItems = pgTable(
     leaseExpiresAt: at("lease_expires_at"),
     /** Not claimable before this instant (rate-limit deferral). */
     availableAt: at("available_at"),
-    deferrals: integer("deferrals").notNull().default(0),
+    deferrals: countColumn("deferrals"),
     result: text("result"),
     preview: text("preview"),
     /** Typed results: the answer parsed (and valid against the spec's output_schema). */
@@ -149,15 +154,11 @@ export const subagentBatchItems = pgTable(
     error: text("error"),
     model: text("model"),
     stopReason: text("stop_reason"),
-    inputTokens: bigint("input_tokens", { mode: "number" }).notNull().default(0),
-    outputTokens: bigint("output_tokens", { mode: "number" }).notNull().default(0),
+    ...tokenColumns(),
     /** US dollars: each attempt's tokens, each model's (the item's, a judge's) at its own price snapshot (settle.sql). */
     costUsd: doublePrecision("cost_usd").notNull().default(0),
     runId: uuid("run_id"),
-    createdAt: createdAtColumn(),
-    updatedAt: at("updated_at").notNull().defaultNow(),
-    startedAt: at("started_at"),
-    finishedAt: at("finished_at"),
+    ...lifecycleColumns(),
   },
   (t) => [
     // Paging, export and claim order. Item keys are unique per batch by the submission's own
@@ -167,18 +168,11 @@ export const subagentBatchItems = pgTable(
     // it cost ~40% of each transition's time. A status-filtered page uses the partial index of
     // its status where there is one (pending and queued for promote and claim; failed and
     // cancelled, rare and terminal, for pages) and otherwise walks the position index.
-    index("subagent_batch_items_queued_idx")
-      .on(t.batchId, t.position)
-      .where(sql`status = 'queued'`),
-    index("subagent_batch_items_pending_idx")
-      .on(t.batchId, t.position)
-      .where(sql`status = 'pending'`),
-    index("subagent_batch_items_failed_idx")
-      .on(t.batchId, t.position)
-      .where(sql`status = 'failed'`),
-    index("subagent_batch_items_cancelled_idx")
-      .on(t.batchId, t.position)
-      .where(sql`status = 'cancelled'`),
+    ...(["queued", "pending", "failed", "cancelled"] as const).map((status) =>
+      index(`subagent_batch_items_${status}_idx`)
+        .on(t.batchId, t.position)
+        .where(sql.raw(`status = '${status}'`)),
+    ),
     // Pages filtered by a failed verdict (the Results view's "failed", batch retry by verdict).
     index("subagent_batch_items_verdict_failed_idx")
       .on(t.batchId, t.position)
@@ -190,10 +184,6 @@ export const subagentBatchItems = pgTable(
 );
 
 /**
- * One row per ended attempt (claim) of an item: who held it, how it ended. Written once, when
- * the attempt ends (settled, lease expired, cancelled), so the hot claim path stays one write.
- */
-/**
  * Durable steps of a batch item (issue 26): one row per completed model step that another step
  * follows (its response messages: the assistant's tool calls and their results), written under
  * the item's lease (steps.sql). A new attempt after a lost lease or a shutdown resumes from them;
@@ -202,9 +192,7 @@ export const subagentBatchItems = pgTable(
 export const subagentBatchItemSteps = pgTable(
   "subagent_batch_item_steps",
   {
-    itemId: uuid("item_id")
-      .notNull()
-      .references(() => subagentBatchItems.id, { onDelete: "cascade" }),
+    itemId: parentColumn("item_id", () => subagentBatchItems.id),
     /** The 1-based model step. */
     step: integer("step").notNull(),
     /** The step's response messages (ModelMessage[]: the assistant message, then the tool results). */
@@ -218,13 +206,15 @@ export const subagentBatchItemSteps = pgTable(
   (t) => [primaryKey({ columns: [t.itemId, t.step] })],
 );
 
+/**
+ * One row per ended attempt (claim) of an item: who held it, how it ended. Written once, when
+ * the attempt ends (settled, lease expired, cancelled), so the hot claim path stays one write.
+ */
 export const subagentBatchItemAttempts = pgTable(
   "subagent_batch_item_attempts",
   {
-    id: bigserial("id", { mode: "number" }).primaryKey(),
-    itemId: uuid("item_id")
-      .notNull()
-      .references(() => subagentBatchItems.id, { onDelete: "cascade" }),
+    id: serialIdColumn(),
+    itemId: parentColumn("item_id", () => subagentBatchItems.id),
     batchId: uuid("batch_id").notNull(),
     attempt: integer("attempt").notNull(),
     workerId: text("worker_id").notNull(),
@@ -254,12 +244,10 @@ export const subagentBatchItemAttempts = pgTable(
 export const subagentBatchCheckCounts = pgTable(
   "subagent_batch_check_counts",
   {
-    batchId: uuid("batch_id")
-      .notNull()
-      .references(() => subagentBatches.id, { onDelete: "cascade" }),
+    batchId: parentColumn("batch_id", () => subagentBatches.id),
     name: text("name").notNull(),
-    passed: integer("passed").notNull().default(0),
-    failed: integer("failed").notNull().default(0),
+    passed: countColumn("passed"),
+    failed: countColumn("failed"),
   },
   (t) => [primaryKey({ columns: [t.batchId, t.name] })],
 );

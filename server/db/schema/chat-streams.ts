@@ -1,6 +1,8 @@
-import { at, createdAtColumn, idColumn, ownerColumn, threadColumn } from "./columns";
 import { sql } from "drizzle-orm";
 import { index, integer, jsonb, pgTable, primaryKey, text, uniqueIndex, uuid } from "drizzle-orm/pg-core";
+import { ownerColumn } from "./auth";
+import { threadColumn } from "./chat";
+import { at, createdAtColumn, idColumn, parentColumn } from "./columns";
 import { agentRuns } from "./runs";
 
 export const CHAT_STREAM_STATUSES = ["active", "finished"] as const;
@@ -33,9 +35,7 @@ export const chatStreams = pgTable(
 export const chatStreamChunks = pgTable(
   "chat_stream_chunks",
   {
-    streamId: uuid("stream_id")
-      .notNull()
-      .references(() => chatStreams.id, { onDelete: "cascade" }),
+    streamId: parentColumn("stream_id", () => chatStreams.id),
     seq: integer("seq").notNull(),
     chunk: jsonb("chunk").notNull(),
   },

@@ -1,20 +1,21 @@
 import { sql } from "drizzle-orm";
-import { index, jsonb, pgTable, primaryKey, text, timestamp, uuid } from "drizzle-orm/pg-core";
-import { users } from "./auth";
+import { index, jsonb, pgTable, primaryKey, text } from "drizzle-orm/pg-core";
+import { ownedRowColumns, } from "./auth";
+import { at, createdAtColumn, parentColumn } from "./columns";
 
 export const threads = pgTable(
   "threads",
   {
-    id: uuid("id").primaryKey().defaultRandom(),
-    userId: uuid("user_id")
-      .notNull()
-      .references(() => users.id, { onDelete: "cascade" }),
+    ...ownedRowColumns(),
     title: text("title").notNull().default("New thread"),
-    createdAt: timestamp("created_at", { withTimezone: true }).notNull().defaultNow(),
-    updatedAt: timestamp("updated_at", { withTimezone: true }).notNull().defaultNow(),
+    createdAt: createdAtColumn(),
+    updatedAt: at("updated_at").notNull().defaultNow(),
   },
   (t) => [index("threads_user_updated_idx").on(t.userId, t.updatedAt)],
 );
+
+/** The thread the row belongs to: deleted with it. */
+export const threadColumn = () => parentColumn("thread_id", () => threads.id);
 
 /**
  * One AI SDK UIMessage per row; `parts` is the UIMessage parts array. Ids are unique per thread
@@ -24,13 +25,11 @@ export const messages = pgTable(
   "messages",
   {
     id: text("id").notNull(),
-    threadId: uuid("thread_id")
-      .notNull()
-      .references(() => threads.id, { onDelete: "cascade" }),
+    threadId: threadColumn(),
     role: text("role", { enum: ["system", "user", "assistant"] }).notNull(),
     parts: jsonb("parts").notNull().$type<unknown[]>(),
     metadata: jsonb("metadata").$type<Record<string, unknown>>(),
-    createdAt: timestamp("created_at", { withTimezone: true }).notNull().defaultNow(),
+    createdAt: createdAtColumn(),
   },
   (t) => [
     primaryKey({ columns: [t.threadId, t.id] }),

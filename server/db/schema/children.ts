@@ -1,6 +1,8 @@
 import { sql } from "drizzle-orm";
-import { bigserial, boolean, index, integer, jsonb, pgTable, text, uniqueIndex, uuid } from "drizzle-orm/pg-core";
-import { at, createdAtColumn, ownerColumn, threadColumn } from "./columns";
+import { boolean, index, jsonb, pgTable, text, uniqueIndex, uuid } from "drizzle-orm/pg-core";
+import { ownerColumn } from "./auth";
+import { threadColumn } from "./chat";
+import { at, parentColumn, serialIdColumn, wakeupColumns } from "./columns";
 import { agentRuns } from "./runs";
 
 /**
@@ -14,13 +16,11 @@ import { agentRuns } from "./runs";
 export const childWakeups = pgTable(
   "child_wakeups",
   {
-    id: bigserial("id", { mode: "number" }).primaryKey(),
+    id: serialIdColumn(),
     threadId: threadColumn(),
     userId: ownerColumn(),
     /** The lead run whose tool call started the children (their parent). */
-    leadRunId: uuid("lead_run_id")
-      .notNull()
-      .references(() => agentRuns.id, { onDelete: "cascade" }),
+    leadRunId: parentColumn("lead_run_id", () => agentRuns.id),
     toolCallId: text("tool_call_id").notNull(),
     tool: text("tool", { enum: ["task", "agent_swarm"] }).notNull(),
     /** Every child run of the call, as the tool answered them (first attempts; retries link to these). */
@@ -32,16 +32,7 @@ export const childWakeups = pgTable(
     interrupted: boolean("interrupted").notNull().default(false),
     /** Set with settled_at by the running process: what the lead reads (ChildrenSettledNotice). */
     result: jsonb("result").$type<Record<string, unknown>>(),
-    attempts: integer("attempts").notNull().default(0),
-    nextAttemptAt: at("next_attempt_at").notNull().defaultNow(),
-    claimedBy: text("claimed_by"),
-    claimedAt: at("claimed_at"),
-    leaseExpiresAt: at("lease_expires_at"),
-    doneAt: at("done_at"),
-    /** The lead's reply (its id is known once the response starts; stored when it ends). */
-    messageId: text("message_id"),
-    lastError: text("last_error"),
-    createdAt: createdAtColumn(),
+    ...wakeupColumns(),
   },
   (t) => [
     uniqueIndex("child_wakeups_call_uq").on(t.leadRunId, t.toolCallId),

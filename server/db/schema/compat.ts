@@ -1,6 +1,7 @@
-import { at, createdAtColumn, idColumn, ownerColumn } from "./columns";
 import { bigint, customType, index, integer, jsonb, pgTable, primaryKey, text, uuid } from "drizzle-orm/pg-core";
+import { ownedRowColumns, } from "./auth";
 import { subagentBatches, subagentBatchItems } from "./batches";
+import { at, createdAtColumn, parentColumn } from "./columns";
 
 /**
  * The OpenAI- and Anthropic-compatible batch APIs (server/compat). Uploaded files are stored in
@@ -16,8 +17,7 @@ export type CompatApi = (typeof COMPAT_APIS)[number];
 export const compatFiles = pgTable(
   "compat_files",
   {
-    id: idColumn(),
-    userId: ownerColumn(),
+    ...ownedRowColumns(),
     filename: text("filename").notNull(),
     purpose: text("purpose").notNull(),
     bytes: bigint("bytes", { mode: "number" }).notNull(),
@@ -31,9 +31,7 @@ export const compatFiles = pgTable(
 export const compatFileChunks = pgTable(
   "compat_file_chunks",
   {
-    fileId: uuid("file_id")
-      .notNull()
-      .references(() => compatFiles.id, { onDelete: "cascade" }),
+    fileId: parentColumn("file_id", () => compatFiles.id),
     seq: integer("seq").notNull(),
     data: bytea("data").notNull(),
   },
@@ -43,8 +41,7 @@ export const compatFileChunks = pgTable(
 export const compatBatches = pgTable(
   "compat_batches",
   {
-    id: idColumn(),
-    userId: ownerColumn(),
+    ...ownedRowColumns(),
     api: text("api", { enum: COMPAT_APIS }).notNull(),
     /** The durable batch that runs the requests; null for an OpenAI batch that failed validation. */
     batchId: uuid("batch_id")

@@ -1,8 +1,9 @@
-import { at, createdAtColumn, ownerColumn, threadColumn } from "./columns";
 import { sql } from "drizzle-orm";
-import { bigint, bigserial, date, index, integer, jsonb, pgTable, primaryKey, text, uniqueIndex, uuid } from "drizzle-orm/pg-core";
-import { users } from "./auth";
+import { bigint, date, index, integer, jsonb, pgTable, primaryKey, text, uniqueIndex, uuid } from "drizzle-orm/pg-core";
+import { ownerColumn, users } from "./auth";
 import { subagentBatches } from "./batches";
+import { threadColumn } from "./chat";
+import { at, createdAtColumn, parentColumn, retryLeaseColumns, serialIdColumn, wakeupColumns } from "./columns";
 
 /**
  * Closing the loop on durable batches: lead wake-ups, per-user webhooks and their deliveries,
@@ -14,25 +15,14 @@ import { subagentBatches } from "./batches";
 export const batchWakeups = pgTable(
   "batch_wakeups",
   {
-    id: bigserial("id", { mode: "number" }).primaryKey(),
-    batchId: uuid("batch_id")
-      .notNull()
-      .references(() => subagentBatches.id, { onDelete: "cascade" }),
+    id: serialIdColumn(),
+    batchId: parentColumn("batch_id", () => subagentBatches.id),
     threadId: threadColumn(),
     userId: ownerColumn(),
     settlementSeq: integer("settlement_seq").notNull(),
     /** Batch status at settlement (completed | failed | cancelled). */
     settledStatus: text("settled_status").notNull(),
-    attempts: integer("attempts").notNull().default(0),
-    nextAttemptAt: at("next_attempt_at").notNull().defaultNow(),
-    claimedBy: text("claimed_by"),
-    claimedAt: at("claimed_at"),
-    leaseExpiresAt: at("lease_expires_at"),
-    doneAt: at("done_at"),
-    /** The stored assistant message (the lead's reply, or the could-not-summarize note). */
-    messageId: text("message_id"),
-    lastError: text("last_error"),
-    createdAt: createdAtColumn(),
+    ...wakeupColumns(),
   },
   (t) => [
     uniqueIndex("batch_wakeups_settlement_uq").on(t.batchId, t.settlementSeq),
@@ -68,11 +58,9 @@ export const userWebhooks = pgTable("user_webhooks", {
 export const webhookDeliveries = pgTable(
   "webhook_deliveries",
   {
-    id: bigserial("id", { mode: "number" }).primaryKey(),
+    id: serialIdColumn(),
     userId: ownerColumn(),
-    batchId: uuid("batch_id")
-      .notNull()
-      .references(() => subagentBatches.id, { onDelete: "cascade" }),
+    batchId: parentColumn("batch_id", () => subagentBatches.id),
     settlementSeq: integer("settlement_seq").notNull(),
     /** batch.completed | batch.failed | batch.cancelled | batch.paused */
     type: text("type").notNull(),
@@ -81,9 +69,7 @@ export const webhookDeliveries = pgTable(
     body: jsonb("body").$type<Record<string, unknown>>().notNull(),
     /** pending | delivered | failed | refused (the URL reached a refused address: no request made) */
     status: text("status", { enum: ["pending", "delivered", "failed", "refused"] }).notNull().default("pending"),
-    attempts: integer("attempts").notNull().default(0),
-    nextAttemptAt: at("next_attempt_at").notNull().defaultNow(),
-    claimedBy: text("claimed_by"),
+    ...retryLeaseColumns(),
     leaseExpiresAt: at("lease_expires_at"),
     lastStatusCode: integer("last_status_code"),
     lastError: text("last_error"),

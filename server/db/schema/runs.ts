@@ -1,8 +1,9 @@
-import { at, createdAtColumn, idColumn, ownerColumn } from "./columns";
 import { sql } from "drizzle-orm";
-import { bigint, bigserial, index, integer, jsonb, pgTable, text, uniqueIndex, uuid } from "drizzle-orm/pg-core";
+import { index, integer, jsonb, pgTable, text, uniqueIndex, uuid } from "drizzle-orm/pg-core";
 import type { ToolCallRecord } from "../../../lib/api/runs";
+import { ownedRowColumns, } from "./auth";
 import { threads } from "./chat";
+import { at, countColumn, createdAtColumn, parentColumn, serialIdColumn, tokenColumns } from "./columns";
 
 export const RUN_KINDS = ["lead", "task", "swarm_child", "batch_item"] as const;
 export const RUN_STATUSES = [
@@ -20,8 +21,7 @@ export type RunStatus = (typeof RUN_STATUSES)[number];
 export const agentRuns = pgTable(
   "agent_runs",
   {
-    id: idColumn(),
-    userId: ownerColumn(),
+    ...ownedRowColumns(),
     threadId: uuid("thread_id").references(() => threads.id, { onDelete: "cascade" }),
     parentRunId: uuid("parent_run_id"),
     rootRunId: uuid("root_run_id"),
@@ -39,14 +39,13 @@ export const agentRuns = pgTable(
     prompt: text("prompt"),
     result: text("result"),
     error: text("error"),
-    inputTokens: bigint("input_tokens", { mode: "number" }).notNull().default(0),
-    outputTokens: bigint("output_tokens", { mode: "number" }).notNull().default(0),
+    ...tokenColumns(),
     /** Model messages of the run, replayable for resume. */
     transcript: jsonb("transcript").$type<unknown[]>(),
     /** The transcript's tool calls (name, bounded previews, status, duration), in finishing order. */
     toolCalls: jsonb("tool_calls").$type<ToolCallRecord[]>(),
     /** len(tool_calls), kept so item pages and run lists count without reading the list. */
-    toolCallCount: integer("tool_call_count").notNull().default(0),
+    toolCallCount: countColumn("tool_call_count"),
     /** Process instance that executes the run; restart recovery finalizes orphans by this. */
     ownerInstance: text("owner_instance"),
     createdAt: createdAtColumn(),
@@ -69,10 +68,8 @@ export const agentRuns = pgTable(
 export const runEvents = pgTable(
   "run_events",
   {
-    id: bigserial("id", { mode: "number" }).primaryKey(),
-    runId: uuid("run_id")
-      .notNull()
-      .references(() => agentRuns.id, { onDelete: "cascade" }),
+    id: serialIdColumn(),
+    runId: parentColumn("run_id", () => agentRuns.id),
     type: text("type").notNull(),
     data: jsonb("data").$type<Record<string, unknown>>().notNull().default({}),
     createdAt: createdAtColumn(),

@@ -1,6 +1,6 @@
-import { at, createdAtColumn, idColumn, ownerColumn } from "./columns";
 import { bigint, index, integer, pgTable, text, uuid, varchar } from "drizzle-orm/pg-core";
-import { users } from "./auth";
+import { ownedRowColumns, users } from "./auth";
+import { at, createdAtColumn, idColumn } from "./columns";
 
 /** Invite codes (auth.registration = invite): single use, expiring, only a SHA-256 of the code is stored. */
 export const invites = pgTable(
@@ -25,8 +25,7 @@ export const invites = pgTable(
 export const authSessions = pgTable(
   "auth_sessions",
   {
-    id: idColumn(),
-    userId: ownerColumn(),
+    ...ownedRowColumns(),
     userAgent: text("user_agent"),
     createdAt: createdAtColumn(),
     expiresAt: at("expires_at").notNull(),

@@ -1,6 +1,8 @@
-import { createdAtColumn, idColumn, ownerColumn, threadColumn } from "./columns";
 import { sql } from "drizzle-orm";
 import { bigint, check, customType, pgTable, primaryKey, text, uniqueIndex, uuid } from "drizzle-orm/pg-core";
+import { ownedRowColumns, } from "./auth";
+import { threadColumn } from "./chat";
+import { createdAtColumn, } from "./columns";
 import { agentRuns } from "./runs";
 
 const bytea = customType<{ data: Buffer; driverData: Buffer }>({ dataType: () => "bytea" });
@@ -13,8 +15,7 @@ const bytea = customType<{ data: Buffer; driverData: Buffer }>({ dataType: () =>
 export const workspaceFiles = pgTable(
   "workspace_files",
   {
-    id: idColumn(),
-    userId: ownerColumn(),
+    ...ownedRowColumns(),
     threadId: threadColumn(),
     path: text("path").notNull(),
     bytes: bytea("bytes").notNull(),
