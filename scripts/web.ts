@@ -8,6 +8,7 @@ import path from "node:path";
 import { ConfigError, loadConfig } from "../server/config/load";
 import { assertConfiguredOutputSchemas } from "../server/runtime/output-schema";
 import { createFrontDoorServer } from "../server/http/front-door";
+import { initTelemetry, shutdownTelemetry } from "../server/telemetry";
 
 const root = process.cwd();
 const port = Number(process.env.PORT ?? 3000);
@@ -25,6 +26,8 @@ async function main() {
     }
     throw err;
   }
+  // Before Next loads, so the front door's request spans and the routes' share one provider.
+  await initTelemetry("flotilla-web");
   // As `next start` sets it, before Next loads; the build it serves is a production build.
   (process.env as Record<string, string>).NODE_ENV = "production";
   const { default: next } = await import("next");
@@ -43,7 +46,13 @@ async function main() {
   const stop = (signal: NodeJS.Signals) => {
     if (stopping) return;
     stopping = true;
-    server.close(() => void app.close().finally(() => process.exit(signal === "SIGINT" ? 130 : 143)));
+    server.close(
+      () =>
+        void app
+          .close()
+          .then(shutdownTelemetry)
+          .finally(() => process.exit(signal === "SIGINT" ? 130 : 143)),
+    );
     server.closeIdleConnections();
     // A streaming chat answer would hold the close open; the run itself is recovered on the next start.
     setTimeout(() => server.closeAllConnections(), 5_000).unref();

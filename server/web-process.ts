@@ -9,6 +9,7 @@ import { resolveModel } from "@/server/models";
 import { setupLine } from "@/server/auth/setup-code";
 import { getDatabase } from "@/server/db/client";
 import { log } from "@/server/log";
+import { initTelemetry } from "@/server/telemetry";
 
 /**
  * What a web process starts before it serves requests (instrumentation.ts calls it in the
@@ -16,6 +17,7 @@ import { log } from "@/server/log";
  */
 export async function startWebProcess(): Promise<void> {
   const startedAt = new Date();
+  await initTelemetry("flotilla-web"); // already started by scripts/web.ts under `npm start`
   // Next.js owns the signals; on exit the stdio MCP servers this process started are killed
   // (closing aborts their spawn signal synchronously, before the process is gone).
   process.once("exit", () => void closeMcpClients());

@@ -11,6 +11,7 @@ import {
 import type { Db } from "@/server/db/client";
 import { AbortReason, AppError, abortKind, errorText } from "@/server/errors";
 import { log } from "@/server/log";
+import { traceAgentRun } from "@/server/telemetry";
 import { classifyModelError, type RunErrorClass } from "@/server/runtime/model-errors";
 import type { ResolvedModel } from "@/server/models/types";
 import { admit, getSubagentRuntime, type SubagentRuntime } from "@/server/runtime/admission";
@@ -190,7 +191,12 @@ export function childRunFields(opts: Omit<RunSubagentOptions, "signal">) {
   };
 }
 
-export async function runSubagent(db: Db, opts: RunSubagentOptions): Promise<SubagentRunResult> {
+export function runSubagent(db: Db, opts: RunSubagentOptions): Promise<SubagentRunResult> {
+  const traced = { agent: opts.definition.name, model: opts.model.name, threadId: opts.threadId, runId: opts.runId };
+  return traceAgentRun(traced, () => runSubagentInSpan(db, opts));
+}
+
+async function runSubagentInSpan(db: Db, opts: RunSubagentOptions): Promise<SubagentRunResult> {
   const runtime = opts.runtime ?? getSubagentRuntime();
   const def = opts.definition;
   const model = opts.model;

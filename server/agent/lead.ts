@@ -10,6 +10,7 @@ import type { FlotillaConfig } from "@/lib/config";
 import type { ChatMessage, ChatMessageMetadata } from "@/lib/api/chat";
 import type { Db } from "@/server/db/client";
 import { log } from "@/server/log";
+import { endAgentSpan, inSpan, startAgentSpan } from "@/server/telemetry";
 import type { ResolvedModel } from "@/server/models/types";
 import { registerLiveRun } from "@/server/runtime/run-registry";
 import { type ApprovalRequest, approvalRequestsOf, recordLeadApprovals } from "./chat-approvals";
@@ -106,6 +107,7 @@ export async function startLeadResponse(options: LeadResponseOptions): Promise<L
     status: "running",
   });
   const runId = run.id;
+  const span = startAgentSpan({ agent: "lead", model: model.name, threadId, runId });
   const runLog = log.child({ run_id: runId, thread_id: threadId });
 
   // One controller per response: Stop (run registry) and the optional signal abort it.
@@ -130,7 +132,7 @@ export async function startLeadResponse(options: LeadResponseOptions): Promise<L
 
   const metadataBase: ChatMessageMetadata = { runId, model: model.name, simulator: model.simulator };
 
-  return {
+  const handle: LeadRunHandle = {
     runId,
     errorText: describeError,
     async execute(writer) {
@@ -198,9 +200,12 @@ export async function startLeadResponse(options: LeadResponseOptions): Promise<L
           unregister();
         }
         runLog.info({ status, ...usage }, "lead response finished");
+        endAgentSpan(span, { status, usage, error: status === "failed" ? describeError(failure) : undefined });
         return { ...metadataBase, usage: { ...usage }, status };
       })();
       return finished;
     },
   };
+  // The model calls and tool calls of the response are children of its invoke_agent span.
+  return { ...handle, execute: (writer) => inSpan(span, () => handle.execute(writer)) };
 }

@@ -1,4 +1,6 @@
 import http from "node:http";
+import { type Span, SpanStatusCode } from "@opentelemetry/api";
+import { inSpan, SpanKind, startSpan } from "../telemetry";
 import { CLIENT_ADDRESS_HEADER, isTrusted, normalizeAddress, resolveClientAddress, trustedProxyList } from "./client-address";
 
 /**
@@ -99,7 +101,10 @@ export function frontDoor(handler: Listener, options: FrontDoorOptions = {}): Fr
       uploads.add({ req, res, samples: [req.socket.bytesRead] });
       clock ??= setInterval(tick, tickMs).unref();
     }
-    handler(req, res);
+    // One SERVER span per request, the route handler's spans its children (a no-op while tracing is off).
+    const span = startSpan(req.method ?? "HTTP", { "http.request.method": req.method, "url.path": (req.url ?? "/").split("?")[0] }, SpanKind.SERVER);
+    res.once("close", () => endServerSpan(span, res));
+    inSpan(span, () => handler(req, res));
   }) as FrontDoor;
   door.stop = () => {
     if (clock) clearInterval(clock);
@@ -107,6 +112,13 @@ export function frontDoor(handler: Listener, options: FrontDoorOptions = {}): Fr
     uploads.clear();
   };
   return door;
+}
+
+function endServerSpan(span: Span, res: http.ServerResponse): void {
+  span.setAttribute("http.response.status_code", res.statusCode);
+  if (res.statusCode >= 500) span.setAttributes({ "error.type": String(res.statusCode) }).setStatus({ code: SpanStatusCode.ERROR });
+  else if (!res.writableFinished) span.setAttribute("error.type", "connection_closed");
+  span.end();
 }
 
 /**

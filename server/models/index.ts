@@ -4,6 +4,7 @@ import { type LanguageModelMiddleware, wrapLanguageModel } from "ai";
 import type { FlotillaConfig } from "@/lib/config";
 import { getConfig } from "@/server/config/load";
 import { AppError } from "@/server/errors";
+import { chatSpanMiddleware } from "@/server/telemetry/model";
 import { catalogEndpointKey, type EndpointBudget, rateLimitMiddleware } from "@/server/runtime/rate-limit";
 import { defaultModelName, type Env, findCatalogEntry } from "./catalog";
 import { createSimulatorModel, SIMULATOR_MODEL_ID } from "./simulator";
@@ -18,9 +19,11 @@ export type { ResolvedModel } from "./types";
  */
 export function sharedModelMiddleware(
   config: FlotillaConfig,
+  model: string,
   endpoint?: { key: string; budget: EndpointBudget },
 ): LanguageModelMiddleware[] {
-  return [rateLimitMiddleware({ config, endpoint: endpoint?.key, budget: endpoint?.budget })];
+  // The chat span first, so a wait for the rate limiter shows inside the call it delays.
+  return [chatSpanMiddleware(model), rateLimitMiddleware({ config, endpoint: endpoint?.key, budget: endpoint?.budget })];
 }
 
 /** Wraps a model with middleware; returns the model itself when there is none. */
@@ -81,7 +84,7 @@ export function resolveModelByName(config: FlotillaConfig, name: string, env: En
       supportsStructuredOutputs: true,
     });
     resolved = {
-      model: withModelMiddleware(provider.chatModel(entry.model), [...sharedModelMiddleware(config, limits), looseJsonSchema]),
+      model: withModelMiddleware(provider.chatModel(entry.model), [...sharedModelMiddleware(config, entry.model, limits), looseJsonSchema]),
       name: entry.model,
       simulator: false,
       catalogName: entry.name,
@@ -92,7 +95,7 @@ export function resolveModelByName(config: FlotillaConfig, name: string, env: En
     resolved = {
       model: withModelMiddleware(
         createSimulatorModel({ latencyMs: config.simulator.latency_ms }),
-        sharedModelMiddleware(config, limits),
+        sharedModelMiddleware(config, SIMULATOR_MODEL_ID, limits),
       ),
       name: SIMULATOR_MODEL_ID,
       simulator: true,

@@ -1,3 +1,4 @@
+import { withSpan } from "@/server/telemetry";
 import { asSchema, type Schema, type Tool, type ToolSet } from "ai";
 import { BUILTIN_TOOL_GROUPS, type FlotillaConfig } from "@/lib/config";
 import type { ToolCallRecord } from "@/lib/api/runs";
@@ -105,7 +106,7 @@ export function wrapTool(
   if (!execute) return t;
   const { recorder, bounds } = opts;
   const inputSchema = convertedOnce(t.inputSchema);
-  const wrapped: Tool["execute"] = async (input, options) => {
+  const wrapped: Tool["execute"] = traced(name, async (input, options) => {
     const started = performance.now();
     const record = (status: "ok" | "error", result: unknown) =>
       recorder?.add({
@@ -150,8 +151,27 @@ export function wrapTool(
     } finally {
       clearTimeout(timer);
     }
-  };
+  });
   return { ...t, inputSchema, execute: wrapped } as Tool;
+}
+
+type Execute = NonNullable<Tool["execute"]>;
+
+/** Each call runs in its `execute_tool <name>` span (GenAI conventions; a no-op while tracing is off). */
+function traced(name: string, execute: Execute): Execute {
+  return (input, options) =>
+    withSpan(
+      `execute_tool ${name}`,
+      { "gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": name, "gen_ai.tool.call.id": options.toolCallId },
+      async () => execute(input, options),
+    );
+}
+
+/** Tools with no other wrapper (the lead's delegation tools), each call in its execute_tool span. */
+export function traceTools(tools: ToolSet): ToolSet {
+  return Object.fromEntries(
+    Object.entries(tools).map(([name, t]) => [name, t.execute ? ({ ...t, execute: traced(name, t.execute) } as Tool) : t]),
+  );
 }
 
 /** Records the calls of tools that keep their own bounds (delegation: task). */

@@ -18,6 +18,7 @@ import { admit, type SubagentRuntime } from "@/server/runtime/admission";
 import { isCapacityError } from "@/server/runtime/capacity";
 import { endpointBackoffMs } from "@/server/runtime/rate-limit";
 import { approvalMatcherFor, NO_APPROVAL } from "@/server/tools/approval";
+import { withRunAttributes } from "@/server/telemetry";
 
 export type { ItemExecutor, ItemRunContext, ItemRunResult };
 
@@ -64,7 +65,8 @@ export function subagentItemExecutor(args: {
     const steps = args.durableSteps === false ? undefined : await openStepJournal(args.db, { workerId: ctx.workerId, item });
     // A re-queued item whose call a person decided: continue with the decisions (approvals.ts).
     const decided = await decidedApprovals(args.db, args.runtime.config, spec, item, steps !== undefined);
-    const result = await runSubagent(args.db, {
+    const traced = { "flotilla.batch.id": item.batchId, "flotilla.item.id": item.id };
+    const result = await withRunAttributes(traced, () => runSubagent(args.db, {
       userId: spec.caller.user_id,
       threadId: spec.caller.thread_id,
       kind: "batch_item",
@@ -77,7 +79,7 @@ export function subagentItemExecutor(args: {
       returnRunRow: true,
       steps,
       ...(decided ?? {}),
-    });
+    }));
     const out: ItemRunResult = {
       status: result.status,
       text: result.text,

@@ -4,6 +4,7 @@ import { log } from "@/server/log";
 import { startWorkerOps } from "@/server/ops/worker-ops";
 import { INSTANCE_ID } from "@/server/runtime/instance";
 import { assertConfiguredOutputSchemas } from "@/server/runtime/output-schema";
+import { initTelemetry, shutdownTelemetry } from "@/server/telemetry";
 import { closeMcpClients } from "@/server/tools/mcp";
 import { BatchWorker } from "./loop";
 
@@ -25,6 +26,7 @@ async function main() {
     }
     throw err;
   }
+  await initTelemetry("flotilla-worker");
   const database = createDatabase(databaseUrlFromEnv(), { applicationName: "flotilla-worker" });
   await startWorkerOps({ database, config }); // shared rate limiter, metrics gauges + port
   // Passes failing for a minute: exit non-zero, so `npm start` (scripts/start.ts) starts a fresh worker.
@@ -50,6 +52,7 @@ async function main() {
     // After the runs stopped: no tool call is still waiting on an MCP server.
     await closeMcpClients().catch((err) => log.warn({ err }, "closing MCP clients failed"));
     await database.close().catch(() => {});
+    await shutdownTelemetry().catch((err) => log.warn({ err }, "flushing traces failed"));
     process.exit(code);
   };
   process.on("SIGTERM", () => void stop("SIGTERM"));

@@ -1,5 +1,5 @@
 import type { ToolSet } from "ai";
-import { buildGroupTools } from "@/server/tools";
+import { buildGroupTools, traceTools } from "@/server/tools";
 import { approvedLeadCall } from "../chat-approvals";
 import { approvalMatcher, runApprovalPatterns } from "@/server/tools/approval";
 import { createBatchTools } from "./batch";
@@ -28,8 +28,10 @@ export async function buildLeadTools(ctx: LeadToolContext): Promise<ToolSet> {
       approvalMatcher(runApprovalPatterns(ctx.config, [])),
       { mode: "ask", verify: (call) => approvedLeadCall(ctx.db, { threadId: ctx.threadId, toolCallId: call.toolCallId, input: call.input }) },
     )),
-    ...(ctx.config.subagents.enabled ? { task: createTaskTool(ctx) } : {}),
-    ...(ctx.config.subagents.enabled ? { agent_swarm: createSwarmTool(ctx) } : {}),
-    ...(await createBatchTools(ctx)),
+    ...traceTools({
+      ...(ctx.config.subagents.enabled ? { task: createTaskTool(ctx) } : {}),
+      ...(ctx.config.subagents.enabled ? { agent_swarm: createSwarmTool(ctx) } : {}),
+      ...(await createBatchTools(ctx)),
+    }),
   };
 }
