@@ -1,4 +1,4 @@
-import { spawn } from "node:child_process";
+
 import { randomBytes } from "node:crypto";
 import { chmodSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import os from "node:os";
@@ -11,12 +11,13 @@ import { createDatabase } from "@/server/db/client";
 import { startEmbeddedPostgres } from "@/server/db/embedded";
 import { migrateDatabase } from "@/server/db/migrate";
 import type { BenchRow } from "./types";
+import { startWeb } from "./web";
 import { spawnBenchWorkers, stopBenchWorkers } from "./workers";
 
 /**
  * The OpenAI-compatible batch API end to end: a 50,000-line JSONL file uploaded with the official
- * `openai` SDK over real HTTP to the /v1 route handlers (test/compat/http-server.ts, its own
- * process), a batch created from it (every line validated, then 50,000 durable items), and run
+ * `openai` SDK over real HTTP to scripts/web.ts as `npm start` runs it (bench/web.ts; needs
+ * `npx next build`), a batch created from it (every line validated, then 50,000 durable items), and run
  * to `completed` by two worker processes with the simulator at latency 0. Rows:
  *   - upload → completed wall time (s) against a 300 s budget
  *   - the web process's peak RSS (VmHWM, MB) against a 256 MB budget: the ~10 MB upload and the
@@ -26,10 +27,10 @@ import { spawnBenchWorkers, stopBenchWorkers } from "./workers";
 
 export const name = "compat";
 
+const PORT = 3225;
 const LINES = Number(process.env.COMPAT_BENCH_LINES ?? 50_000);
 const TIME_BUDGET_S = 300;
 const RSS_BUDGET_MB = 256;
-const root = path.resolve(__dirname, "..");
 const log = (msg: string) => process.stderr.write(`  compat: ${msg}\n`);
 
 async function database(): Promise<{ url: string; stop(): Promise<void> }> {
@@ -73,19 +74,8 @@ export async function run(): Promise<BenchRow[]> {
   const token = await createApiToken(orm, { userId: user.id });
   await close();
 
-  const base = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith("FLOTILLA__") && !k.startsWith("MODEL_")));
-  const web = spawn(process.execPath, ["--conditions=react-server", "--import", "tsx", "test/compat/http-server.ts", "0"], {
-    cwd: root,
-    env: { ...base, DATABASE_URL: db.url, LOG_LEVEL: "warn", NODE_ENV: "production" },
-    stdio: ["ignore", "pipe", "inherit"],
-  });
-  const origin = await new Promise<string>((resolve, reject) => {
-    web.stdout!.on("data", (b: Buffer) => {
-      const m = /listening (\S+)/.exec(b.toString());
-      if (m) resolve(m[1]!);
-    });
-    web.once("exit", (code) => reject(new Error(`web process exited (${code})`)));
-  });
+  const web = await startWeb(db.url, { port: PORT });
+  const origin = web.base;
   const workers = spawnBenchWorkers({
     databaseUrl: db.url,
     count: 2,
@@ -110,7 +100,7 @@ export async function run(): Promise<BenchRow[]> {
     const t0 = performance.now();
     const file = await client.files.create({ file: await toFile(input, "bench.jsonl"), purpose: "batch" });
     const tUpload = performance.now();
-    const rssAfterUpload = peakRssMb(web.pid!);
+    const rssAfterUpload = peakRssMb(web.pid);
     const batch = await client.batches.create({ input_file_id: file.id, endpoint: "/v1/chat/completions", completion_window: "24h" });
     const tCreate = performance.now();
     let current = batch;
@@ -125,7 +115,7 @@ export async function run(): Promise<BenchRow[]> {
     let outBytes = 0;
     for await (const chunk of output.body as unknown as AsyncIterable<Uint8Array>) outBytes += chunk.byteLength;
     const tOutput = performance.now();
-    const peak = peakRssMb(web.pid!);
+    const peak = peakRssMb(web.pid);
     const s = (ms: number) => ms / 1000;
     log(
       `${LINES} lines (${(input.length / 1e6).toFixed(1)} MB): upload ${s(tUpload - t0).toFixed(2)} s, create ${s(tCreate - tUpload).toFixed(2)} s, ` +
@@ -139,8 +129,7 @@ export async function run(): Promise<BenchRow[]> {
     ];
   } finally {
     await stopBenchWorkers(workers);
-    web.kill("SIGTERM");
-    await new Promise((r) => web.once("exit", r));
+    await web.stop();
     await db.stop();
   }
 }
