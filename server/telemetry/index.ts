@@ -117,8 +117,8 @@ export function endAgentSpan(
   span.end();
 }
 
-/** Runs a sub-agent run (runSubagent) inside its invoke_agent span. */
-export function traceAgentRun<R extends { runId: string; status: string; usage: { inputTokens: number; outputTokens: number }; error?: string }>(
+/** Runs a sub-agent run (runSubagent, a compatible-API batch item) inside its invoke_agent span. */
+export function traceAgentRun<R extends { runId?: string; status: string; usage: { inputTokens: number; outputTokens: number }; error?: string }>(
   run: AgentRun,
   fn: () => Promise<R>,
 ): Promise<R> {

@@ -18,7 +18,7 @@ import { admit, type SubagentRuntime } from "@/server/runtime/admission";
 import { isCapacityError } from "@/server/runtime/capacity";
 import { endpointBackoffMs } from "@/server/runtime/rate-limit";
 import { approvalMatcherFor, NO_APPROVAL } from "@/server/tools/approval";
-import { withRunAttributes } from "@/server/telemetry";
+import { traceAgentRun, withRunAttributes } from "@/server/telemetry";
 
 export type { ItemExecutor, ItemRunContext, ItemRunResult };
 
@@ -45,8 +45,10 @@ export function subagentItemExecutor(args: {
 }): ItemExecutor {
   const compat = compatItemExecutor(args);
   return async (ctx) => {
-    if (ctx.spec.kind !== "subagent") return compat(ctx);
     const { item, spec, signal, onStarted } = ctx;
+    const traced = { "flotilla.batch.id": item.batchId, "flotilla.item.id": item.id };
+    if (spec.kind !== "subagent")
+      return withRunAttributes(traced, () => traceAgentRun({ agent: spec.kind, model: spec.model.name, threadId: spec.caller.thread_id }, () => compat(ctx)));
     let model: ResolvedModel;
     try {
       model = catalogModel(spec.model.name, args.runtime, args.model);
@@ -65,7 +67,6 @@ export function subagentItemExecutor(args: {
     const steps = args.durableSteps === false ? undefined : await openStepJournal(args.db, { workerId: ctx.workerId, item });
     // A re-queued item whose call a person decided: continue with the decisions (approvals.ts).
     const decided = await decidedApprovals(args.db, args.runtime.config, spec, item, steps !== undefined);
-    const traced = { "flotilla.batch.id": item.batchId, "flotilla.item.id": item.id };
     const result = await withRunAttributes(traced, () => runSubagent(args.db, {
       userId: spec.caller.user_id,
       threadId: spec.caller.thread_id,
