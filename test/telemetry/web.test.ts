@@ -33,17 +33,24 @@ afterAll(async () => {
   delete process.env.OTEL_EXPORTER_OTLP_PROTOCOL;
 });
 
+/** One chat turn in a new thread, its answer read to the end; returns the thread id. */
+async function turn(messageId: string, text: string): Promise<string> {
+  const threadId = (await createThread(tdb.db, { userId: alice.userId })).id;
+  const res = await fetch(`${server.origin}/api/threads/${threadId}/chat`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${alice.token}`, "content-type": "application/json" },
+    body: JSON.stringify({ message: { id: messageId, role: "user", parts: [{ type: "text", text }] } }),
+  });
+  expect(res.status).toBe(200);
+  await res.text();
+  return threadId;
+}
+
 describe("traces of a lead chat turn", () => {
-  it("POST server span → invoke_agent lead → chat and execute_tool task → invoke_agent of the task's sub-agent", async () => {
+  it("POST server span → invoke_agent lead → chat and execute_tool task → invoke_agent of the task's sub-agent; a swarm's children", async () => {
     await workerAlive(tdb);
-    const threadId = (await createThread(tdb.db, { userId: alice.userId })).id;
-    const res = await fetch(`${server.origin}/api/threads/${threadId}/chat`, {
-      method: "POST",
-      headers: { authorization: `Bearer ${alice.token}`, "content-type": "application/json" },
-      body: JSON.stringify({ message: { id: "u-traces-1", role: "user", parts: [{ type: "text", text: "task: count the words of a b c" }] } }),
-    });
-    expect(res.status).toBe(200);
-    await res.text(); // the whole streamed answer
+    const threadId = await turn("u-traces-1", "task: count the words of a b c");
+    const swarmThreadId = await turn("u-traces-2", "swarm: Summarize {{item}} | alpha; beta");
     await shutdownTelemetry(); // flushes what the batch processor still holds
 
     const spans = receiver.spans();
@@ -77,5 +84,14 @@ describe("traces of a lead chat turn", () => {
     expect(child!.attributes).toMatchObject({ "gen_ai.operation.name": "invoke_agent", "gen_ai.conversation.id": threadId });
     expect(child!.attributes["flotilla.run.id"]).not.toBe(lead!.attributes["flotilla.run.id"]);
     expect(inTrace.some((s) => s.name === "chat simulator" && s.parentSpanId === child!.spanId)).toBe(true);
+
+    // A swarm: one invoke_agent per child under the agent_swarm call, each with its own run id.
+    const swarmLead = spans.find((s) => s.name === "invoke_agent lead" && s.attributes["gen_ai.conversation.id"] === swarmThreadId);
+    const swarmCall = spans.find((s) => s.name === "execute_tool agent_swarm" && s.traceId === swarmLead?.traceId);
+    expect(swarmCall).toBeDefined();
+    const swarmChildren = spans.filter((s) => s.parentSpanId === swarmCall!.spanId && s.name.startsWith("invoke_agent "));
+    expect(swarmChildren).toHaveLength(2);
+    expect(new Set(swarmChildren.map((c) => c.attributes["flotilla.run.id"])).size).toBe(2);
+    for (const c of swarmChildren) expect(c.attributes["gen_ai.conversation.id"]).toBe(swarmThreadId);
   }, 60_000);
 });
