@@ -97,7 +97,7 @@ test("1400×900: the items table fits the panel; plain filters; rows say what ea
   const options = await detail.getByLabel("Status", { exact: true }).locator("option").allTextContents();
   expect(options).toEqual([
     "All (120)",
-    "Waiting (0)",
+    "Pending (0)",
     "Queued (0)",
     "Starting (0)",
     "Running (0)",
@@ -106,6 +106,12 @@ test("1400×900: the items table fits the panel; plain filters; rows say what ea
     "Failed (12)",
     "Cancelled (0)",
   ]);
+
+  // One word for one state: the counters say what the filter says, with the same counts.
+  const cells = await detail.locator("dl").first().locator("dt").allTextContents();
+  const values = await detail.locator("dl").first().locator("dd").allTextContents();
+  expect(cells.map((label, i) => `${label} (${values[i]})`)).toEqual(["Total (120)", ...options.slice(1)]);
+  await expect(detail.locator('[data-testid="item-row"][data-status="succeeded"]').first().getByText("done", { exact: true })).toBeVisible();
 
   // The row names the item by its input; the automatic key item-1 does not repeat the position.
   const first = rows.first();
@@ -222,7 +228,7 @@ test("Cancel: the dialog's count follows the batch; a cancelled batch's bar show
   await page.reload();
   const cancelled = detailOf(page);
   await expect(cancelled).toHaveAttribute("data-status", "cancelled");
-  await expect(cancelled.getByTestId("progress-pct")).toHaveText(/^\d+% ran$/);
+  await expect(cancelled.getByTestId("progress-pct")).toHaveText(/^\d+(\.\d)?% ran$/);
   const bar = cancelled.getByRole("progressbar", { name: "Batch progress" });
   const value = Number(await bar.getAttribute("aria-valuenow"));
   expect(value).toBeGreaterThan(0);

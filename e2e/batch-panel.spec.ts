@@ -34,6 +34,14 @@ async function count(p: Page, name: string): Promise<number> {
   const text = (await detailOf(p).getByTestId(`count-${name}`).textContent()) ?? "";
   return Number(text.replace(/,/g, ""));
 }
+/** Items a worker holds: starting + running. */
+async function workerHeld(p: Page): Promise<number> {
+  return (await count(p, "leased")) + (await count(p, "running"));
+}
+/** Items not started yet: pending + queued. */
+async function notStarted(p: Page): Promise<number> {
+  return (await count(p, "pending")) + (await count(p, "queued"));
+}
 /** Items that reached an end: done + failed + cancelled. */
 async function finished(p: Page): Promise<number> {
   return (await count(p, "succeeded")) + (await count(p, "failed")) + (await count(p, "cancelled"));
@@ -144,8 +152,8 @@ test("New batch dialog: 300 items with [[fail]] run to 100 %", async () => {
   expect(await count(page, "succeeded")).toBe(294);
   expect(await count(page, "failed")).toBe(6);
   expect(await finished(page)).toBe(300);
-  expect(await count(page, "in_progress")).toBe(0);
-  expect(await count(page, "waiting")).toBe(0);
+  expect(await workerHeld(page)).toBe(0);
+  expect(await notStarted(page)).toBe(0);
   await expect(panel.getByTestId("active-count")).toHaveText("0 active");
   await expect(detail.getByTestId("stat-tokens")).not.toHaveText("0 in · 0 out");
   for (const name of ["Pause", "Resume", "Cancel"]) await expect(button(detail, name)).toBeDisabled();
@@ -177,7 +185,7 @@ test("chat batch with [[fail]] items: receipt card, pause drains running and sto
   await expect(button(detail, "Resume")).toBeEnabled();
   await expect(button(detail, "Pause")).toBeDisabled();
   // Running items finish; nothing new starts.
-  await expect.poll(() => count(page, "in_progress"), { timeout: 20_000 }).toBe(0);
+  await expect.poll(() => workerHeld(page), { timeout: 20_000 }).toBe(0);
   await page.waitForTimeout(2_500); // one more poll to settle anything that was finishing
   const held = await finished(page);
   const heldProgress = await progress(page);
@@ -185,7 +193,7 @@ test("chat batch with [[fail]] items: receipt card, pause drains running and sto
   await page.waitForTimeout(4_000);
   expect(await finished(page)).toBe(held);
   expect(await progress(page)).toBe(heldProgress);
-  expect(await count(page, "in_progress")).toBe(0);
+  expect(await workerHeld(page)).toBe(0);
   await shot(page, "06-chat-batch-paused");
 
   await button(detail, "Resume").click();
@@ -306,14 +314,14 @@ test("cancel a second batch mid-run: every remaining item is cancelled", async (
   await button(detail, "Cancel").click();
   await button(page.getByRole("alertdialog", { name: "Cancel this batch?" }), "Confirm").click();
   await expect(detail).toHaveAttribute("data-status", "cancelled");
-  await expect.poll(() => count(page, "in_progress"), { timeout: 10_000 }).toBe(0);
+  await expect.poll(() => workerHeld(page), { timeout: 10_000 }).toBe(0);
   const succeeded = await count(page, "succeeded");
   const cancelled = await count(page, "cancelled");
   expect(succeeded).toBeGreaterThan(0);
   expect(succeeded).toBeLessThan(300);
   expect(cancelled + succeeded + (await count(page, "failed"))).toBe(300);
-  expect(await count(page, "waiting")).toBe(0);
-  expect(await count(page, "in_progress")).toBe(0);
+  expect(await notStarted(page)).toBe(0);
+  expect(await workerHeld(page)).toBe(0);
   for (const name of ["Pause", "Resume", "Cancel"]) await expect(button(detail, name)).toBeDisabled();
   // Nothing finishes after the cancel (in-flight runs were aborted and fenced).
   await page.waitForTimeout(3_000);

@@ -2,7 +2,7 @@
 
 import { useMutation, useQueryClient } from "@tanstack/react-query";
 import { useEffect, useId, useState } from "react";
-import type { BatchProjection } from "@/lib/api/batches";
+import { type BatchProjection, itemStatusSchema } from "@/lib/api/batches";
 import { ApiError } from "@/lib/api/client";
 import { formatCount, formatDuration, formatTime, formatTokens } from "@/lib/format";
 import { BatchArtifacts } from "../files/batch-artifacts";
@@ -19,7 +19,7 @@ import {
   allowedControls,
   barProgress,
   batchStatusText,
-  COUNTER_WORDS,
+  ITEM_STATES,
   isActiveBatch,
   optimisticStatus,
   progressSplit,
@@ -41,17 +41,11 @@ function useNow(intervalMs: number | null): number {
 }
 
 
-/** Counters in people's words; the engine's states are in each tooltip (COUNTER_WORDS). */
+/** The total, then each item state's count in the words the Status filter and the rows use (what each means on hover). */
 const COUNT_CELLS = [
   { key: "total", label: "Total", title: "Items in this batch", value: (b: BatchProjection) => b.total },
-  { key: "waiting", ...COUNTER_WORDS.waiting, value: (b: BatchProjection) => b.counts.pending + b.counts.queued },
-  { key: "in_progress", ...COUNTER_WORDS.in_progress, value: (b: BatchProjection) => b.counts.leased + b.counts.running },
-  { key: "succeeded", ...COUNTER_WORDS.done, value: (b: BatchProjection) => b.counts.succeeded },
-  { key: "failed", ...COUNTER_WORDS.failed, value: (b: BatchProjection) => b.counts.failed },
-  { key: "cancelled", ...COUNTER_WORDS.cancelled, value: (b: BatchProjection) => b.counts.cancelled },
-] as const;
-
-const cellTitle = (cell: (typeof COUNT_CELLS)[number]) => ("engine" in cell ? `${cell.label}: ${cell.engine}` : cell.title);
+  ...itemStatusSchema.options.map((s) => ({ key: s, ...ITEM_STATES[s], value: (b: BatchProjection) => b.counts[s] })),
+];
 
 const CONTROLS: { action: BatchAction; label: string; danger?: boolean }[] = [
   { action: "pause", label: "Pause" },
@@ -147,18 +141,21 @@ export function BatchDetail({
         {progressSplit(batch.total, c)}
       </p>
 
-      <dl className="grid grid-cols-3 gap-px overflow-hidden rounded-md border border-zinc-200 bg-zinc-200 @2xl:grid-cols-6">
-        {COUNT_CELLS.map((cell) => (
-          <div key={cell.key} title={cellTitle(cell)} className="flex cursor-help flex-col bg-white px-2 py-1.5">
-            <dt className="text-[11px] font-medium tracking-wide text-zinc-500">{cell.label}</dt>
-            <dd
-              data-testid={`count-${cell.key}`}
-              className={`text-base font-semibold tabular-nums ${cell.key === "failed" && c.failed > 0 ? "text-red-700" : "text-zinc-900"}`}
-            >
-              {formatCount(cell.value(batch))}
-            </dd>
-          </div>
-        ))}
+      <dl className="grid grid-cols-3 gap-px overflow-hidden rounded-md border border-zinc-200 bg-zinc-200 @2xl:grid-cols-9">
+        {COUNT_CELLS.map((cell) => {
+          const n = cell.value(batch);
+          return (
+            <div key={cell.key} title={cell.title} className="flex cursor-help flex-col bg-white px-2 py-1">
+              <dt className="text-[11px] font-medium tracking-wide text-zinc-500">{cell.label}</dt>
+              <dd
+                data-testid={`count-${cell.key}`}
+                className={`text-base font-semibold tabular-nums ${cell.key === "failed" && n > 0 ? "text-red-700" : n === 0 ? "text-zinc-400" : "text-zinc-900"}`}
+              >
+                {formatCount(n)}
+              </dd>
+            </div>
+          );
+        })}
       </dl>
 
       <dl className="grid grid-cols-2 gap-x-4 gap-y-1 text-xs @2xl:grid-cols-4">

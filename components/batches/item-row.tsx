@@ -10,7 +10,7 @@ import { checkReason } from "./check-mark";
 import { type PageChain, replaceItem } from "./item-pages";
 import { batchKeys } from "./panel-state";
 import { errorMessage, NO_WORKER_TITLE } from "./shared";
-import { canRetryItem, ITEM_STATUS_WORDS } from "./status";
+import { canRetryItem, ITEM_STATES } from "./status";
 import { StatusBadge, VerdictBadge } from "./ui";
 import { buttonClasses } from "@/components/ui/button";
 import { Spinner } from "@/components/ui/spinner";
@@ -137,7 +137,7 @@ export const ItemRow = memo(function ItemRow({
 /** How the item ended, in one line: its error, its result, or where it stands; after a Retry, what became of it. */
 function ResultLine({ item, retried }: { item: ItemProjection; retried: boolean }) {
   if (retried && item.status !== "succeeded") {
-    const now = item.status === "failed" ? `failed again: ${item.error ?? "no error message"}` : `${ITEM_STATUS_WORDS[item.status].toLowerCase()} again`;
+    const now = item.status === "failed" ? `failed again: ${item.error ?? "no error message"}` : `${ITEM_STATES[item.status].label.toLowerCase()} again`;
     return (
       <span role="status" data-testid="item-retry-feedback" className="text-sky-800">
         Retried · {now}

@@ -48,16 +48,20 @@ export function progressSplit(total: number, counts: OutcomeCounts): string {
   return parts.join(" · ");
 }
 
-/** Item states in plain words (the filter, the badges); the engine's names stay in data-status. */
-export const ITEM_STATUS_WORDS: Record<ItemStatus, string> = {
-  pending: "Waiting",
-  queued: "Queued",
-  leased: "Starting",
-  running: "Running",
-  awaiting_approval: "Needs approval",
-  succeeded: "Done",
-  failed: "Failed",
-  cancelled: "Cancelled",
+/**
+ * Each item state's one word, the same wherever it shows (the batch's counters, the Status
+ * filter, the rows' badges), and what it means (the counters' tooltips). The engine's names
+ * stay in data-status.
+ */
+export const ITEM_STATES: Record<ItemStatus, { label: string; title: string }> = {
+  pending: { label: "Pending", title: "Not started: waits for room in the batch's live window (max_live_items)" },
+  queued: { label: "Queued", title: "Not started: in the live window, waits for a free worker slot" },
+  leased: { label: "Starting", title: "A worker has taken it and is starting it" },
+  running: { label: "Running", title: "A worker is running it" },
+  awaiting_approval: { label: "Needs approval", title: "A tool call waits for a person's Approve or Deny (it holds no slot)" },
+  succeeded: { label: "Done", title: "Finished with an answer" },
+  failed: { label: "Failed", title: "Every attempt failed" },
+  cancelled: { label: "Cancelled", title: "Stopped before it finished" },
 };
 
 /**
@@ -68,12 +72,3 @@ export function barProgress(batch: Pick<BatchProjection, "status" | "total" | "t
   if (batch.status === "cancelled") return clampProgress(batch.counts.succeeded + batch.counts.failed, batch.total);
   return clampProgress(batch.terminal, batch.total);
 }
-
-/** Counters named for people, with the engine's terms for operators (shown as a tooltip). */
-export const COUNTER_WORDS = {
-  waiting: { label: "Waiting", engine: "pending + queued: not started yet (pending wait outside the live window)" },
-  in_progress: { label: "In progress", engine: "leased + running: a worker holds the item (leased) or is executing it" },
-  done: { label: "Done", engine: "succeeded" },
-  failed: { label: "Failed", engine: "failed: every attempt failed" },
-  cancelled: { label: "Cancelled", engine: "cancelled: stopped before it finished" },
-} as const;

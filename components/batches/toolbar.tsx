@@ -5,7 +5,7 @@ import { type BatchProjection, type ItemStatus, itemStatusSchema } from "@/lib/a
 import { buttonClasses } from "@/components/ui/button";
 import { formatCount } from "@/lib/format";
 import { resultsFileName, resultsUrl } from "./api";
-import { ITEM_STATUS_WORDS } from "./status";
+import { ITEM_STATES } from "./status";
 
 /** Above a batch's table: its filters and downloads. */
 
@@ -53,7 +53,7 @@ export function FilterBar({
         value={filter.status}
         onChange={(status) => onChange({ ...filter, status: status as ItemStatus | null })}
         all={`All (${formatCount(batch.total)})`}
-        options={itemStatusSchema.options.map((s) => ({ value: s, label: `${ITEM_STATUS_WORDS[s]} (${formatCount(batch.counts[s])})` }))}
+        options={itemStatusSchema.options.map((s) => ({ value: s, label: `${ITEM_STATES[s].label} (${formatCount(batch.counts[s])})` }))}
       />
       {verdict ? (
         <FilterSelect

@@ -3,7 +3,7 @@
 import type { Verdict } from "@/lib/api/batch-data";
 import type { BatchStatus, ItemStatus } from "@/lib/api/batches";
 import { errorMessage } from "./shared";
-import { batchStatusText, ITEM_STATUS_WORDS, type OutcomeCounts } from "./status";
+import { batchStatusText, ITEM_STATES, type OutcomeCounts } from "./status";
 
 /** Small presentational pieces of the batch panel. */
 
@@ -22,7 +22,7 @@ const STATUS_STYLE: Record<BatchStatus | ItemStatus, string> = {
 
 /** A batch's own state word, or an item's plain word ("done", "starting"). */
 const itemWords = (status: BatchStatus | ItemStatus) =>
-  status in ITEM_STATUS_WORDS ? ITEM_STATUS_WORDS[status as ItemStatus].toLowerCase() : status;
+  status in ITEM_STATES ? ITEM_STATES[status as ItemStatus].label.toLowerCase() : status;
 
 const WARN_STYLE = "bg-amber-50 text-amber-900 ring-amber-300";
 

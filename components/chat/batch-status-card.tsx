@@ -68,7 +68,7 @@ export function BatchStatusCard({ part, threadId }: ToolPartProps) {
                 <span className="tabular-nums text-zinc-600">{progressSplit(b.total, b)}</span>
                 {b.running || b.waiting ? (
                   <span className="tabular-nums text-zinc-500">
-                    ({b.running} in progress, {b.waiting} waiting)
+                    ({b.running} in progress, {b.waiting} not started)
                   </span>
                 ) : null}
               </li>
