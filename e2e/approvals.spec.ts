@@ -59,6 +59,7 @@ test("the panel lists the waiting calls; Approve, Deny and Approve all decide th
   await page.goto(`/threads/${thread}`);
   const waiting = page.getByTestId("waiting-approvals");
   await expect(waiting.getByRole("heading", { name: "3 items need approval" })).toBeVisible({ timeout: 30_000 });
+  await expect(waiting.getByRole("button", { name: /^Approve all/ })).toHaveAccessibleName(/^Approve all 3\s*count_text$/);
   const alpha = waiting.getByRole("group", { name: "alpha" });
   await expect(alpha).toContainText("count_text");
   await expect(alpha).toContainText('{"text": "the quick brown fox"}');
@@ -79,7 +80,11 @@ test("the panel lists the waiting calls; Approve, Deny and Approve all decide th
   await expect(waiting.getByRole("heading", { name: "2 items need approval" })).toBeVisible();
   await waiting.getByRole("group", { name: "beta" }).getByRole("button", { name: "Deny", exact: true }).click();
   await expect(waiting.getByRole("heading", { name: "1 item needs approval" })).toBeVisible();
-  await waiting.getByRole("button", { name: /^Approve all/ }).click();
+  // "Approve all N" counts what it approves, and tells the server how many the person saw.
+  const approveAll = waiting.getByRole("button", { name: /^Approve all/ });
+  await expect(approveAll).toHaveAccessibleName(/^Approve all 1\s*count_text$/);
+  const [sent] = await Promise.all([page.waitForRequest((r) => r.method() === "POST" && r.url().endsWith(`/${batchId}/approvals`)), approveAll.click()]);
+  expect(sent.postDataJSON()).toEqual({ tool: "count_text", decision: "approve", seen: 1 });
   await expect(waiting).toHaveCount(0);
   await expect.poll(async () => (await batchState(page)).status, { timeout: 90_000 }).toBe("completed");
   expect((await batchState(page)).counts).toMatchObject({ succeeded: 3, awaiting_approval: 0 });

@@ -142,7 +142,7 @@ test("1400×900: Verdict = failed shows only the failing row; Status filters too
 test("Download CSV: results.csv has the header and every row", async () => {
   const detail = detailOf(page);
   const [download] = await Promise.all([page.waitForEvent("download"), detail.getByRole("link", { name: "Download CSV" }).click()]);
-  expect(download.suggestedFilename()).toMatch(/^batch-[0-9a-f-]{36}-results\.csv$/);
+  expect(download.suggestedFilename()).toBe(`batch-${batchId}-results.csv`);
   const text = readFileSync((await download.path())!, "utf8");
   const parsed = Papa.parse<Record<string, string>>(text.replace(/^\uFEFF/, ""), { header: true, skipEmptyLines: true });
   expect(parsed.errors).toEqual([]);
@@ -169,6 +169,39 @@ test("Download CSV: results.csv has the header and every row", async () => {
     ["r2", "positive", "passed", "passed"],
     ["r3", "negative", "failed", "failed"],
   ]);
+});
+
+test("Downloads follow the filters: Verdict = failed gives the failing row only, Done + Passed the others, in files named for the batch", async () => {
+  const detail = detailOf(page);
+  await detail.getByLabel("Verdict", { exact: true }).selectOption("failed");
+  await expect(rowsOf(detail)).toHaveCount(1);
+  const [csv] = await Promise.all([page.waitForEvent("download"), detail.getByRole("link", { name: "Download CSV" }).click()]);
+  expect(csv.suggestedFilename()).toBe(`batch-${batchId}-results.csv`);
+  expect(new URL(csv.url()).search).toBe("?verdict=failed");
+  const parsed = Papa.parse<Record<string, string>>(readFileSync((await csv.path())!, "utf8").replace(/^\uFEFF/, ""), {
+    header: true,
+    skipEmptyLines: true,
+  });
+  expect(parsed.errors).toEqual([]);
+  expect(parsed.data.map((r) => [r.item_key, r.verdict])).toEqual([["r3", "failed"]]);
+
+  await detail.getByLabel("Status", { exact: true }).selectOption("succeeded");
+  await detail.getByLabel("Verdict", { exact: true }).selectOption("passed");
+  await expect(rowsOf(detail)).toHaveCount(2);
+  const [jsonl] = await Promise.all([page.waitForEvent("download"), detail.getByRole("link", { name: "Download JSONL" }).click()]);
+  expect(jsonl.suggestedFilename()).toBe(`batch-${batchId}-results.jsonl`);
+  expect(new URL(jsonl.url()).search).toBe("?status=succeeded&verdict=passed");
+  const lines = readFileSync((await jsonl.path())!, "utf8")
+    .trim()
+    .split("\n")
+    .map((l) => JSON.parse(l) as { item_key: string; status: string; verdict: string });
+  expect(lines.map((l) => [l.item_key, l.status, l.verdict])).toEqual([
+    ["r1", "succeeded", "passed"],
+    ["r2", "succeeded", "passed"],
+  ]);
+  await detail.getByLabel("Status", { exact: true }).selectOption("all");
+  await detail.getByLabel("Verdict", { exact: true }).selectOption("all");
+  await expect(rowsOf(detail)).toHaveCount(3);
 });
 
 test("Retry failed checks re-queues the failing item and says how many", async () => {
@@ -235,6 +268,173 @@ test("390×844: the table scrolls sideways in its box with the item column in vi
   expect(t.x + t.width).toBeLessThanOrEqual(PHONE.width);
   await shot(page, "02-phone", false);
   await page.setViewportSize(DESKTOP);
+});
+
+test("Items view: an opened item shows its verdict and each check with its reason", async () => {
+  await page.goto(`/threads/${thread}`);
+  const detail = detailOf(page);
+  await detail.getByRole("tab", { name: "Items" }).click();
+  const r3 = detail.locator('[data-testid="item-row"][data-item-key="r3"]');
+  await r3.getByRole("button", { expanded: false }).click();
+  const checks = detail.getByTestId("item-detail").getByTestId("item-detail-checks");
+  await expect(checks.getByTestId("verdict")).toHaveText("failed");
+  await expect(checks.getByTestId("item-detail-check")).toHaveCount(2);
+  await expect(checks.locator('[data-testid="item-detail-check"][data-passed="true"]')).toContainText("label_format passed");
+  await expect(checks.locator('[data-testid="item-detail-check"][data-passed="false"]')).toContainText(
+    'label_matches failed · /label is "negative", expected "positive"',
+  );
+  await shot(page, "05-item-checks", false);
+});
+
+/** The issue's batch: one input field, three output fields and three checks (twelve columns). */
+const WIDE_SCHEMA = {
+  type: "object",
+  properties: {
+    label: { type: "string", enum: ["positive", "negative"] },
+    summary: { type: "string" },
+    topic: { type: "string" },
+  },
+  required: ["label", "summary", "topic"],
+};
+const WIDE_CHECKS = [
+  ...CHECKS,
+  { name: "has_summary", type: "regex", pattern: ".", path: "/summary" },
+];
+let wideThread: string;
+let wideBatch: string;
+
+/** Every column header lies inside the table's box and the window (nothing behind a sideways scroll). */
+async function expectNoClippedColumns(scope: Locator) {
+  const box = scope.getByTestId("results-scroll");
+  const fit = await box.evaluate((el) => ({ scroll: el.scrollWidth, client: el.clientWidth }));
+  expect(fit.scroll).toBeLessThanOrEqual(fit.client);
+  for (const th of await scope.getByRole("columnheader").all()) await expect(th).toBeInViewport({ ratio: 1 });
+}
+
+test("Open full width (1400×900): a twelve-column batch on a page of its own, with the panel's filters, pass rates and every column", async () => {
+  wideThread = await createThreadViaApi(page, "Wide batch");
+  const res = await page.request.post(`/api/threads/${wideThread}/subagent-batches`, {
+    data: {
+      submission_key: `results-wide-${Date.now()}`,
+      prompt_template: "Classify this review: {{text}}",
+      items: [
+        ...ITEMS.slice(0, 2).map(({ item_key, text, expected }) => ({ item_key, text, expected })),
+        {
+          item_key: "r3",
+          text: 'Arrived broken [[json:{"label":"negative","summary":"broken on arrival","topic":"shipping"}]]',
+          expected: { label: "positive" },
+        },
+      ],
+      output_schema: WIDE_SCHEMA,
+      checks: WIDE_CHECKS,
+    },
+  });
+  expect(res.status(), await res.text()).toBe(201);
+  wideBatch = ((await res.json()) as { id: string }).id;
+  await expect.poll(async () => (await batchState(page, wideThread, wideBatch)).status, { timeout: 90_000 }).toBe("completed");
+
+  await page.goto(`/threads/${wideThread}`);
+  const detail = detailOf(page);
+  // In the panel most of the twelve columns sit behind a sideways scroll.
+  const panelBox = await detail.getByTestId("results-scroll").evaluate((el) => ({ scroll: el.scrollWidth, client: el.clientWidth }));
+  expect(panelBox.scroll).toBeGreaterThan(panelBox.client * 2);
+  await detail.getByLabel("Verdict", { exact: true }).selectOption("failed");
+  await expect(rowsOf(detail)).toHaveCount(1);
+  await detail.getByRole("link", { name: "Open full width" }).click();
+  await expect(page).toHaveURL(`/threads/${wideThread}/batches/${wideBatch}/results?verdict=failed`);
+  const results = page.getByTestId("results-page");
+  await expect(page.getByRole("heading", { level: 1 })).toHaveText(`Results of batch ${wideBatch.slice(0, 8)}`);
+  // The filter came along: only the failing row.
+  await expect(results.getByLabel("Verdict", { exact: true })).toHaveValue("failed");
+  await expect(rowsOf(results)).toHaveCount(1);
+  await expect(rowsOf(results).first()).toHaveAttribute("data-item-key", "r3");
+  await results.getByLabel("Verdict", { exact: true }).selectOption("all");
+  await expect(rowsOf(results)).toHaveCount(3);
+  await expect(page).toHaveURL(`/threads/${wideThread}/batches/${wideBatch}/results`);
+  await expect(results.getByTestId("check-summary")).toContainText("label_matches 2 of 3 passed (67%)");
+  await expect(results.getByTestId("check-summary")).toContainText("has_summary 3 of 3 passed (100%)");
+  const headers = await results.getByRole("columnheader").allTextContents();
+  expect(headers).toEqual([
+    "Item",
+    "text",
+    "label",
+    "summary",
+    "topic",
+    "label_format",
+    "label_matches",
+    "has_summary",
+    "Verdict",
+    "Status",
+    "Cost",
+    "Duration",
+  ]);
+  // The whole table shows at this width: no column behind a sideways scroll.
+  await expectNoClippedColumns(results);
+  await expect(results.getByRole("button", { name: "Retry failed checks" })).toBeVisible();
+  for (const name of ["Download CSV", "Download JSONL"]) await expect(results.getByRole("link", { name })).toBeVisible();
+  await shot(page, "06-full-width-desktop", false);
+
+  // The filters live in the address: a reload keeps them.
+  await results.getByLabel("Status", { exact: true }).selectOption("succeeded");
+  await results.getByLabel("Verdict", { exact: true }).selectOption("passed");
+  await expect(page).toHaveURL(`/threads/${wideThread}/batches/${wideBatch}/results?status=succeeded&verdict=passed`);
+  await page.reload();
+  await expect(rowsOf(page.getByTestId("results-page"))).toHaveCount(2);
+
+  await page.getByRole("link", { name: "Back to Wide batch" }).click();
+  await expect(page).toHaveURL(`/threads/${wideThread}`);
+  await expect(detailOf(page)).toBeVisible();
+});
+
+test("Open full width (390×844): the page is readable on a phone; the table scrolls in its own box with the item column in view", async () => {
+  await page.setViewportSize(PHONE);
+  await page.goto(`/threads/${wideThread}/batches/${wideBatch}/results`);
+  const results = page.getByTestId("results-page");
+  await expect(rowsOf(results)).toHaveCount(3);
+  await expect(page.getByRole("heading", { level: 1 })).toBeInViewport();
+  await expect(page.getByRole("link", { name: "Back to Wide batch" })).toBeInViewport();
+  // Nothing widens the page: only the table's box scrolls sideways.
+  expect(await page.evaluate(() => document.documentElement.scrollWidth)).toBeLessThanOrEqual(PHONE.width);
+  const box = results.getByTestId("results-scroll");
+  const geometry = await box.evaluate((el) => ({ right: el.getBoundingClientRect().right, scroll: el.scrollWidth, client: el.clientWidth }));
+  expect(geometry.right).toBeLessThanOrEqual(PHONE.width);
+  expect(geometry.scroll).toBeGreaterThan(geometry.client);
+  for (const control of [
+    results.getByLabel("Status", { exact: true }),
+    results.getByLabel("Verdict", { exact: true }),
+    results.getByRole("button", { name: "Retry failed checks" }),
+    results.getByRole("link", { name: "Download CSV" }),
+    results.getByRole("link", { name: "Download JSONL" }),
+  ]) {
+    await control.scrollIntoViewIfNeeded();
+    const b = (await control.boundingBox())!;
+    expect(b.x).toBeGreaterThanOrEqual(0);
+    expect(b.x + b.width).toBeLessThanOrEqual(PHONE.width);
+  }
+  await results.evaluate((el) => el.parentElement?.scrollTo(0, 0));
+  await shot(page, "07-full-width-phone", false);
+  // Scrolled to the far right, the item column stays put and the last column comes into view.
+  const itemCell = results.getByRole("rowheader", { name: "r3" });
+  const left0 = (await itemCell.boundingBox())!.x;
+  await box.evaluate((el) => {
+    el.scrollLeft = el.scrollWidth;
+  });
+  await expect.poll(async () => Math.round((await itemCell.boundingBox())!.x)).toBe(Math.round(left0));
+  const last = (await results.getByRole("columnheader", { name: "Duration" }).boundingBox())!;
+  const boxRight = await box.evaluate((el) => el.getBoundingClientRect().right);
+  expect(last.x).toBeGreaterThan(0);
+  expect(last.x + last.width).toBeLessThanOrEqual(boxRight + 1);
+  await shot(page, "08-full-width-phone-scrolled", false);
+  await page.setViewportSize(DESKTOP);
+});
+
+test("Open full width: another account's batch is not found", async ({ browser }) => {
+  const other = await browser.newPage({ viewport: DESKTOP });
+  await signedInAccount(other, "results-other");
+  await other.goto(`/threads/${wideThread}/batches/${wideBatch}/results`);
+  await expect(other.getByRole("heading", { name: "Not found" })).toBeVisible();
+  await expect(other.getByTestId("results-page")).toHaveCount(0);
+  await other.close();
 });
 
 test("New batch dialog: a CSV of fields and expected values, an output schema and checks", async () => {

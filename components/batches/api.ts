@@ -44,6 +44,10 @@ export async function fetchBatches(threadId: string, signal?: AbortSignal): Prom
   return (await fetchJson(batchListSchema, base(threadId), "batch list", { signal })).batches;
 }
 
+export function fetchBatch(threadId: string, batchId: string, signal?: AbortSignal): Promise<BatchProjection> {
+  return fetchJson(batchProjectionSchema, batchPath(threadId, batchId), "batch", { signal });
+}
+
 /** The server-side filters of an items page (`?status=&verdict=`). */
 export interface ItemFilter {
   status?: ItemStatus | null;

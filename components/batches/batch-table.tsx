@@ -15,8 +15,12 @@ export interface ColumnSet {
   /** Names the view: test ids (`<name>-table`, `<name>-shown`), the page cache. */
   name: "items" | "results";
   caption: string;
-  /** Fixed to the box's width, or as wide as its cells (then it scrolls sideways in its box). */
-  layout: "fit" | "scroll";
+  /**
+   * "fit": fixed to the box's width. "scroll": as wide as its cells' text (it scrolls sideways in
+   * its box). "fill": the box's width, its columns wrapping to fit, scrolling only past their
+   * narrowest (a page at the screen's width).
+   */
+  layout: "fit" | "scroll" | "fill";
   empty: string;
   /** The columns for the loaded items (a column may show only while a loaded item needs it). */
   columns: (items: ItemProjection[]) => {
@@ -26,6 +30,8 @@ export interface ColumnSet {
     row: (item: ItemProjection) => ReactNode;
   };
 }
+
+const TABLE_LAYOUT: Record<ColumnSet["layout"], string> = { fit: "w-full table-fixed", scroll: "w-max min-w-full", fill: "w-full" };
 
 /**
  * A batch's items as one table, one page at a time: filtered on the server, paged with "Load
@@ -47,7 +53,7 @@ export function BatchTable({
   const pages = useItemPages(threadId, batch, filter, set.name);
   const { query, items } = pages;
   const cols = set.columns(items);
-  const scrolls = set.layout === "scroll";
+  const scrolls = set.layout !== "fit";
   return (
     <div className="flex min-w-0 flex-col gap-2">
       <section
@@ -61,7 +67,7 @@ export function BatchTable({
         <table
           data-testid={`${set.name}-table`}
           aria-busy={query.isFetching && !query.data}
-          className={`${scrolls ? "w-max min-w-full" : "w-full table-fixed"} border-collapse text-left text-xs transition-opacity ${query.isPlaceholderData ? "opacity-60" : ""}`}
+          className={`${TABLE_LAYOUT[set.layout]} border-collapse text-left text-xs transition-opacity ${query.isPlaceholderData ? "opacity-60" : ""}`}
         >
           <caption id={captionId} className="sr-only">
             {set.caption}

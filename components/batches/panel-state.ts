@@ -15,6 +15,8 @@ import { ApiError } from "@/lib/api/client";
 export const batchKeys = {
   features: ["features"] as const,
   list: (threadId: string) => ["batches", threadId] as const,
+  /** One batch on its own (the full-width results page); under the list's key, so what refreshes the list refreshes it. */
+  batch: (threadId: string, batchId: string) => ["batches", threadId, batchId] as const,
   items: (threadId: string, batchId: string) => ["items", threadId, batchId] as const,
   notifications: ["batch-notifications"] as const,
   panelRequest: (threadId: string) => ["batch-panel-request", threadId] as const,

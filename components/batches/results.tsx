@@ -12,7 +12,7 @@ import { BatchTable, type ColumnSet } from "./batch-table";
 import { CheckMark } from "./check-mark";
 import { batchKeys } from "./panel-state";
 import { NO_WORKER_TITLE } from "./shared";
-import { Downloads, FilterBar, NO_FILTER, type TableFilter } from "./toolbar";
+import { Downloads, FilterBar, filterQuery, NO_FILTER, type TableFilter } from "./toolbar";
 import { ErrorText, StatusBadge, VerdictBadge } from "./ui";
 
 /** The sticky first column: opaque, with an edge, above the cells that scroll under it. */
@@ -24,12 +24,12 @@ export function producesData(batch: BatchProjection): boolean {
 }
 
 /** The Results view's columns: the item, its input fields, the output's fields, each check, the verdict, status, cost (tokens on hover) and duration. */
-function resultColumnSet(batch: BatchProjection): ColumnSet {
+function resultColumnSet(batch: BatchProjection, layout: ColumnSet["layout"]): ColumnSet {
   const columns = resultColumns(batch);
   return {
     name: "results",
     caption: "Results: one row per item",
-    layout: "scroll",
+    layout,
     empty: "No items match these filters.",
     columns: () => ({
       span: 1 + Math.max(1, columns.input.length) + Math.max(1, columns.output.length) + columns.checks.length + 4,
@@ -59,18 +59,51 @@ function resultColumnSet(batch: BatchProjection): ColumnSet {
 /**
  * A batch's results as a table (one row per item), filtered on the server (Status, Verdict),
  * paged with "Load more"; it scrolls sideways inside its own box with the item column kept in
- * view.
+ * view. In the panel it links to the same view on a page of its own, at the screen's width
+ * (`page`: that page, which keeps its filters in its address).
  */
-export function ResultsSection({ threadId, batch, workerAlive }: { threadId: string; batch: BatchProjection; workerAlive: boolean }) {
-  const [filter, setFilter] = useState<TableFilter>(NO_FILTER);
+export function ResultsSection({
+  threadId,
+  batch,
+  workerAlive,
+  page,
+}: {
+  threadId: string;
+  batch: BatchProjection;
+  workerAlive: boolean;
+  page?: { initialFilter: TableFilter; onFilter: (filter: TableFilter) => void };
+}) {
+  const [filter, setFilter] = useState<TableFilter>(page?.initialFilter ?? NO_FILTER);
+  const changeFilter = (next: TableFilter) => {
+    setFilter(next);
+    page?.onFilter(next);
+  };
   return (
     <div className="flex min-w-0 flex-col gap-2">
-      <FilterBar batch={batch} filter={filter} onChange={setFilter} verdict />
+      <div className="flex flex-wrap items-center gap-x-3 gap-y-2">
+        <FilterBar batch={batch} filter={filter} onChange={changeFilter} verdict />
+        {page ? null : (
+          <a
+            href={fullWidthHref(threadId, batch.id, filter)}
+            className="ml-auto inline-flex items-center gap-1 text-xs font-medium text-sky-800 underline underline-offset-2 hover:text-sky-900 focus-visible:outline-2 focus-visible:outline-sky-600"
+          >
+            <svg aria-hidden viewBox="0 0 16 16" className="size-3.5">
+              <path d="M9 2h5v5M14 2L8 8M12 10v4H2V4h4" fill="none" stroke="currentColor" strokeWidth="1.5" />
+            </svg>
+            Open full width
+          </a>
+        )}
+      </div>
       <CheckSummary batch={batch} />
       <ResultActions threadId={threadId} batch={batch} workerAlive={workerAlive} filter={filter} />
-      <BatchTable threadId={threadId} batch={batch} filter={filter} set={resultColumnSet(batch)} />
+      <BatchTable threadId={threadId} batch={batch} filter={filter} set={resultColumnSet(batch, page ? "fill" : "scroll")} />
     </div>
   );
+}
+
+/** The full-width page of a batch's results, opened with the panel's filters. */
+function fullWidthHref(threadId: string, batchId: string, filter: TableFilter): string {
+  return `/threads/${encodeURIComponent(threadId)}/batches/${encodeURIComponent(batchId)}/results${filterQuery(filter)}`;
 }
 
 function Th({ children, className = "" }: { children: React.ReactNode; className?: string }) {
@@ -81,7 +114,7 @@ function Th({ children, className = "" }: { children: React.ReactNode; className
   );
 }
 
-/** How the batch's items fare: each check's passes of the items it judged so far. */
+/** How the batch's items fare: each check's pass rate over the items it judged so far. */
 function CheckSummary({ batch }: { batch: BatchProjection }) {
   if (batch.checks.length === 0) return null;
   return (
@@ -89,6 +122,7 @@ function CheckSummary({ batch }: { batch: BatchProjection }) {
       {batch.checks.map((c) => (
         <li key={c.name} className="rounded-full bg-zinc-100 px-2 py-0.5 text-zinc-700 tabular-nums">
           <span className="font-medium text-zinc-900">{c.name}</span> {formatCount(c.passed)} of {formatCount(c.passed + c.failed)} passed
+          {c.passed + c.failed > 0 ? ` (${Math.round((100 * c.passed) / (c.passed + c.failed))}%)` : ""}
         </li>
       ))}
     </ul>
