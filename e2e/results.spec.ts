@@ -283,6 +283,7 @@ test("Items view: an opened item shows its verdict and each check with its reaso
   await expect(checks.locator('[data-testid="item-detail-check"][data-passed="false"]')).toContainText(
     'label_matches failed · /label is "negative", expected "positive"',
   );
+  await checks.scrollIntoViewIfNeeded();
   await shot(page, "05-item-checks", false);
 });
 
