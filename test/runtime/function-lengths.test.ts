@@ -12,7 +12,6 @@ const NOT_YET_SPLIT: Record<string, number> = {
   "server/agent/swarm/run.ts execute": 259,
   "server/agent/swarm/scheduler.ts runSchedule": 223,
   "server/agent/swarm/scheduler.ts (anonymous)": 187,
-  "server/agent/tools/task.ts createTaskTool": 128,
   "server/agent/lead.ts startLeadResponse": 114,
 };
 

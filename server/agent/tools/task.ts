@@ -1,4 +1,4 @@
-import { type ModelMessage, type ToolSet, tool } from "ai";
+import { type ModelMessage, type ToolExecutionOptions, type ToolSet, tool } from "ai";
 import { effectiveTaskConcurrency, type FlotillaConfig } from "@/lib/config";
 import type { SubagentRuntime } from "@/server/runtime/admission";
 import { isCapacityError } from "@/server/runtime/capacity";
@@ -93,26 +93,12 @@ export function taskModelOutput(output: TaskToolOutput | BackgroundReceipt, desc
 export function createTaskTool(ctx: TaskToolContext) {
   const perResponse = effectiveTaskConcurrency(ctx.config);
   const maxTotal = ctx.config.subagents.max_total_per_run;
-  const callerDepth = ctx.depth ?? 0;
   // Calls of one model response share the same `messages` array (the step's input), so it
   // identifies the response; calls run in the order the model emitted them.
   const perStep = new WeakMap<ModelMessage[], { seen: number; kept: string[] }>();
   const fallbackStep: ModelMessage[] = [];
   let started = 0;
   const names = listSubagents(ctx.config).map((d) => d.name);
-
-  const notRun = (input: TaskInput, reason: TaskNotRunReason, message: string): TaskToolOutput => ({
-    runId: null,
-    status: "not_run",
-    definition: input.subagent,
-    model: null,
-    usage: { inputTokens: 0, outputTokens: 0 },
-    durationMs: 0,
-    stopReason: null,
-    result: "",
-    error: message,
-    notRunReason: reason,
-  });
 
   return tool({
     description:
@@ -128,9 +114,9 @@ export function createTaskTool(ctx: TaskToolContext) {
       const position = ++step.seen;
       const kept = step.kept;
       if (!names.includes(input.subagent))
-        return notRun(input, "invalid", `Unknown sub-agent "${input.subagent}". Available: ${names.join(", ")}.`);
+        return notRunOutput(input, "invalid", `Unknown sub-agent "${input.subagent}". Available: ${names.join(", ")}.`);
       if (kept.length >= perResponse)
-        return notRun(
+        return notRunOutput(
           input,
           "response_limit",
           `This response made more task calls than the limit of ${perResponse} per response, so this one ` +
@@ -138,7 +124,7 @@ export function createTaskTool(ctx: TaskToolContext) {
             "Issue the dropped task again in a later response if it is still needed.",
         );
       if (started >= maxTotal)
-        return notRun(
+        return notRunOutput(
           input,
           "run_total",
           `The limit of ${maxTotal} delegated tasks per run (subagents.max_total_per_run) is used up, so no more ` +
@@ -148,75 +134,97 @@ export function createTaskTool(ctx: TaskToolContext) {
       kept.push(input.description);
       started++;
 
-      const signal = options.abortSignal ? AbortSignal.any([ctx.abortSignal, options.abortSignal]) : ctx.abortSignal;
-      const write = (update: SubagentStatusUpdate) => {
-        const data: SubagentDataPart = { ...update, toolCallId: options.toolCallId, description: input.description };
-        ctx.writer?.write({ type: "data-subagent", id: update.runId, data });
-      };
-      let runId: string | null = null;
-      const { definition, model } = resolveSubagent(ctx.config, input.subagent, ctx.model);
-      const child: Omit<RunSubagentOptions, "signal"> = {
-        userId: ctx.userId,
-        threadId: ctx.threadId || undefined,
-        parentRunId: ctx.runId,
-        rootRunId: ctx.rootRunId ?? ctx.runId,
-        kind: "task",
-        definition,
-        prompt: input.prompt,
-        model,
-        depth: callerDepth + 1,
-        toolCallId: options.toolCallId,
-        runtime: ctx.runtime,
-        delegate: nestedDelegation(ctx),
-      };
-      // Only the lead delegates in the background (a sub-agent's task runs in its own foreground).
-      if (input.background && callerDepth === 0 && ctx.threadId)
-        return startBackground(ctx.db, {
-          userId: ctx.userId,
-          threadId: ctx.threadId,
-          leadRunId: ctx.runId,
-          toolCallId: options.toolCallId,
-          tool: "task",
-          children: [child],
-          leadSignal: signal,
-          run: async (bgSignal, [id]) => {
-            const result = await runSubagent(ctx.db, { ...child, runId: id, signal: bgSignal });
-            return [settledChild({ run_id: result.runId, definition: result.definition, status: result.status, result: result.text, error: result.error })];
-          },
-        });
-      try {
-        const result = await runSubagent(ctx.db, {
-          ...child,
-          signal,
-          onCreated: (id) => {
-            runId = id;
-          },
-          onStatus: write,
-        });
-        return {
-          runId: result.runId,
-          status: result.status,
-          definition: result.definition,
-          model: result.model,
-          usage: result.usage,
-          durationMs: result.durationMs,
-          stopReason: result.stopReason,
-          result: result.text,
-          ...(result.error !== undefined ? { error: result.error } : {}),
-        };
-      } catch (err) {
-        if (!isCapacityError(err)) throw err;
-        // Refused at admission: the run row is final (failed) and the model learns why.
-        return {
-          ...notRun(input, "capacity", err.message),
-          runId,
-          status: runId ? "failed" : "not_run",
-          stopReason: err.code,
-        };
-      }
+      return runTask(ctx, input, options);
     },
     toModelOutput: ({ output, input }) => taskModelOutput(output, input.description),
   });
+}
+
+/** A task call that did not run, saying why (the model reads `error`). */
+function notRunOutput(input: TaskInput, reason: TaskNotRunReason, message: string): TaskToolOutput {
+  return {
+    runId: null,
+    status: "not_run",
+    definition: input.subagent,
+    model: null,
+    usage: { inputTokens: 0, outputTokens: 0 },
+    durationMs: 0,
+    stopReason: null,
+    result: "",
+    error: message,
+    notRunReason: reason,
+  };
+}
+
+/** Runs one admitted task call: in the background (the lead's, on request) or to its result. */
+async function runTask(ctx: TaskToolContext, input: TaskInput, options: ToolExecutionOptions): Promise<TaskToolOutput | BackgroundReceipt> {
+  const callerDepth = ctx.depth ?? 0;
+  const signal = options.abortSignal ? AbortSignal.any([ctx.abortSignal, options.abortSignal]) : ctx.abortSignal;
+  const write = (update: SubagentStatusUpdate) => {
+    const data: SubagentDataPart = { ...update, toolCallId: options.toolCallId, description: input.description };
+    ctx.writer?.write({ type: "data-subagent", id: update.runId, data });
+  };
+  let runId: string | null = null;
+  const { definition, model } = resolveSubagent(ctx.config, input.subagent, ctx.model);
+  const child: Omit<RunSubagentOptions, "signal"> = {
+    userId: ctx.userId,
+    threadId: ctx.threadId || undefined,
+    parentRunId: ctx.runId,
+    rootRunId: ctx.rootRunId ?? ctx.runId,
+    kind: "task",
+    definition,
+    prompt: input.prompt,
+    model,
+    depth: callerDepth + 1,
+    toolCallId: options.toolCallId,
+    runtime: ctx.runtime,
+    delegate: nestedDelegation(ctx),
+  };
+  // Only the lead delegates in the background (a sub-agent's task runs in its own foreground).
+  if (input.background && callerDepth === 0 && ctx.threadId)
+    return startBackground(ctx.db, {
+      userId: ctx.userId,
+      threadId: ctx.threadId,
+      leadRunId: ctx.runId,
+      toolCallId: options.toolCallId,
+      tool: "task",
+      children: [child],
+      leadSignal: signal,
+      run: async (bgSignal, [id]) => {
+        const result = await runSubagent(ctx.db, { ...child, runId: id, signal: bgSignal });
+        return [settledChild({ run_id: result.runId, definition: result.definition, status: result.status, result: result.text, error: result.error })];
+      },
+    });
+  try {
+    const result = await runSubagent(ctx.db, {
+      ...child,
+      signal,
+      onCreated: (id) => {
+        runId = id;
+      },
+      onStatus: write,
+    });
+    return {
+      runId: result.runId,
+      status: result.status,
+      definition: result.definition,
+      model: result.model,
+      usage: result.usage,
+      durationMs: result.durationMs,
+      stopReason: result.stopReason,
+      result: result.text,
+      ...(result.error !== undefined ? { error: result.error } : {}),
+    };
+  } catch (err) {
+    if (!isCapacityError(err)) throw err;
+    // Refused at admission: the run row is final (failed) and the model learns why.
+    return {
+      ...notRunOutput(input, "capacity", err.message),
+      runId,
+      status: runId ? "failed" : "not_run",
+      stopReason: err.code,
+    };
+  }
 }
 
 /**
