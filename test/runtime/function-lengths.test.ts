@@ -10,8 +10,6 @@ const LIMIT = 100;
 const NOT_YET_SPLIT: Record<string, number> = {
   "server/agent/swarm/run.ts swarmCall": 388,
   "server/agent/swarm/run.ts execute": 259,
-  "server/agent/swarm/scheduler.ts runSchedule": 223,
-  "server/agent/swarm/scheduler.ts (anonymous)": 187,
   "server/agent/lead.ts startLeadResponse": 114,
 };
 

@@ -99,225 +99,245 @@ interface Slot<O extends AttemptOutcome> {
 }
 
 export function runSchedule<T, O extends AttemptOutcome>(options: ScheduleOptions<T, O>): Promise<ScheduleResult<O>> {
-  const timings: SwarmTimings = { ...DEFAULT_SWARM_TIMINGS, ...options.timings };
-  const clock = options.clock ?? systemClock;
-  const { items, signal } = options;
-  const concurrency = Math.max(1, Math.floor(options.concurrency));
-  const emit = (event: SchedulerEvent) => {
+  return new Promise<ScheduleResult<O>>((resolve) => new Schedule(options, resolve).start());
+}
+
+/** One run of the schedule: its slots, queue, pacing and adaptive capacity. */
+class Schedule<T, O extends AttemptOutcome> {
+  private readonly timings: SwarmTimings;
+  private readonly clock: Clock;
+  private readonly concurrency: number;
+  private readonly slots: Slot<O>[];
+  /** Indices waiting to launch, front first. */
+  private readonly queue: number[];
+  private effective: number;
+  private running = 0;
+  private firstPump = true;
+  private lastLaunchAt: number | null = null;
+  private lastRateLimitAt: number | null = null;
+  private lastShrinkAt: number | null = null;
+  private lastRecoveryAt: number | null = null;
+  private wake: unknown = null;
+  private aborted = false;
+  private finished = false;
+
+  constructor(
+    private readonly options: ScheduleOptions<T, O>,
+    private readonly resolve: (result: ScheduleResult<O>) => void,
+  ) {
+    this.timings = { ...DEFAULT_SWARM_TIMINGS, ...options.timings };
+    this.clock = options.clock ?? systemClock;
+    this.concurrency = Math.max(1, Math.floor(options.concurrency));
+    this.effective = this.concurrency;
+    this.slots = options.items.map((_, index) => ({
+      index,
+      state: "queued",
+      attempts: 0,
+      retries: 0,
+      readyAt: 0,
+      lastOutcome: null,
+      firstStartedAt: null,
+    }));
+    this.queue = this.slots.map((s) => s.index);
+  }
+
+  start(): void {
+    const { signal } = this.options;
+    for (const slot of this.slots) this.emit({ type: "item_queued", index: slot.index, attempt: 1 });
+    if (signal.aborted) this.onAbort();
+    else {
+      signal.addEventListener("abort", this.onAbort, { once: true });
+      this.pump();
+    }
+  }
+
+  private emit(event: SchedulerEvent): void {
     try {
-      options.onEvent?.(event);
+      this.options.onEvent?.(event);
     } catch {
       // Tracing must never break scheduling.
     }
-  };
+  }
 
-  const slots: Slot<O>[] = items.map((_, index) => ({
-    index,
-    state: "queued",
-    attempts: 0,
-    retries: 0,
-    readyAt: 0,
-    lastOutcome: null,
-    firstStartedAt: null,
-  }));
-  /** Indices waiting to launch, front first. */
-  const queue: number[] = slots.map((s) => s.index);
-  let effective = concurrency;
-  let running = 0;
-  let firstPump = true;
-  let lastLaunchAt: number | null = null;
-  let lastRateLimitAt: number | null = null;
-  let lastShrinkAt: number | null = null;
-  let lastRecoveryAt: number | null = null;
-  let wake: unknown = null;
-  let aborted = false;
-  let finished = false;
+  private finishIfDone(): void {
+    if (this.finished || this.running > 0 || this.slots.some((s) => s.state !== "done")) return;
+    this.finished = true;
+    this.clearWake();
+    this.options.signal.removeEventListener("abort", this.onAbort);
+    this.resolve({
+      settlements: this.slots.map((s) => s.settlement as ItemSettlement<O>),
+      cancelled: this.aborted,
+      effectiveCapacity: this.effective,
+    });
+  }
 
-  return new Promise<ScheduleResult<O>>((resolve) => {
-    const finishIfDone = () => {
-      if (finished || running > 0 || slots.some((s) => s.state !== "done")) return;
-      finished = true;
-      clearWake();
-      signal.removeEventListener("abort", onAbort);
-      resolve({
-        settlements: slots.map((s) => s.settlement as ItemSettlement<O>),
-        cancelled: aborted,
-        effectiveCapacity: effective,
-      });
+  private settle(slot: Slot<O>, status: ItemSettlement<O>["status"], reason: SettleReason): void {
+    slot.state = "done";
+    slot.settlement = {
+      index: slot.index,
+      status,
+      reason,
+      outcome: slot.lastOutcome,
+      attempts: slot.attempts,
+      firstStartedAt: slot.firstStartedAt,
+      settledAt: this.clock.now(),
     };
+    this.emit({ type: "item_settled", index: slot.index, status, reason, attempts: slot.attempts });
+  }
 
-    const settle = (slot: Slot<O>, status: ItemSettlement<O>["status"], reason: SettleReason) => {
-      slot.state = "done";
-      slot.settlement = {
-        index: slot.index,
-        status,
-        reason,
-        outcome: slot.lastOutcome,
-        attempts: slot.attempts,
-        firstStartedAt: slot.firstStartedAt,
-        settledAt: clock.now(),
-      };
-      emit({ type: "item_settled", index: slot.index, status, reason, attempts: slot.attempts });
+  private clearWake(): void {
+    if (this.wake !== null) this.clock.clearTimeout(this.wake);
+    this.wake = null;
+  }
+
+  private unfinishedOthers(slot: Slot<O>): boolean {
+    return this.slots.some((s) => s !== slot && s.state !== "done");
+  }
+
+  private maybeRecover(now: number): void {
+    if (this.effective >= this.concurrency || this.lastRateLimitAt === null) return;
+    const since = Math.max(this.lastRateLimitAt, this.lastRecoveryAt ?? Number.NEGATIVE_INFINITY);
+    if (now - since < this.timings.recoveryQuietMs) return;
+    const previous = this.effective;
+    this.effective += 1;
+    this.lastRecoveryAt = now;
+    this.emit({ type: "capacity_changed", direction: "up", effective: this.effective, previous });
+  }
+
+  private maybeShrink(now: number): void {
+    if (this.effective <= 1) return;
+    if (this.lastShrinkAt !== null && now - this.lastShrinkAt < this.timings.shrinkIntervalMs) return;
+    const previous = this.effective;
+    this.effective -= 1;
+    this.lastShrinkAt = now;
+    this.emit({ type: "capacity_changed", direction: "down", effective: this.effective, previous });
+  }
+
+  private launch(slot: Slot<O>, now: number): void {
+    const { signal } = this.options;
+    this.queue.splice(this.queue.indexOf(slot.index), 1);
+    const retryOfRunId = slot.attempts > 0 ? (slot.lastOutcome?.runId ?? null) : null;
+    slot.state = "running";
+    slot.attempts += 1;
+    slot.firstStartedAt ??= now;
+    this.running += 1;
+    this.lastLaunchAt = now;
+    // One signal per attempt, linked to the parent's, so listeners never pile up on it.
+    const attemptAbort = new AbortController();
+    const forward = () => attemptAbort.abort(signal.reason);
+    signal.addEventListener("abort", forward, { once: true });
+    const request: AttemptRequest<T> = {
+      index: slot.index,
+      item: this.options.items[slot.index],
+      attempt: slot.attempts,
+      retryOfRunId,
+      signal: attemptAbort.signal,
     };
-
-    const clearWake = () => {
-      if (wake !== null) clock.clearTimeout(wake);
-      wake = null;
-    };
-
-    const unfinishedOthers = (slot: Slot<O>) => slots.some((s) => s !== slot && s.state !== "done");
-
-    const maybeRecover = (now: number) => {
-      if (effective >= concurrency || lastRateLimitAt === null) return;
-      const since = Math.max(lastRateLimitAt, lastRecoveryAt ?? Number.NEGATIVE_INFINITY);
-      if (now - since < timings.recoveryQuietMs) return;
-      const previous = effective;
-      effective += 1;
-      lastRecoveryAt = now;
-      emit({ type: "capacity_changed", direction: "up", effective, previous });
-    };
-
-    const maybeShrink = (now: number) => {
-      if (effective <= 1) return;
-      if (lastShrinkAt !== null && now - lastShrinkAt < timings.shrinkIntervalMs) return;
-      const previous = effective;
-      effective -= 1;
-      lastShrinkAt = now;
-      emit({ type: "capacity_changed", direction: "down", effective, previous });
-    };
-
-    const launch = (slot: Slot<O>, now: number) => {
-      queue.splice(queue.indexOf(slot.index), 1);
-      const retryOfRunId = slot.attempts > 0 ? (slot.lastOutcome?.runId ?? null) : null;
-      slot.state = "running";
-      slot.attempts += 1;
-      slot.firstStartedAt ??= now;
-      running += 1;
-      lastLaunchAt = now;
-      // One signal per attempt, linked to the parent's, so listeners never pile up on it.
-      const attemptAbort = new AbortController();
-      const forward = () => attemptAbort.abort(signal.reason);
-      signal.addEventListener("abort", forward, { once: true });
-      const request: AttemptRequest<T> = {
-        index: slot.index,
-        item: items[slot.index],
-        attempt: slot.attempts,
-        retryOfRunId,
-        signal: attemptAbort.signal,
-      };
-      emit({ type: "item_started", index: slot.index, attempt: slot.attempts, retryOfRunId });
-      let promise: Promise<O>;
-      try {
-        promise = Promise.resolve(options.runAttempt(request));
-      } catch (error) {
-        promise = Promise.reject(error);
-      }
-      promise
-        .catch((error: unknown) => options.onAttemptError(error, request))
-        .then((outcome) => {
-          signal.removeEventListener("abort", forward);
-          onAttemptSettled(slot, outcome);
-        });
-    };
-
-    const onAttemptSettled = (slot: Slot<O>, outcome: O) => {
-      running -= 1;
-      slot.lastOutcome = outcome;
-      const now = clock.now();
-      if (aborted) {
-        // Parent cancellation: a child that still finished keeps its result.
-        if (outcome.status === "completed") settle(slot, "completed", "settled");
-        else settle(slot, "cancelled", "cancelled_while_running");
-        finishIfDone();
-        return;
-      }
-      if (outcome.status === "failed" && outcome.failureClass === "rate_limit") {
-        lastRateLimitAt = now;
-        maybeShrink(now);
-        if (!unfinishedOthers(slot)) settle(slot, "failed", "rate_limit_alone");
-        else if (slot.retries >= timings.maxRateLimitRetries) settle(slot, "failed", "rate_limit_exhausted");
-        else {
-          slot.retries += 1;
-          const delayMs = timings.retryBaseDelayMs * 2 ** (slot.retries - 1);
-          slot.state = "suspended";
-          slot.readyAt = now + delayMs;
-          queue.unshift(slot.index);
-          emit({ type: "item_suspended", index: slot.index, attempt: slot.attempts, delayMs, runId: outcome.runId ?? null });
-        }
-      } else {
-        settle(slot, outcome.status, "settled");
-      }
-      pump();
-    };
-
-    const pickReady = (now: number): Slot<O> | undefined => {
-      for (const index of queue) {
-        const slot = slots[index];
-        if (slot.readyAt <= now) return slot;
-      }
-      return undefined;
-    };
-
-    const pump = () => {
-      if (finished || aborted) return;
-      clearWake();
-      const now = clock.now();
-      maybeRecover(now);
-      let burst = firstPump ? Math.max(0, Math.floor(timings.initialBurst)) : 0;
-      while (running < effective) {
-        const next = pickReady(now);
-        if (!next) break;
-        const paced = burst <= 0 && lastLaunchAt !== null && now < lastLaunchAt + timings.admissionIntervalMs;
-        if (paced) break;
-        burst -= 1;
-        launch(next, now);
-      }
-      firstPump = false;
-      finishIfDone();
-      if (!finished) scheduleWake(now);
-    };
-
-    const scheduleWake = (now: number) => {
-      let at = Number.POSITIVE_INFINITY;
-      if (running < effective && queue.length > 0) {
-        let ready = Number.POSITIVE_INFINITY;
-        for (const index of queue) ready = Math.min(ready, slots[index].readyAt);
-        const admission = lastLaunchAt === null ? now : lastLaunchAt + timings.admissionIntervalMs;
-        at = Math.max(ready, admission);
-      }
-      if (effective < concurrency && lastRateLimitAt !== null) {
-        const since = Math.max(lastRateLimitAt, lastRecoveryAt ?? Number.NEGATIVE_INFINITY);
-        at = Math.min(at, since + timings.recoveryQuietMs);
-      }
-      if (at === Number.POSITIVE_INFINITY) return;
-      wake = clock.setTimeout(
-        () => {
-          wake = null;
-          pump();
-        },
-        Math.max(0, at - now),
-      );
-    };
-
-    const onAbort = () => {
-      if (finished || aborted) return;
-      aborted = true;
-      clearWake();
-      // Queued items never start; suspended ones (a retry pending) are not started again.
-      for (const slot of slots) {
-        if (slot.state === "queued") settle(slot, "cancelled", "cancelled_before_start");
-        else if (slot.state === "suspended") settle(slot, "cancelled", "cancelled_while_suspended");
-      }
-      queue.length = 0;
-      // Running attempts see the same signal; we join them in onAttemptSettled.
-      finishIfDone();
-    };
-
-    for (const slot of slots) emit({ type: "item_queued", index: slot.index, attempt: 1 });
-    if (signal.aborted) onAbort();
-    else {
-      signal.addEventListener("abort", onAbort, { once: true });
-      pump();
+    this.emit({ type: "item_started", index: slot.index, attempt: slot.attempts, retryOfRunId });
+    let promise: Promise<O>;
+    try {
+      promise = Promise.resolve(this.options.runAttempt(request));
+    } catch (error) {
+      promise = Promise.reject(error);
     }
-  });
+    promise
+      .catch((error: unknown) => this.options.onAttemptError(error, request))
+      .then((outcome) => {
+        signal.removeEventListener("abort", forward);
+        this.onAttemptSettled(slot, outcome);
+      });
+  }
+
+  private onAttemptSettled(slot: Slot<O>, outcome: O): void {
+    this.running -= 1;
+    slot.lastOutcome = outcome;
+    const now = this.clock.now();
+    if (this.aborted) {
+      // Parent cancellation: a child that still finished keeps its result.
+      if (outcome.status === "completed") this.settle(slot, "completed", "settled");
+      else this.settle(slot, "cancelled", "cancelled_while_running");
+      this.finishIfDone();
+      return;
+    }
+    if (outcome.status === "failed" && outcome.failureClass === "rate_limit") {
+      this.lastRateLimitAt = now;
+      this.maybeShrink(now);
+      if (!this.unfinishedOthers(slot)) this.settle(slot, "failed", "rate_limit_alone");
+      else if (slot.retries >= this.timings.maxRateLimitRetries) this.settle(slot, "failed", "rate_limit_exhausted");
+      else {
+        slot.retries += 1;
+        const delayMs = this.timings.retryBaseDelayMs * 2 ** (slot.retries - 1);
+        slot.state = "suspended";
+        slot.readyAt = now + delayMs;
+        this.queue.unshift(slot.index);
+        this.emit({ type: "item_suspended", index: slot.index, attempt: slot.attempts, delayMs, runId: outcome.runId ?? null });
+      }
+    } else {
+      this.settle(slot, outcome.status, "settled");
+    }
+    this.pump();
+  }
+
+  private pickReady(now: number): Slot<O> | undefined {
+    for (const index of this.queue) {
+      const slot = this.slots[index];
+      if (slot.readyAt <= now) return slot;
+    }
+    return undefined;
+  }
+
+  private pump(): void {
+    if (this.finished || this.aborted) return;
+    this.clearWake();
+    const now = this.clock.now();
+    this.maybeRecover(now);
+    let burst = this.firstPump ? Math.max(0, Math.floor(this.timings.initialBurst)) : 0;
+    while (this.running < this.effective) {
+      const next = this.pickReady(now);
+      if (!next) break;
+      const paced = burst <= 0 && this.lastLaunchAt !== null && now < this.lastLaunchAt + this.timings.admissionIntervalMs;
+      if (paced) break;
+      burst -= 1;
+      this.launch(next, now);
+    }
+    this.firstPump = false;
+    this.finishIfDone();
+    if (!this.finished) this.scheduleWake(now);
+  }
+
+  private scheduleWake(now: number): void {
+    let at = Number.POSITIVE_INFINITY;
+    if (this.running < this.effective && this.queue.length > 0) {
+      let ready = Number.POSITIVE_INFINITY;
+      for (const index of this.queue) ready = Math.min(ready, this.slots[index].readyAt);
+      const admission = this.lastLaunchAt === null ? now : this.lastLaunchAt + this.timings.admissionIntervalMs;
+      at = Math.max(ready, admission);
+    }
+    if (this.effective < this.concurrency && this.lastRateLimitAt !== null) {
+      const since = Math.max(this.lastRateLimitAt, this.lastRecoveryAt ?? Number.NEGATIVE_INFINITY);
+      at = Math.min(at, since + this.timings.recoveryQuietMs);
+    }
+    if (at === Number.POSITIVE_INFINITY) return;
+    this.wake = this.clock.setTimeout(
+      () => {
+        this.wake = null;
+        this.pump();
+      },
+      Math.max(0, at - now),
+    );
+  }
+
+  private readonly onAbort = (): void => {
+    if (this.finished || this.aborted) return;
+    this.aborted = true;
+    this.clearWake();
+    // Queued items never start; suspended ones (a retry pending) are not started again.
+    for (const slot of this.slots) {
+      if (slot.state === "queued") this.settle(slot, "cancelled", "cancelled_before_start");
+      else if (slot.state === "suspended") this.settle(slot, "cancelled", "cancelled_while_suspended");
+    }
+    this.queue.length = 0;
+    // Running attempts see the same signal; we join them in onAttemptSettled.
+    this.finishIfDone();
+  };
 }
