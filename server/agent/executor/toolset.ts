@@ -37,16 +37,9 @@ export interface ToolsetArgs {
 export const askForApproval: ApprovalHandling = { mode: "ask" };
 
 export async function runToolset(args: ToolsetArgs): Promise<ToolSet> {
-  const groupCtx = {
-    db: args.db,
-    config: args.config,
-    userId: args.userId,
-    threadId: args.threadId ?? null,
-    runId: args.runId,
-    signal: args.signal,
-    idempotencyKey: args.idempotencyKey,
-  };
-  const matcher = approvalMatcherFor(args.config, args.definition.name);
+  const { db, config, userId, runId, signal, idempotencyKey } = args;
+  const groupCtx = { db, config, userId, threadId: args.threadId ?? null, runId, signal, idempotencyKey };
+  const matcher = approvalMatcherFor(config, args.definition.name);
   const built = {
     ...(await buildGroupTools(args.definition.toolGroups, groupCtx, args.recorder, matcher, args.approval)),
     ...(args.delegation ? recordTools(args.delegation, args.recorder) : {}),
