@@ -1,5 +1,4 @@
 import { generateText, jsonSchema, NoObjectGeneratedError, Output } from "ai";
-import type { RE2JS } from "re2js";
 import {
   type Check,
   type CheckResult,
@@ -7,16 +6,17 @@ import {
   JUDGE_OUTPUT_NAME,
   type Verdict,
 } from "@/lib/api/batch-data";
-import { compileCheckPattern } from "@/lib/check-pattern";
 import { errorText } from "@/server/errors";
 import { classifyModelError } from "@/server/runtime/model-errors";
 import type { ResolvedModel } from "@/server/models/types";
 import { blockLines, dataBlock } from "./quote-data";
+import { MatchTimeout, matchPattern } from "./regex-thread";
 import type { Usage } from "./settlement";
 
 /**
  * The checks of a batch on one finished answer (DESIGN.md "Batches that produce data"): regex
- * (RE2 semantics, linear time whatever the pattern), equals (the output against the item's
+ * (RE2 semantics, on the first 1 MiB characters, matched in a worker thread within a time limit:
+ * ./regex-thread.ts), equals (the output against the item's
  * `expected`) and judge (a model grades 0..1 against a rubric). A check never throws: whatever
  * goes wrong in it (a pattern that does not compile, a missing path, a judge's error) fails that
  * check with a reason. Plain Node: the worker loads it.
@@ -68,21 +68,8 @@ export interface ChecksOutcome {
 const REASON_VALUE_CHARS = 200;
 /** How much of the item's prompt, answer and expected a judge reads. */
 const JUDGE_QUOTE_CHARS = 32_000;
-/** Compiled patterns kept per process (keyed by flags and pattern). */
-const PATTERN_CACHE_SIZE = 256;
-
-const patternCache = new Map<string, RE2JS>();
-
-/** A regex check's pattern, compiled once per process (lib/check-pattern.ts, as the submission checked it). */
-function cachedPattern(pattern: string, flags = ""): RE2JS {
-  const key = `${flags}/${pattern}`;
-  const hit = patternCache.get(key);
-  if (hit) return hit;
-  const re = compileCheckPattern(pattern, flags);
-  if (patternCache.size >= PATTERN_CACHE_SIZE) patternCache.delete(patternCache.keys().next().value as string);
-  patternCache.set(key, re);
-  return re;
-}
+/** How much of the answer (or of the value at a check's path) a regex check reads, in characters. */
+export const CHECK_READ_MAX_CHARS = 1_048_576;
 
 const MISSING = Symbol("missing");
 
@@ -127,26 +114,36 @@ function show(value: unknown): string {
 
 const where = (path: string) => (path === "" ? "the answer" : path);
 
-function runRegex(check: Extract<Check, { type: "regex" }>, args: RunChecksArgs): CheckResult {
+/** The first CHECK_READ_MAX_CHARS of `text` (never half a surrogate pair), and whether that cut it. */
+function readBound(text: string): { text: string; cut: boolean } {
+  if (text.length <= CHECK_READ_MAX_CHARS) return { text, cut: false };
+  const end = /[\uD800-\uDBFF]/.test(text[CHECK_READ_MAX_CHARS - 1] ?? "") ? CHECK_READ_MAX_CHARS - 1 : CHECK_READ_MAX_CHARS;
+  return { text: text.slice(0, end), cut: true };
+}
+
+async function runRegex(check: Extract<Check, { type: "regex" }>, args: RunChecksArgs): Promise<CheckResult> {
   const { name } = check;
-  let re: RE2JS;
-  try {
-    re = cachedPattern(check.pattern, check.flags);
-  } catch (err) {
-    return { name, passed: false, reason: `invalid pattern: ${errorText(err)}` };
-  }
-  let subject: string;
-  if (check.path === undefined) subject = args.text;
+  let whole: string;
+  if (check.path === undefined) whole = args.text;
   else {
     const value = resolvePointer(answerValue(args), check.path);
     if (value === MISSING) return { name, passed: false, reason: `the answer has no value at ${check.path}` };
-    subject = typeof value === "string" ? value : JSON.stringify(value);
+    whole = typeof value === "string" ? value : JSON.stringify(value);
   }
-  if (re.test(subject)) return { name, passed: true };
+  const { text: subject, cut: partial } = readBound(whole);
+  const read = partial ? ` (its first ${CHECK_READ_MAX_CHARS} characters)` : "";
+  let matched: boolean;
+  try {
+    matched = await matchPattern(check.pattern, check.flags ?? "", subject);
+  } catch (err) {
+    if (err instanceof MatchTimeout) return { name, passed: false, reason: `the pattern ${err.message} on ${where(check.path ?? "")}${read}` };
+    return { name, passed: false, reason: `invalid pattern: ${errorText(err)}` };
+  }
+  if (matched) return { name, passed: true };
   return {
     name,
     passed: false,
-    reason: `${where(check.path ?? "")} ${show(cut(subject, REASON_VALUE_CHARS))} does not match /${cut(check.pattern, REASON_VALUE_CHARS)}/${check.flags ?? ""}`,
+    reason: `${where(check.path ?? "")}${read} ${show(cut(subject, REASON_VALUE_CHARS))} does not match /${cut(check.pattern, REASON_VALUE_CHARS)}/${check.flags ?? ""}`,
   };
 }
 

@@ -29,7 +29,7 @@ import {
   templateShape,
   windowProblem,
 } from "@/lib/batch-rules";
-import { checkPatternProblem } from "@/lib/check-pattern";
+import { checkPatternProblem, newPatternBudget } from "@/lib/check-pattern";
 import type { FlotillaConfig } from "@/lib/config";
 import type { DbOrTx } from "@/server/db/client";
 import { subagentBatches, threads } from "@/server/db/schema";
@@ -129,7 +129,8 @@ function checkedItems(raw: unknown): ParsedItem[] | Problem {
 
 /**
  * What the data rules need beyond the shared ones: the output schema compiles (the
- * submission's, else the definition's), every regex compiles under RE2, a judge's model is in
+ * submission's, else the definition's), every regex compiles under RE2 within the pattern
+ * budget (lib/check-pattern.ts; the checks' patterns together too), a judge's model is in
  * the catalog. Throws the refusal.
  */
 function checkDataRules(args: {
@@ -141,10 +142,11 @@ function checkDataRules(args: {
   if (args.outputSchema) compileOutputSchema(args.outputSchema);
   const problem = checksProblem(args.checks, { outputSchema: args.outputSchema !== undefined, expected: args.expected });
   if (problem) throw refusal(problem);
+  const patterns = newPatternBudget();
   args.checks.forEach((check, i) => {
     if (check.type === "regex") {
-      const issue = checkPatternProblem(check.pattern, check.flags);
-      if (issue) throw refusal({ field: `checks.${i}.pattern`, message: `does not compile (RE2 syntax): ${issue}` });
+      const issue = checkPatternProblem(check.pattern, check.flags, patterns);
+      if (issue) throw refusal({ field: `checks.${i}.pattern`, message: issue });
     }
     if (check.type === "judge" && check.model !== undefined && !findCatalogEntry(args.config, check.model))
       throw refusal({ field: `checks.${i}.model`, message: `unknown model "${check.model}" (not in the model catalog)` });

@@ -1,7 +1,6 @@
 import { z } from "zod";
 import { type OutputSchema, outputSchemaSchema } from "@/lib/api/batch-data";
-import { AppError } from "@/server/errors";
-import { compileOutputSchema } from "@/server/runtime/output-schema";
+import { compileOutputSchema, SchemaRefusal } from "@/server/runtime/output-schema";
 
 /**
  * The requests a compatible batch runs, as the providers' SDKs send them: OpenAI chat
@@ -29,6 +28,7 @@ export interface CompatRequest {
 }
 
 export const SUBAGENT_MODEL_PREFIX = "flotilla:";
+const SCHEMA_PARAM = "body.response_format.json_schema.schema";
 export const CUSTOM_ID_MAX = 512;
 
 const textPart = z.object({ type: z.literal("text"), text: z.string() });
@@ -211,11 +211,10 @@ export function validateOpenAiLine(
   const schema = bodyParsed.data.response_format?.type === "json_schema" ? bodyParsed.data.response_format.json_schema.schema : null;
   if (schema) {
     try {
-      compileOutputSchema(schema); // cached by its text: a file's lines usually share one schema
+      compileOutputSchema(schema, SCHEMA_PARAM); // cached by its text: a file's lines usually share one schema
     } catch (err) {
-      if (!(err instanceof AppError)) throw err;
-      const param = "body.response_format.json_schema.schema";
-      return fail("invalid_body", `${param}: ${err.message.replace(/^output_schema: /, "")}`, param);
+      if (!(err instanceof SchemaRefusal)) throw err;
+      return fail("invalid_body", err.message, err.field);
     }
   }
   const modelProblem = ctx.checkModel(bodyParsed.data.model);

@@ -2,67 +2,154 @@ import Ajv, { type ErrorObject, type Options, type ValidateFunction } from "ajv"
 import Ajv2019 from "ajv/dist/2019";
 import Ajv2020 from "ajv/dist/2020";
 import addFormats from "ajv-formats";
-import { RE2JS } from "re2js";
+import type { RE2JS } from "re2js";
+import { compileCheckPattern, newPatternBudget } from "@/lib/check-pattern";
 import type { FlotillaConfig } from "@/lib/config";
 import { ConfigError } from "../config/load";
 import { AppError } from "../errors";
 
 /**
- * Output schemas (`output_schema` of a batch or a sub-agent definition): compiled once with Ajv
- * and cached by their JSON text. Plain Node (the worker loads it). Submission compiles to refuse a
- * bad schema up front; the executor validates every typed answer with the same validator.
+ * Output schemas (`output_schema` of a batch or a sub-agent definition, a compatible line's
+ * `response_format` schema): compiled with Ajv and cached by their JSON text. Plain Node (the
+ * worker loads it). Submission compiles to refuse a bad schema up front; the executor validates
+ * every typed answer with the same validator.
  */
 
 // Schema `pattern` / `patternProperties` are user-supplied: match them in linear time (RE2), not
-// with the backtracking RegExp engine.
-const re2Engine = Object.assign((pattern: string, _flags: string) => RE2JS.compile(pattern), { code: "re2js" });
+// with the backtracking RegExp engine, each within the pattern budget (lib/check-pattern.ts).
+// The walk below has compiled them already; Ajv takes those.
+let walked: Map<string, RE2JS> | null = null;
+const re2Engine = Object.assign((pattern: string, _flags: string) => walked?.get(pattern) ?? compileCheckPattern(pattern), {
+  code: "re2js",
+});
 
 const OPTIONS: Options = { strict: false, allErrors: true, code: { regExp: re2Engine } };
 
 type Draft = "07" | "2019" | "2020";
-const instances = new Map<Draft, Ajv>();
 
-function ajvFor(schema: unknown): Ajv {
-  const declared = schema && typeof schema === "object" && "$schema" in schema ? String(schema.$schema) : "";
+/**
+ * Ajv keeps everything it ever compiled (the schema, the generated function, each pattern) in
+ * its instance for good, whatever removeSchema drops. So instances live for one generation:
+ * after GENERATION_SCHEMAS schemas or GENERATION_INSTRUCTIONS pattern instructions a new one
+ * starts, and validators two generations old leave the cache, so at most two generations (and
+ * what they hold) stay reachable from here.
+ */
+const GENERATION_SCHEMAS = 128;
+const GENERATION_INSTRUCTIONS = 100_000;
+
+interface Generation {
+  id: number;
+  schemas: number;
+  instructions: number;
+  instances: Map<Draft, Ajv>;
+}
+
+const newGeneration = (id: number): Generation => ({ id, schemas: 0, instructions: 0, instances: new Map() });
+let generation = newGeneration(0);
+const cache = new Map<string, { validate: ValidateFunction; generation: number }>();
+
+function ajvFor(schema: object, instructions: number): Ajv {
+  if (generation.schemas >= GENERATION_SCHEMAS || generation.instructions + instructions > GENERATION_INSTRUCTIONS) {
+    generation = newGeneration(generation.id + 1);
+    for (const [key, entry] of cache) if (entry.generation < generation.id - 1) cache.delete(key);
+  }
+  generation.schemas++;
+  generation.instructions += instructions;
+  const declared = "$schema" in schema ? String(schema.$schema) : "";
   const draft: Draft = declared.includes("2020-12") ? "2020" : declared.includes("2019-09") ? "2019" : "07";
-  let ajv = instances.get(draft);
+  let ajv = generation.instances.get(draft);
   if (!ajv) {
     ajv = draft === "2020" ? new Ajv2020(OPTIONS) : draft === "2019" ? new Ajv2019(OPTIONS) : new Ajv(OPTIONS);
     addFormats(ajv);
-    instances.set(draft, ajv);
+    generation.instances.set(draft, ajv);
   }
   return ajv;
 }
 
-const CACHE_MAX = 256;
-const cache = new Map<string, ValidateFunction>();
+/** A schema refused: `field` is the exact path of what is wrong (a pattern's own path, else the schema's field). */
+export class SchemaRefusal extends AppError {
+  constructor(
+    readonly field: string,
+    problem: string,
+  ) {
+    super("validation_failed", `${field}: ${problem}`);
+  }
+}
 
-/** A validator for `schema`; throws `validation_failed` "output_schema: ..." when it does not compile. */
-export function compileOutputSchema(schema: unknown): ValidateFunction {
+/** Keywords whose value is data, not schemas: a `pattern` key inside one is not a pattern. */
+const DATA_KEYWORDS = new Set(["const", "enum", "default", "examples"]);
+/** Keywords whose value maps names (not keywords) to schemas. */
+const SCHEMA_MAPS = new Set(["properties", "patternProperties", "$defs", "definitions", "dependentSchemas", "dependencies"]);
+
+/** A key as a path segment: `.name`, or `["a b"]` when it is not a plain name. */
+const segment = (key: string) => (/^[A-Za-z_$][\w$-]*$|^\d+$/.test(key) ? `.${key}` : `[${JSON.stringify(key)}]`);
+
+/**
+ * Every pattern of the schema (`pattern` and `patternProperties` keys, at any depth) compiled
+ * under the pattern budget, or the first refused one's path (under `field`) and why. Runs
+ * before Ajv sees the schema: Ajv compiling an oversized pattern is what took seconds.
+ */
+function schemaPatterns(schema: object, field: string): { patterns: Map<string, RE2JS>; instructions: number } {
+  const budget = newPatternBudget();
+  const patterns = new Map<string, RE2JS>();
+  const check = (pattern: string, path: string) => {
+    if (patterns.has(pattern)) return;
+    try {
+      patterns.set(pattern, compileCheckPattern(pattern, "", budget));
+    } catch (err) {
+      throw new SchemaRefusal(path, err instanceof Error ? err.message : String(err));
+    }
+  };
+  const walk = (node: unknown, path: string): void => {
+    if (Array.isArray(node)) {
+      node.forEach((item, i) => {
+        walk(item, `${path}.${i}`);
+      });
+      return;
+    }
+    if (!node || typeof node !== "object") return;
+    for (const [key, value] of Object.entries(node)) {
+      const at = `${path}${segment(key)}`;
+      if (DATA_KEYWORDS.has(key)) continue;
+      if (key === "pattern" && typeof value === "string") check(value, at);
+      else if (SCHEMA_MAPS.has(key) && value && typeof value === "object" && !Array.isArray(value)) {
+        for (const [name, sub] of Object.entries(value)) {
+          if (key === "patternProperties") check(name, `${at}${segment(name)}`);
+          walk(sub, `${at}${segment(name)}`);
+        }
+      } else walk(value, at);
+    }
+  };
+  walk(schema, field);
+  return { patterns, instructions: budget.used };
+}
+
+/**
+ * A validator for `schema`; throws a SchemaRefusal (`validation_failed` "<field>: ...") when it
+ * does not compile, naming a refused pattern's path under `field`
+ * (`output_schema.properties.code.pattern: ...`).
+ */
+export function compileOutputSchema(schema: unknown, field = "output_schema"): ValidateFunction {
   const key = JSON.stringify(schema);
   const hit = cache.get(key);
-  if (hit) {
-    // Least recently used goes first: re-insert on every hit.
-    cache.delete(key);
-    cache.set(key, hit);
-    return hit;
-  }
+  if (hit) return hit.validate;
   if (!schema || typeof schema !== "object" || Array.isArray(schema)) {
-    throw new AppError("validation_failed", "output_schema: must be a JSON Schema object");
+    throw new SchemaRefusal(field, "must be a JSON Schema object");
   }
-  const ajv = ajvFor(schema);
+  const { patterns, instructions } = schemaPatterns(schema, field);
+  const ajv = ajvFor(schema, instructions);
   let validate: ValidateFunction;
+  walked = patterns;
   try {
     validate = ajv.compile(schema);
   } catch (err) {
-    throw new AppError("validation_failed", `output_schema: ${err instanceof Error ? err.message : String(err)}`);
+    throw new SchemaRefusal(field, err instanceof Error ? err.message : String(err));
   } finally {
-    // The shared instance would otherwise keep every schema it compiled (and refuse a second
-    // schema reusing an $id); the compiled function stands on its own.
-    ajv.removeSchema(schema as object);
+    walked = null;
+    // A second schema reusing an $id in this generation would be refused otherwise.
+    ajv.removeSchema(schema);
   }
-  cache.set(key, validate);
-  if (cache.size > CACHE_MAX) cache.delete(cache.keys().next().value as string);
+  cache.set(key, { validate, generation: generation.id });
   return validate;
 }
 
@@ -103,10 +190,9 @@ export function assertConfiguredOutputSchemas(config: FlotillaConfig): void {
   config.subagents.definitions.forEach((d, i) => {
     if (!d.output_schema) return;
     try {
-      compileOutputSchema(d.output_schema);
+      compileOutputSchema(d.output_schema, `subagents.definitions[${i}].output_schema`);
     } catch (err) {
-      const message = err instanceof Error ? err.message.replace(/^output_schema: /, "") : String(err);
-      problems.push(`subagents.definitions[${i}].output_schema: ${message}`);
+      problems.push(err instanceof Error ? err.message : String(err));
     }
   });
   if (problems.length) throw new ConfigError(problems);

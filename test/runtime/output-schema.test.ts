@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { AppError } from "@/server/errors";
 import { ConfigError, loadConfig } from "@/server/config/load";
-import { assertConfiguredOutputSchemas, compileOutputSchema, schemaErrors } from "@/server/runtime/output-schema";
+import { assertConfiguredOutputSchemas, compileOutputSchema, SchemaRefusal, schemaErrors } from "@/server/runtime/output-schema";
 
 function compileError(schema: unknown): AppError {
   try {
@@ -76,7 +76,7 @@ describe("compileOutputSchema", () => {
     for (const [schema, message] of [
       [{ type: "nope" }, "output_schema: schema is invalid: data/type must be equal to one of the allowed values"],
       [{ $ref: "#/$defs/missing" }, "output_schema: can't resolve reference #/$defs/missing"],
-      [{ type: "string", pattern: "(?=a)b" }, "output_schema: error parsing regexp"],
+      [{ type: "string", pattern: "(?=a)b" }, "output_schema.pattern: does not compile (RE2 syntax): error parsing regexp"],
       [["not", "an", "object"], "output_schema: must be a JSON Schema object"],
       [{ $schema: "http://json-schema.org/draft-04/schema#" }, "output_schema: no schema with key or ref"],
     ] as const) {
@@ -92,6 +92,34 @@ describe("compileOutputSchema", () => {
     expect(v(`${"a".repeat(5_000)}b`)).toBe(false);
     expect(v("a".repeat(5_000))).toBe(true);
     expect(performance.now() - start).toBeLessThan(1_000);
+  });
+
+  it("refuses a pattern over the budget naming its path, with the path as the refusal's field", () => {
+    const err = compileError({ type: "object", properties: { "a b": { type: "array", items: [{ pattern: "x{101}" }] } } });
+    expect(err).toBeInstanceOf(SchemaRefusal);
+    expect((err as SchemaRefusal).field).toBe('output_schema.properties["a b"].items.0.pattern');
+    expect(err.message).toBe('output_schema.properties["a b"].items.0.pattern: counted repetition {101} is above the limit of 100');
+    // The schema's patterns together: each under the budget, too many for one schema.
+    const words = Array.from({ length: 245 }, (_, i) => `${String.fromCharCode(97 + (i % 26))}${String.fromCharCode(97 + Math.floor(i / 26))}q`);
+    const properties = Object.fromEntries(Array.from({ length: 8 }, (_, i) => [`p${i}`, { type: "string", pattern: `(?:${words.join("|")}){4}${i}` }]));
+    expect(compileError({ type: "object", properties }).message).toMatch(/^output_schema\.properties\.p5\.pattern: with the patterns before it, expands to more than 20000/);
+  });
+
+  it("compiles through fresh Ajv generations: old validators keep working, the cache lets go of them", () => {
+    const schema = (i: number) => ({
+      $id: "https://x.test/reused",
+      type: "object",
+      properties: { [`f${i}`]: { type: "string", pattern: `^x${i}$` } },
+      required: [`f${i}`],
+    });
+    const validators = Array.from({ length: 600 }, (_, i) => compileOutputSchema(schema(i)));
+    validators.forEach((v, i) => {
+      expect(v({ [`f${i}`]: `x${i}` })).toBe(true);
+      expect(v({ [`f${i}`]: `y${i}` })).toBe(false);
+    });
+    // Recent ones are cached; the first, several generations back, is compiled anew.
+    expect(compileOutputSchema(schema(599))).toBe(validators[599]);
+    expect(compileOutputSchema(schema(0))).not.toBe(validators[0]);
   });
 
   it("bounds the error text: first 10 errors, at most 2,000 characters", () => {
@@ -123,6 +151,13 @@ describe("assertConfiguredOutputSchemas", () => {
     const config = withSchema({ type: "object", properties: { a: { $ref: "#/$defs/missing" } } });
     expect(() => assertConfiguredOutputSchemas(config)).toThrowError(ConfigError);
     expect(() => assertConfiguredOutputSchemas(config)).toThrowError(/subagents\.definitions\[1\]\.output_schema: .*missing/);
+  });
+
+  it("names a refused pattern's own path under the definition", () => {
+    const config = withSchema({ type: "object", properties: { code: { type: "string", pattern: "^a{1000}$" } } });
+    expect(() => assertConfiguredOutputSchemas(config)).toThrowError(
+      "subagents.definitions[1].output_schema.properties.code.pattern: counted repetition {1000} is above the limit of 100",
+    );
   });
 
   it("accepts definitions whose schemas compile", () => {
