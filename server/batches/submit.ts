@@ -36,7 +36,8 @@ import { subagentBatches, threads } from "@/server/db/schema";
 import { AppError, notFound } from "@/server/errors";
 import { findCatalogEntry } from "@/server/models/catalog";
 import { resolveModel } from "@/server/models/index";
-import { compileOutputSchema } from "@/server/runtime/output-schema";
+import { compileOutputSchemaYielding } from "@/server/runtime/output-schema";
+import { nextTurn } from "@/server/runtime/next-turn";
 import { matchingPaths } from "@/server/workspace/files";
 import { assertDailyTokenQuota, modelPrices } from "./budget";
 import { type ItemRow, insertItems } from "./insert-items";
@@ -133,24 +134,26 @@ function checkedItems(raw: unknown): ParsedItem[] | Problem {
  * budget (lib/check-pattern.ts; the checks' patterns together too), a judge's model is in
  * the catalog. Throws the refusal.
  */
-function checkDataRules(args: {
+async function checkDataRules(args: {
   outputSchema: OutputSchema | undefined;
   checks: readonly Check[];
   expected: boolean;
   config: FlotillaConfig;
-}): void {
-  if (args.outputSchema) compileOutputSchema(args.outputSchema);
+}): Promise<void> {
+  // Compiling patterns is bounded CPU work; the event loop runs between patterns.
+  if (args.outputSchema) await compileOutputSchemaYielding(args.outputSchema);
   const problem = checksProblem(args.checks, { outputSchema: args.outputSchema !== undefined, expected: args.expected });
   if (problem) throw refusal(problem);
   const patterns = newPatternBudget();
-  args.checks.forEach((check, i) => {
+  for (const [i, check] of args.checks.entries()) {
     if (check.type === "regex") {
+      await nextTurn();
       const issue = checkPatternProblem(check.pattern, check.flags, patterns);
       if (issue) throw refusal({ field: `checks.${i}.pattern`, message: issue });
     }
     if (check.type === "judge" && check.model !== undefined && !findCatalogEntry(args.config, check.model))
       throw refusal({ field: `checks.${i}.model`, message: `unknown model "${check.model}" (not in the model catalog)` });
-  });
+  }
 }
 
 /**
@@ -198,7 +201,7 @@ export async function submitBatch(db: DbOrTx, args: SubmitBatchArgs): Promise<{ 
     const template = input.prompt_template;
     const templateIssue = templateProblem(template, FILE_PLACEHOLDER);
     if (templateIssue) throw refusal(templateIssue);
-    checkDataRules({ outputSchema, checks, expected: false, config });
+    await checkDataRules({ outputSchema, checks, expected: false, config });
     const paths = await boundedMatches(db, { userId: args.userId, threadId: args.threadId, glob: input.files, template, limits });
     if (paths.length === 0)
       throw new AppError(
@@ -215,7 +218,7 @@ export async function submitBatch(db: DbOrTx, args: SubmitBatchArgs): Promise<{ 
     const problem = itemsProblem(items, template, limits);
     if (problem) throw refusal(problem, locator);
     const expected = items.some((item) => isFieldsItem(item) && item.expected !== undefined);
-    checkDataRules({ outputSchema, checks, expected, config });
+    await checkDataRules({ outputSchema, checks, expected, config });
     // Only now, with every length known to be within bounds, are prompts built.
     rows = itemRows(items, template);
     fields = inputFields(items);

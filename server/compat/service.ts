@@ -6,6 +6,7 @@ import type { Db, DbOrTx } from "@/server/db/client";
 import { compatFiles } from "@/server/db/schema";
 import { type CompatBatch, createCompatBatch, createFailedBatch, modelChecker, type NewRequest } from "./batches";
 import { fileChunks } from "./files";
+import { turnEvery } from "@/server/runtime/next-turn";
 import { CompatParamError } from "./errors";
 import { parseFileId } from "./ids";
 import {
@@ -46,8 +47,12 @@ export async function createOpenAiBatch(
     if (!file) throw new CompatParamError("input_file_id", `input_file_id: no uploaded file ${JSON.stringify(input.input_file_id)}`);
     const lines = async function* (db: DbOrTx) {
       const seen = new Set<string>();
-      for await (const { line, text } of splitLines(fileChunks(db, file.id)))
+      // A chunk holds many lines, each maybe a schema with patterns to compile: other requests run in between.
+      const turn = turnEvery(20);
+      for await (const { line, text } of splitLines(fileChunks(db, file.id))) {
         yield validateOpenAiLine(text, line, { endpoint: input.endpoint, seen, checkModel });
+        await turn();
+      }
     };
     const errors: LineError[] = [];
     let total = 0;

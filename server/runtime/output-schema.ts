@@ -3,10 +3,11 @@ import Ajv2019 from "ajv/dist/2019";
 import Ajv2020 from "ajv/dist/2020";
 import addFormats from "ajv-formats";
 import type { RE2JS } from "re2js";
-import { compileCheckPattern, newPatternBudget } from "@/lib/check-pattern";
+import { compileCheckPattern, newPatternBudget, type PatternBudget } from "@/lib/check-pattern";
 import type { FlotillaConfig } from "@/lib/config";
 import { ConfigError } from "../config/load";
 import { AppError } from "../errors";
+import { nextTurn } from "./next-turn";
 
 /**
  * Output schemas (`output_schema` of a batch or a sub-agent definition, a compatible line's
@@ -85,61 +86,47 @@ const SCHEMA_MAPS = new Set(["properties", "patternProperties", "$defs", "defini
 const segment = (key: string) => (/^[A-Za-z_$][\w$-]*$|^\d+$/.test(key) ? `.${key}` : `[${JSON.stringify(key)}]`);
 
 /**
- * Every pattern of the schema (`pattern` and `patternProperties` keys, at any depth) compiled
- * under the pattern budget, or the first refused one's path (under `field`) and why. Runs
+ * Compiles every pattern of the schema (`pattern` and `patternProperties` keys, at any depth)
+ * under the pattern budget into `found`, pausing after each (a caller may let the event loop
+ * run there); throws a SchemaRefusal naming the first refused one's path under `field`. Runs
  * before Ajv sees the schema: Ajv compiling an oversized pattern is what took seconds.
  */
-function schemaPatterns(schema: object, field: string): { patterns: Map<string, RE2JS>; instructions: number } {
-  const budget = newPatternBudget();
-  const patterns = new Map<string, RE2JS>();
-  const check = (pattern: string, path: string) => {
-    if (patterns.has(pattern)) return;
+function* schemaPatterns(schema: object, field: string, found: Map<string, RE2JS>, budget: PatternBudget): Generator<void> {
+  function* check(pattern: string, path: string) {
+    if (found.has(pattern)) return;
     try {
-      patterns.set(pattern, compileCheckPattern(pattern, "", budget));
+      found.set(pattern, compileCheckPattern(pattern, "", budget));
     } catch (err) {
       throw new SchemaRefusal(path, err instanceof Error ? err.message : String(err));
     }
-  };
-  const walk = (node: unknown, path: string): void => {
+    yield;
+  }
+  function* walk(node: unknown, path: string): Generator<void> {
     if (Array.isArray(node)) {
-      node.forEach((item, i) => {
-        walk(item, `${path}.${i}`);
-      });
+      for (const [i, item] of node.entries()) yield* walk(item, `${path}.${i}`);
       return;
     }
     if (!node || typeof node !== "object") return;
     for (const [key, value] of Object.entries(node)) {
       const at = `${path}${segment(key)}`;
       if (DATA_KEYWORDS.has(key)) continue;
-      if (key === "pattern" && typeof value === "string") check(value, at);
+      if (key === "pattern" && typeof value === "string") yield* check(value, at);
       else if (SCHEMA_MAPS.has(key) && value && typeof value === "object" && !Array.isArray(value)) {
         for (const [name, sub] of Object.entries(value)) {
-          if (key === "patternProperties") check(name, `${at}${segment(name)}`);
-          walk(sub, `${at}${segment(name)}`);
+          if (key === "patternProperties") yield* check(name, `${at}${segment(name)}`);
+          yield* walk(sub, `${at}${segment(name)}`);
         }
-      } else walk(value, at);
+      } else yield* walk(value, at);
     }
-  };
-  walk(schema, field);
-  return { patterns, instructions: budget.used };
+  }
+  yield* walk(schema, field);
 }
 
-/**
- * A validator for `schema`; throws a SchemaRefusal (`validation_failed` "<field>: ...") when it
- * does not compile, naming a refused pattern's path under `field`
- * (`output_schema.properties.code.pattern: ...`).
- */
-export function compileOutputSchema(schema: unknown, field = "output_schema"): ValidateFunction {
-  const key = JSON.stringify(schema);
-  const hit = cache.get(key);
-  if (hit) return hit.validate;
-  if (!schema || typeof schema !== "object" || Array.isArray(schema)) {
-    throw new SchemaRefusal(field, "must be a JSON Schema object");
-  }
-  const { patterns, instructions } = schemaPatterns(schema, field);
+/** The schema compiled by Ajv with its patterns compiled already (`found`), and cached. */
+function compileWithAjv(schema: object, key: string, field: string, found: Map<string, RE2JS>, instructions: number): ValidateFunction {
   const ajv = ajvFor(schema, instructions);
   let validate: ValidateFunction;
-  walked = patterns;
+  walked = found;
   try {
     validate = ajv.compile(schema);
   } catch (err) {
@@ -151,6 +138,39 @@ export function compileOutputSchema(schema: unknown, field = "output_schema"): V
   }
   cache.set(key, { validate, generation: generation.id });
   return validate;
+}
+
+function asSchemaObject(schema: unknown, field: string): object {
+  if (!schema || typeof schema !== "object" || Array.isArray(schema)) throw new SchemaRefusal(field, "must be a JSON Schema object");
+  return schema;
+}
+
+/**
+ * A validator for `schema`; throws a SchemaRefusal (`validation_failed` "<field>: ...") when it
+ * does not compile, naming a refused pattern's path under `field`
+ * (`output_schema.properties.code.pattern: ...`).
+ */
+export function compileOutputSchema(schema: unknown, field = "output_schema"): ValidateFunction {
+  const key = JSON.stringify(schema);
+  const hit = cache.get(key);
+  if (hit) return hit.validate;
+  const object = asSchemaObject(schema, field);
+  const found = new Map<string, RE2JS>();
+  const budget = newPatternBudget();
+  for (const _ of schemaPatterns(object, field, found, budget));
+  return compileWithAjv(object, key, field, found, budget.used);
+}
+
+/** compileOutputSchema letting the event loop run between the schema's patterns (a submission's door). */
+export async function compileOutputSchemaYielding(schema: unknown, field = "output_schema"): Promise<ValidateFunction> {
+  const key = JSON.stringify(schema);
+  const hit = cache.get(key);
+  if (hit) return hit.validate;
+  const object = asSchemaObject(schema, field);
+  const found = new Map<string, RE2JS>();
+  const budget = newPatternBudget();
+  for (const _ of schemaPatterns(object, field, found, budget)) await nextTurn();
+  return compileWithAjv(object, key, field, found, budget.used);
 }
 
 const MAX_ERRORS = 10;
