@@ -20,21 +20,23 @@ export interface TypedOutput {
 }
 
 // Per schema object: a batch's items share their spec's definition, so each item costs a lookup.
-const bySchema = new WeakMap<OutputSchema, TypedOutput>();
+// The validator is not kept here: a worker keeps a thousand specs, and each validator keeps its
+// Ajv generation (server/runtime/output-schema.ts) alive; its cache decides what stays compiled.
+const bySchema = new WeakMap<OutputSchema, Omit<TypedOutput, "validate">>();
 
 /** Throws `validation_failed` "output_schema: ..." when the schema does not compile. */
 export function typedOutput(schema: OutputSchema): TypedOutput {
+  const validate = compileOutputSchema(schema);
   let typed = bySchema.get(schema);
   if (!typed) {
     typed = build(schema);
     bySchema.set(schema, typed);
   }
-  return typed;
+  return { ...typed, validate };
 }
 
-function build(schema: OutputSchema): TypedOutput {
+function build(schema: OutputSchema): Omit<TypedOutput, "validate"> {
   return {
-    validate: compileOutputSchema(schema),
     // No `validate` on the AI SDK's schema: the SDK only parses, Ajv judges (one validator).
     output: Output.object({ schema: jsonSchema(schema) }),
     instructions:
