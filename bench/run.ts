@@ -21,6 +21,7 @@ const MODULES: Array<() => Promise<BenchModule>> = [
   () => import("./auth.bench"),
   () => import("./data.bench"),
   () => import("./steps.bench"),
+  () => import("./patterns.bench"),
 ];
 
 function fmt(n: number): string {
