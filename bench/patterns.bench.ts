@@ -1,6 +1,5 @@
 import { type ChildProcess, execFile, spawn } from "node:child_process";
-import { randomBytes } from "node:crypto";
-import { readFileSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import { createServer } from "node:net";
 import os from "node:os";
 import { promisify } from "node:util";
@@ -9,6 +8,7 @@ import { createApiToken } from "@/server/auth/tokens";
 import { createDatabase } from "@/server/db/client";
 import { benchServer, freshDatabase, owner } from "./batch.bench";
 import type { BenchRow } from "./types";
+import { benchEnv } from "./web";
 
 /**
  * Compiled schemas and patterns are freed (DESIGN.md "Holding under abuse (third round)"):
@@ -142,6 +142,7 @@ function submission(i: number, tag: string) {
 }
 
 export async function run(): Promise<BenchRow[]> {
+  if (!existsSync(".next/BUILD_ID")) throw new Error("bench patterns: no production build in this checkout; run `npx next build` first");
   const pg = await benchServer();
   const bench = await freshDatabase(pg.adminUrl);
   const db = createDatabase(bench.url, { max: 2 });
@@ -150,17 +151,12 @@ export async function run(): Promise<BenchRow[]> {
     const scope = await owner(db.db);
     const token = await createApiToken(db.db, { userId: scope.userId });
     const port = await freePort();
-    const base = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith("FLOTILLA__") && !k.startsWith("MODEL_")));
-    const env: NodeJS.ProcessEnv = {
-      ...base,
-      NODE_ENV: "production",
-      LOG_LEVEL: "warn",
+    const env = benchEnv({
       DATABASE_URL: bench.url,
       PORT: String(port),
-      NEXTAUTH_SECRET: randomBytes(24).toString("base64url"),
       FLOTILLA__QUOTAS__MAX_ACTIVE_BATCHES: "100000",
       FLOTILLA__SUBAGENT_BATCHES__POLL_INTERVAL_SECONDS: "0.1",
-    };
+    });
     const web = start("web", "scripts/web.ts", env);
     const worker = start("worker", "server/worker/main.ts", env);
     procs.push(web, worker);
