@@ -107,9 +107,10 @@ export function resultsFileName(batchId: string, format: "csv" | "jsonl"): strin
   return `batch-${batchId}-results.${format}`;
 }
 
-/** Re-queues every finished item whose checks failed; answers how many. */
-export function retryFailedChecks(threadId: string, batchId: string): Promise<{ retried: number }> {
-  return sendJson(batchRetryResponseSchema, `${batchPath(threadId, batchId)}/retry`, "retried items", { verdict: "failed" });
+/** Re-queues every failed item, or every finished item whose checks failed; answers how many. */
+export function retryBatchItems(threadId: string, batchId: string, which: "failed" | "failed_checks"): Promise<{ retried: number }> {
+  const filter = which === "failed" ? { status: ["failed"] } : { verdict: "failed" };
+  return sendJson(batchRetryResponseSchema, `${batchPath(threadId, batchId)}/retry`, "retried items", filter);
 }
 
 export function fetchNotifications(signal?: AbortSignal) {

@@ -12,6 +12,7 @@ import { producesData, ResultsSection } from "./results";
 import { BudgetSection } from "./budget";
 import { etaText, WaitingNotice } from "./waiting";
 import { WaitingApprovals } from "./approvals";
+import { BulkRetry } from "./bulk-retry";
 import { ConfirmCancel } from "./confirm-cancel";
 import { batchKeys } from "./panel-state";
 import { errorMessage, NO_WORKER_TITLE } from "./shared";
@@ -187,25 +188,28 @@ export function BatchDetail({
         {batch.max_attempts} {batch.max_attempts === 1 ? "attempt" : "attempts"} per item
       </p>
 
-      <fieldset
-        aria-label="Batch controls"
-        title={disabledTitle}
-        aria-busy={busy}
-        className="flex min-w-0 flex-wrap items-center gap-1.5"
-      >
-        {CONTROLS.map(({ action, label, danger }) => (
-          <ControlButton
-            key={action}
-            label={label}
-            danger={danger}
-            enabled={allowed[action] && !busy}
-            pending={busy && control.variables === action}
-            title={disabledTitle}
-            // Cancel asks first.
-            onClick={() => (action === "cancel" ? setConfirming(true) : control.mutate(action))}
-          />
-        ))}
-      </fieldset>
+      <div className="flex flex-wrap items-center gap-1.5">
+        <fieldset
+          aria-label="Batch controls"
+          title={disabledTitle}
+          aria-busy={busy}
+          className="flex min-w-0 flex-wrap items-center gap-1.5"
+        >
+          {CONTROLS.map(({ action, label, danger }) => (
+            <ControlButton
+              key={action}
+              label={label}
+              danger={danger}
+              enabled={allowed[action] && !busy}
+              pending={busy && control.variables === action}
+              title={disabledTitle}
+              // Cancel asks first.
+              onClick={() => (action === "cancel" ? setConfirming(true) : control.mutate(action))}
+            />
+          ))}
+        </fieldset>
+        <BulkRetry threadId={threadId} batch={batch} workerAlive={workerAlive} kind="failed" onlyWhenNeeded />
+      </div>
 
       {error ? (
         <p role="alert" className="rounded-md bg-red-50 px-2 py-1.5 text-xs text-red-800 ring-1 ring-red-200 ring-inset">

@@ -1,19 +1,14 @@
 "use client";
 
-import { useMutation, useQueryClient } from "@tanstack/react-query";
 import { memo, useState } from "react";
-import { buttonClasses } from "@/components/ui/button";
-import { Spinner } from "@/components/ui/spinner";
 import type { BatchProjection, ItemProjection } from "@/lib/api/batches";
 import { formatCount, formatDuration, formatTokens, formatUsd } from "@/lib/format";
 import { cellText, inputFields, itemDurationMs, outputField, type ResultColumns, resultColumns } from "@/lib/result-columns";
-import { retryFailedChecks } from "./api";
 import { BatchTable, type ColumnSet } from "./batch-table";
+import { BulkRetry } from "./bulk-retry";
 import { CheckMark } from "./check-mark";
-import { batchKeys } from "./panel-state";
-import { NO_WORKER_TITLE } from "./shared";
 import { Downloads, FilterBar, filterQuery, NO_FILTER, type TableFilter } from "./toolbar";
-import { ErrorText, StatusBadge, VerdictBadge } from "./ui";
+import { StatusBadge, VerdictBadge } from "./ui";
 
 /** The sticky first column: opaque, with an edge, above the cells that scroll under it. */
 const stickyCell = "sticky left-0 z-[1] bg-inherit shadow-[inset_-1px_0_0_var(--color-zinc-200)]";
@@ -129,7 +124,7 @@ function CheckSummary({ batch }: { batch: BatchProjection }) {
   );
 }
 
-/** "Retry failed checks" (every finished item whose verdict is failed) and the downloads. */
+/** "Retry failed checks" (every finished item whose verdict is failed: it asks first) and the downloads. */
 function ResultActions({
   threadId,
   batch,
@@ -141,45 +136,10 @@ function ResultActions({
   workerAlive: boolean;
   filter: TableFilter;
 }) {
-  const qc = useQueryClient();
-  const retry = useMutation({
-    mutationFn: () => retryFailedChecks(threadId, batch.id),
-    onSettled: () => {
-      void qc.invalidateQueries({ queryKey: batchKeys.list(threadId) });
-      void qc.invalidateQueries({ queryKey: batchKeys.items(threadId, batch.id) });
-    },
-  });
-  const canRetry = workerAlive && batch.status !== "cancelled" && batch.verdicts.failed > 0 && !retry.isPending;
-  const title = !workerAlive
-    ? NO_WORKER_TITLE
-    : batch.status === "cancelled"
-      ? "A cancelled batch cannot be retried."
-      : batch.verdicts.failed === 0
-        ? "No finished item failed a check."
-        : undefined;
   return (
     <div className="flex flex-wrap items-center gap-2">
-      <span title={title}>
-        <button
-          type="button"
-          disabled={!canRetry}
-          aria-busy={retry.isPending || undefined}
-          onClick={() => retry.mutate()}
-          className={buttonClasses("secondary", "sm")}
-        >
-          {retry.isPending ? <Spinner /> : null}
-          Retry failed checks
-        </button>
-      </span>
+      <BulkRetry threadId={threadId} batch={batch} workerAlive={workerAlive} kind="failed_checks" />
       <Downloads threadId={threadId} batchId={batch.id} filter={filter} />
-      <p role="status" data-testid="retry-checks-feedback" className="basis-full text-xs text-zinc-700 empty:hidden">
-        {retry.isSuccess
-          ? retry.data.retried === 0
-            ? "No items needed a retry."
-            : `Retried ${formatCount(retry.data.retried)} ${retry.data.retried === 1 ? "item" : "items"}.`
-          : ""}
-      </p>
-      {retry.isError ? <ErrorText error={retry.error} className="basis-full" /> : null}
     </div>
   );
 }
