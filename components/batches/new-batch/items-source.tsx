@@ -76,34 +76,38 @@ export function ItemsInput({
         placeholder={file ? `Using ${file.name}` : "One item per line (or paste JSONL / CSV)"}
         className={`${fieldClass} font-mono`}
       />
+      {/* The browser's own picker would read "No file chosen" beside the chosen file (its value is
+          cleared so the same file can be chosen again): it is hidden, and this row says the one state. */}
       <div className="flex flex-wrap items-center gap-2">
-        <label htmlFor={ids.file} className={labelClass}>
-          Upload items file
-        </label>
         <input
           id={ids.file}
           type="file"
+          aria-label="Upload items file"
           accept=".txt,.csv,.jsonl,.ndjson,text/plain,text/csv,application/x-ndjson"
           onChange={(e) => {
             void read(e.target.files?.[0]);
             e.target.value = "";
           }}
-          className="max-w-full text-xs file:mr-2 file:rounded-md file:border-0 file:bg-zinc-100 file:px-2 file:py-1 file:text-zinc-800 hover:file:bg-zinc-200"
+          className="peer sr-only"
         />
+        <label
+          htmlFor={ids.file}
+          className={`${buttonClasses("secondary", "xs")} cursor-pointer peer-focus-visible:outline-2 peer-focus-visible:outline-offset-2 peer-focus-visible:outline-zinc-900`}
+        >
+          {file ? "Choose another file…" : "Upload items file…"}
+        </label>
         {file ? (
           <span className="flex items-center gap-2 text-xs text-zinc-700">
             <span data-testid="new-batch-file">
               {file.name} ({Math.max(1, Math.round(file.size / 1024))} KB)
             </span>
-            <button
-              type="button"
-              onClick={() => onFile(null)}
-              className={buttonClasses("secondary", "xs")}
-            >
+            <button type="button" onClick={() => onFile(null)} className={buttonClasses("ghost", "xs")}>
               Remove file
             </button>
           </span>
-        ) : null}
+        ) : (
+          <span className="text-xs text-zinc-500">.txt, .csv or .jsonl, up to {MAX_FILE_BYTES / 1024 / 1024} MB</span>
+        )}
       </div>
       {fileError ? (
         <p role="alert" className="text-xs text-red-700">
