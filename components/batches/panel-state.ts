@@ -4,6 +4,7 @@ import { type QueryClient, skipToken, useQuery, useQueryClient } from "@tanstack
 import { useEffect, useRef } from "react";
 import type { BatchProjection, Features } from "@/lib/api/batches";
 import { ApiError } from "@/lib/api/client";
+import { fetchBatches } from "./api";
 
 /**
  * The batch panel's state in the app's one React Query cache: the keys every batch query
@@ -33,9 +34,20 @@ export function workerIsAlive(features: Features | undefined): boolean {
   return !!features?.worker_runtime.alive && !!features?.batches.enabled;
 }
 
-/** Every batch of the thread as the panel last polled it (no request of its own). */
+/**
+ * Every batch of the thread as the panel last polled it (no request of its own: disabled). It
+ * names the panel's own fetch, not skipToken: a query refetched by invalidation runs the options
+ * its last rendered reader gave it, and a skipToken there left "refresh the list" (after a retry,
+ * a control, a submission) doing nothing until the next poll.
+ */
 export function useLiveBatches(threadId: string): readonly BatchProjection[] {
-  return useQuery<BatchProjection[]>({ queryKey: batchKeys.list(threadId), queryFn: skipToken }).data ?? NONE;
+  return (
+    useQuery<BatchProjection[]>({
+      queryKey: batchKeys.list(threadId),
+      queryFn: ({ signal }) => fetchBatches(threadId, signal),
+      enabled: false,
+    }).data ?? NONE
+  );
 }
 const NONE: readonly BatchProjection[] = [];
 
