@@ -10,7 +10,7 @@ import { startWorker, stopAllWorkers } from "./support/worker";
  * Batches that produce data, in real Chromium against the production build, a real worker and
  * the simulator: a typed batch with a regex and an equals check (one item answers a wrong label
  * through [[json:...]]), its Results table (headers, the Verdict filter, a check's reason,
- * "Retry failed checks", "Download CSV" parsed with papaparse), on a desktop and a phone; and
+ * "Retry failed checks" (asked first), "Download CSV" parsed with papaparse), on a desktop and a phone; and
  * the New batch dialog with a CSV of fields and expected values, an output schema and checks.
  */
 
@@ -214,6 +214,11 @@ test("Retry failed checks re-queues the failing item and says how many", async (
   };
   const before = await r3Now();
   await detail.getByRole("button", { name: "Retry failed checks" }).click();
+  // It asks first, as Cancel does.
+  const ask = page.getByRole("alertdialog", { name: "Retry the item that failed a check?" });
+  await expect(ask.getByTestId("retry-checks-confirm")).toContainText("It will run again from the start");
+  await ask.getByRole("button", { name: "Retry 1" }).click();
+  await expect(ask).toHaveCount(0);
   await expect(detail.getByTestId("retry-checks-feedback")).toHaveText("Retried 1 item.");
   // It runs again ([[json:...]] answers the same) and finishes later with a failed verdict again.
   await expect
