@@ -8,7 +8,7 @@ import type { BatchProjection } from "@/lib/api/batches";
 import { formatCount } from "@/lib/format";
 import { retryBatchItems } from "./api";
 import { ConfirmDialog } from "./confirm-cancel";
-import { batchKeys, useLiveBatch } from "./panel-state";
+import { batchKeys } from "./panel-state";
 import { NO_WORKER_TITLE } from "./shared";
 import { ErrorText } from "./ui";
 
@@ -71,6 +71,7 @@ export function BulkRetry({
     mutationFn: () => retryBatchItems(threadId, batch.id, kind),
     onSettled: () => {
       void qc.invalidateQueries({ queryKey: batchKeys.list(threadId) });
+      void qc.invalidateQueries({ queryKey: batchKeys.batch(threadId, batch.id) });
       void qc.invalidateQueries({ queryKey: batchKeys.items(threadId, batch.id) });
     },
   });
@@ -106,8 +107,7 @@ export function BulkRetry({
       {retry.isError ? <ErrorText error={retry.error} className="order-last basis-full" /> : null}
       {asking ? (
         <ConfirmBulkRetry
-          threadId={threadId}
-          batchId={batch.id}
+          batch={batch}
           kind={kind}
           onClose={() => setAsking(false)}
           onConfirm={() => {
@@ -120,31 +120,28 @@ export function BulkRetry({
   );
 }
 
-/** The question, with the count as the panel last polled it. */
+/** The question, with the count as the page last polled it (the panel's list, or the full-width page's batch). */
 function ConfirmBulkRetry({
-  threadId,
-  batchId,
+  batch,
   kind,
   onConfirm,
   onClose,
 }: {
-  threadId: string;
-  batchId: string;
+  batch: BatchProjection;
   kind: BulkRetryKind;
   onConfirm: () => void;
   onClose: () => void;
 }) {
   const k = KINDS[kind];
-  const batch = useLiveBatch(threadId, batchId);
-  const n = batch ? k.count(batch) : 0;
-  const finished = batch?.status === "completed" || batch?.status === "failed";
+  const n = k.count(batch);
+  const finished = batch.status === "completed" || batch.status === "failed";
   return (
     <ConfirmDialog
       title={n > 0 ? k.question(n) : "Nothing to retry"}
       testId={`${k.testId}-confirm`}
       keepLabel="Keep as is"
       confirmLabel={n > 0 ? `Retry ${formatCount(n)}` : "Retry"}
-      disabled={n === 0 || batch?.status === "cancelled"}
+      disabled={n === 0 || batch.status === "cancelled"}
       onConfirm={onConfirm}
       onClose={onClose}
     >
