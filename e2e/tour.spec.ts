@@ -8,8 +8,8 @@ import { startWorker, stopAllWorkers } from "./support/worker";
 /**
  * The README's tour of the screens, step by step, in real Chromium against the production build,
  * a real worker and the simulator: the chat with a delegated task, the New batch dialog with a
- * CSV and its "Output and checks" section, the batch's Results, and batch items waiting for
- * approval. Each step is asserted; its screenshot (1400×900) goes to e2e/screenshots/, and with
+ * CSV and its "Output and checks" section, the batch's Results (in the panel, and at full
+ * width), and batch items waiting for approval. Each step is asserted; its screenshot (1400×900) goes to e2e/screenshots/, and with
  * TOUR_SCREENSHOTS=1 to docs/screenshots/, where the README shows them.
  */
 
@@ -112,6 +112,16 @@ test("3. Results: fields, checks and verdicts; the batch's receipt in the chat",
   await table.scrollIntoViewIfNeeded();
   await page.waitForTimeout(500); // the progress bars' transition
   await shot(page, "3-results");
+
+  // The whole table on a page of its own.
+  await detail.getByRole("link", { name: "Open full width" }).click();
+  const results = page.getByTestId("results-page");
+  await expect(results).toHaveAttribute("data-status", "completed");
+  await expect(results.getByTestId("result-row")).toHaveCount(4);
+  await expect(results.getByRole("columnheader", { name: "label_matches" })).toBeInViewport();
+  await expect(results.getByRole("columnheader", { name: "Verdict" })).toBeInViewport();
+  await shot(page, "3b-results-full-width");
+  await page.goBack();
 });
 
 test("4. Approvals: batch items wait for a person before a matching tool runs", async () => {
