@@ -2,6 +2,7 @@ import { type BatchSubmission, isFileSubmission } from "@/lib/api/files";
 import type { ChatMessage } from "@/lib/api/chat";
 import type { DbOrTx } from "@/server/db/client";
 import { messages } from "@/server/db/schema";
+import { storable } from "@/server/db/storable";
 import { DERIVED_TITLE_MAX, shortTitle, touchThread } from "./threads";
 
 /**
@@ -57,7 +58,8 @@ export async function recordSubmittedBatch(
       id: message.id,
       threadId: args.threadId,
       role: message.role,
-      parts: message.parts,
+      // The template is the person's text: NUL or a lone surrogate in it becomes U+FFFD.
+      parts: storable(message.parts),
       metadata: message.metadata as Record<string, unknown>,
     })
     .onConflictDoNothing({ target: [messages.threadId, messages.id] })
