@@ -362,7 +362,7 @@ test("polling a running 5,000-item batch costs one list read and at most one pag
       for (const e of list.getEntries()) w.__longTasks.push(e.duration);
     }).observe({ type: "longtask" });
   });
-  const seen = { list: 0, detail: 0, items: 0, artifacts: 0, notifications: 0, other: 0 };
+  const seen = { list: 0, detail: 0, items: 0, artifacts: 0, notifications: 0, approvals: 0, other: 0 };
   const otherUrls: string[] = [];
   const onRequest = (req: { url(): string; method(): string }) => {
     const u = new URL(req.url());
@@ -372,6 +372,7 @@ test("polling a running 5,000-item batch costs one list read and at most one pag
     else if (/\/subagent-batches\/[^/]+\/items$/.test(u.pathname)) seen.items++;
     else if (/\/subagent-batches\/[^/]+\/files$/.test(u.pathname)) seen.artifacts++;
     else if (u.pathname === "/api/batch-notifications") seen.notifications++;
+    else if (/^\/api\/threads\/[^/]+\/approvals$/.test(u.pathname)) seen.approvals++;
     else if (u.pathname !== "/api/features" && !u.pathname.startsWith("/api/auth/")) {
       seen.other++;
       otherUrls.push(u.pathname);
@@ -394,6 +395,9 @@ test("polling a running 5,000-item batch costs one list read and at most one pag
   expect(seen.artifacts).toBeLessThanOrEqual(1);
   // The sidebar badges' one shared poll (every 5 s); a running batch causes no message polls.
   expect(seen.notifications).toBeLessThanOrEqual(windowMs / 5_000 + 1);
+  // The chat's waiting tool calls: one shared poll every 2 s (a child's call can start waiting
+  // at any moment of a running task), never more.
+  expect(seen.approvals).toBeLessThanOrEqual(windowMs / 2_000 + 1);
   // Nothing else polls: not the Files section (it refetches when something writes files), nor
   // the chat stream (one reattach check on load).
   expect(seen.other, `other requests: ${otherUrls.join(", ")}`).toBe(0);

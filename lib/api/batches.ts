@@ -280,7 +280,12 @@ export const submissionFieldsShape = {
 export const promptTemplateSchema = z
   .string()
   .min(1, "must not be empty")
-  .max(PROMPT_TEMPLATE_MAX_CHARS, `must be at most ${PROMPT_TEMPLATE_MAX_CHARS} characters`);
+  .max(PROMPT_TEMPLATE_MAX_CHARS, `must be at most ${PROMPT_TEMPLATE_MAX_CHARS} characters`)
+  // NUL and lone surrogates: jsonb refuses them, so they are a 400 here, not a 500 at the insert.
+  .superRefine((s, ctx) => {
+    const problem = jsonValueProblem(s, Number.POSITIVE_INFINITY);
+    if (problem) ctx.addIssue({ code: "custom", message: problem });
+  });
 
 /**
  * Submission body (JSON). For application/x-ndjson and text/csv the items are the body's lines

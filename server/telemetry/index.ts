@@ -6,7 +6,9 @@ import { type Attributes, type Context, context, type Span, SpanKind, SpanStatus
  * OTEL_EXPORTER_OTLP_ENDPOINT (or its _TRACES_ form) is set, so unset costs nothing.
  */
 
-export type ServiceName = "flotilla-web" | "flotilla-worker";
+import type { ServiceName } from "./service";
+
+export type { ServiceName };
 
 // Per process, not per module copy: the web's front door (scripts/web.ts) and Next's bundle
 // each load this module, and whichever starts tracing, the other must see it and can flush it.

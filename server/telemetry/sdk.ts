@@ -4,7 +4,7 @@ import { OTLPTraceExporter as ProtobufExporter } from "@opentelemetry/exporter-t
 import { resourceFromAttributes } from "@opentelemetry/resources";
 import { BatchSpanProcessor, NodeTracerProvider, type SpanExporter } from "@opentelemetry/sdk-trace-node";
 import { ATTR_SERVICE_NAME } from "@opentelemetry/semantic-conventions";
-import type { ServiceName } from "./index";
+import type { ServiceName } from "./service";
 
 /**
  * The OpenTelemetry SDK, loaded only when traces are asked for (./index.ts initTelemetry).

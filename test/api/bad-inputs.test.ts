@@ -109,6 +109,8 @@ const submitCases: Case[] = [
       ["negative max_running_items", ok({ max_running_items: -3 }), /^max_running_items:/],
       ["template without {{item}}", ok({ prompt_template: "no slot" }), /^prompt_template: must contain \{\{item\}\}/],
       ["template wrong type", ok({ prompt_template: ["x"] }), /^prompt_template:/],
+      ["template holding NUL", ok({ prompt_template: "a\u0000 {{item}}" }), /^prompt_template: must not contain NUL/],
+      ["template holding a lone surrogate", ok({ prompt_template: "a\uD800 {{item}}" }), /^prompt_template: must not contain lone surrogate/],
       ["unknown sub-agent", ok({ subagent: "wizard" }), /^subagent: unknown sub-agent "wizard"/],
       ["sub-agent wrong type", ok({ subagent: 3 }), /^subagent:/],
       ["prompt too long after expansion", ok({ items: ["x".repeat(100_001)] }), /^items\.0: prompt is 100001 characters/],
