@@ -154,7 +154,7 @@ test("tools.approval_timeout_seconds denies a call nobody decides, and the reply
   const tool = page.locator('[data-tool="write_file"]');
   const card = tool.getByTestId("approval-card");
   await expect(card).toBeVisible({ timeout: 30_000 });
-  await expect(card).toContainText("Denied automatically at");
+  await expect(card).toContainText("Without a decision, it is denied automatically at");
   await expect(tool).toHaveAttribute("data-state", "output-denied", { timeout: (TIMEOUT_SECONDS + 30) * 1000 });
   await expect(tool).toContainText(`denied by the user: no decision within ${TIMEOUT_SECONDS} s (tools.approval_timeout_seconds)`);
   await expect(page.getByText(`error: denied by the user: no decision within ${TIMEOUT_SECONDS} s`)).toBeVisible();

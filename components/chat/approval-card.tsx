@@ -132,7 +132,7 @@ export function ApprovalCard({ threadId, approval }: { threadId: string; approva
             </div>
           </div>
           <p className="text-xs text-zinc-500">
-            Denied automatically at {expires.toLocaleString(undefined, { dateStyle: "medium", timeStyle: "short" })} without a decision.
+            Without a decision, it is denied automatically at {expires.toLocaleString(undefined, { dateStyle: "medium", timeStyle: "short" })}.
           </p>
         </>
       )}
