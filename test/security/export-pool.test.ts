@@ -53,10 +53,10 @@ async function freePort(): Promise<number> {
   return port;
 }
 
-/** A second web process: the real route handlers behind plain Node (bench/export-server.ts), on this suite's database. */
+/** A second web process: the real front door and route handlers (test/helpers/web-process.ts), on this suite's database. */
 async function startOtherProcess(): Promise<void> {
   otherPort = await freePort();
-  other = spawn(path.resolve("node_modules/.bin/tsx"), ["--conditions=react-server", "bench/export-server.ts", String(otherPort)], {
+  other = spawn(path.resolve("node_modules/.bin/tsx"), ["--conditions=react-server", "test/helpers/web-process.ts", String(otherPort)], {
     env: { ...process.env, DATABASE_URL: tdb.url },
     stdio: ["ignore", "pipe", "inherit"],
   });
