@@ -7,7 +7,7 @@ import { Spinner } from "@/components/ui/spinner";
 import type { BatchProjection } from "@/lib/api/batches";
 import { formatCount } from "@/lib/format";
 import { retryBatchItems } from "./api";
-import { ConfirmDialog } from "./confirm-cancel";
+import { type ConfirmHandlers, ConfirmDialog } from "./confirm-cancel";
 import { batchKeys } from "./panel-state";
 import { NO_WORKER_TITLE } from "./shared";
 import { ErrorText } from "./ui";
@@ -121,17 +121,7 @@ export function BulkRetry({
 }
 
 /** The question, with the count as the page last polled it (the panel's list, or the full-width page's batch). */
-function ConfirmBulkRetry({
-  batch,
-  kind,
-  onConfirm,
-  onClose,
-}: {
-  batch: BatchProjection;
-  kind: BulkRetryKind;
-  onConfirm: () => void;
-  onClose: () => void;
-}) {
+function ConfirmBulkRetry({ batch, kind, onConfirm, onClose }: { batch: BatchProjection; kind: BulkRetryKind } & ConfirmHandlers) {
   const k = KINDS[kind];
   const n = k.count(batch);
   const finished = batch.status === "completed" || batch.status === "failed";

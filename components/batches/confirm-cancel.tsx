@@ -73,18 +73,11 @@ export function ConfirmDialog({
   );
 }
 
+/** What every question dialog's caller hands it: what to do on yes, and how to close. */
+export type ConfirmHandlers = { onConfirm: () => void; onClose: () => void };
+
 /** Asks before cancelling; the count follows the panel's polls while the dialog is open. */
-export function ConfirmCancel({
-  threadId,
-  batchId,
-  onConfirm,
-  onClose,
-}: {
-  threadId: string;
-  batchId: string;
-  onConfirm: () => void;
-  onClose: () => void;
-}) {
+export function ConfirmCancel({ threadId, batchId, onConfirm, onClose }: { threadId: string; batchId: string } & ConfirmHandlers) {
   const batch = useLiveBatch(threadId, batchId);
   const remaining = batch ? Math.max(0, batch.total - batch.terminal) : 0;
   const cancellable = !!batch && isActiveBatch(batch.status) && remaining > 0;
