@@ -34,3 +34,16 @@ export function downloadHeaders(file: FileInfo): Headers {
     etag: `"${file.sha256}"`,
   });
 }
+
+/** A streamed export answered as a download named `name` (never cached, never sniffed). */
+export function downloadResponse(body: ReadableStream<Uint8Array>, contentType: string, name: string): Response {
+  return new Response(body, {
+    status: 200,
+    headers: {
+      "content-type": contentType,
+      "content-disposition": contentDisposition(name),
+      "cache-control": "no-store",
+      "x-content-type-options": "nosniff",
+    },
+  });
+}

@@ -1,7 +1,7 @@
 import { specColumns } from "@/server/batches/spec";
 import { getBatch } from "@/server/batches/repository";
 import { batchScope } from "@/server/http/batch-scope";
-import { contentDisposition } from "@/server/http/download";
+import { downloadResponse } from "@/server/http/download";
 import { exportCsvStream, exportPool, parseExportQuery } from "@/server/http/export";
 import { handle } from "@/server/http/route";
 
@@ -22,13 +22,5 @@ export const GET = handle(async (req: Request, ctx: Ctx) => {
   const plan = specColumns(batch);
   const maxMs = config.exports.max_seconds * 1000;
   const body = await exportCsvStream(exportPool(), { batchId, userId, plan, filter, raw, maxMs, signal: req.signal });
-  return new Response(body, {
-    status: 200,
-    headers: {
-      "content-type": "text/csv; charset=utf-8; header=present",
-      "content-disposition": contentDisposition(`batch-${batchId}-results.csv`),
-      "cache-control": "no-store",
-      "x-content-type-options": "nosniff",
-    },
-  });
+  return downloadResponse(body, "text/csv; charset=utf-8; header=present", `batch-${batchId}-results.csv`);
 });

@@ -1,6 +1,6 @@
 import { getBatch } from "@/server/batches/repository";
 import { batchScope } from "@/server/http/batch-scope";
-import { contentDisposition } from "@/server/http/download";
+import { downloadResponse } from "@/server/http/download";
 import { exportPool, exportResultsStream, parseExportQuery } from "@/server/http/export";
 import { handle } from "@/server/http/route";
 
@@ -19,13 +19,5 @@ export const GET = handle(async (req: Request, ctx: Ctx) => {
   await getBatch(db, { userId, threadId, batchId });
   const maxMs = config.exports.max_seconds * 1000;
   const body = await exportResultsStream(exportPool(), { batchId, userId, filter, maxMs, signal: req.signal });
-  return new Response(body, {
-    status: 200,
-    headers: {
-      "content-type": "application/x-ndjson; charset=utf-8",
-      "content-disposition": contentDisposition(`batch-${batchId}-results.jsonl`),
-      "cache-control": "no-store",
-      "x-content-type-options": "nosniff",
-    },
-  });
+  return downloadResponse(body, "application/x-ndjson; charset=utf-8", `batch-${batchId}-results.jsonl`);
 });
