@@ -5,6 +5,7 @@ import { z } from "zod";
 import type { FlotillaConfig } from "@/lib/config";
 import { requireUser } from "@/server/auth/authenticate";
 import type { BatchAction } from "@/lib/api/batch-controls";
+import { COMPARE_CHANGES } from "@/lib/api/compare";
 import { type BatchScopeArgs, getBatch, ownedBatch } from "@/server/batches/owned";
 import { batchControls } from "@/server/batches/repository";
 import type { BatchRow } from "@/server/batches/types";
@@ -55,6 +56,11 @@ export async function batchScope(req: Request, params: { threadId: string; batch
   return { db, sql, config: getConfig(), userId, threadId, batchId };
 }
 
+/** The other batch of a comparison (any batch of the caller's): malformed → 404 as any id. */
+export function parseOtherBatchId(value: string): string {
+  return parseParam(idSchema, value, "batch");
+}
+
 export function parseItemId(value: string): string {
   return parseParam(idSchema, value, "item");
 }
@@ -89,12 +95,30 @@ const itemPageQuerySchema = z
   .strict();
 
 export function parseItemPageQuery(params: URLSearchParams): { status?: string; verdict?: string; cursor?: string; limit?: number } {
+  return parseQuery(itemPageQuerySchema, params);
+}
+
+const compareQuerySchema = z
+  .object({
+    change: z.enum(COMPARE_CHANGES, { error: `must be one of ${COMPARE_CHANGES.join(", ")}` }).optional(),
+    cursor: itemPageQuerySchema.shape.cursor,
+    limit: itemPageQuerySchema.shape.limit,
+  })
+  .strict();
+
+/** `?change=&cursor=&limit=` of a comparison's pairs. */
+export function parseCompareQuery(params: URLSearchParams): z.output<typeof compareQuerySchema> {
+  return parseQuery(compareQuerySchema, params);
+}
+
+/** A strict query string: each name once, no unknown names, 400s naming the parameter. */
+function parseQuery<S extends z.ZodType>(schema: S, params: URLSearchParams): z.output<S> {
   const query: Record<string, string> = {};
   for (const [name, value] of params) {
     if (name in query) throw new AppError("validation_failed", `${name}: given more than once`);
     query[name] = value;
   }
-  const parsed = itemPageQuerySchema.safeParse(query);
+  const parsed = schema.safeParse(query);
   if (!parsed.success) {
     const issue = parsed.error.issues[0];
     if (issue?.code === "unrecognized_keys")

@@ -440,7 +440,7 @@ export function csvColumns(plan: CsvPlan): string[] {
  * programs that read the data, and results.jsonl is always exact.
  */
 const FORMULA_START = /^[=+\-@\t\r]/;
-const quoted = (text: string, raw: boolean) => `"${!raw && FORMULA_START.test(text) ? "'" : ""}${text.replaceAll('"', '""')}"`;
+export const quoted = (text: string, raw: boolean) => `"${!raw && FORMULA_START.test(text) ? "'" : ""}${text.replaceAll('"', '""')}"`;
 
 /** The SQL of one cell: text as a quoted cell, and a JSON value as one, guarded unless raw (export.sql). */
 const cellSql = (raw: boolean) => ({

@@ -1,0 +1,237 @@
+import type { CompareChange, ComparePage, ComparePair, CompareSummary } from "@/lib/api/compare";
+import { mcnemarExactP, pValueWords } from "@/lib/stats";
+import { type DbOrTx, driverOf } from "@/server/db/client";
+import { AppError } from "@/server/errors";
+import { decodeCursor, encodeCursor } from "./cursor";
+import { getBatch, getOwnedBatch, type BatchScopeArgs } from "./owned";
+import { DEFAULT_PREVIEW_MAX_CHARS, ITEM_INPUT_MAX_CHARS } from "./repository";
+import { specColumns } from "./spec";
+import type { BatchRow } from "./types";
+
+/**
+ * Two batches of one owner compared item by item (DESIGN "Judging a batch"). Items match by
+ * item_key. An item's outcome is its verdict; in a batch without checks, succeeded passes and
+ * failed fails; a cancelled item has none (unjudged); an unfinished one is pending and counts
+ * in no column. Every figure is computed in PostgreSQL: nothing holds a batch's items in memory.
+ */
+
+export interface CompareArgs extends BatchScopeArgs {
+  /** The other batch: any batch of the same owner, whatever its thread. */
+  otherId: string;
+}
+
+/** The two batches, owner-scoped: a is in the caller's thread, b anywhere of the caller's (404 otherwise). */
+export async function comparedBatches(db: DbOrTx, args: CompareArgs): Promise<{ a: BatchRow; b: BatchRow }> {
+  const a = await getBatch(db, args);
+  const b = await getOwnedBatch(db, { userId: args.userId, batchId: args.otherId });
+  return { a, b };
+}
+
+// The outcome of an item row aliased `x`, as SQL: passed | failed | none | pending.
+const outcome = (x: string) => `case
+  when ${x}.status not in ('succeeded', 'failed', 'cancelled') then 'pending'
+  when ${x}.verdict is not null then ${x}.verdict
+  when ${x}.status = 'succeeded' then 'passed'
+  when ${x}.status = 'failed' then 'failed'
+  else 'none' end`;
+
+// What changed between a pair (rows aliased a and b).
+const change = `case
+  when oa = 'pending' or ob = 'pending' then 'pending'
+  when oa = 'failed' and ob = 'passed' then 'improved'
+  when oa = 'passed' and ob = 'failed' then 'regressed'
+  when a.output is distinct from b.output or a.result is distinct from b.result or a.verdict is distinct from b.verdict then 'changed'
+  else 'same' end`;
+
+const CHANGE_FILTER: Record<CompareChange, string> = {
+  improved: "change = 'improved'",
+  regressed: "change = 'regressed'",
+  changed: "change in ('improved', 'regressed', 'changed')",
+  same: "change = 'same'",
+  all: "true",
+};
+
+const title = (b: BatchRow): string => {
+  const template = (b.executionSpec as { prompt_template?: unknown }).prompt_template;
+  const text = typeof template === "string" && template.trim() ? template.trim() : b.subagent;
+  const line = text.split("\n", 1)[0]!;
+  return line.length > 80 ? `${line.slice(0, 79)}…` : line;
+};
+const modelOf = (b: BatchRow): string => {
+  const name = (b.executionSpec as { model?: { name?: unknown } }).model?.name;
+  return typeof name === "string" ? name : "simulator";
+};
+
+interface SideRow {
+  passed: number;
+  failed: number;
+  p50: number | null;
+}
+
+export async function compareSummary(db: DbOrTx, args: CompareArgs): Promise<CompareSummary> {
+  const { a, b } = await comparedBatches(db, args);
+  const sql = driverOf(db);
+  // Three independent reads, run at once: the pairs' verdicts, each side's own figures, the checks.
+  const [[pairs], sides, checks] = await Promise.all([
+    sql.unsafe(
+      `with x as (select item_key, status, verdict from subagent_batch_items where batch_id = $1),
+            y as (select item_key, status, verdict from subagent_batch_items where batch_id = $2),
+            p as (select x.item_key is not null as in_a, y.item_key is not null as in_b,
+                         ${outcome("x")} as oa, ${outcome("y")} as ob
+                    from x full join y on x.item_key = y.item_key)
+       select count(*) filter (where in_a and in_b)::int as matched,
+              count(*) filter (where not in_b)::int as only_a,
+              count(*) filter (where not in_a)::int as only_b,
+              count(*) filter (where in_a and in_b and (oa = 'pending' or ob = 'pending'))::int as pending,
+              count(*) filter (where in_a and in_b and oa = 'passed' and ob = 'passed')::int as both_passed,
+              count(*) filter (where in_a and in_b and oa = 'failed' and ob = 'failed')::int as both_failed,
+              count(*) filter (where in_a and in_b and oa = 'failed' and ob = 'passed')::int as improved,
+              count(*) filter (where in_a and in_b and oa = 'passed' and ob = 'failed')::int as regressed,
+              count(*) filter (where in_a and in_b and oa <> 'pending' and ob <> 'pending' and (oa = 'none' or ob = 'none'))::int as unjudged
+         from p`,
+      [a.id, b.id],
+    ),
+    Promise.all(
+      [a.id, b.id].map(async (id) => {
+        const [row] = await sql.unsafe<SideRow[]>(
+          `select count(*) filter (where o = 'passed')::int as passed,
+                  count(*) filter (where o = 'failed')::int as failed,
+                  percentile_cont(0.5) within group (order by ms) as p50
+             from (select ${outcome("x")} as o,
+                          extract(epoch from (x.finished_at - x.started_at)) * 1000 as ms
+                     from subagent_batch_items x where x.batch_id = $1) s`,
+          [id],
+        );
+        return row!;
+      }),
+    ),
+    sql.unsafe<{ name: string; a_passed: number; a_failed: number; b_passed: number; b_failed: number; improved: number; regressed: number }[]>(
+      `with ca as (select x.item_key, e ->> 'name' as name, (e ->> 'passed')::boolean as passed
+                     from subagent_batch_items x, jsonb_array_elements(x.checks) e
+                    where x.batch_id = $1 and x.checks is not null and x.status in ('succeeded', 'failed')),
+            cb as (select y.item_key, e ->> 'name' as name, (e ->> 'passed')::boolean as passed
+                     from subagent_batch_items y, jsonb_array_elements(y.checks) e
+                    where y.batch_id = $2 and y.checks is not null and y.status in ('succeeded', 'failed'))
+       select coalesce(ca.name, cb.name) as name,
+              count(*) filter (where ca.passed)::int as a_passed,
+              count(*) filter (where not ca.passed)::int as a_failed,
+              count(*) filter (where cb.passed)::int as b_passed,
+              count(*) filter (where not cb.passed)::int as b_failed,
+              count(*) filter (where not ca.passed and cb.passed)::int as improved,
+              count(*) filter (where ca.passed and not cb.passed)::int as regressed
+         from ca full join cb on ca.item_key = cb.item_key and ca.name = cb.name
+        group by 1`,
+      [a.id, b.id],
+    ),
+  ]);
+  const p = pairs as unknown as Record<string, number>;
+  const [sa, sb] = sides as [SideRow, SideRow];
+  const p_value = mcnemarExactP(p.improved!, p.regressed!);
+  const order = [...specColumns(a).checks, ...specColumns(b).checks];
+  const rank = (name: string) => (order.indexOf(name) === -1 ? order.length : order.indexOf(name));
+  const side = (batch: BatchRow, s: SideRow) => ({
+    id: batch.id,
+    title: title(batch),
+    model: modelOf(batch),
+    status: batch.status,
+    pass_rate: s.passed + s.failed === 0 ? null : s.passed / (s.passed + s.failed),
+  });
+  const p50 = (s: SideRow) => (s.p50 === null ? null : Math.round(Number(s.p50)));
+  return {
+    a: side(a, sa),
+    b: side(b, sb),
+    items: { matched: p.matched!, only_a: p.only_a!, only_b: p.only_b! },
+    pending: p.pending!,
+    verdicts: {
+      both_passed: p.both_passed!,
+      both_failed: p.both_failed!,
+      improved: p.improved!,
+      regressed: p.regressed!,
+      unjudged: p.unjudged!,
+    },
+    p_value,
+    p_value_words: pValueWords(p_value, p.improved!, p.regressed!),
+    checks: [...checks]
+      .sort((x, y) => rank(x.name) - rank(y.name) || x.name.localeCompare(y.name))
+      .map((c) => ({
+        name: c.name,
+        a: { passed: c.a_passed, failed: c.a_failed },
+        b: { passed: c.b_passed, failed: c.b_failed },
+        improved: c.improved,
+        regressed: c.regressed,
+      })),
+    cost_usd: { a: a.costUsd, b: b.costUsd },
+    tokens: {
+      a: { input: Number(a.inputTokens), output: Number(a.outputTokens) },
+      b: { input: Number(b.inputTokens), output: Number(b.outputTokens) },
+    },
+    duration_ms_p50: { a: p50(sa), b: p50(sb) },
+  };
+}
+
+export const COMPARE_PAGE_DEFAULT = 50;
+export const COMPARE_PAGE_MAX = 200;
+
+const sideColumns = (x: "a" | "b", previewMaxChars: number) => `
+  ${x}.id as ${x}_id, ${x}.status as ${x}_status, ${x}.verdict as ${x}_verdict,
+  coalesce(${x}.checks, '[]'::jsonb) as ${x}_checks, ${x}.cost_usd as ${x}_cost_usd,
+  (extract(epoch from (${x}.finished_at - ${x}.started_at)) * 1000)::float8 as ${x}_ms,
+  case when ${x}.output is not null and length(${x}.output::text) <= ${Math.ceil(previewMaxChars * 1.5) + 2}
+       then ${x}.output
+       else to_jsonb(left(coalesce(${x}.preview, ${x}.result), ${previewMaxChars})) end as ${x}_output`;
+
+const PAIR_COLUMNS =
+  "i.id, i.position, i.item_key, i.input, i.expected, i.status, i.verdict, i.checks, i.cost_usd, i.started_at, i.finished_at, i.output, i.result, i.preview";
+
+type PairRow = Record<string, unknown> & { position: number };
+
+function toPair(r: PairRow): ComparePair {
+  const side = (x: "a" | "b") => ({
+    item_id: r[`${x}_id`] as string,
+    status: r[`${x}_status`] as ComparePair["a"]["status"],
+    output: r[`${x}_output`] ?? null,
+    verdict: (r[`${x}_verdict`] as ComparePair["a"]["verdict"]) ?? null,
+    checks: r[`${x}_checks`] as ComparePair["a"]["checks"],
+    cost_usd: Number(r[`${x}_cost_usd`]),
+    duration_ms: r[`${x}_ms`] === null ? null : Math.round(Number(r[`${x}_ms`])),
+  });
+  return {
+    item_key: r.item_key as string,
+    input: r.input as string,
+    ...(r.expected === null || r.expected === undefined ? {} : { expected: r.expected }),
+    change: r.change as ComparePair["change"],
+    a: side("a"),
+    b: side("b"),
+  };
+}
+
+/**
+ * One keyset page of matched pairs in a's position order, of one kind of change. Bounded per
+ * page: b's items are hashed by item_key once per page (no index on item_key: it would slow
+ * every batch's insert), and only the page's rows reach Node.
+ */
+export async function comparePairs(
+  db: DbOrTx,
+  args: CompareArgs & { change?: CompareChange; cursor?: string | null; limit?: number; previewMaxChars?: number },
+): Promise<ComparePage & { lastPosition: number | null }> {
+  const limit = args.limit ?? COMPARE_PAGE_DEFAULT;
+  if (!Number.isInteger(limit) || limit < 1 || limit > COMPARE_PAGE_MAX)
+    throw new AppError("validation_failed", `limit: must be a whole number between 1 and ${COMPARE_PAGE_MAX}`);
+  const after = args.cursor ? decodeCursor(args.cursor) : -1;
+  const { a, b } = await comparedBatches(db, args);
+  const preview = args.previewMaxChars ?? DEFAULT_PREVIEW_MAX_CHARS;
+  const rows = await driverOf(db).unsafe<PairRow[]>(
+    `select * from (
+       select a.position, a.item_key, left(a.input, ${ITEM_INPUT_MAX_CHARS}) as input, a.expected,
+              ${change} as change, ${sideColumns("a", preview)}, ${sideColumns("b", preview)}
+         from (select ${PAIR_COLUMNS}, ${outcome("i")} as oa from subagent_batch_items i where i.batch_id = $1 and i.position > $3) a
+         join (select ${PAIR_COLUMNS}, ${outcome("i")} as ob from subagent_batch_items i where i.batch_id = $2) b on b.item_key = a.item_key
+     ) p where ${CHANGE_FILTER[args.change ?? "all"]}
+     order by position limit $4`,
+    [a.id, b.id, after, limit + 1],
+  );
+  const more = rows.length > limit;
+  const page = more ? rows.slice(0, limit) : rows;
+  const last = page.length > 0 ? page[page.length - 1]!.position : null;
+  return { items: page.map(toPair), next_cursor: more && last !== null ? encodeCursor(last) : null, lastPosition: last };
+}
