@@ -434,12 +434,14 @@ export function csvColumns(plan: CsvPlan): string[] {
 /**
  * Every text cell is quoted (`"` doubled), numbers and the fixed words (status, verdict, check
  * outcomes) are not. The file is made to be opened in a spreadsheet: a cell (a header name too)
- * whose text starts with = + - @, a tab or a carriage return gets a leading `'`, so a
+ * whose text starts with = + - @ (ASCII, full-width or small, after any spaces a spreadsheet
+ * trims) or a control character (tab, CR, LF) gets a leading `'` (export.sql), so a
  * spreadsheet shows it as text instead of evaluating it as a formula (OWASP, CSV injection); such
  * a number (a negative one) becomes a quoted text cell. `?raw=1` writes every cell verbatim for
  * programs that read the data, and results.jsonl is always exact.
  */
-const FORMULA_START = /^[=+\-@\t\r]/;
+// biome-ignore lint/suspicious/noControlCharactersInRegex: a control character starting a cell is the point
+const FORMULA_START = /^(?:[\u0000-\u001f\u007f-\u009f]|[ \u00a0\u1680\u2000-\u200b\u2028\u2029\u202f\u205f\u3000\ufeff]*[-=+@\uff1d\uff0b\uff0d\uff20\ufe62\ufe63\ufe66\ufe6b])/;
 export const quoted = (text: string, raw: boolean) => `"${!raw && FORMULA_START.test(text) ? "'" : ""}${text.replaceAll('"', '""')}"`;
 
 /** The SQL of one cell: text as a quoted cell, and a JSON value as one, guarded unless raw (export.sql). */

@@ -160,6 +160,48 @@ describe("results.csv for a spreadsheet", () => {
   });
 });
 
+describe("formulas behind what a spreadsheet trims, and in full-width forms", () => {
+  /** Each is evaluated by some spreadsheet: leading spaces and line feeds are trimmed, full-width ＝ ＋ － ＠ read as = + - @. */
+  const HIDDEN = [" =1+1", "  @SUM(A1)", "\n=HYPERLINK(\"http://evil.test\")", "\u00a0+1", "\u3000=1", "＝HYPERLINK(\"x\")", "＋1", "－1", "＠SUM(1)", " ＝1", "\ufeff=1", "\u000b=1"];
+  const HARMLESS = [" plain", "a=b", "\u3000text", "1-2"];
+
+  it("guards every one of them in cells and header names, leaves text that only starts with a space alone, and raw keeps all verbatim", async () => {
+    const cells = [...HIDDEN, ...HARMLESS];
+    const res = await http("POST", `/api/threads/${threadId}/subagent-batches`, alice, {
+      submission_key: "hidden-formulas",
+      items: cells.map((c, i) => ({ item_key: `h${i}`, cell: c })),
+      prompt_template: "Say {{cell}}",
+      output_schema: { type: "object", properties: { " =label": { type: "string" }, "＠sum": { type: "string" } } },
+    });
+    expect(res.status, await res.clone().text()).toBe(201);
+    const id = ((await res.json()) as { id: string }).id;
+    for (const [i, c] of cells.entries())
+      await tdb.sql`
+        update subagent_batch_items set status = 'succeeded', attempts = 1, started_at = now(), finished_at = now(),
+               output = ${JSON.stringify({ " =label": c, "＠sum": c })}::jsonb
+         where batch_id = ${id} and position = ${i + 1}`;
+    const get = async (query: string) => {
+      const r = await http("GET", `/api/threads/${threadId}/subagent-batches/${id}/results.csv${query}`, alice);
+      expect(r.status).toBe(200);
+      const parsed = Papa.parse<string[]>(await r.text(), { skipEmptyLines: true });
+      expect(parsed.errors).toEqual([]);
+      const [header, ...rows] = parsed.data as [string[], ...string[][]];
+      return { header, rows: rows.map((r) => Object.fromEntries(header.map((h, i) => [h, r[i]!]))) };
+    };
+    const { header, rows } = await get("");
+    expect(header.slice(0, 6)).toEqual(["item_key", "status", "cell", "expected", "' =label", "'＠sum"]);
+    for (const [i, c] of cells.entries()) {
+      const want = i < HIDDEN.length ? `'${c}` : c;
+      expect(rows[i]!.cell, JSON.stringify(c)).toBe(want);
+      expect(rows[i]!["' =label"], JSON.stringify(c)).toBe(want);
+      expect(rows[i]!["'＠sum"], JSON.stringify(c)).toBe(want);
+    }
+    const raw = await get("?raw=1");
+    expect(raw.header.slice(0, 6)).toEqual(["item_key", "status", "cell", "expected", " =label", "＠sum"]);
+    for (const [i, c] of cells.entries()) expect(raw.rows[i]!.cell).toBe(c);
+  });
+});
+
 describe("both downloads follow the panel's filters", () => {
   it("?status= and ?verdict= select the same items in results.csv and results.jsonl", async () => {
     const cases: [string, string[]][] = [
@@ -200,14 +242,15 @@ describe("both downloads follow the panel's filters", () => {
     expect(itemsMessage).toMatch(/^status: must be one of /);
   });
 
-  it("names the files batch-<id>-results.csv and batch-<id>-results.jsonl, whatever the filters; another user's batch is 404", async () => {
-    for (const [file, query] of [
-      ["results.csv", ""],
-      ["results.csv", "verdict=failed&raw=1"],
-      ["results.jsonl", "status=failed"],
+  it("names the files batch-<id>-results.csv (verbatim: .raw.csv) and batch-<id>-results.jsonl, whatever the filters; another user's batch is 404", async () => {
+    for (const [file, query, named] of [
+      ["results.csv", "", "results.csv"],
+      ["results.csv", "verdict=failed&raw=0", "results.csv"],
+      ["results.csv", "verdict=failed&raw=1", "results.raw.csv"],
+      ["results.jsonl", "status=failed", "results.jsonl"],
     ]) {
       const res = await download(file!, query);
-      const name = `batch-${batchId}-${file}`;
+      const name = `batch-${batchId}-${named}`;
       expect(res.headers.get("content-disposition")).toBe(`attachment; filename="${name}"; filename*=UTF-8''${name}`);
       await res.body?.cancel();
     }

@@ -40,11 +40,15 @@ end
 $$;
 
 -- results.csv is made to be opened in a spreadsheet (OWASP, CSV injection): a cell whose text
--- starts with = + - @, a tab or a carriage return gets a leading ' so that it is shown as text,
--- never evaluated as a formula. flotilla_csv_guard writes that prefix (or nothing); it reads its
+-- starts with = + - @ or a control character (tab, CR, LF, ...), or with = + - @ after leading
+-- spaces (spreadsheets trim them: a space, a no-break or an ideographic space, a BOM), counting
+-- the full-width and small forms ＝ ＋ － ＠ ﹦ ﹢ ﹣ ﹫ (which Excel reads as their ASCII forms
+-- in East Asian locales), gets a leading ' so that it is shown as text, never evaluated as a
+-- formula. The same rule is FORMULA_START in server/http/export.ts (header names). It reads its
 -- argument once, so the planner inlines it into the page's query.
 create or replace function flotilla_csv_guard(t text) returns text language sql immutable parallel safe as $$
-  select case when left(t, 1) in ('=', '+', '-', '@', E'\t', E'\r') then '''' else '' end
+  select case when t ~ '^(?:[\u0001-\u001f\u007f-\u009f]|[ \u00a0\u1680\u2000-\u200b\u2028\u2029\u202f\u205f\u3000\ufeff]*[-=+@\uff1d\uff0b\uff0d\uff20\ufe62\ufe63\ufe66\ufe6b])'
+    then '''' else '' end
 $$;
 
 -- flotilla_csv_value with the guard: a string that starts like a formula, and a negative number

@@ -12,7 +12,7 @@ type Ctx = { params: Promise<{ threadId: string; batchId: string }> };
 /**
  * The results table: RFC 4180 CSV with a header row, one row per item (or those of
  * `?status=&verdict=`) in position order, streamed from a snapshot; cells that would start a
- * spreadsheet formula get a leading `'` unless `?raw=1`. 429 too_many_exports while two exports
+ * spreadsheet formula get a leading `'` unless `?raw=1` (then named `…-results.raw.csv`). 429 too_many_exports while two exports
  * of this user are in progress.
  */
 export const GET = handle(async (req: Request, ctx: Ctx) => {
@@ -22,5 +22,5 @@ export const GET = handle(async (req: Request, ctx: Ctx) => {
   const plan = specColumns(batch);
   const maxMs = config.exports.max_seconds * 1000;
   const body = await exportCsvStream(exportPool(), { batchId, userId, plan, filter, raw, maxMs, signal: req.signal });
-  return downloadResponse(body, "text/csv; charset=utf-8; header=present", `batch-${batchId}-results.csv`);
+  return downloadResponse(body, "text/csv; charset=utf-8; header=present", `batch-${batchId}-results${raw ? ".raw" : ""}.csv`);
 });
