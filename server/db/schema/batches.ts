@@ -40,6 +40,8 @@ export const ITEM_STATUSES = [
 export type ItemStatus = (typeof ITEM_STATUSES)[number];
 
 export const PAUSE_REASONS = ["user", "budget", "quota"] as const;
+/** A person's review of an item: waiting in the queue, or decided. */
+export const REVIEW_STATES = ["pending", "accepted", "rejected"] as const;
 export type PauseReason = (typeof PAUSE_REASONS)[number];
 
 export const subagentBatches = pgTable(
@@ -99,6 +101,8 @@ export const subagentBatches = pgTable(
     ...lifecycleColumns(),
     /** When a retry last reopened the finished batch (retry.sql): its elapsed time and throughput count from here. */
     reopenedAt: at("reopened_at"),
+    /** The batch this one re-runs with changed settings (POST .../variant); no reference: a variant outlives its original. */
+    variantOf: uuid("variant_of"),
   },
   (t) => [
     uniqueIndex("subagent_batches_submission_uq").on(t.userId, t.submissionKey),
@@ -159,6 +163,16 @@ export const subagentBatchItems = pgTable(
     costUsd: doublePrecision("cost_usd").notNull().default(0),
     runId: uuid("run_id"),
     ...lifecycleColumns(),
+    // A person's review (DESIGN "Judging a batch"): null until the item is queued for one.
+    reviewState: text("review_state", { enum: REVIEW_STATES }),
+    reviewNote: text("review_note"),
+    /** A corrected answer, valid against the batch's output_schema, kept beside the model's. */
+    reviewedOutput: jsonb("reviewed_output"),
+    reviewedAt: at("reviewed_at"),
+    /** Optimistic concurrency of review decisions: a decision names the version it saw. */
+    reviewVersion: integer("review_version").notNull().default(0),
+    /** When the item joined the review queue (the queue is oldest first). */
+    reviewRequestedAt: at("review_requested_at"),
   },
   (t) => [
     // Paging, export and claim order. Item keys are unique per batch by the submission's own
@@ -177,6 +191,13 @@ export const subagentBatchItems = pgTable(
     index("subagent_batch_items_verdict_failed_idx")
       .on(t.batchId, t.position)
       .where(sql`verdict = 'failed'`),
+    // The review queue across a person's batches, oldest first, and a batch's reviewed items.
+    index("subagent_batch_items_review_pending_idx")
+      .on(t.reviewRequestedAt, t.id)
+      .where(sql`review_state = 'pending'`),
+    index("subagent_batch_items_reviewed_idx")
+      .on(t.batchId, t.position)
+      .where(sql`review_state is not null`),
     index("subagent_batch_items_lease_idx")
       .on(t.leaseExpiresAt)
       .where(sql`status in ('leased', 'running')`),
