@@ -134,7 +134,15 @@ export async function tryLockThread(
  */
 export async function startLeadRun(
   db: Db,
-  input: Lead & { userId: string; threadId: string; trigger: LeadTrigger },
+  input: Lead & {
+    userId: string;
+    threadId: string;
+    trigger: LeadTrigger;
+    /** The reply's id when the caller derives it (a wake-up's: a repeated run overwrites, never adds). */
+    messageId?: string;
+    /** Bounds the response (a wake-up's run nobody watches). */
+    signal?: AbortSignal;
+  },
 ): Promise<StartedLeadRun> {
   const { userId, trigger } = input;
   // In parallel: the history is used only once the ownership check has passed.
@@ -142,7 +150,7 @@ export async function startLeadRun(
     getThreadForUser(db, { userId, threadId: input.threadId }),
     loadMessages(db, { threadId: input.threadId }),
   ]);
-  const messageId = newMessageId();
+  const messageId = input.messageId ?? newMessageId();
   const streamId = await db.transaction(async (tx) => {
     const id = await tryLockThread(tx, { threadId: thread.id, userId, messageId });
     if (!id) throw new AppError("conflict", THREAD_BUSY_MESSAGE);
@@ -322,6 +330,7 @@ export async function runLocked(
     streamId: string;
     messageId: string;
     unattended: boolean;
+    signal?: AbortSignal;
   },
 ): Promise<StartedLeadRun> {
   const { config, model, userId, threadId, history, trigger, streamId, messageId } = input;
@@ -362,7 +371,7 @@ export async function runLocked(
   const messages = turn ? [...history, turn] : history;
   let lead: Awaited<ReturnType<typeof startLeadResponse>>;
   try {
-    lead = await startLeadResponse({ db, config, model, userId, threadId, messages });
+    lead = await startLeadResponse({ db, config, model, userId, threadId, messages, signal: input.signal });
     await touched;
   } catch (err) {
     await writer.close();

@@ -1,25 +1,18 @@
-import { createUIMessageStream } from "ai";
 import { eq, sql } from "drizzle-orm";
-import type { FlotillaConfig } from "@/lib/config";
-import { startLeadResponse } from "@/server/agent/lead";
 import { type BatchSettledNotice, checkFailureLine, checkPassRate, noticeOptions } from "@/lib/api/model-facts";
-import type { ChatMessage } from "@/lib/api/chat";
-import { loadMessages } from "@/server/chat/messages";
 import { getConfig } from "@/server/config/load";
 import { type Db, getDatabase } from "@/server/db/client";
-import { storable, storableText } from "@/server/db/storable";
-import { messages, subagentBatches } from "@/server/db/schema";
+import { subagentBatches } from "@/server/db/schema";
 import { log } from "@/server/log";
-import { resolveModel } from "@/server/models";
-import type { ResolvedModel } from "@/server/models/types";
 import { INSTANCE_ID } from "@/server/runtime/instance";
 import { usedCostUsd } from "@/server/batches/budget";
 import { specColumns } from "@/server/batches/spec";
 import type { BatchRow } from "@/server/batches/types";
 import { claimDeliveries, deliverClaimed } from "@/server/batches/webhooks";
-import { errorText } from "@/server/errors";
-import { claimChildWakeups, runClaimedChildWakeup, startBackgroundSweeps } from "./children-wakeup";
-import { refuseUnattended } from "./unattended";
+import { childWakeups, startBackgroundSweeps } from "./children-wakeup";
+import { type ClaimedWakeup, claimDue, runClaimed, type WakeupKind, type WakeupOptions, type WakeupReport } from "./lead-wakeup";
+
+export { WAKEUP_LEASE_SECONDS, WAKEUP_MAX_ATTEMPTS, WAKEUP_PER_USER_LIMIT, type WakeupOptions } from "./lead-wakeup";
 
 /**
  * Waking the lead when a batch it submitted settles — exactly once per settlement.
@@ -27,23 +20,14 @@ import { refuseUnattended } from "./unattended";
  * The settling transaction (whichever process: a worker's settle, lease recovery, a web cancel)
  * inserts a pending row into batch_wakeups, unique per (batch_id, settlement_seq). Only web
  * processes run wake-ups (they have the lead agent and the chat); workers only ever write the
- * row. A web process claims a due row with FOR UPDATE SKIP LOCKED and a lease, runs the lead
- * headlessly in the batch's thread with a bounded summary, and stores the reply together with
- * done_at in one transaction fenced by its claim: a process that lost its lease writes nothing.
- * The reply's message id is derived from (batch, settlement), so even a run repeated after a
- * crash between model and commit cannot store a second message.
+ * row. A web process claims and runs it as one wake-up (lead-wakeup.ts: under the thread's
+ * stream lock, exactly once, a notice instead over the quota or chat.max_system_turns, retried
+ * then a could-not-summarize message with the counts); this module says what it reports: a
+ * bounded summary of the batch, under a message id derived from (batch, settlement).
  *
- * Over the user's daily token quota or chat.max_system_turns (unattended.ts), the reply is a
- * short notice and the model is not called.
- *
- * No web process up: the row waits, and the first web process to start runs it. The model
- * fails: retried with backoff (WAKEUP_MAX_ATTEMPTS in all), then an assistant message saying
- * the summary could not be produced (with the counts) is stored instead, so the thread still
- * learns that the batch settled.
+ * No web process up: the row waits, and the first web process to start runs it.
  */
 
-export const WAKEUP_MAX_ATTEMPTS = 3;
-export const WAKEUP_LEASE_SECONDS = 600;
 /** At most this many failed items are grouped into the summary, and this many groups shown. */
 const FAILURE_SAMPLE = 200;
 const FAILURE_GROUPS = 5;
@@ -65,52 +49,23 @@ export function wakeupMessageId(batchId: string, seq: number): string {
   return `wake_${batchId.replace(/-/g, "")}_${seq}`;
 }
 
-/** Wake-ups one user may have running at once, across every web process. */
-export const WAKEUP_PER_USER_LIMIT = 2;
+const batchKind: WakeupKind<WakeupRow> = {
+  table: "batch_wakeups",
+  due: sql`true`,
+  returning: sql`w.id, w.batch_id, w.thread_id, w.user_id, w.settlement_seq, w.settled_status, w.attempts`,
+  report: batchReport,
+};
 
 /**
- * Claims up to `limit` due wake-ups for `owner` (one process per row; an expired lease is
- * claimable again), fairly: round-robin over the users with due rows, each user at most
- * `perUser` running (live leases of any process count), none in a thread whose wake-up runs.
+ * Claims up to `limit` due wake-ups for `owner`, fairly (lead-wakeup.ts: round-robin over the
+ * users with due rows, each at most `perUser` running, none in a thread whose wake-up runs).
  */
-export async function claimWakeups(
+export function claimWakeups(
   db: Db,
   owner: string,
   options: { limit?: number; perUser?: number; leaseSeconds?: number } = {},
 ): Promise<WakeupRow[]> {
-  const limit = options.limit ?? 1;
-  if (limit <= 0) return [];
-  const perUser = options.perUser ?? WAKEUP_PER_USER_LIMIT;
-  return db.execute<WakeupRow>(sql`
-    with due_users as (
-      select distinct user_id from batch_wakeups
-       where done_at is null and next_attempt_at <= now() and (lease_expires_at is null or lease_expires_at < now())
-    ),
-    picked as (
-      select c.id, c.next_attempt_at, row_number() over (partition by c.user_id order by c.next_attempt_at, c.id) as turn
-        from due_users u
-        cross join lateral (
-          select w.id, w.user_id, w.next_attempt_at from batch_wakeups w
-           where w.user_id = u.user_id and w.done_at is null and w.next_attempt_at <= now()
-             and (w.lease_expires_at is null or w.lease_expires_at < now())
-             -- One lead run per thread at a time: the next one reads the reply of the one before.
-             and not exists (
-               select 1 from batch_wakeups r
-                where r.thread_id = w.thread_id and r.done_at is null and r.lease_expires_at >= now())
-           order by w.next_attempt_at, w.id
-           limit greatest(0, ${perUser} - (
-             select count(*) from batch_wakeups f
-              where f.user_id = u.user_id and f.done_at is null and f.lease_expires_at >= now()))
-           for update skip locked
-        ) c
-    ),
-    chosen as (select id from picked order by turn, next_attempt_at, id limit ${limit})
-    update batch_wakeups w
-       set claimed_by = ${owner}, claimed_at = now(), attempts = w.attempts + 1,
-           lease_expires_at = now() + make_interval(secs => ${options.leaseSeconds ?? WAKEUP_LEASE_SECONDS})
-      from chosen
-     where w.id = chosen.id
-    returning w.id, w.batch_id, w.thread_id, w.user_id, w.settlement_seq, w.settled_status, w.attempts`);
+  return claimDue(db, batchKind, owner, options);
 }
 
 /** Claims one due wake-up for `owner` (fairly, as claimWakeups). */
@@ -220,106 +175,25 @@ export function wakeupNoticeText(n: BatchSettledNotice): string {
   return lines.join("\n");
 }
 
-function textOf(message: ChatMessage): string {
-  return message.parts
-    .map((p) => (p.type === "text" ? p.text : ""))
-    .join("")
-    .trim();
-}
-
-/** Runs the lead once, headlessly; resolves with its reply, or throws when the model failed. */
-async function runLead(args: {
-  db: Db;
-  config: FlotillaConfig;
-  model: ResolvedModel;
-  batch: BatchRow;
-  notice: BatchSettledNotice;
-  messageId: string;
-}): Promise<ChatMessage> {
-  const { db, config, model, batch } = args;
-  const history = await loadMessages(db, { threadId: batch.threadId });
-  // The facts ride along the text, so the simulator answers from them (and never takes the test
-  // directives that item errors quote as its own).
-  const notice: ChatMessage = {
-    id: `${args.messageId}_notice`,
-    role: "user",
-    parts: [{ type: "text", text: wakeupNoticeText(args.notice), providerMetadata: noticeOptions(args.notice) }],
+/** What a settled batch's wake-up reports: the summary, or nothing when the batch is gone with its thread. */
+async function batchReport(db: Db, row: WakeupRow): Promise<WakeupReport | undefined> {
+  const [batch] = await db.select().from(subagentBatches).where(eq(subagentBatches.id, row.batch_id));
+  if (!batch) return undefined;
+  const notice = await buildWakeupNotice(db, batch, row.settled_status, row.settlement_seq);
+  const settled =
+    `Batch ${row.batch_id} ${row.settled_status} (${batch.succeededCount} succeeded, ${batch.failedCount} failed, ` +
+    `${batch.cancelledCount} cancelled of ${batch.total})`;
+  const elsewhere = "Its results are in the batch panel and in results.jsonl.";
+  return {
+    messageId: wakeupMessageId(row.batch_id, row.settlement_seq),
+    // The facts ride along the text, so the simulator answers from them (and never takes the test
+    // directives that item errors quote as its own).
+    text: wakeupNoticeText(notice),
+    providerMetadata: noticeOptions(notice),
+    metadata: { trigger: "batch_settled", batch_id: row.batch_id },
+    refused: (why) => `${settled}, but I did not summarize it: ${why}. ${elsewhere}`,
+    gaveUp: (error) => `${settled}, but I could not produce a summary of it: ${error}. ${elsewhere}`,
   };
-  const lead = await startLeadResponse({
-    db,
-    config,
-    model,
-    userId: batch.userId,
-    threadId: batch.threadId,
-    messages: [...history, notice],
-    signal: AbortSignal.timeout(5 * 60_000),
-  });
-  let settle!: { resolve: (m: ChatMessage) => void; reject: (e: unknown) => void };
-  let streamError: string | undefined;
-  const done = new Promise<ChatMessage>((resolve, reject) => {
-    settle = { resolve, reject };
-  });
-  const stream = createUIMessageStream<ChatMessage>({
-    originalMessages: [...history, notice],
-    onError: (error) => {
-      streamError ??= lead.errorText(error);
-      return streamError;
-    },
-    async execute({ writer }) {
-      writer.write({ type: "start", messageId: args.messageId });
-      await lead.execute(writer);
-    },
-    async onFinish({ responseMessage, isAborted, finishReason }) {
-      try {
-        const metadata = await lead.finish({ aborted: isAborted, responseText: textOf(responseMessage), finishReason });
-        if (metadata.status !== "completed" || textOf(responseMessage) === "")
-          settle.reject(
-            new Error(streamError ?? (metadata.status === "completed" ? "the lead answered nothing" : `lead run ${metadata.status}`)),
-          );
-        else settle.resolve({ ...responseMessage, metadata: { ...responseMessage.metadata, ...metadata } });
-      } catch (err) {
-        settle.reject(err);
-      }
-    },
-  });
-  const reader = stream.getReader();
-  while (!(await reader.read()).done) {
-    // Drained: the reply is collected by onFinish.
-  }
-  return done;
-}
-
-/** Stores the message and marks the wake-up done in one transaction, only while `owner` still holds it. */
-async function complete(db: Db, row: WakeupRow, owner: string, message: ChatMessage): Promise<boolean> {
-  return db.transaction(async (tx) => {
-    const [marked] = await tx.execute<{ id: number }>(sql`
-      update batch_wakeups set done_at = now(), message_id = ${message.id}, lease_expires_at = null
-       where id = ${row.id} and claimed_by = ${owner} and done_at is null
-      returning id`);
-    if (!marked) return false;
-    await tx
-      .insert(messages)
-      .values({
-        id: message.id,
-        threadId: row.thread_id,
-        role: "assistant",
-        parts: storable(message.parts),
-        metadata: storable((message.metadata ?? null) as Record<string, unknown> | null),
-      })
-      .onConflictDoNothing({ target: [messages.threadId, messages.id] });
-    await tx.execute(sql`update threads set updated_at = now() where id = ${row.thread_id}`);
-    return true;
-  });
-}
-
-export interface WakeupOptions {
-  db: Db;
-  config: FlotillaConfig;
-  owner: string;
-  /** The lead's model; default this process's resolved model. */
-  model?: ResolvedModel;
-  /** First retry delay after a failed run (doubles each attempt). */
-  backoffBaseMs?: number;
 }
 
 /** Claims and runs one due wake-up. Returns false when none was due. */
@@ -330,48 +204,9 @@ export async function runOneWakeup(options: WakeupOptions): Promise<boolean> {
   return true;
 }
 
-/** Runs a claimed wake-up: the lead's reply stored, or a retry scheduled, or the could-not-summarize note. */
-export async function runClaimedWakeup(options: WakeupOptions, row: WakeupRow): Promise<void> {
-  const { db, config, owner } = options;
-  const wlog = log.child({ batch_id: row.batch_id, settlement_seq: row.settlement_seq, wakeup_id: row.id });
-  const messageId = wakeupMessageId(row.batch_id, row.settlement_seq);
-  const meta = { trigger: "batch_settled" as const, batch_id: row.batch_id };
-  const [batch] = await db.select().from(subagentBatches).where(eq(subagentBatches.id, row.batch_id));
-  if (!batch) return; // cascade-deleted with its thread
-  const notice = await buildWakeupNotice(db, batch, row.settled_status, row.settlement_seq);
-  const settled =
-    `Batch ${row.batch_id} ${row.settled_status} (${batch.succeededCount} succeeded, ${batch.failedCount} failed, ` +
-    `${batch.cancelledCount} cancelled of ${batch.total})`;
-  const elsewhere = "Its results are in the batch panel and in results.jsonl.";
-  try {
-    // Nobody typed this run: over the daily token quota or chat.max_system_turns, a notice instead.
-    const refusal = await refuseUnattended(db, config, { userId: row.user_id, threadId: row.thread_id, wakeup: true });
-    if (refusal) {
-      const text = `${settled}, but I did not summarize it: ${refusal.why}. ${elsewhere}`;
-      const metadata = { ...meta, notice: refusal.notice };
-      const stored = await complete(db, row, owner, { id: messageId, role: "assistant", parts: [{ type: "text", text }], metadata });
-      wlog.info({ stored, notice: refusal.notice }, "a settled batch's wake-up stored a notice instead of running the lead");
-      return;
-    }
-    const model = options.model ?? resolveModel(config);
-    const reply = await runLead({ db, config, model, batch, notice, messageId });
-    const stored = await complete(db, row, owner, { ...reply, id: messageId, metadata: { ...reply.metadata, ...meta } });
-    wlog.info({ stored }, "lead woken for a settled batch");
-  } catch (err) {
-    const error = errorText(err);
-    if (row.attempts >= WAKEUP_MAX_ATTEMPTS) {
-      const text = `${settled}, but I could not produce a summary of it: ${error}. ${elsewhere}`;
-      await complete(db, row, owner, { id: messageId, role: "assistant", parts: [{ type: "text", text }], metadata: meta });
-      wlog.error({ err: error, attempts: row.attempts }, "wake-up gave up; stored a could-not-summarize message");
-    } else {
-      const delayMs = (options.backoffBaseMs ?? 5_000) * 2 ** (row.attempts - 1);
-      await db.execute(sql`
-        update batch_wakeups set last_error = ${storableText(error)}, claimed_by = null, lease_expires_at = null,
-               next_attempt_at = now() + make_interval(secs => ${delayMs / 1000})
-         where id = ${row.id} and claimed_by = ${owner} and done_at is null`);
-      wlog.warn({ err: error, attempts: row.attempts, retry_in_ms: delayMs }, "wake-up failed; will retry");
-    }
-  }
+/** Runs a claimed wake-up (lead-wakeup.ts). */
+export function runClaimedWakeup(options: WakeupOptions, row: WakeupRow): Promise<void> {
+  return runClaimed(options, batchKind, row);
 }
 
 /** Wake-ups (lead runs) one web process runs at once. */
@@ -450,10 +285,10 @@ export function startSettlementRunner(
 ): () => Promise<void> {
   let stopped = false;
   const isStopped = () => stopped;
-  // Two wake-ups of one thread claimed together run one after the other, in claim order.
+  // Two wake-ups of one thread claimed here (of either kind) run one after the other, in claim order.
   const threadTail = new Map<string, Promise<void>>();
-  const inThreadOrder = (row: WakeupRow) => {
-    const run = (threadTail.get(row.thread_id) ?? Promise.resolve()).then(() => runClaimedWakeup(options, row));
+  const inThreadOrder = <Row extends ClaimedWakeup>(kind: WakeupKind<Row>) => (row: Row) => {
+    const run = (threadTail.get(row.thread_id) ?? Promise.resolve()).then(() => runClaimed(options, kind, row));
     const tail = run.catch(() => {});
     threadTail.set(row.thread_id, tail);
     void tail.then(() => {
@@ -464,7 +299,7 @@ export function startSettlementRunner(
   const wakeups = new Pool(
     WAKEUP_POOL_SIZE,
     (free) => claimWakeups(options.db, options.owner, { limit: free }),
-    inThreadOrder,
+    inThreadOrder(batchKind),
     isStopped,
   );
   const deliveries = new Pool(
@@ -479,8 +314,8 @@ export function startSettlementRunner(
   // Background children settled (server/chat/children-wakeup.ts): the same pool size, their own claim.
   const children = new Pool(
     WAKEUP_POOL_SIZE,
-    (free) => claimChildWakeups(options.db, options.owner, { limit: free }),
-    (row) => runClaimedChildWakeup(options, row),
+    (free) => claimDue(options.db, childWakeups, options.owner, { limit: free }),
+    inThreadOrder(childWakeups),
     isStopped,
   );
   const stopSweeps = startBackgroundSweeps({ db: options.db });

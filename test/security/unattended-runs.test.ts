@@ -8,7 +8,7 @@ import { getConfig } from "@/server/config/load";
 import { makeThread, makeUser, setupApiDatabase, type TestUser, workerAlive } from "../api/helpers";
 import { type FakeHandler, type RecordedRequest, startFakeOpenAI } from "../helpers/fake-openai";
 import { startWebServer, type WebServer } from "../helpers/web-server";
-import { waitUntil } from "../loop/support";
+import { waitUntil, Workers } from "../loop/support";
 
 /**
  * Lead runs nobody typed (DESIGN "Holding under abuse (third round)"): a queued message's turn,
@@ -62,6 +62,7 @@ process.env.MODEL_BASE_URL = fake.url;
 process.env.MODEL_API_KEY = "sk-unattended";
 process.env.MODEL_NAME = "fake-lead";
 const t = await setupApiDatabase();
+const workers = new Workers().use(t);
 let server: WebServer;
 let stopRunner: (() => Promise<void>) | undefined;
 
@@ -71,6 +72,7 @@ beforeAll(async () => {
 afterEach(async () => {
   await stopRunner?.();
   stopRunner = undefined;
+  await workers.stopAll();
   const config = getConfig();
   config.quotas.max_tokens_per_day = 0;
   config.chat.max_system_turns = 10;
@@ -284,5 +286,54 @@ describe("background wake-ups between users", () => {
     await waitUntil("A's wake-ups done", async () => ((await done(a.userId)) === 5 ? true : undefined), 60_000);
     expect(slow.maxInFlight).toBe(CHILD_WAKEUP_PER_USER_LIMIT);
     expect(Date.now() - started).toBeGreaterThanOrEqual(3 * SLOW_WAKEUP_MS);
+  }, 120_000);
+});
+
+describe("one wake-up at a time per thread", () => {
+  it("a settled batch and settled children in one thread, noticed at once by two web processes: one lead run at a time, and the cap exact", async () => {
+    await workerAlive(t);
+    const user = await makeUser(t, "race");
+    const threadId = await makeThread(t, user);
+    const marker = `slow-${randomUUID()}`;
+    slow.markers.add(marker);
+    // A batch and a background call in the thread, both settled before any web process looks.
+    const batched = await post(user, threadId, `[[batch]] ${marker}`);
+    expect(batched.res.status).toBe(200);
+    await batched.res.text();
+    const [batch] = await t.db.execute<{ id: string }>(sql`select id from subagent_batches where thread_id = ${threadId}`);
+    await startBackground(user, threadId, marker);
+    await waitUntil("the background call settled", async () => ((await childWakeups(threadId))[0]?.settled ? true : undefined), 30_000);
+    const cancelled = await fetch(`${server.origin}/api/threads/${threadId}/subagent-batches/${batch!.id}/cancel`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${user.token}` },
+    });
+    expect(cancelled.status).toBe(200);
+    const wakeupCallsBefore = wakeupCallsFor(marker).length;
+    expect(wakeupCallsBefore).toBe(0);
+
+    // Two web processes, each with both pools, started together; one more wake-up reply is allowed.
+    const env = { MODEL_BASE_URL: fake.url, MODEL_API_KEY: "sk-unattended", MODEL_NAME: "fake-lead", FLOTILLA__CHAT__MAX_SYSTEM_TURNS: "1" };
+    workers.spawnWebRunner("race-a", env);
+    workers.spawnWebRunner("race-b", env);
+    const bothDone = async () => {
+      const [r] = await t.db.execute<{ n: number }>(sql`
+        select ((select count(*) from batch_wakeups where thread_id = ${threadId} and done_at is not null)
+              + (select count(*) from child_wakeups where thread_id = ${threadId} and done_at is not null))::int as n`);
+      return r!.n === 2 ? true : undefined;
+    };
+    await waitUntil("both wake-ups done", bothDone, 60_000);
+
+    // One lead response ran at a time (the model saw one wake-up at once, and the runs do not overlap).
+    expect(slow.maxInFlight).toBe(1);
+    const runs = await t.db.execute<{ started: string; finished: string }>(sql`
+      select started_at::text as started, finished_at::text as finished from agent_runs
+       where thread_id = ${threadId} and kind = 'lead' order by started_at`);
+    for (let i = 1; i < runs.length; i++) expect(Date.parse(runs[i]!.started) >= Date.parse(runs[i - 1]!.finished)).toBe(true);
+    // chat.max_system_turns 1: one wake-up answered by the model, the other a notice.
+    const replies = (await messagesOf(threadId)).filter((m) => m.metadata?.trigger);
+    expect(replies).toHaveLength(2);
+    expect(replies.filter((m) => !m.metadata?.notice)).toHaveLength(1);
+    expect(replies.filter((m) => m.metadata?.notice === "system_turns")).toHaveLength(1);
+    expect(wakeupCallsFor(marker)).toHaveLength(1);
   }, 120_000);
 });
