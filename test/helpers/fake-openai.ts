@@ -1,11 +1,26 @@
-import { createServer, type IncomingHttpHeaders, type ServerResponse } from "node:http";
-import type { AddressInfo } from "node:net";
-import { parseToolCalls } from "@/server/models/simulator/grammar";
+import type { ServerResponse } from "node:http";
+import {
+  argsText,
+  defaultReplyFor,
+  type FakeReply,
+  type FakeServer,
+  PrefixCache,
+  type RecordedRequest as Recorded,
+  sendJson,
+  sse,
+  startFakeServer,
+  tokens as countTokens,
+  words,
+} from "./fake-provider";
+
+export type { FakeReply, FakeToolCall } from "./fake-provider";
 
 /**
- * A local stand-in for an OpenAI-compatible endpoint (POST {url}/chat/completions), for tests of
+ * A local stand-in for an OpenAI(-compatible) endpoint (POST {url}/chat/completions), for tests of
  * the real provider path: streamed SSE chunks, streamed tool calls, usage, and error statuses such
- * as 429 with retry-after. Every request is recorded.
+ * as 429 with retry-after. Every request is recorded. Like OpenAI it caches prompt prefixes of at
+ * least 1,024 tokens by itself (per model and prompt_cache_key) and reports them as
+ * usage.prompt_tokens_details.cached_tokens. `server.route(...)` adds endpoints (batch files…).
  */
 
 export type ChatMessage = { role: string; content?: unknown; tool_call_id?: string; tool_calls?: unknown[] };
@@ -16,35 +31,11 @@ export interface ChatRequestBody {
   tools?: Array<{ type?: string; function?: { name?: string; description?: string; parameters?: unknown } }>;
   stream?: boolean;
   stream_options?: { include_usage?: boolean };
+  prompt_cache_key?: string;
   [key: string]: unknown;
 }
 
-export interface RecordedRequest {
-  method: string;
-  path: string;
-  headers: IncomingHttpHeaders;
-  /** Parsed JSON body (undefined when the body was not JSON). */
-  body: ChatRequestBody | undefined;
-  rawBody: string;
-  receivedAt: number;
-}
-
-export interface FakeToolCall {
-  name: string;
-  arguments: Record<string, unknown> | string;
-  id?: string;
-}
-
-export type FakeReply =
-  | {
-      type: "text";
-      text: string;
-      /** Pause between streamed chunks (default 5 ms). */
-      chunkDelayMs?: number;
-      usage?: { prompt_tokens: number; completion_tokens: number };
-    }
-  | { type: "tool_calls"; calls: FakeToolCall[]; text?: string; chunkDelayMs?: number }
-  | { type: "error"; status: number; headers?: Record<string, string>; body?: unknown };
+export type RecordedRequest = Recorded<ChatRequestBody>;
 
 export type FakeHandler = (req: RecordedRequest, index: number) => FakeReply | Promise<FakeReply>;
 
@@ -52,6 +43,15 @@ export interface FakeOpenAI {
   /** Base URL to use as MODEL_BASE_URL, e.g. http://127.0.0.1:41234/v1 */
   url: string;
   requests: RecordedRequest[];
+  /** The server underneath: add routes to it (paths begin /v1/). */
+  server: FakeServer;
+  /** The prompt-prefix cache (clear it to start cold). */
+  cache: PrefixCache;
+  /**
+   * What the fake answers a (non-streamed) chat completion body with, through the same handler
+   * and cache, for endpoints that answer many at once (a batch's output file).
+   */
+  complete(body: ChatRequestBody): Promise<{ status: number; body: unknown }>;
   close(): Promise<void>;
 }
 
@@ -72,170 +72,155 @@ function contentText(content: unknown): string {
   return "";
 }
 
-/**
- * Default behaviour: "[[429]]" in the last user message → 429 (retry-after 2);
- * "[[call:NAME {json}]]" for an offered tool → that tool call; after tool results → a text naming
- * them; otherwise "Echo: <last user message>".
- */
+/** The default behaviour every fake shares (see defaultReplyFor), read from chat messages. */
 export const defaultFakeHandler: FakeHandler = (req) => {
   const messages: ChatMessage[] = Array.isArray(req.body?.messages) ? req.body.messages : [];
   const last = messages.at(-1);
   const lastUser = [...messages].reverse().find((m) => m.role === "user");
-  const userText = contentText(lastUser?.content);
-  if (userText.includes("[[429]]")) return rateLimitReply();
-  if (last?.role === "tool") {
-    const results = messages.filter((m) => m.role === "tool").map((m) => contentText(m.content));
-    return { type: "text", text: `Tool results: ${results.join(" | ")}` };
-  }
-  const offered = new Set<string>(
-    (req.body?.tools ?? []).map((t) => t.function?.name ?? ""),
+  return defaultReplyFor(
+    {
+      lastUserText: contentText(lastUser?.content),
+      toolResults:
+        last?.role === "tool" ? messages.filter((m) => m.role === "tool").map((m) => contentText(m.content)) : null,
+      offeredTools: new Set((req.body?.tools ?? []).map((t) => t.function?.name ?? "")),
+    },
+    rateLimitReply,
   );
-  const { calls } = parseToolCalls(userText, offered);
-  if (last?.role === "user" && calls.length > 0)
-    return { type: "tool_calls", calls: calls.map((c) => ({ name: c.toolName, arguments: c.input })) };
-  return { type: "text", text: `Echo: ${userText}` };
 };
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const tokens = (chars: number) => Math.max(1, countTokens(chars));
 
-function words(text: string): string[] {
-  return text.match(/\s*\S+\s*/g) ?? (text ? [text] : []);
+/** The prompt as the fake caches it: tools and response format first, then each message in order. */
+function promptText(body: ChatRequestBody | undefined): string {
+  const head = JSON.stringify([body?.tools ?? null, body?.response_format ?? null]);
+  const messages = (body?.messages ?? []).map(
+    (m) => `\n<${m.role}>${contentText(m.content)}${m.tool_calls ? JSON.stringify(m.tool_calls) : ""}`,
+  );
+  return head + messages.join("");
 }
 
-function tokens(chars: number): number {
-  return Math.max(1, Math.ceil(chars / 4));
-}
+type Answer = {
+  id: string;
+  model: string;
+  created: number;
+  text: string;
+  calls: Array<{ id: string; name: string; args: string }>;
+  finishReason: "stop" | "tool_calls";
+  usage: Record<string, unknown> & { prompt_tokens: number; completion_tokens: number; total_tokens: number };
+};
 
-async function writeReply(res: ServerResponse, req: RecordedRequest, reply: FakeReply, isClosed: () => boolean) {
-  if (reply.type === "error") {
-    res.writeHead(reply.status, { "content-type": "application/json", ...reply.headers });
-    res.end(JSON.stringify(reply.body ?? { error: { message: `HTTP ${reply.status}`, type: "error" } }));
-    return;
-  }
-  const id = `chatcmpl-fake-${Math.random().toString(36).slice(2, 10)}`;
-  const model = String(req.body?.model ?? "fake-model");
-  const created = Math.floor(Date.now() / 1000);
-  const calls = reply.type === "tool_calls" ? reply.calls : [];
+function answer(req: RecordedRequest, reply: Exclude<FakeReply, { type: "error" }>, cache: PrefixCache): Answer {
+  const calls = (reply.type === "tool_calls" ? reply.calls : []).map((c, i) => ({
+    id: c.id ?? `call_fake_${i}_${Math.random().toString(36).slice(2, 8)}`,
+    name: c.name,
+    args: argsText(c),
+  }));
   const text = reply.text ?? "";
-  const argsOf = (c: FakeToolCall) => (typeof c.arguments === "string" ? c.arguments : JSON.stringify(c.arguments));
-  const callIds = calls.map((c, i) => c.id ?? `call_fake_${i}_${Math.random().toString(36).slice(2, 8)}`);
-  const outChars = text.length + calls.reduce((n, c) => n + argsOf(c).length, 0);
-  const usage =
-    (reply.type === "text" ? reply.usage : undefined) ?? {
-      prompt_tokens: tokens(req.rawBody.length),
-      completion_tokens: tokens(outChars),
-    };
-  const finishReason = calls.length > 0 ? "tool_calls" : "stop";
-
-  if (req.body?.stream !== true) {
-    res.writeHead(200, { "content-type": "application/json" });
-    res.end(
-      JSON.stringify({
-        id,
-        object: "chat.completion",
-        created,
-        model,
-        choices: [
-          {
-            index: 0,
-            message: {
-              role: "assistant",
-              content: text || null,
-              ...(calls.length
-                ? {
-                    tool_calls: calls.map((c, i) => ({
-                      id: callIds[i],
-                      type: "function",
-                      function: { name: c.name, arguments: argsOf(c) },
-                    })),
-                  }
-                : {}),
-            },
-            finish_reason: finishReason,
-          },
-        ],
-        usage: { ...usage, total_tokens: usage.prompt_tokens + usage.completion_tokens },
-      }),
-    );
-    return;
-  }
-
-  res.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache", connection: "keep-alive" });
-  const pause = reply.chunkDelayMs ?? 5;
-  const send = async (delta: Record<string, unknown>, finish: string | null = null) => {
-    if (isClosed()) return;
-    res.write(`data: ${JSON.stringify({ id, object: "chat.completion.chunk", created, model, choices: [{ index: 0, delta, finish_reason: finish }] })}\n\n`);
-    if (pause > 0) await sleep(pause);
+  const given = reply.type === "text" ? reply.usage : undefined;
+  const model = String(req.body?.model ?? "fake-model");
+  const prompt = promptText(req.body);
+  const counted = given ?? {
+    prompt_tokens: tokens(req.rawBody.length),
+    completion_tokens: tokens(text.length + calls.reduce((n, c) => n + c.args.length, 0)),
   };
-  await send({ role: "assistant", content: "" });
-  for (const w of words(text)) await send({ content: w });
-  for (const [i, c] of calls.entries()) {
-    await send({ tool_calls: [{ index: i, id: callIds[i], type: "function", function: { name: c.name, arguments: "" } }] });
-    const args = argsOf(c);
+  const cached = Math.min(
+    counted.prompt_tokens,
+    cache.lookupAndStore(`${model}\u0000${req.body?.prompt_cache_key ?? ""}`, prompt),
+  );
+  const usage = {
+    ...counted,
+    total_tokens: counted.prompt_tokens + counted.completion_tokens,
+    prompt_tokens_details: { cached_tokens: cached },
+  };
+  req.usage = { prompt_tokens: usage.prompt_tokens, completion_tokens: usage.completion_tokens, cached_tokens: cached };
+  return {
+    id: `chatcmpl-fake-${Math.random().toString(36).slice(2, 10)}`,
+    model,
+    created: Math.floor(Date.now() / 1000),
+    text,
+    calls,
+    finishReason: calls.length > 0 ? "tool_calls" : "stop",
+    usage,
+  };
+}
+
+function completionJson(a: Answer) {
+  const toolCalls = a.calls.map((c) => ({ id: c.id, type: "function", function: { name: c.name, arguments: c.args } }));
+  return {
+    id: a.id,
+    object: "chat.completion",
+    created: a.created,
+    model: a.model,
+    choices: [
+      {
+        index: 0,
+        message: { role: "assistant", content: a.text || null, ...(toolCalls.length ? { tool_calls: toolCalls } : {}) },
+        finish_reason: a.finishReason,
+      },
+    ],
+    usage: a.usage,
+  };
+}
+
+function errorBody(reply: Extract<FakeReply, { type: "error" }>) {
+  return reply.body ?? { error: { message: `HTTP ${reply.status}`, type: "error" } };
+}
+
+async function streamAnswer(res: ServerResponse, req: RecordedRequest, a: Answer, pause: number, closed: () => boolean) {
+  const out = sse(res, closed, pause);
+  const chunk = (delta: Record<string, unknown>, finish: string | null = null) =>
+    out.send({
+      id: a.id,
+      object: "chat.completion.chunk",
+      created: a.created,
+      model: a.model,
+      choices: [{ index: 0, delta, finish_reason: finish }],
+    });
+  await chunk({ role: "assistant", content: "" });
+  for (const w of words(a.text)) await chunk({ content: w });
+  for (const [i, c] of a.calls.entries()) {
+    await chunk({ tool_calls: [{ index: i, id: c.id, type: "function", function: { name: c.name, arguments: "" } }] });
     // Arguments arrive in several pieces, as real providers send them.
-    const step = Math.max(1, Math.ceil(args.length / 4));
-    for (let at = 0; at < args.length; at += step)
-      await send({ tool_calls: [{ index: i, function: { arguments: args.slice(at, at + step) } }] });
+    const step = Math.max(1, Math.ceil(c.args.length / 4));
+    for (let at = 0; at < c.args.length; at += step)
+      await chunk({ tool_calls: [{ index: i, function: { arguments: c.args.slice(at, at + step) } }] });
   }
-  await send({}, finishReason);
-  if (isClosed()) return;
-  if (req.body?.stream_options?.include_usage) {
-    res.write(
-      `data: ${JSON.stringify({ id, object: "chat.completion.chunk", created, model, choices: [], usage: { ...usage, total_tokens: usage.prompt_tokens + usage.completion_tokens } })}\n\n`,
-    );
-  }
-  res.write("data: [DONE]\n\n");
-  res.end();
+  await chunk({}, a.finishReason);
+  if (req.body?.stream_options?.include_usage)
+    await out.send({ id: a.id, object: "chat.completion.chunk", created: a.created, model: a.model, choices: [], usage: a.usage });
+  await out.send("[DONE]");
+  out.end();
 }
 
 export async function startFakeOpenAI(options: { handler?: FakeHandler } = {}): Promise<FakeOpenAI> {
   const handler = options.handler ?? defaultFakeHandler;
-  const requests: RecordedRequest[] = [];
-  const server = createServer((req, res) => {
-    const chunks: Buffer[] = [];
-    req.on("data", (c: Buffer) => chunks.push(c));
-    req.on("end", async () => {
-      const rawBody = Buffer.concat(chunks).toString("utf8");
-      let body: ChatRequestBody | undefined;
-      try {
-        body = rawBody ? JSON.parse(rawBody) : undefined;
-      } catch {
-        body = undefined;
-      }
-      const recorded: RecordedRequest = {
-        method: req.method ?? "",
-        path: req.url ?? "",
-        headers: req.headers,
-        body,
-        rawBody,
-        receivedAt: Date.now(),
-      };
-      const index = requests.push(recorded) - 1;
-      let closed = false;
-      res.on("close", () => {
-        closed = true;
-      });
-      try {
-        if (req.method !== "POST" || !recorded.path.endsWith("/chat/completions")) {
-          await writeReply(res, recorded, { type: "error", status: 404, body: { error: { message: "not found" } } }, () => closed);
-          return;
-        }
-        await writeReply(res, recorded, await handler(recorded, index), () => closed);
-      } catch (err) {
-        if (!res.headersSent) res.writeHead(500, { "content-type": "application/json" });
-        res.end(JSON.stringify({ error: { message: String(err) } }));
-      }
-    });
-  });
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const { port } = server.address() as AddressInfo;
+  const cache = new PrefixCache(1024, 128);
+  const server = await startFakeServer([
+    {
+      method: "POST",
+      path: /\/chat\/completions$/,
+      async handle(req, res, ctx) {
+        const recorded = req as RecordedRequest;
+        const reply = await handler(recorded, ctx.index);
+        if (reply.type === "error") return sendJson(res, reply.status, errorBody(reply), reply.headers);
+        const a = answer(recorded, reply, cache);
+        if (recorded.body?.stream !== true) return sendJson(res, 200, completionJson(a));
+        await streamAnswer(res, recorded, a, reply.chunkDelayMs ?? 5, ctx.closed);
+      },
+    },
+  ]);
   return {
-    url: `http://127.0.0.1:${port}/v1`,
-    requests,
-    close: () =>
-      new Promise<void>((resolve) => {
-        server.closeAllConnections();
-        server.close(() => resolve());
-      }),
+    url: `${server.origin}/v1`,
+    requests: server.requests as RecordedRequest[],
+    server,
+    cache,
+    async complete(body) {
+      const rawBody = JSON.stringify(body);
+      const req: RecordedRequest = { method: "POST", path: "/v1/chat/completions", headers: {}, body, rawBody, receivedAt: Date.now() };
+      const reply = await handler(req, -1);
+      if (reply.type === "error") return { status: reply.status, body: errorBody(reply) };
+      return { status: 200, body: completionJson(answer(req, reply, cache)) };
+    },
+    close: () => server.close(),
   };
 }
