@@ -441,6 +441,19 @@ export async function runLocked(
   return { streamId, runId, messageId, done };
 }
 
+/** Takes every queued message of the thread out of the queue, in order (they join the conversation unanswered); returns how many. */
+async function unqueueAll(db: Db, threadId: string): Promise<number> {
+  return db.transaction(async (tx) => {
+    await lockThreadQueue(tx, threadId);
+    let n = 0;
+    for (let head = await queueHead(tx, threadId); head; head = await queueHead(tx, threadId)) {
+      await unqueueMessage(tx, { threadId, message: head });
+      n++;
+    }
+    return n;
+  });
+}
+
 /**
  * A run nobody typed that unattended.ts refuses: stores a notice in place of the response (the
  * thread's lock held) and streams it as one, so a reader of the thread's stream (an
@@ -454,10 +467,14 @@ async function noticeInstead(
   const { config, userId, threadId, trigger, messageId } = input;
   const refusal = await refuseUnattended(db, config, { userId, threadId, wakeup: trigger.kind === "system" });
   if (!refusal) return false;
+  // The messages queued behind a refused one would be refused too: one notice answers them all.
+  const behind = trigger.kind === "user" ? await unqueueAll(db, threadId) : 0;
   const text =
     trigger.kind === "system"
       ? (trigger.refused?.(refusal.why) ?? `I did not go on by myself: ${refusal.why}.`)
-      : `I did not answer this message: ${refusal.why}.`;
+      : behind === 0
+        ? `I did not answer this message: ${refusal.why}.`
+        : `I did not answer these ${behind + 1} messages: ${refusal.why}.`;
   const metadata: ChatMessageMetadata = { ...(trigger.kind === "system" ? trigger.metadata : {}), notice: refusal.notice };
   await saveMessage(db, { threadId, message: { id: messageId, role: "assistant", parts: [{ type: "text", text }], metadata } });
   writer.write({ type: "start", messageId, messageMetadata: metadata });

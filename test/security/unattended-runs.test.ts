@@ -156,6 +156,39 @@ describe("lead runs nobody typed meet the daily token quota", () => {
     expect((await typed.res.json()).error.code).toBe("quota_exceeded");
   });
 
+  it("messages queued behind one refused over the quota get one notice between them, not one each", async () => {
+    const user = await makeUser(t, "queued-many");
+    const threadId = await makeThread(t, user);
+    getConfig().quotas.max_tokens_per_day = 1;
+    const marker = `m-${randomUUID()}`;
+    const first = await post(user, threadId, `[[slow]] ${marker}`);
+    expect(first.res.status).toBe(200);
+    const queued = [];
+    for (let i = 1; i <= 5; i++) {
+      const q = await post(user, threadId, `[[echo]] queued number ${i}`);
+      expect(q.res.status).toBe(202);
+      queued.push(q.message.id);
+    }
+    await first.res.text();
+
+    const notice = await waitUntil("the queue's notice", async () => (await messagesOf(threadId)).find((m) => m.metadata?.notice));
+    // Nothing more comes: the sweep and every process find the queue empty.
+    await new Promise((r) => setTimeout(r, 1_500));
+    const messages = await messagesOf(threadId);
+    expect(messages.map((m) => [m.role, m.metadata?.notice ?? null])).toEqual([
+      ["user", null],
+      ["assistant", null],
+      ...queued.map(() => ["user", null]),
+      ["assistant", "daily_token_quota"],
+    ]);
+    // The queued messages joined the conversation in the order they were sent, each unqueued.
+    expect(messages.slice(2, 7).map((m) => m.id)).toEqual(queued);
+    expect(messages.every((m) => m.metadata?.queued === undefined)).toBe(true);
+    expect(notice.id).toBe(replyIdFor(queued[0]!));
+    expect(notice.text).toMatch(/^I did not answer these 5 messages: the daily token quota is used up \(\d+ of 1 tokens today/);
+    expect(fake.requests.filter((r) => r.rawBody.includes("queued number"))).toHaveLength(0);
+  });
+
   it("a children_settled wake-up over the quota stores a notice and makes no model call", async () => {
     const user = await makeUser(t, "children");
     const threadId = await makeThread(t, user);
