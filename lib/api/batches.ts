@@ -134,6 +134,8 @@ export const batchProjectionSchema = z
     finished_at: z.string().nullable(),
     /** When a retry last reopened the finished batch (null: never): its elapsed time and throughput count from here. */
     reopened_at: z.string().nullable(),
+    /** The batch this one re-runs with changed settings (POST .../variant), else null. */
+    variant_of: z.string().nullable(),
   })
   .strict();
 export type BatchProjection = z.infer<typeof batchProjectionSchema>;

@@ -91,6 +91,7 @@ export function toBatchProjection(b: BatchRow, live?: LiveState, checkCounts?: r
     started_at: iso(b.startedAt),
     finished_at: iso(b.finishedAt),
     reopened_at: iso(b.reopenedAt),
+    variant_of: b.variantOf ?? null,
   };
 }
 

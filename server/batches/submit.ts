@@ -112,6 +112,8 @@ export interface SubmitBatchArgs {
   model?: { name: string; simulator: boolean; catalogName?: string };
   /** Where the submission came from; the tool passes its run and tool call. Default api. */
   origin?: SubmissionOrigin;
+  /** A variant: the batch it re-runs, and its items' keys by position (string items carry none of their own). */
+  variant?: { of: string; itemKeys: readonly string[] };
 }
 
 /** Top-level fields (everything but items) against the wire schema: a caller that skipped its door is still checked. */
@@ -161,11 +163,11 @@ async function checkDataRules(args: {
  * read once for the whole batch), what the owner sees as input, the expected value. Also
  * rebuilds the row of an item retried with a corrected input.
  */
-export function itemRows(items: readonly ParsedItem[], template: string | undefined): ItemRow[] {
+export function itemRows(items: readonly ParsedItem[], template: string | undefined, keys?: readonly string[]): ItemRow[] {
   const valueParts = template?.split(ITEM_PLACEHOLDER);
   const fieldShape = template === undefined ? null : fieldTemplate(template);
   return items.map((item, index) => {
-    const key = itemKey(item, index);
+    const key = keys?.[index] ?? itemKey(item, index);
     if (typeof item === "string") return { key, prompt: valueParts ? valueParts.join(item) : item, input: item };
     if (!isFieldsItem(item)) return { key, prompt: item.prompt, input: item.prompt };
     const row: ItemRow = { key, prompt: fillFields(fieldShape, item.fields), input: item.input };
@@ -220,7 +222,7 @@ export async function submitBatch(db: DbOrTx, args: SubmitBatchArgs): Promise<{ 
     const expected = items.some((item) => isFieldsItem(item) && item.expected !== undefined);
     await checkDataRules({ outputSchema, checks, expected, config });
     // Only now, with every length known to be within bounds, are prompts built.
-    rows = itemRows(items, template);
+    rows = itemRows(items, template, args.variant?.itemKeys);
     fields = inputFields(items);
   }
 
@@ -253,6 +255,7 @@ export async function submitBatch(db: DbOrTx, args: SubmitBatchArgs): Promise<{ 
       maxCostUsd: input.max_cost_usd ?? null,
       // Only the lead's own submissions wake it when they settle (API and dialog batches never do).
       wakeLead: spec.caller.origin === "tool" && b.wake_lead,
+      variantOf: args.variant?.of ?? null,
       // One COPY for the whole batch (insert-items.ts streams it in bounded messages).
       chunks: [rows],
     }),
@@ -274,6 +277,8 @@ export interface BatchPlan<R extends ItemRow = ItemRow> {
   maxTotalTokens: number | null;
   maxCostUsd: number | null;
   wakeLead: boolean;
+  /** The batch this one is a variant of. */
+  variantOf?: string | null;
   /** The items, in position order, a chunk at a time (a compatible batch streams them from its file). */
   chunks: Iterable<R[]> | AsyncIterable<R[]>;
   /** Runs after each chunk is written (its items hold positions offset+1, offset+2, ...). */
@@ -317,6 +322,7 @@ export async function writeBatch<R extends ItemRow>(
       priceOutputPerMillion: prices.output,
       dailyTokenQuota: plan.config.quotas.max_tokens_per_day,
       wakeLead: plan.wakeLead,
+      variantOf: plan.variantOf ?? null,
     })
     .returning();
   let offset = 0;

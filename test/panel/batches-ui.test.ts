@@ -49,6 +49,7 @@ function batch(over: Partial<BatchProjection> = {}): BatchProjection {
     started_at: "2026-01-01T00:00:00.000Z",
     finished_at: null,
     reopened_at: null,
+    variant_of: null,
     ...over,
   };
 }

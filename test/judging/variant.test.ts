@@ -1,0 +1,151 @@
+import { sql } from "drizzle-orm";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { BatchProjection } from "@/lib/api/batches";
+import type { CompareSummary } from "@/lib/api/compare";
+import { resolveModel } from "@/server/models/index";
+import { createSubagentRuntime } from "@/server/runtime/admission";
+import { BatchWorker } from "@/server/worker/loop";
+import { call, errorOf, makeThread, makeUser, rowCounts, setupApiDatabase, type TestUser, workerAlive } from "../api/helpers";
+import { testConfig } from "../batches/support";
+import type { TestDatabase } from "../helpers/db";
+
+/**
+ * Variants through the HTTP routes, run by a real worker on the simulator: the same items (keys,
+ * fields, expected) again with a changed template, only the failed ones, string items keeping
+ * their keys; checked as a submission; then compared with the original.
+ */
+
+let t: TestDatabase;
+let worker: BatchWorker;
+let owner: TestUser;
+let stranger: TestUser;
+let thread: string;
+
+beforeAll(async () => {
+  t = await setupApiDatabase();
+  const cfg = testConfig({ subagent_batches: { poll_interval_seconds: 0.1 }, simulator: { latency_ms: 1 } });
+  worker = new BatchWorker({ database: t, config: cfg, instanceId: "variant-worker", runtime: createSubagentRuntime(cfg), model: resolveModel(cfg, {}) });
+  void worker.start();
+  owner = await makeUser(t, "owner");
+  stranger = await makeUser(t, "stranger");
+  thread = await makeThread(t, owner);
+  await workerAlive(t);
+});
+
+afterAll(async () => {
+  await worker.stop({ waitMs: 2_000 });
+});
+
+const base = () => `/api/threads/${thread}/subagent-batches`;
+
+async function settled(batchId: string): Promise<BatchProjection> {
+  const deadline = Date.now() + 30_000;
+  while (Date.now() < deadline) {
+    const body = (await (await call("GET", `${base()}/${batchId}`, { token: owner.token })).json()) as BatchProjection;
+    if (body.status === "completed" || body.status === "failed") return body;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error(`batch ${batchId} did not settle`);
+}
+
+async function post(path: string, json: unknown, token = owner.token) {
+  return call("POST", path, { token, json });
+}
+
+describe("variants", () => {
+  let original: string;
+
+  beforeAll(async () => {
+    // [[echo]] answers the filled template: v1 says each item's `first`, a variant can say `second`.
+    const items = [
+      { item_key: "up-1", first: "no", second: "yes", expected: { note: "a" } },
+      { item_key: "up-2", first: "no", second: "yes" },
+      { item_key: "down", first: "yes", second: "no" },
+      { item_key: "steady", first: "yes", second: "yes" },
+    ];
+    const res = await post(base(), {
+      submission_key: "v1",
+      items,
+      prompt_template: "[[echo]]{{first}}",
+      checks: [{ name: "says_yes", type: "regex", pattern: "^yes$" }],
+      max_running_items: 2,
+    });
+    expect(res.status).toBe(201);
+    original = ((await res.json()) as { id: string }).id;
+    await settled(original);
+  }, 60_000);
+
+  it("runs the same items with a changed template, improving some and regressing others", async () => {
+    const res = await post(`${base()}/${original}/variant`, { submission_key: "v2", prompt_template: "[[echo]]{{second}}" });
+    expect(res.status).toBe(201);
+    const variant = (await res.json()) as BatchProjection;
+    expect(variant.variant_of).toBe(original);
+    expect(variant.total).toBe(4);
+    expect(variant.max_running_items).toBe(2); // as the original's
+    expect(variant.checks.map((c) => c.name)).toEqual(["says_yes"]);
+    await settled(variant.id);
+
+    const [row] = await t.db.execute<{ keys: string[]; expected: unknown }>(sql`
+      select array_agg(item_key order by position) as keys,
+             (select expected from subagent_batch_items where batch_id = ${variant.id} and item_key = 'up-1') as expected
+        from subagent_batch_items where batch_id = ${variant.id}`);
+    expect(row!.keys).toEqual(["up-1", "up-2", "down", "steady"]);
+    expect(row!.expected).toEqual({ note: "a" });
+
+    const summary = (await (await call("GET", `${base()}/${original}/compare/${variant.id}`, { token: owner.token })).json()) as CompareSummary;
+    expect(summary.verdicts).toEqual({ both_passed: 1, both_failed: 0, improved: 2, regressed: 1, unjudged: 0 });
+    expect(summary.a.pass_rate).toBe(0.5);
+    expect(summary.b.pass_rate).toBe(0.75);
+
+    // A replay of the same submission_key answers the same batch.
+    const again = await post(`${base()}/${original}/variant`, { submission_key: "v2", prompt_template: "[[echo]]{{second}}" });
+    expect(again.status).toBe(200);
+    expect(((await again.json()) as { id: string }).id).toBe(variant.id);
+  });
+
+  it("covers only the failed items when asked, and string items keep their keys", async () => {
+    const strings = await post(base(), { submission_key: "s1", items: ["yes", "no", "no"], prompt_template: "[[echo]]{{item}}", checks: [{ name: "y", type: "regex", pattern: "^yes$" }] });
+    const s1 = ((await strings.json()) as { id: string }).id;
+    await settled(s1);
+    const res = await post(`${base()}/${s1}/variant`, {
+      submission_key: "s2",
+      prompt_template: "[[echo]]yes, {{item}}",
+      checks: [{ name: "y", type: "regex", pattern: "^yes" }],
+      only: { verdict: "failed" },
+    });
+    expect(res.status).toBe(201);
+    const s2 = (await res.json()) as BatchProjection;
+    expect(s2.total).toBe(2);
+    await settled(s2.id);
+    const summary = (await (await call("GET", `${base()}/${s1}/compare/${s2.id}`, { token: owner.token })).json()) as CompareSummary;
+    expect(summary.items).toEqual({ matched: 2, only_a: 1, only_b: 0 });
+    expect(summary.verdicts.improved).toBe(2);
+  });
+
+  it("checks a variant exactly as a submission and writes nothing on a refusal", async () => {
+    const before = await rowCounts(t);
+    const cases: [unknown, RegExp][] = [
+      [{ submission_key: "bad1", prompt_template: "[[echo]]{{missing}}" }, /prompt_template/],
+      [{ submission_key: "bad2", checks: [{ name: "x", type: "regex", pattern: "(" }] }, /^checks\.0\.pattern/],
+      [{ submission_key: "bad3", output_schema: { type: "nope" } }, /^output_schema/],
+      [{ submission_key: "bad4", model: "no-such-model" }, /^model: unknown model/],
+      [{ submission_key: "bad5", only: { verdict: "passed", status: ["cancelled"] } }, /^only: matches no item/],
+      [{ submission_key: "bad6", extra: 1 }, /extra/],
+      [{ prompt_template: "x" }, /^submission_key/],
+    ];
+    for (const [body, message] of cases) {
+      const res = await post(`${base()}/${original}/variant`, body);
+      expect(res.status, JSON.stringify(body)).toBe(400);
+      expect((await errorOf(res)).message).toMatch(message);
+    }
+    expect(await rowCounts(t)).toEqual(before);
+  });
+
+  it("is 404 for a batch of someone else", async () => {
+    const theirs = await makeThread(t, stranger);
+    const res = await post(`/api/threads/${theirs}/subagent-batches/${original}/variant`, { submission_key: "steal" }, stranger.token);
+    expect(res.status).toBe(404);
+    const res2 = await post(`${base()}/${original}/variant`, { submission_key: "steal" }, stranger.token);
+    expect(res2.status).toBe(404);
+  });
+});
