@@ -269,7 +269,12 @@ export const submissionBudgetShape = {
 
 /** The fields every submission has besides its items (or files). */
 export const submissionFieldsShape = {
-  submission_key: z.string().min(1, "must not be empty").max(SUBMISSION_KEY_MAX_CHARS, `must be at most ${SUBMISSION_KEY_MAX_CHARS} characters`),
+  submission_key: z
+    .string()
+    .min(1, "must not be empty")
+    .max(SUBMISSION_KEY_MAX_CHARS, `must be at most ${SUBMISSION_KEY_MAX_CHARS} characters`)
+    // A key must be exact: NUL or a lone surrogate (which storage would change) is refused, not replaced.
+    .superRefine(refuseUnstorable),
   subagent: z.string().min(1, "must not be empty").max(SUBAGENT_NAME_MAX_CHARS, `must be at most ${SUBAGENT_NAME_MAX_CHARS} characters`).optional(),
   max_live_items: z.number().int("must be a whole number").positive("must be a positive whole number").optional(),
   max_running_items: z.number().int("must be a whole number").positive("must be a positive whole number").optional(),
@@ -279,15 +284,17 @@ export const submissionFieldsShape = {
   checks: submitChecksSchema.optional(),
 };
 
+/** NUL and lone surrogates: jsonb refuses them, so they are a 400 here, not a 500 at the insert. */
+function refuseUnstorable(s: string, ctx: z.RefinementCtx): void {
+  const problem = jsonValueProblem(s, Number.POSITIVE_INFINITY);
+  if (problem) ctx.addIssue({ code: "custom", message: problem });
+}
+
 export const promptTemplateSchema = z
   .string()
   .min(1, "must not be empty")
   .max(PROMPT_TEMPLATE_MAX_CHARS, `must be at most ${PROMPT_TEMPLATE_MAX_CHARS} characters`)
-  // NUL and lone surrogates: jsonb refuses them, so they are a 400 here, not a 500 at the insert.
-  .superRefine((s, ctx) => {
-    const problem = jsonValueProblem(s, Number.POSITIVE_INFINITY);
-    if (problem) ctx.addIssue({ code: "custom", message: problem });
-  });
+  .superRefine(refuseUnstorable);
 
 /**
  * Submission body (JSON). For application/x-ndjson and text/csv the items are the body's lines

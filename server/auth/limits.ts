@@ -1,6 +1,7 @@
 import "server-only";
 import type postgres from "postgres";
 import { RateLimiterPostgres, RateLimiterRes } from "rate-limiter-flexible";
+import { storableText } from "@/server/db/storable";
 import { AppError } from "@/server/errors";
 
 /**
@@ -84,7 +85,8 @@ function limiters(sql: postgres.Sql): Limiters {
 
 /** Keys stay bounded (the store's key column is varchar(255)) whatever a client sends. */
 function emailKey(email: unknown): string {
-  return (typeof email === "string" ? email : "").trim().toLowerCase().slice(0, 200);
+  // Any text a person types is storable: a NUL in an email is counted under U+FFFD, never a database error.
+  return storableText((typeof email === "string" ? email : "").trim().toLowerCase().slice(0, 200));
 }
 
 async function take(limiter: RateLimiterPostgres, key: string, message: (at: Date) => string, scope?: LockScope): Promise<void> {

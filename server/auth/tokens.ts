@@ -4,6 +4,7 @@ import { z } from "zod";
 import type { DbOrTx } from "@/server/db/client";
 import { apiTokens, users } from "@/server/db/schema";
 import { AppError } from "@/server/errors";
+import { storableText } from "@/server/db/storable";
 import { createTokenBodySchema, TOKEN_DEFAULT_DAYS, TOKEN_MAX_DAYS, type TokenProjection } from "@/lib/api/auth";
 
 /** Personal API tokens: `flt_` + 32 random bytes; only the SHA-256 of the token is stored. */
@@ -68,7 +69,7 @@ export async function createApiTokenRecord(db: DbOrTx, input: NewTokenInput): Pr
       // least() skips a null (a maker that never expires); the subquery keeps the maker's microseconds.
       expiresAt = sql`least(${requested}, (select expires_at from api_tokens where id = ${maker.id}))`;
     }
-    const [inserted] = await tx.insert(apiTokens).values({ userId: user.id, tokenHash: hashToken(token), name, expiresAt }).returning();
+    const [inserted] = await tx.insert(apiTokens).values({ userId: user.id, tokenHash: hashToken(token), name: storableText(name), expiresAt }).returning();
     return inserted!;
   });
   return { token, view: toView(row) };

@@ -3,6 +3,7 @@ import { z } from "zod";
 import type { Db, DbOrTx } from "@/server/db/client";
 import { setupCodes, users } from "@/server/db/schema";
 import { AppError, zodMessage } from "@/server/errors";
+import { storableText } from "@/server/db/storable";
 import { hashPassword, needsRehash, verifyPassword } from "./password";
 
 export const PASSWORD_MIN = 8;
@@ -109,7 +110,8 @@ export async function verifyCredentials(
     ? await db
         .select({ id: users.id, email: users.email, passwordHash: users.passwordHash })
         .from(users)
-        .where(eq(users.email, email.data))
+        // NUL or a lone surrogate (which PostgreSQL refuses) matches no stored email.
+        .where(eq(users.email, storableText(email.data)))
         .limit(1)
     : [];
   if (!row) {

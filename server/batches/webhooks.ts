@@ -8,6 +8,7 @@ import type { Db, DbOrTx } from "@/server/db/client";
 import { userWebhooks } from "@/server/db/schema";
 import { AppError, errorText } from "@/server/errors";
 import { log } from "@/server/log";
+import { storableText } from "@/server/db/storable";
 import { type Address, allowListed, destinationOf, pinnedTo, urlHost } from "@/server/net/addresses";
 
 /**
@@ -232,7 +233,7 @@ export async function deliverClaimed(
     update webhook_deliveries set
       status = ${outcome.status},
       delivered_at = ${outcome.status === "delivered" ? sql`now()` : null},
-      last_status_code = ${outcome.statusCode}, last_error = ${outcome.error},
+      last_status_code = ${outcome.statusCode}, last_error = ${storableText(outcome.error)},
       next_attempt_at = now() + make_interval(secs => ${delayMs / 1000}),
       claimed_by = null, lease_expires_at = null
     where id = ${row.id} and claimed_by = ${args.owner}`);

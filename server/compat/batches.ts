@@ -13,6 +13,7 @@ import type { CompatApi } from "@/server/db/schema/compat";
 import { AppError, notFound } from "@/server/errors";
 import { catalogEntries, defaultModelName, findCatalogEntry } from "@/server/models/catalog";
 import { CompatParamError } from "./errors";
+import { storable } from "@/server/db/storable";
 import { type CompatRequest, type LineError, type ModelCheck, promptOf, SUBAGENT_MODEL_PREFIX } from "./requests";
 
 /**
@@ -154,7 +155,7 @@ export async function createCompatBatch(
       inputFileId: args.inputFileId ?? null,
       endpoint: args.endpoint ?? null,
       completionWindow: args.completionWindow,
-      metadata: args.metadata ?? null,
+      metadata: storable(args.metadata ?? null),
       total: args.total,
       expiresAt: sql`now() + make_interval(secs => ${windowSeconds})`,
     })
@@ -183,8 +184,8 @@ export async function createFailedBatch(
       inputFileId: args.inputFileId,
       endpoint: args.endpoint,
       completionWindow: args.completionWindow,
-      metadata: args.metadata ?? null,
-      errors: args.errors,
+      metadata: storable(args.metadata ?? null),
+      errors: storable(args.errors),
       total: args.total,
       expiresAt: sql`now() + interval '24 hours'`,
     })

@@ -3,6 +3,7 @@ import type { Db, DbOrTx } from "@/server/db/client";
 import { compatFileChunks, compatFiles } from "@/server/db/schema";
 import { notFound } from "@/server/errors";
 import { checkStorageQuota } from "@/server/workspace/storage";
+import { storableText } from "@/server/db/storable";
 import { CompatParamError } from "./errors";
 
 /**
@@ -45,7 +46,7 @@ export async function storeFile(
   return db.transaction(async (tx) => {
     const [file] = await tx
       .insert(compatFiles)
-      .values({ userId: args.userId, filename: args.filename, purpose: "batch", bytes: args.bytes, lines: args.lines })
+      .values({ userId: args.userId, filename: storableText(args.filename), purpose: "batch", bytes: args.bytes, lines: args.lines })
       .returning();
     let seq = 0;
     let pending: Buffer[] = [];

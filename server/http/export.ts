@@ -8,6 +8,7 @@ import type { ItemStatus } from "@/server/db/schema";
 import { AppError } from "@/server/errors";
 import { log } from "@/server/log";
 import { exportChunk, trackExport } from "@/server/instruments";
+import { cutConnection } from "./connections";
 
 /**
  * results.jsonl and results.csv as byte streams: one READ ONLY, REPEATABLE READ transaction (so a
@@ -222,6 +223,8 @@ export interface ExportArgs {
   fetchBytes?: number;
   stallMs?: number;
   signal?: AbortSignal;
+  /** The request's connection (connectionKey): a cut destroys it, so nothing stays queued for the client. */
+  connection?: string | null;
 }
 
 /**
@@ -291,8 +294,13 @@ function exportStream(
   );
   let opened!: () => void;
   let refused!: (err: unknown) => void;
+  /** The route answered 200: from then on a failure cuts the response. */
+  let answered = false;
   const ready = new Promise<void>((resolve, reject) => {
-    opened = resolve;
+    opened = () => {
+      answered = true;
+      resolve();
+    };
     refused = reject;
   });
 
@@ -374,6 +382,8 @@ function exportStream(
             if (err instanceof ExportAborted) log.info({ batchId: args.batchId, reason: err.message }, "export stopped");
             else if (!(err instanceof AppError)) log.error({ err, batchId: args.batchId }, "export failed");
             if (!bodyCancelled) controller.error(err);
+            // Erroring the body does not close the socket while Next waits for it to drain.
+            if (answered) cutConnection(args.connection);
           },
         );
       },

@@ -1,12 +1,13 @@
 import http from "node:http";
 import { type Span, SpanStatusCode } from "@opentelemetry/api";
 import { inSpan, SpanKind, startSpan } from "../telemetry";
+import { fileConnection } from "./connections";
 import { CLIENT_ADDRESS_HEADER, isTrusted, normalizeAddress, resolveClientAddress, trustedProxyList } from "./client-address";
 
 /**
  * The socket-level policy in front of the web process (scripts/web.ts) and of the tests' real
- * HTTP server (test/helpers/web-server.ts): it decides each request's client address and cuts
- * request bodies that arrive too slowly. Plain Node, no server-only: a script loads it.
+ * HTTP server (test/helpers/web-server.ts): it decides each request's client address, cuts
+ * request bodies that arrive too slowly, and files each connection for a route to cut. Plain Node, no server-only: a script loads it.
  */
 
 /** A body slower than this over the window is answered 408 and its connection closed. */
@@ -97,6 +98,8 @@ export function frontDoor(handler: Listener, options: FrontDoorOptions = {}): Fr
     req.headers[CLIENT_ADDRESS_HEADER] = resolveClientAddress(peer, Array.isArray(forwarded) ? forwarded.join(",") : forwarded, trusted);
     // What an untrusted client claims goes no further; Next then records the peer itself.
     if (!peer || !isTrusted(trusted, normalizeAddress(peer))) delete req.headers["x-forwarded-for"];
+    // So a route that cuts its response can close the connection (server/http/connections.ts).
+    fileConnection(req, res);
     if (hasBody(req)) {
       uploads.add({ req, res, samples: [req.socket.bytesRead] });
       clock ??= setInterval(tick, tickMs).unref();

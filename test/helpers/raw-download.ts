@@ -19,6 +19,8 @@ export interface RawDownload {
   closed: Promise<{ complete: boolean; bytes: number; body: string }>;
   /** The client goes away. */
   destroy(): void;
+  /** The client socket's local port (which the server sees as the peer's), once connected. */
+  localPort(): number | undefined;
 }
 
 export function rawDownload(port: number, path: string, headers: Record<string, string>, from?: string): RawDownload {
@@ -65,6 +67,7 @@ export function rawDownload(port: number, path: string, headers: Record<string, 
     },
     closed,
     destroy: () => socket.destroy(),
+    localPort: () => socket.localPort,
   };
 }
 

@@ -1,7 +1,7 @@
 import http from "node:http";
 import type { AddressInfo } from "node:net";
 import { Readable } from "node:stream";
-import type { ReadableStream as NodeReadableStream } from "node:stream/web";
+import { pipeToNodeResponse } from "next/dist/server/pipe-readable";
 import { createFrontDoorServer, type FrontDoorOptions } from "@/server/http/front-door";
 import { dispatch, preloadRoutes } from "./app-routes";
 
@@ -53,14 +53,9 @@ async function serve(req: http.IncomingMessage, res: http.ServerResponse, origin
     res.end();
     return;
   }
-  const body = Readable.fromWeb(response.body as NodeReadableStream<Uint8Array>);
-  res.on("close", () => {
-    if (!res.writableFinished) body.destroy();
-  });
-  // A body that errors cuts the connection (Next's pipeToNodeResponse destroys the response), so
-  // the client sees a truncated response, never one that ends as if complete.
-  body.on("error", (err) => res.destroy(err));
-  body.pipe(res);
+  // Streamed as Next streams a route handler's body (its own pipeToNodeResponse): a body that
+  // errors aborts the response, but only once the write in flight has drained, as in production.
+  await pipeToNodeResponse(response.body, res);
 }
 
 export async function startWebServer(options: WebServerOptions = {}): Promise<WebServer> {

@@ -1,3 +1,4 @@
+import { readFileSync } from "node:fs";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { exportPool } from "@/server/http/export";
 import { exportsInFlight } from "@/server/instruments";
@@ -70,7 +71,43 @@ async function releasedAfter(started: number): Promise<number> {
   }
 }
 
+/**
+ * The server's end of each of these client connections that the kernel still has ESTABLISHED
+ * (/proc/net/tcp: local port the server's, remote port the client's, state 01). A socket the
+ * server destroyed leaves that state at once, even with data still queued for a client that
+ * does not read.
+ */
+function serverSideOpen(clientPorts: readonly number[]): number {
+  const hex = (n: number) => n.toString(16).toUpperCase().padStart(4, "0");
+  const lines = readFileSync("/proc/net/tcp", "utf8").split("\n").slice(1);
+  return lines.filter((line) => {
+    const [, local, remote, state] = line.trim().split(/\s+/);
+    return state === "01" && local?.endsWith(`:${hex(server.port)}`) && clientPorts.some((p) => remote?.endsWith(`:${hex(p)}`));
+  }).length;
+}
+
 describe(`exports.max_seconds (${MAX_SECONDS} s here)`, () => {
+  it("closes the connection of a client that never reads once its export is cut, with megabytes still queued for it", async () => {
+    const started = Date.now();
+    const downloads = ["results.jsonl", "results.csv"].map((file) => rawDownload(server.port, path(bigBatch, file), { authorization: `Bearer ${user.token}` }));
+    for (const d of downloads) expect(await d.status).toBe(200);
+    const ports = downloads.map((d) => d.localPort()!);
+    expect(serverSideOpen(ports)).toBe(2);
+    await releasedAfter(started);
+    // The cut destroys the response: nothing stays queued in the server for a reader that never comes.
+    const cutAt = Date.now();
+    while (serverSideOpen(ports) > 0 && Date.now() - cutAt < 5_000) await new Promise((r) => setTimeout(r, 50));
+    expect(serverSideOpen(ports), "server-side connections still open 5 s after the cut").toBe(0);
+    // And the slots are free: the next two exports answer at once.
+    for (const d of downloads) {
+      d.readAll();
+      expect((await d.closed).complete).toBe(false);
+    }
+    const next = rawDownload(server.port, path(smallBatch), { authorization: `Bearer ${user.token}` });
+    next.readAll();
+    expect((await next.closed).complete).toBe(true);
+  });
+
   it("cuts off a client that keeps reading slowly, mid-download, and releases the connection and snapshot", async () => {
     for (const file of ["results.jsonl", "results.csv"]) {
       const started = Date.now();

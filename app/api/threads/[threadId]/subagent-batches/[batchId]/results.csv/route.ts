@@ -1,6 +1,7 @@
 import { specColumns } from "@/server/batches/spec";
 import { getBatch } from "@/server/batches/repository";
 import { batchScope } from "@/server/http/batch-scope";
+import { connectionKey } from "@/server/http/connections";
 import { downloadResponse } from "@/server/http/download";
 import { exportCsvStream, exportPool, parseExportQuery } from "@/server/http/export";
 import { handle } from "@/server/http/route";
@@ -21,6 +22,6 @@ export const GET = handle(async (req: Request, ctx: Ctx) => {
   const batch = await getBatch(db, { userId, threadId, batchId });
   const plan = specColumns(batch);
   const maxMs = config.exports.max_seconds * 1000;
-  const body = await exportCsvStream(exportPool(), { batchId, userId, plan, filter, raw, maxMs, signal: req.signal });
+  const body = await exportCsvStream(exportPool(), { batchId, userId, plan, filter, raw, maxMs, signal: req.signal, connection: connectionKey(req) });
   return downloadResponse(body, "text/csv; charset=utf-8; header=present", `batch-${batchId}-results${raw ? ".raw" : ""}.csv`);
 });

@@ -1,5 +1,6 @@
 import { getBatch } from "@/server/batches/repository";
 import { batchScope } from "@/server/http/batch-scope";
+import { connectionKey } from "@/server/http/connections";
 import { downloadResponse } from "@/server/http/download";
 import { exportPool, exportResultsStream, parseExportQuery } from "@/server/http/export";
 import { handle } from "@/server/http/route";
@@ -18,6 +19,6 @@ export const GET = handle(async (req: Request, ctx: Ctx) => {
   const { filter } = parseExportQuery(new URL(req.url).searchParams, { raw: false });
   await getBatch(db, { userId, threadId, batchId });
   const maxMs = config.exports.max_seconds * 1000;
-  const body = await exportResultsStream(exportPool(), { batchId, userId, filter, maxMs, signal: req.signal });
+  const body = await exportResultsStream(exportPool(), { batchId, userId, filter, maxMs, signal: req.signal, connection: connectionKey(req) });
   return downloadResponse(body, "application/x-ndjson; charset=utf-8", `batch-${batchId}-results.jsonl`);
 });
