@@ -72,7 +72,10 @@ export const batchBudgetSchema = z
 export const waitingReasonSchema = z.enum(["paused", "budget", "no_worker", "rate_limited", "capacity"]);
 export type WaitingReason = z.infer<typeof waitingReasonSchema>;
 
-export const pauseReasonSchema = z.enum(["user", "budget", "quota"]);
+export const pauseReasonSchema = z.enum(["user", "budget", "quota", "pilot"]);
+
+/** The most items a pilot may run before the batch pauses for the person to look. */
+export const MAX_PILOT_ITEMS = 1_000;
 
 /** Throughput over the recent window and the ETA it implies; null when too few items finished to say. */
 export const batchEtaSchema = z
@@ -112,8 +115,10 @@ export const batchProjectionSchema = z
      */
     cost_usd: z.number(),
     budget: batchBudgetSchema,
-    /** Set while paused: by the owner ("user"), at the budget, or at the daily token quota. */
+    /** Set while paused: by the owner ("user"), at the budget, at the daily token quota, or after its pilot items ("pilot"). */
     pause_reason: pauseReasonSchema.nullable(),
+    /** The pilot's size while it holds back the rest (null: none, or resumed past it). */
+    pilot: z.number().nullable(),
     waiting_reason: waitingReasonSchema.nullable(),
     /** rate_limited: the instant the shared limit lifts. */
     waiting_until: z.string().nullable(),
@@ -279,6 +284,13 @@ export const submissionFieldsShape = {
   max_live_items: z.number().int("must be a whole number").positive("must be a positive whole number").optional(),
   max_running_items: z.number().int("must be a whole number").positive("must be a positive whole number").optional(),
   ...submissionBudgetShape,
+  /** Run only the first N items (by position), then pause (pause_reason "pilot") until the person resumes. */
+  pilot: z
+    .number()
+    .int("must be a whole number")
+    .min(1, "must be at least 1")
+    .max(MAX_PILOT_ITEMS, `must be at most ${MAX_PILOT_ITEMS}`)
+    .optional(),
   /** Typed results: each item's answer is one JSON value valid against this schema. */
   output_schema: submitOutputSchemaSchema.optional(),
   checks: submitChecksSchema.optional(),

@@ -73,6 +73,7 @@ export function toBatchProjection(b: BatchRow, live?: LiveState, checkCounts?: r
       used_cost_usd: usedCostUsd(b),
     },
     pause_reason: b.status === "paused" ? (b.pauseReason ?? "user") : null,
+    pilot: b.pilot,
     waiting_reason:
       live?.waitingReason ??
       (b.status === "paused" ? (b.pauseReason === "budget" || b.pauseReason === "quota" ? "budget" : "paused") : null),

@@ -196,9 +196,11 @@ function statusControl(name: "pause" | "resume", guard?: (tx: DbOrTx, batch: Bat
       const plan = checkControl(name, batch);
       if (!plan) return batch;
       await guard?.(tx, batch);
+      // Resuming a batch its pilot paused runs the rest: the pilot no longer holds them back.
+      const pilot = name === "resume" && batch.pauseReason === "pilot" ? { pilot: null } : {};
       await tx
         .update(subagentBatches)
-        .set({ status: plan.next, updatedAt: sql`now()` })
+        .set({ status: plan.next, ...pilot, updatedAt: sql`now()` })
         .where(eq(subagentBatches.id, batch.id));
       await notifyControl(tx, plan, batch.id);
       return reread(tx, batch.id);

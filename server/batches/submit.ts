@@ -176,12 +176,55 @@ export function itemRows(items: readonly ParsedItem[], template: string | undefi
   });
 }
 
+/** A submission that passed every rule of the writer: its items as they would be written, and its spec. */
+export interface PreparedSubmission {
+  rows: ItemRow[];
+  spec: ExecutionSpec;
+}
+
 /**
  * Creates a batch and its items, or answers with the batch an earlier submission with the same
  * (user, submission_key) made (`created: false`; never refused by a quota). Everything is
  * checked before anything is written; on any refusal nothing is.
  */
 export async function submitBatch(db: DbOrTx, args: SubmitBatchArgs): Promise<{ batch: BatchRow; created: boolean }> {
+  const prepared = await prepareSubmission(db, args, { replay: true });
+  if ("replay" in prepared) return { batch: prepared.replay, created: false };
+  const { input, config } = args;
+  const { rows, spec } = prepared;
+  const b = config.subagent_batches;
+  return db.transaction((tx) =>
+    writeBatch(tx, {
+      userId: args.userId,
+      threadId: args.threadId,
+      submissionKey: input.submission_key,
+      spec,
+      config,
+      total: rows.length,
+      maxLiveItems: input.max_live_items ?? b.default_max_live_items,
+      maxRunningItems: input.max_running_items ?? b.default_max_running_items,
+      maxTotalTokens: input.max_total_tokens ?? null,
+      maxCostUsd: input.max_cost_usd ?? null,
+      pilot: input.pilot ?? null,
+      // Only the lead's own submissions wake it when they settle (API and dialog batches never do).
+      wakeLead: spec.caller.origin === "tool" && b.wake_lead,
+      variantOf: args.variant?.of ?? null,
+      // One COPY for the whole batch (insert-items.ts streams it in bounded messages).
+      chunks: [rows],
+    }),
+  );
+}
+
+/**
+ * Every rule of the writer, in its order, writing nothing: the submission's items as rows and
+ * its execution spec (server/batches/estimate.ts prices the same). The thread must be the
+ * caller's (404). `replay`: a files submission whose key made a batch already answers with it.
+ */
+export async function prepareSubmission(
+  db: DbOrTx,
+  args: SubmitBatchArgs,
+  options: { replay: boolean },
+): Promise<PreparedSubmission | { replay: BatchRow }> {
   if (!UUID.test(args.threadId)) throw notFound("thread");
   const { input, config } = args;
   const limits = submissionLimits(config.subagent_batches);
@@ -199,7 +242,7 @@ export async function submitBatch(db: DbOrTx, args: SubmitBatchArgs): Promise<{ 
   if (isFileSubmission(input)) {
     // A replay answers with the batch it made, whatever the workspace holds by now.
     const earlier = await replayOf(db, { ...args, submissionKey: input.submission_key });
-    if (earlier) return { batch: earlier, created: false };
+    if (earlier && options.replay) return { replay: earlier };
     const template = input.prompt_template;
     const templateIssue = templateProblem(template, FILE_PLACEHOLDER);
     if (templateIssue) throw refusal(templateIssue);
@@ -214,6 +257,7 @@ export async function submitBatch(db: DbOrTx, args: SubmitBatchArgs): Promise<{ 
     if (problem) throw refusal(problem, fileLocator(paths));
     rows = paths.map((path) => ({ key: path, prompt: fillTemplate(template, FILE_PLACEHOLDER, path), input: path }));
   } else {
+    if (!options.replay) await ownedThread(db, args);
     const items = checkedItems(input.items);
     if (isProblem(items)) throw refusal(items, locator);
     const template = input.prompt_template;
@@ -240,26 +284,7 @@ export async function submitBatch(db: DbOrTx, args: SubmitBatchArgs): Promise<{ 
     // Kept for an item retried with a corrected input (repository.ts retryItem).
     promptTemplate: overFiles ? null : input.prompt_template,
   });
-  const b = config.subagent_batches;
-  return db.transaction((tx) =>
-    writeBatch(tx, {
-      userId: args.userId,
-      threadId: args.threadId,
-      submissionKey: input.submission_key,
-      spec,
-      config,
-      total: rows.length,
-      maxLiveItems: input.max_live_items ?? b.default_max_live_items,
-      maxRunningItems: input.max_running_items ?? b.default_max_running_items,
-      maxTotalTokens: input.max_total_tokens ?? null,
-      maxCostUsd: input.max_cost_usd ?? null,
-      // Only the lead's own submissions wake it when they settle (API and dialog batches never do).
-      wakeLead: spec.caller.origin === "tool" && b.wake_lead,
-      variantOf: args.variant?.of ?? null,
-      // One COPY for the whole batch (insert-items.ts streams it in bounded messages).
-      chunks: [rows],
-    }),
-  );
+  return { rows, spec };
 }
 
 /** What every door's batch becomes: the row's fields and its items in position order. */
@@ -276,6 +301,8 @@ export interface BatchPlan<R extends ItemRow = ItemRow> {
   maxRunningItems: number;
   maxTotalTokens: number | null;
   maxCostUsd: number | null;
+  /** `pilot: N`: only the first N items run, then the batch pauses (pause_reason "pilot"); none when N covers every item. */
+  pilot?: number | null;
   wakeLead: boolean;
   /** The batch this one is a variant of. */
   variantOf?: string | null;
@@ -318,6 +345,7 @@ export async function writeBatch<R extends ItemRow>(
       queuedCount: live,
       maxTotalTokens: plan.maxTotalTokens,
       maxCostUsd: plan.maxCostUsd,
+      pilot: plan.pilot != null && plan.pilot < plan.total ? plan.pilot : null,
       priceInputPerMillion: prices.input,
       priceOutputPerMillion: prices.output,
       dailyTokenQuota: plan.config.quotas.max_tokens_per_day,
@@ -390,16 +418,21 @@ export async function admitWork(
   await assertDailyTokenQuota(tx, args.config, args.userId);
 }
 
-/** The batch an earlier submission with this key made (404 / 409 when it cannot be this caller's replay), or null. */
-async function replayOf(
-  db: DbOrTx,
-  args: { userId: string; threadId: string; submissionKey: string },
-): Promise<BatchRow | null> {
+/** 404 unless the thread is the caller's. */
+async function ownedThread(db: DbOrTx, args: { userId: string; threadId: string }): Promise<void> {
   const owned = await db
     .select({ id: threads.id })
     .from(threads)
     .where(and(eq(threads.id, args.threadId), eq(threads.userId, args.userId)));
   if (owned.length === 0) throw notFound("thread");
+}
+
+/** The batch an earlier submission with this key made (404 / 409 when it cannot be this caller's replay), or null. */
+async function replayOf(
+  db: DbOrTx,
+  args: { userId: string; threadId: string; submissionKey: string },
+): Promise<BatchRow | null> {
+  await ownedThread(db, args);
   const [existing] = await db
     .select()
     .from(subagentBatches)

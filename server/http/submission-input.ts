@@ -117,6 +117,11 @@ const positiveNumberParam = z
   .regex(/^\d+(\.\d+)?$/, "must be a positive number")
   .transform(Number)
   .pipe(submissionFieldsShape.max_cost_usd.unwrap());
+const pilotParam = z
+  .string()
+  .regex(/^\d+$/, "must be a positive whole number")
+  .transform(Number)
+  .pipe(submissionFieldsShape.pilot.unwrap());
 const uploadParamsSchema = z
   .object({
     submission_key: submissionFieldsShape.submission_key,
@@ -130,6 +135,7 @@ const uploadParamsSchema = z
     max_running_items: positiveIntParam.optional(),
     max_total_tokens: positiveIntParam.optional(),
     max_cost_usd: positiveNumberParam.optional(),
+    pilot: pilotParam.optional(),
     output_schema: jsonParam(submitOutputSchemaSchema).optional(),
     checks: jsonParam(submitChecksSchema).optional(),
   })

@@ -36,6 +36,7 @@ function batch(over: Partial<BatchProjection> = {}): BatchProjection {
     cost_usd: 0,
     budget: { max_total_tokens: null, max_cost_usd: null, used_tokens: 0, used_cost_usd: 0 },
     pause_reason: null,
+    pilot: null,
     waiting_reason: null,
     waiting_until: null,
     waiting_since: null,

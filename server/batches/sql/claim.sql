@@ -19,6 +19,11 @@
 -- which the next attempt's prompt quotes; `resume`, whether the item has stored steps
 -- (steps.sql) for the executor to continue from instead of starting over; and `generation`, the
 -- run of the item its tool calls' idempotency keys name (steps.ts).
+--
+-- Pilot (`pilot` N set): only items at positions 1..N are claimed or promoted, and a batch's
+-- running room is also bounded by the pilot's unstarted items (N minus every item that left
+-- pending/queued: while `pilot` is set only those N can have), so no item past N starts before
+-- the person resumes however many workers claim; the loop trigger pauses the batch once N finished.
 create or replace function flotilla_claim(
   p_owner text, p_run integer, p_ahead integer, p_lease_seconds double precision,
   p_max_batches integer default 8, p_wait boolean default true
@@ -33,6 +38,7 @@ declare
   v_room integer[];      -- running room: limit minus leased and running
   v_free_live integer[]; -- live window room: pending rows that may be promoted
   v_spare integer[];     -- room for local queues
+  v_pilot integer[];     -- the last claimable position while a pilot holds the rest back (null: none)
   v_got integer;
   v_run integer[];
   v_ahead integer[];
@@ -54,6 +60,7 @@ begin
       where s.status in ('queued', 'running')
         and (s.queued_count > 0 or s.pending_count > 0)
         and s.leased_count + s.running_count < s.max_running_items
+        and (s.pilot is null or s.total - s.pending_count - s.queued_count < s.pilot)
     ) r
     order by r.user_rank, r.user_last nulls first, r.user_id, r.last_claimed_at nulls first, r.id
     limit p_max_batches
@@ -81,11 +88,13 @@ begin
   select array_agg(s.user_id order by x.k),
          array_agg(greatest(least(
            s.max_running_items - s.leased_count - s.running_count,
-           s.queued_count + least(s.pending_count, greatest(s.max_live_items - s.queued_count - s.leased_count - s.running_count, 0))
+           s.queued_count + least(s.pending_count, greatest(s.max_live_items - s.queued_count - s.leased_count - s.running_count, 0)),
+           coalesce(s.pilot - (s.total - s.pending_count - s.queued_count), s.total)
          ), 0) order by x.k),
          array_agg(greatest(s.max_live_items - s.queued_count - s.leased_count - s.running_count, 0) order by x.k),
-         array_agg(greatest(s.max_running_items - v_slots - s.leased_count, 0) order by x.k)
-    into v_users, v_room, v_free_live, v_spare
+         array_agg(greatest(s.max_running_items - v_slots - s.leased_count, 0) order by x.k),
+         array_agg(s.pilot order by x.k)
+    into v_users, v_room, v_free_live, v_spare, v_pilot
     from unnest(v_ids) with ordinality as x(id, k) join subagent_batches s on s.id = x.id;
 
   v_run := flotilla_fair_share(v_users, v_room, p_run);
@@ -102,12 +111,14 @@ begin
         select it.id, it.position, false as from_pending from subagent_batch_items it
          where it.batch_id = v_ids[i] and it.status = 'queued'
            and (it.available_at is null or it.available_at <= now())
+           and (v_pilot[i] is null or it.position <= v_pilot[i])
          order by it.position limit v_run[i] + v_ahead[i]
            for update skip locked
       ),
       p as (
         select it.id, it.position, true as from_pending from subagent_batch_items it
          where it.batch_id = v_ids[i] and it.status = 'pending'
+           and (v_pilot[i] is null or it.position <= v_pilot[i])
          order by it.position limit v_free_live[i]
            for update skip locked
       ),

@@ -39,7 +39,7 @@ export const ITEM_STATUSES = [
 ] as const;
 export type ItemStatus = (typeof ITEM_STATUSES)[number];
 
-export const PAUSE_REASONS = ["user", "budget", "quota"] as const;
+export const PAUSE_REASONS = ["user", "budget", "quota", "pilot"] as const;
 /** A person's review of an item: waiting in the queue, or decided. */
 export const REVIEW_STATES = ["pending", "accepted", "rejected"] as const;
 export type PauseReason = (typeof PAUSE_REASONS)[number];
@@ -90,6 +90,11 @@ export const subagentBatches = pgTable(
     /** quotas.max_tokens_per_day at submission (0 = off). */
     dailyTokenQuota: bigint("daily_token_quota", { mode: "number" }).notNull().default(0),
     pauseReason: text("pause_reason", { enum: PAUSE_REASONS }),
+    /**
+     * `pilot: N`: only items at positions 1..N may be claimed (claim.sql); once N have finished the
+     * loop trigger pauses the batch (pause_reason "pilot"). Resuming from that pause clears it.
+     */
+    pilot: integer("pilot"),
     /** Lead-submitted with subagent_batches.wake_lead on: each settlement queues a wake-up. */
     wakeLead: boolean("wake_lead").notNull().default(false),
     /** Bumped by the trigger each time the batch settles (a retry re-opens and re-settles it). */
