@@ -91,7 +91,8 @@ describe("pilot: N", () => {
     expect(still.status).toBe("paused");
     expect(await leasedPastPilot(batchId, pilot)).toBe(0);
 
-    const [{ now }] = (await t.db.execute<{ now: string }>(sql`select clock_timestamp()::text as now`)) as [{ now: string }];
+    const [clock] = await t.db.execute<{ now: string }>(sql`select clock_timestamp()::text as now`);
+    const now = clock!.now;
     const resumed = await api("POST", `${base()}/${batchId}/resume`);
     expect(resumed.status).toBe(200);
     expect(resumed.body).toMatchObject({ pilot: null, pause_reason: null });
@@ -147,10 +148,10 @@ describe("pilot: N", () => {
     const csv = await api("POST", `${base()}?submission_key=csv-bad&pilot=0`, "q\nx\ny\n", "text/csv");
     expect(csv.status).toBe(400);
     expect((csv.body.error as { message: string }).message).toMatch(/^pilot: /);
-    const [{ n }] = (await t.db.execute<{ n: number }>(
+    const [written] = await t.db.execute<{ n: number }>(
       sql`select count(*)::int as n from subagent_batches where submission_key like 'bad-%' or submission_key = 'csv-bad'`,
-    )) as [{ n: number }];
-    expect(n).toBe(0);
+    );
+    expect(written!.n).toBe(0);
     const ok = await api("POST", `${base()}?submission_key=csv-ok&pilot=1`, "prompt\nx [[sleep:10]]\ny [[sleep:10]]\n", "text/csv");
     expect(ok.status).toBe(201);
     expect(ok.body.pilot).toBe(1);
