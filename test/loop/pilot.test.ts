@@ -116,7 +116,7 @@ describe("pilot: N", () => {
   });
 
   it("a person's pause during the pilot keeps it: resuming after the pilot's items finished pauses at the pilot again", async () => {
-    const items = Array.from({ length: 12 }, (_, i) => `manual ${i + 1} [[sleep:400]]`);
+    const items = Array.from({ length: 12 }, (_, i) => `manual ${i + 1} [[sleep:4000]]`);
     const created = await api("POST", base(), { submission_key: "pilot-2", items, pilot: 3, max_running_items: 6 });
     const batchId = created.body.id as string;
     await waitUntil("the pilot's items start", async () => ((await projection(batchId)).counts.running > 0 ? true : undefined), 30_000, 20);
