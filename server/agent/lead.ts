@@ -9,7 +9,7 @@ import {
 import type { FlotillaConfig } from "@/lib/config";
 import type { ChatMessage, ChatMessageMetadata } from "@/lib/api/chat";
 import type { Db } from "@/server/db/client";
-import { log } from "@/server/log";
+import { type Logger, log } from "@/server/log";
 import { endAgentSpan, inSpan, startAgentSpan } from "@/server/telemetry";
 import type { ResolvedModel } from "@/server/models/types";
 import { registerLiveRun } from "@/server/runtime/run-registry";
@@ -96,7 +96,7 @@ function lastUserText(messages: ChatMessage[]): string {
  * the client can target it.
  */
 export async function startLeadResponse(options: LeadResponseOptions): Promise<LeadRunHandle> {
-  const { db, config, model, userId, threadId, messages } = options;
+  const { db, model, userId, threadId, messages } = options;
   const run = await createRun(db, {
     userId,
     threadId,
@@ -106,106 +106,131 @@ export async function startLeadResponse(options: LeadResponseOptions): Promise<L
     prompt: lastUserText(messages),
     status: "running",
   });
-  const runId = run.id;
-  const span = startAgentSpan({ agent: "lead", model: model.name, threadId, runId });
-  const runLog = log.child({ run_id: runId, thread_id: threadId });
-
-  // One controller per response: Stop (run registry) and the optional signal abort it.
-  const controller = new AbortController();
-  const onRequestAbort = () => controller.abort(options.signal?.reason);
-  if (options.signal?.aborted) controller.abort(options.signal.reason);
-  else options.signal?.addEventListener("abort", onRequestAbort, { once: true });
-  const unregister = registerLiveRun(runId, controller);
-
-  const usage = { inputTokens: 0, outputTokens: 0 };
-  let failure: unknown;
+  const response = new LeadResponse(options, run.id);
   let finished: Promise<ChatMessageMetadata> | undefined;
-
-  // Calls the response ends on, waiting for a person: their rows exist before the thread is free.
-  const approvals: ApprovalRequest[] = [];
-  const recordApprovals = () =>
-    recordLeadApprovals(db, { userId, threadId, runId, requests: approvals, timeoutSeconds: config.tools.approval_timeout_seconds });
-  const addUsage = (u: LanguageModelUsage | undefined) => {
-    usage.inputTokens += u?.inputTokens ?? 0;
-    usage.outputTokens += u?.outputTokens ?? 0;
-  };
-
-  const metadataBase: ChatMessageMetadata = { runId, model: model.name, simulator: model.simulator };
-
-  const handle: LeadRunHandle = {
-    runId,
+  return {
+    runId: run.id,
     errorText: describeError,
-    async execute(writer) {
-      const ctx: LeadToolContext = {
-        db,
-        config,
-        userId,
-        threadId,
-        runId,
-        model,
-        abortSignal: controller.signal,
-        writer: writer as UIMessageStreamWriter,
-      };
-      const tools: ToolSet = await buildLeadTools(ctx);
-      const modelMessages = await convertToModelMessages(messages, { tools, ignoreIncompleteToolCalls: true });
-      const result = streamText({
-        model: model.model,
-        system: buildLeadSystemPrompt(config, Object.keys(tools)),
-        messages: modelMessages,
-        tools,
-        stopWhen: stepCountIs(LEAD_MAX_STEPS),
-        abortSignal: controller.signal,
-        onStepFinish: async (step) => {
-          addUsage(step.usage);
-          const asked = approvalRequestsOf(step.content);
-          if (asked.length === 0) return;
-          approvals.push(...asked);
-          await recordApprovals().catch((err) => runLog.error({ err }, "could not record the approval requests; retried when the response ends"));
-        },
-        onError: ({ error }) => {
-          failure ??= error;
-          runLog.warn({ err: describeError(error) }, "lead response failed");
-        },
-      });
-      writer.merge(
-        result.toUIMessageStream<ChatMessage>({
-          sendStart: false,
-          onError: describeError,
-          messageMetadata: ({ part }) =>
-            part.type === "finish"
-              ? {
-                  ...metadataBase,
-                  usage: { inputTokens: part.totalUsage.inputTokens ?? 0, outputTokens: part.totalUsage.outputTokens ?? 0 },
-                }
-              : undefined,
-        }),
-      );
-    },
-    finish(outcome) {
-      finished ??= (async () => {
-        options.signal?.removeEventListener("abort", onRequestAbort);
-        const aborted = outcome.aborted || controller.signal.aborted;
-        const status = aborted ? "cancelled" : failure ? "failed" : "completed";
-        try {
-          await recordApprovals();
-          await finishRun(db, {
-            runId,
-            status,
-            stopReason: aborted ? "stopped" : failure ? "error" : (outcome.finishReason ?? "stop"),
-            result: outcome.responseText || null,
-            error: status === "failed" ? describeError(failure) : aborted ? "stopped by the user" : null,
-            usage,
-          });
-        } finally {
-          unregister();
-        }
-        runLog.info({ status, ...usage }, "lead response finished");
-        endAgentSpan(span, { status, usage, error: status === "failed" ? describeError(failure) : undefined });
-        return { ...metadataBase, usage: { ...usage }, status };
-      })();
+    // The model calls and tool calls of the response are children of its invoke_agent span.
+    execute: (writer) => inSpan(response.span, () => response.stream(writer)),
+    finish: (outcome) => {
+      finished ??= response.finish(outcome);
       return finished;
     },
   };
-  // The model calls and tool calls of the response are children of its invoke_agent span.
-  return { ...handle, execute: (writer) => inSpan(span, () => handle.execute(writer)) };
+}
+
+/** One lead response after its row exists: its stop controller, its span, the stream and the settlement. */
+class LeadResponse {
+  readonly span: ReturnType<typeof startAgentSpan>;
+  private readonly runLog: Logger;
+  // One controller per response: Stop (run registry) and the optional signal abort it.
+  private readonly controller = new AbortController();
+  private readonly unregister: () => void;
+  private readonly usage = { inputTokens: 0, outputTokens: 0 };
+  private failure: unknown;
+  // Calls the response ends on, waiting for a person: their rows exist before the thread is free.
+  private readonly approvals: ApprovalRequest[] = [];
+  private readonly metadataBase: ChatMessageMetadata;
+
+  constructor(
+    private readonly options: LeadResponseOptions,
+    private readonly runId: string,
+  ) {
+    const { model, threadId, signal } = options;
+    this.span = startAgentSpan({ agent: "lead", model: model.name, threadId, runId });
+    this.runLog = log.child({ run_id: runId, thread_id: threadId });
+    if (signal?.aborted) this.controller.abort(signal.reason);
+    else signal?.addEventListener("abort", this.onRequestAbort, { once: true });
+    this.unregister = registerLiveRun(runId, this.controller);
+    this.metadataBase = { runId, model: model.name, simulator: model.simulator };
+  }
+
+  private readonly onRequestAbort = () => this.controller.abort(this.options.signal?.reason);
+
+  private recordApprovals(): Promise<unknown> {
+    const { db, userId, threadId, config } = this.options;
+    const timeoutSeconds = config.tools.approval_timeout_seconds;
+    return recordLeadApprovals(db, { userId, threadId, runId: this.runId, requests: this.approvals, timeoutSeconds });
+  }
+
+  private addUsage(u: LanguageModelUsage | undefined): void {
+    this.usage.inputTokens += u?.inputTokens ?? 0;
+    this.usage.outputTokens += u?.outputTokens ?? 0;
+  }
+
+  /** The toolset, then the model's stream merged into the writer. */
+  async stream(writer: UIMessageStreamWriter<ChatMessage>): Promise<void> {
+    const { db, config, userId, threadId, model, messages } = this.options;
+    const ctx: LeadToolContext = {
+      db,
+      config,
+      userId,
+      threadId,
+      runId: this.runId,
+      model,
+      abortSignal: this.controller.signal,
+      writer: writer as UIMessageStreamWriter,
+    };
+    const tools: ToolSet = await buildLeadTools(ctx);
+    const modelMessages = await convertToModelMessages(messages, { tools, ignoreIncompleteToolCalls: true });
+    const result = streamText({
+      model: model.model,
+      system: buildLeadSystemPrompt(config, Object.keys(tools)),
+      messages: modelMessages,
+      tools,
+      stopWhen: stepCountIs(LEAD_MAX_STEPS),
+      abortSignal: this.controller.signal,
+      onStepFinish: async (step) => {
+        this.addUsage(step.usage);
+        const asked = approvalRequestsOf(step.content);
+        if (asked.length === 0) return;
+        this.approvals.push(...asked);
+        await this.recordApprovals().catch((err) =>
+          this.runLog.error({ err }, "could not record the approval requests; retried when the response ends"),
+        );
+      },
+      onError: ({ error }) => {
+        this.failure ??= error;
+        this.runLog.warn({ err: describeError(error) }, "lead response failed");
+      },
+    });
+    writer.merge(
+      result.toUIMessageStream<ChatMessage>({
+        sendStart: false,
+        onError: describeError,
+        messageMetadata: ({ part }) =>
+          part.type === "finish"
+            ? {
+                ...this.metadataBase,
+                usage: { inputTokens: part.totalUsage.inputTokens ?? 0, outputTokens: part.totalUsage.outputTokens ?? 0 },
+              }
+            : undefined,
+      }),
+    );
+  }
+
+  /** The run row's final status and usage (and any approval rows still unwritten); once per response. */
+  async finish(outcome: { aborted: boolean; responseText: string; finishReason?: string }): Promise<ChatMessageMetadata> {
+    const { failure, usage } = this;
+    this.options.signal?.removeEventListener("abort", this.onRequestAbort);
+    const aborted = outcome.aborted || this.controller.signal.aborted;
+    const status = aborted ? "cancelled" : failure ? "failed" : "completed";
+    try {
+      await this.recordApprovals();
+      await finishRun(this.options.db, {
+        runId: this.runId,
+        status,
+        stopReason: aborted ? "stopped" : failure ? "error" : (outcome.finishReason ?? "stop"),
+        result: outcome.responseText || null,
+        error: status === "failed" ? describeError(failure) : aborted ? "stopped by the user" : null,
+        usage,
+      });
+    } finally {
+      this.unregister();
+    }
+    this.runLog.info({ status, ...usage }, "lead response finished");
+    endAgentSpan(this.span, { status, usage, error: status === "failed" ? describeError(failure) : undefined });
+    return { ...this.metadataBase, usage: { ...usage }, status };
+  }
 }
