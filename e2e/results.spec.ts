@@ -164,6 +164,8 @@ test("Download CSV: results.csv has the header and every row", async () => {
     "duration_ms",
     "error",
   ]);
+  // The status says what the screen says.
+  expect(parsed.data.map((r) => r.status)).toEqual(["Done", "Done", "Done"]);
   expect(parsed.data.map((r) => [r.item_key, r.label, r.label_matches, r.verdict])).toEqual([
     ["r1", "positive", "passed", "passed"],
     ["r2", "positive", "passed", "passed"],
@@ -171,12 +173,12 @@ test("Download CSV: results.csv has the header and every row", async () => {
   ]);
 });
 
-test("Downloads follow the filters: Verdict = failed gives the failing row only, Done + Passed the others, in files named for the batch", async () => {
+test("Downloads follow the filters: Verdict = failed gives the failing row only, Done + Passed the others, in files named for the batch and the filters", async () => {
   const detail = detailOf(page);
   await detail.getByLabel("Verdict", { exact: true }).selectOption("failed");
   await expect(rowsOf(detail)).toHaveCount(1);
   const [csv] = await Promise.all([page.waitForEvent("download"), detail.getByRole("link", { name: "Download CSV" }).click()]);
-  expect(csv.suggestedFilename()).toBe(`batch-${batchId}-results.csv`);
+  expect(csv.suggestedFilename()).toBe(`batch-${batchId}-results.verdict-failed.csv`);
   expect(new URL(csv.url()).search).toBe("?verdict=failed");
   const parsed = Papa.parse<Record<string, string>>(readFileSync((await csv.path())!, "utf8").replace(/^\uFEFF/, ""), {
     header: true,
@@ -189,7 +191,7 @@ test("Downloads follow the filters: Verdict = failed gives the failing row only,
   await detail.getByLabel("Verdict", { exact: true }).selectOption("passed");
   await expect(rowsOf(detail)).toHaveCount(2);
   const [jsonl] = await Promise.all([page.waitForEvent("download"), detail.getByRole("link", { name: "Download JSONL" }).click()]);
-  expect(jsonl.suggestedFilename()).toBe(`batch-${batchId}-results.jsonl`);
+  expect(jsonl.suggestedFilename()).toBe(`batch-${batchId}-results.succeeded.verdict-passed.jsonl`);
   expect(new URL(jsonl.url()).search).toBe("?status=succeeded&verdict=passed");
   const lines = readFileSync((await jsonl.path())!, "utf8")
     .trim()

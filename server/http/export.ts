@@ -2,6 +2,7 @@ import "server-only";
 import type postgres from "postgres";
 import type { Verdict } from "@/lib/api/batch-data";
 import { resultColumns } from "@/lib/result-columns";
+import { ITEM_STATES } from "@/lib/item-states";
 import { parseItemStatus, parseVerdict } from "@/server/batches/repository";
 import { createDatabase, type Database, databaseUrlFromEnv } from "@/server/db/client";
 import type { ItemStatus } from "@/server/db/schema";
@@ -465,6 +466,22 @@ const cellSql = (raw: boolean) => ({
   number: (value: string) => (raw ? value : `flotilla_csv_guard_number(${value})`),
 });
 
+/** The status column in the screen's words (Done, not succeeded): lib/item-states.ts. */
+const statusCell = `case status ${Object.entries(ITEM_STATES)
+  .map(([status, { label }]) => `when '${status}' then '${label}'`)
+  .join(" ")} else status::text end`;
+
+/**
+ * The name of a download: `batch-<id>-results.csv`, and a filtered or raw one says so
+ * (`batch-<id>-results.failed.csv`, `….verdict-failed.csv`, `….raw.csv`), so it never
+ * overwrites the full file in a downloads folder.
+ */
+export function exportFileName(batchId: string, ext: "csv" | "jsonl", query: { filter: ExportFilter; raw?: boolean }): string {
+  const { status, verdict } = query.filter;
+  const tags = [status, verdict && `verdict-${verdict}`, query.raw && "raw"].filter(Boolean);
+  return `batch-${batchId}-results${tags.map((t) => `.${t}`).join("")}.${ext}`;
+}
+
 /**
  * A page of results.csv lines. Names travel as parameters after the page's four (each list of
  * names one JSON array, as the export pool knows no array types), only those the page uses.
@@ -486,7 +503,7 @@ function csvPage(plan: CsvPlan, filter: ExportFilter, raw: boolean): { page: str
           when checks @> jsonb_build_array(jsonb_build_object('name', ${check!(i)}, 'passed', true)) then 'passed' else '' end`;
   const cells = [
     cell.text("item_key"),
-    "status",
+    statusCell,
     ...(field ? [...plan.inputFields.map((_, i) => cell.json(`fields -> ${field(i)}`)), cell.json("expected")] : [cell.text("input")]),
     ...(property ? plan.outputFields.map((_, i) => cell.json(`output -> ${property(i)}`)) : [cell.text("result")]),
     ...plan.checks.map((_, i) => checkCell(i)),

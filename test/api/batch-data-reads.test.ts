@@ -325,7 +325,7 @@ describe("results.csv", () => {
     const [r1, r2, r3] = rows as [string[], string[], string[]];
     expect([cell(r1, "item_key"), cell(r1, "status"), cell(r1, "city"), cell(r1, "text")]).toEqual([
       "item-1",
-      "succeeded",
+      "Done",
       'Bergen, "rainy"',
       "line one\nline two",
     ]);
@@ -349,13 +349,13 @@ describe("results.csv", () => {
     expect([cell(r2, "city"), cell(r2, "text"), cell(r2, "status"), cell(r2, "error")]).toEqual([
       "Zürich ✓ 中文 😀",
       "'=1+2",
-      "failed",
+      "Failed",
       'invalid_output: /label: "x", not allowed',
     ]);
     expect([cell(r2, "label"), cell(r2, "label_matches"), cell(r2, "verdict")]).toEqual(["", "", ""]);
     // An unfinished item: its input, the rest empty.
     expect([cell(r3, "status"), cell(r3, "text"), cell(r3, "duration_ms"), cell(r3, "cost_usd")]).toEqual([
-      "queued",
+      "Queued",
       'He said "hi", then\r\nleft',
       "",
       "0",

@@ -219,6 +219,10 @@ describe("both downloads follow the panel's filters", () => {
       const { rows } = await table(`${query}${query ? "&" : ""}raw=1`);
       expect(rows.map((r) => r.item_key), query).toEqual(keys);
     }
+    // The status column says what the screen says (Done, not succeeded), raw or not; results.jsonl keeps the engine's names.
+    for (const query of ["", "raw=1"])
+      expect((await table(query)).rows.map((r) => r.status), query).toEqual(["Done", "Done", "Done", "Done", "Done", "Failed", "Queued"]);
+    expect((await lines("status=failed")).map((l) => l.status)).toEqual(["failed"]);
     // An empty selection still has the header row.
     expect((await table("status=running")).header[0]).toBe("item_key");
   });
@@ -242,12 +246,16 @@ describe("both downloads follow the panel's filters", () => {
     expect(itemsMessage).toMatch(/^status: must be one of /);
   });
 
-  it("names the files batch-<id>-results.csv (verbatim: .raw.csv) and batch-<id>-results.jsonl, whatever the filters; another user's batch is 404", async () => {
+  it("names the files batch-<id>-results.csv (verbatim: .raw.csv) and batch-<id>-results.jsonl, a filtered one after its filters; another user's batch is 404", async () => {
     for (const [file, query, named] of [
       ["results.csv", "", "results.csv"],
-      ["results.csv", "verdict=failed&raw=0", "results.csv"],
-      ["results.csv", "verdict=failed&raw=1", "results.raw.csv"],
-      ["results.jsonl", "status=failed", "results.jsonl"],
+      ["results.csv", "raw=0", "results.csv"],
+      ["results.csv", "status=failed", "results.failed.csv"],
+      ["results.csv", "verdict=failed&raw=0", "results.verdict-failed.csv"],
+      ["results.csv", "verdict=failed&raw=1", "results.verdict-failed.raw.csv"],
+      ["results.csv", "status=succeeded&verdict=passed", "results.succeeded.verdict-passed.csv"],
+      ["results.jsonl", "", "results.jsonl"],
+      ["results.jsonl", "status=failed", "results.failed.jsonl"],
     ]) {
       const res = await download(file!, query);
       const name = `batch-${batchId}-${named}`;

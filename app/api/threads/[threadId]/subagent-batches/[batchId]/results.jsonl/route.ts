@@ -2,7 +2,7 @@ import { getBatch } from "@/server/batches/repository";
 import { batchScope } from "@/server/http/batch-scope";
 import { connectionKey } from "@/server/http/connections";
 import { downloadResponse } from "@/server/http/download";
-import { exportPool, exportResultsStream, parseExportQuery } from "@/server/http/export";
+import { exportFileName, exportPool, exportResultsStream, parseExportQuery } from "@/server/http/export";
 import { handle } from "@/server/http/route";
 
 export const dynamic = "force-dynamic";
@@ -20,5 +20,5 @@ export const GET = handle(async (req: Request, ctx: Ctx) => {
   await getBatch(db, { userId, threadId, batchId });
   const maxMs = config.exports.max_seconds * 1000;
   const body = await exportResultsStream(exportPool(), { batchId, userId, filter, maxMs, signal: req.signal, connection: connectionKey(req) });
-  return downloadResponse(body, "application/x-ndjson; charset=utf-8", `batch-${batchId}-results.jsonl`);
+  return downloadResponse(body, "application/x-ndjson; charset=utf-8", exportFileName(batchId, "jsonl", { filter }));
 });
