@@ -430,3 +430,23 @@ export type BatchNotifications = z.infer<typeof batchNotificationsSchema>;
 
 /** POST .../subagent-batches/seen: how many settlements it cleared. */
 export const settlementsSeenSchema = z.object({ cleared: z.number() }).strict();
+
+/**
+ * POST /api/threads/{id}/subagent-batches/estimate: what a submission would cost, before anything
+ * is written. Tokens counted with the model's own tokenizer for OpenAI models ("tiktoken"), else
+ * at ~4 characters a token ("approx"); output at the definition's max_output_tokens, else 500 an
+ * item. `cached_input_tokens` (inside `input_tokens`): the shared prefix every item after the
+ * first reads from the provider's cache. `provider_batch`: the same on the provider's batch lane
+ * (present for openai and anthropic entries).
+ */
+export const batchEstimateSchema = z
+  .object({
+    items: z.number(),
+    input_tokens: z.number(),
+    cached_input_tokens: z.number(),
+    output_tokens: z.number(),
+    tokens_method: z.enum(["tiktoken", "approx"]),
+    cost_usd: z.object({ live: z.number(), provider_batch: z.number().optional() }).strict(),
+  })
+  .strict();
+export type BatchEstimate = z.infer<typeof batchEstimateSchema>;

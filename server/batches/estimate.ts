@@ -1,0 +1,195 @@
+import type { Tiktoken } from "js-tiktoken/lite";
+import type { BatchEstimate } from "@/lib/api/batches";
+import type { FlotillaConfig } from "@/lib/config";
+import type { DbOrTx } from "@/server/db/client";
+import { type CatalogEntry, catalogEntries } from "@/server/models/catalog";
+import { turnEvery } from "@/server/runtime/next-turn";
+import type { ItemRow } from "./insert-items";
+import { prepareSubmission, type SubmitBatchArgs } from "./submit";
+
+/**
+ * What a batch would cost before it runs (DESIGN "What a batch costs", "Estimate before
+ * running"): the submission passes every rule of the writer (prepareSubmission: the same 400s,
+ * nothing written), then its prompts are counted. The template's text before its first
+ * placeholder (with the sub-agent's system prompt, which comes before it) is the shared prefix:
+ * counted once, and read from the provider's cache by every item after the first where the
+ * provider caches a prefix that long.
+ */
+
+/** Output tokens an item is assumed to write when its definition sets no max_output_tokens. */
+export const DEFAULT_OUTPUT_TOKENS_PER_ITEM = 500;
+
+type Provider = "openai" | "anthropic" | "google" | "openai-compatible" | "simulator";
+
+/** What the estimate reads of a catalog entry: its provider, its model id and its prices (US dollars per million tokens). */
+export interface EstimatePricing {
+  provider: Provider;
+  model: string;
+  input: number;
+  output: number;
+  cachedInput: number;
+  cacheWrite: number;
+  /** The share of the price a provider batch costs; null when the entry has no batch lane. */
+  batchDiscount: number | null;
+}
+
+/**
+ * The catalog's native-provider fields (issue 37), read where an entry has them: an entry without
+ * them is an OpenAI-compatible one at its input price for every kind of input token.
+ */
+type NativeFields = Partial<{
+  provider: Provider;
+  pricePerMillionCachedInput: number;
+  pricePerMillionCacheWrite: number;
+  batchDiscount: number;
+}>;
+
+export function estimatePricing(entry: CatalogEntry): EstimatePricing {
+  const native = entry as CatalogEntry & NativeFields;
+  const provider: Provider = entry.simulator ? "simulator" : (native.provider ?? "openai-compatible");
+  const lane = provider === "openai" || provider === "anthropic";
+  return {
+    provider,
+    model: entry.model,
+    input: entry.pricePerMillionInput,
+    output: entry.pricePerMillionOutput,
+    cachedInput: native.pricePerMillionCachedInput ?? entry.pricePerMillionInput,
+    cacheWrite: native.pricePerMillionCacheWrite ?? entry.pricePerMillionInput,
+    batchDiscount: lane ? (native.batchDiscount ?? 0.5) : null,
+  };
+}
+
+/** An OpenAI model (tiktoken counts it exactly): a native openai entry, or a compatible one serving an OpenAI model id. */
+const OPENAI_MODEL_ID = /^(gpt-|chatgpt-|o1|o3|o4)/i;
+function isOpenAiModel(p: Pick<EstimatePricing, "provider" | "model">): boolean {
+  return p.provider === "openai" || (p.provider === "openai-compatible" && OPENAI_MODEL_ID.test(p.model));
+}
+
+/** The encoding an OpenAI model id uses: o200k_base from gpt-4o and the o-series on, cl100k_base before. */
+function encodingOf(model: string): "o200k_base" | "cl100k_base" {
+  return /^(gpt-3\.5|gpt-4(?!o|\.))/i.test(model) ? "cl100k_base" : "o200k_base";
+}
+
+// One encoder per encoding per process: its ranks are megabytes, loaded on first use only.
+const encoders = new Map<string, Promise<Tiktoken>>();
+function encoder(name: "o200k_base" | "cl100k_base"): Promise<Tiktoken> {
+  let found = encoders.get(name);
+  if (!found) {
+    found = (async () => {
+      const { Tiktoken } = await import("js-tiktoken/lite");
+      const ranks = name === "o200k_base" ? await import("js-tiktoken/ranks/o200k_base") : await import("js-tiktoken/ranks/cl100k_base");
+      return new Tiktoken(ranks.default);
+    })();
+    encoders.set(name, found);
+    found.catch(() => encoders.delete(name));
+  }
+  return found;
+}
+
+type Counter = (text: string) => number;
+const approxTokens: Counter = (text) => Math.ceil(text.length / 4);
+
+async function tokenCounter(pricing: EstimatePricing): Promise<{ count: Counter; method: BatchEstimate["tokens_method"] }> {
+  if (!isOpenAiModel(pricing)) return { count: approxTokens, method: "approx" };
+  const enc = await encoder(encodingOf(pricing.model));
+  return { count: (text) => (text === "" ? 0 : enc.encode(text, [], []).length), method: "tiktoken" };
+}
+
+/** The least prefix a provider caches, in tokens (null: it does not cache): Anthropic's Haiku models 2,048, its others and OpenAI 1,024. */
+function cacheMinimum(p: EstimatePricing): number | null {
+  if (p.provider === "anthropic") return /haiku/i.test(p.model) ? 2_048 : 1_024;
+  if (p.provider === "openai") return 1_024;
+  return null;
+}
+
+/** The template's text before its first `{{placeholder}}` (all of it when it has none). */
+export function sharedPrefix(template: string | undefined): string {
+  if (!template) return "";
+  const at = template.search(/\{\{[^{}]*\}\}/);
+  return at < 0 ? template : template.slice(0, at);
+}
+
+const usd = (n: number) => Math.round(n * 1e6) / 1e6;
+
+/** Counts and prices prepared rows (pure apart from loading an encoder once). */
+export async function estimateRows(args: {
+  rows: readonly ItemRow[];
+  systemPrompt: string;
+  template: string | undefined;
+  pricing: EstimatePricing;
+  maxOutputTokens?: number;
+}): Promise<BatchEstimate> {
+  const { rows, pricing } = args;
+  const { count, method } = await tokenCounter(pricing);
+  const prefix = sharedPrefix(args.template);
+  const systemTokens = count(args.systemPrompt);
+  const prefixTokens = count(prefix);
+  const breathe = turnEvery(20);
+  let input = 0;
+  let sharing = 0;
+  for (const row of rows) {
+    // The prefix is the same text in every prompt that starts with it: counted once, the rest per item.
+    if (prefix !== "" && row.prompt.startsWith(prefix)) {
+      sharing++;
+      input += systemTokens + prefixTokens + count(row.prompt.slice(prefix.length));
+    } else input += systemTokens + count(row.prompt);
+    await breathe();
+  }
+  const cacheable = systemTokens + (sharing > 0 ? prefixTokens : 0);
+  const minimum = cacheMinimum(pricing);
+  const readers = sharing > 0 ? sharing : rows.length;
+  const caches = minimum !== null && cacheable >= minimum && readers > 1;
+  const cached = caches ? (readers - 1) * cacheable : 0;
+  // Anthropic bills the first item's write of the cached prefix at its cache-write price.
+  const written = caches && pricing.provider === "anthropic" ? cacheable : 0;
+  const output = rows.length * (args.maxOutputTokens ?? DEFAULT_OUTPUT_TOKENS_PER_ITEM);
+  const live =
+    ((input - cached - written) * pricing.input + cached * pricing.cachedInput + written * pricing.cacheWrite + output * pricing.output) /
+    1_000_000;
+  return {
+    items: rows.length,
+    input_tokens: input,
+    cached_input_tokens: cached,
+    output_tokens: output,
+    tokens_method: method,
+    cost_usd: { live: usd(live), ...(pricing.batchDiscount !== null ? { provider_batch: usd(live * pricing.batchDiscount) } : {}) },
+  };
+}
+
+/** The catalog entry a spec's model name refers to (by catalog name, else by model id, as the price snapshot reads it). */
+function entryOf(config: FlotillaConfig, name: string): CatalogEntry | undefined {
+  const entries = catalogEntries(config);
+  return entries.find((e) => e.name === name) ?? entries.find((e) => e.model === name);
+}
+
+/**
+ * The estimate of a submission, as the door that takes it would write it: the same rules and
+ * refusals as submitBatch (a submission_key already used still estimates), nothing written.
+ */
+export async function estimateBatch(db: DbOrTx, args: SubmitBatchArgs): Promise<BatchEstimate> {
+  const prepared = await prepareSubmission(db, args, { replay: false });
+  if ("replay" in prepared) throw new Error("estimateBatch: prepareSubmission answered a replay");
+  const { rows, spec } = prepared;
+  const entry = entryOf(args.config, spec.model.name);
+  const pricing: EstimatePricing = entry
+    ? estimatePricing(entry)
+    : { provider: "openai-compatible", model: spec.model.name, input: 0, output: 0, cachedInput: 0, cacheWrite: 0, batchDiscount: null };
+  return estimateRows({
+    rows,
+    systemPrompt: spec.subagent.system_prompt,
+    template: args.input.prompt_template,
+    pricing,
+    maxOutputTokens: maxOutputTokensOf(args.definition),
+  });
+}
+
+/** A definition's max_output_tokens, where its definitions carry one. */
+function maxOutputTokensOf(definition: object): number | undefined {
+  const n = (definition as { maxOutputTokens?: unknown }).maxOutputTokens;
+  return typeof n === "number" && n > 0 ? n : undefined;
+}
+
+/** The cost the batch would run at: its lane's (the provider's batch lane when it asks for it and has one). */
+export function laneCostUsd(estimate: BatchEstimate, lane: string | undefined): number {
+  return lane === "provider_batch" && estimate.cost_usd.provider_batch !== undefined ? estimate.cost_usd.provider_batch : estimate.cost_usd.live;
+}

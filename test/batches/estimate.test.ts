@@ -1,0 +1,183 @@
+import { sql } from "drizzle-orm";
+import { getEncoding } from "js-tiktoken";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { batchEstimateSchema } from "@/lib/api/batches";
+import { getSubagentDefinition } from "@/server/agent/registry";
+import { getConfig } from "@/server/config/load";
+import { type EstimatePricing, estimateRows, sharedPrefix } from "@/server/batches/estimate";
+import { makeThread, makeUser, setupApiDatabase, type TestUser } from "../api/helpers";
+import { startWebServer, type WebServer } from "../helpers/web-server";
+
+/**
+ * POST .../subagent-batches/estimate over a real socket and real PostgreSQL: a priced
+ * OpenAI-compatible entry serving an OpenAI model id (counted with tiktoken, checked against
+ * the tokenizer itself), the same 400s as the submission route for the same bad bodies with
+ * nothing written, CSV and NDJSON bodies, another user's thread 404, and the time a
+ * 5,000-item CSV takes. The caching and batch-lane arithmetic is checked on estimateRows with
+ * native providers' prices.
+ */
+
+const PRICES = { price_per_million_input: 2.5, price_per_million_output: 10 };
+process.env.FLOTILLA__MODELS = JSON.stringify([{ name: "gpt", base_url: "http://127.0.0.1:9/v1", model: "gpt-4o-mini", ...PRICES }]);
+process.env.FLOTILLA__DEFAULT_MODEL = "gpt";
+for (const k of ["MODEL_BASE_URL", "MODEL_API_KEY", "MODEL_NAME"]) delete process.env[k];
+
+const t = await setupApiDatabase();
+let server: WebServer;
+let alice: TestUser;
+let bob: TestUser;
+let threadId: string;
+
+beforeAll(async () => {
+  server = await startWebServer({ preload: ["/api/threads/[threadId]/subagent-batches"] });
+  alice = await makeUser(t, "alice");
+  bob = await makeUser(t, "bob");
+  threadId = await makeThread(t, alice);
+});
+afterAll(async () => {
+  await server?.close();
+  delete process.env.FLOTILLA__MODELS;
+  delete process.env.FLOTILLA__DEFAULT_MODEL;
+});
+
+async function post(path: string, body: string | object, contentType = "application/json", user = alice) {
+  const res = await fetch(`${server.origin}/api/threads/${threadId}/subagent-batches${path}`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${user.token}`, "content-type": contentType },
+    body: typeof body === "string" ? body : JSON.stringify(body),
+  });
+  return { status: res.status, body: (await res.json()) as Record<string, unknown> };
+}
+
+async function batchCount(): Promise<number> {
+  const [row] = await t.db.execute<{ n: number }>(sql`select count(*)::int as n from subagent_batches`);
+  return row!.n;
+}
+
+const o200k = getEncoding("o200k_base");
+const tokens = (s: string) => o200k.encode(s).length;
+
+describe("POST .../subagent-batches/estimate", () => {
+  it("counts an OpenAI model with tiktoken, prices it from the catalog, and writes nothing", async () => {
+    const template = "Classify the sentiment of this review as positive or negative. Review: {{item}}";
+    const items = ["I loved it", "Terrible service, never again", "Fine, I guess — nothing special"];
+    const res = await post("/estimate", { submission_key: "e1", prompt_template: template, items });
+    expect(res.status).toBe(200);
+    const estimate = batchEstimateSchema.parse(res.body);
+    const system = getSubagentDefinition("general", getConfig()).systemPrompt;
+    const prefix = sharedPrefix(template);
+    expect(prefix).toBe("Classify the sentiment of this review as positive or negative. Review: ");
+    const expectedInput = items.reduce((n, item) => n + tokens(system) + tokens(prefix) + tokens(item), 0);
+    expect(estimate).toEqual({
+      items: 3,
+      input_tokens: expectedInput,
+      cached_input_tokens: 0,
+      output_tokens: 1_500,
+      tokens_method: "tiktoken",
+      // An OpenAI-compatible entry has no batch lane: no provider_batch.
+      cost_usd: { live: Math.round(((expectedInput * 2.5 + 1_500 * 10) / 1e6) * 1e6) / 1e6 },
+    });
+    expect(await batchCount()).toBe(0);
+    // The same body submits (201), and an estimate with the key now used still answers.
+    expect((await post("", { submission_key: "e1", prompt_template: template, items })).status).toBe(201);
+    expect((await post("/estimate", { submission_key: "e1", prompt_template: template, items })).status).toBe(200);
+    expect(await batchCount()).toBe(1);
+  });
+
+  it("refuses what the submission refuses, with the same 400 naming the field, and writes nothing", async () => {
+    const before = await batchCount();
+    const bad: Array<{ body: string | object; type?: string; field: RegExp }> = [
+      { body: { submission_key: "b1", items: [] }, field: /^items: / },
+      { body: { submission_key: "b2", items: ["a"], pilot: 0 }, field: /^pilot: / },
+      { body: { submission_key: "b3", items: ["a"], max_cost_usd: -1 }, field: /^max_cost_usd: / },
+      { body: { submission_key: "b4", items: [{ q: "x" }], prompt_template: "{{missing}}" }, field: /items\.0/ },
+      { body: { submission_key: "b5", items: ["a"], checks: [{ name: "r", type: "regex", pattern: "(" }] }, field: /^checks\.0\.pattern: / },
+      { body: { submission_key: "b6", items: ["a"], output_schema: { type: "nope" } }, field: /output_schema/ },
+      { body: { submission_key: "b7", items: ["a"], unknown_field: 1 }, field: /unknown_field|unrecognized/i },
+      { body: "q\nx\n", type: "text/csv", field: /submission_key/ },
+    ];
+    for (const { body, type, field } of bad) {
+      const estimate = await post("/estimate", body, type);
+      const submit = await post("", body, type);
+      expect(estimate.status, JSON.stringify(body)).toBe(400);
+      expect(estimate.body, JSON.stringify(body)).toEqual(submit.body);
+      expect((estimate.body.error as { message: string }).message).toMatch(field);
+    }
+    expect(await batchCount()).toBe(before);
+  });
+
+  it("takes CSV and NDJSON bodies like the submission route; another user's thread is 404", async () => {
+    const csv = await post("/estimate?submission_key=c1&prompt_template=Summarize%3A%20%7B%7Btext%7D%7D", "text\nalpha\nbeta\n", "text/csv");
+    expect(csv.status).toBe(200);
+    expect(csv.body).toMatchObject({ items: 2, output_tokens: 1_000, tokens_method: "tiktoken" });
+    const ndjson = await post("/estimate?submission_key=n1", '"one"\n"two"\n"three"\n', "application/x-ndjson");
+    expect(ndjson.status).toBe(200);
+    expect(ndjson.body).toMatchObject({ items: 3 });
+    const foreign = await post("/estimate", { submission_key: "f1", items: ["a"] }, "application/json", bob);
+    expect(foreign.status).toBe(404);
+    const missing = await fetch(`${server.origin}/api/threads/00000000-0000-4000-8000-000000000000/subagent-batches/estimate`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${alice.token}`, "content-type": "application/json" },
+      body: JSON.stringify({ submission_key: "m1", items: ["a"] }),
+    });
+    expect(missing.status).toBe(404);
+  });
+
+  it("estimates a 5,000-item CSV (measured)", async () => {
+    const rows = Array.from({ length: 5_000 }, (_, i) => `item-${i},"Review number ${i}: the product arrived ${i % 7} days late, and the box was ${i % 2 ? "damaged" : "fine"}."`);
+    const body = `item_key,text\n${rows.join("\n")}\n`;
+    const template = encodeURIComponent("You are a careful analyst. Read the review and answer with one word, positive or negative.\n\nReview: {{text}}");
+    const started = performance.now();
+    const res = await post(`/estimate?submission_key=big&prompt_template=${template}`, body, "text/csv");
+    const ms = performance.now() - started;
+    expect(res.status).toBe(200);
+    expect(res.body).toMatchObject({ items: 5_000, output_tokens: 2_500_000, tokens_method: "tiktoken" });
+    console.log(`estimate of a 5,000-item CSV: ${ms.toFixed(0)} ms`);
+    expect(ms).toBeLessThan(5_000);
+  });
+});
+
+describe("estimateRows: caching and the batch lane", () => {
+  const rows = (n: number, prefix: string) => Array.from({ length: n }, (_, i) => ({ key: `k${i}`, prompt: `${prefix}item ${i}`, input: "" }));
+  const anthropic: EstimatePricing = {
+    provider: "anthropic",
+    model: "claude-sonnet-4-5",
+    input: 3,
+    output: 15,
+    cachedInput: 0.3,
+    cacheWrite: 3.75,
+    batchDiscount: 0.5,
+  };
+
+  it("anthropic: the shared prefix is read from the cache by every item after the first, written once, and the lane is half", async () => {
+    const prefix = "x".repeat(8_000); // 2,000 tokens at ~4 characters a token
+    const template = `${prefix}{{item}}`;
+    const e = await estimateRows({ rows: rows(10, prefix), systemPrompt: "sys!", template, pricing: anthropic });
+    const perItemRest = Math.ceil("item 0".length / 4);
+    const cacheable = 1 + 2_000;
+    expect(e.tokens_method).toBe("approx");
+    expect(e.input_tokens).toBe(10 * (cacheable + perItemRest));
+    expect(e.cached_input_tokens).toBe(9 * cacheable);
+    const live = ((e.input_tokens - 9 * cacheable - cacheable) * 3 + 9 * cacheable * 0.3 + cacheable * 3.75 + 5_000 * 15) / 1e6;
+    expect(e.cost_usd.live).toBeCloseTo(live, 6);
+    expect(e.cost_usd.provider_batch).toBeCloseTo(live * 0.5, 6);
+  });
+
+  it("no cache below the provider's minimum, nor for one item; the simulator is free and has no lane", async () => {
+    const short = await estimateRows({ rows: rows(10, "short "), systemPrompt: "", template: "short {{item}}", pricing: anthropic });
+    expect(short.cached_input_tokens).toBe(0);
+    const one = await estimateRows({ rows: rows(1, "x".repeat(8_000)), systemPrompt: "", template: `${"x".repeat(8_000)}{{item}}`, pricing: anthropic });
+    expect(one.cached_input_tokens).toBe(0);
+    const openai: EstimatePricing = { ...anthropic, provider: "openai", model: "gpt-4o", input: 2.5, output: 10, cachedInput: 1.25, cacheWrite: 2.5 };
+    const prefix = "word ".repeat(1_500);
+    const cached = await estimateRows({ rows: rows(3, prefix), systemPrompt: "", template: `${prefix}{{item}}`, pricing: openai, maxOutputTokens: 100 });
+    expect(cached.tokens_method).toBe("tiktoken");
+    expect(cached.cached_input_tokens).toBe(2 * tokens(prefix));
+    expect(cached.output_tokens).toBe(300);
+    expect(cached.cost_usd.provider_batch).toBeCloseTo(cached.cost_usd.live * 0.5, 6);
+    const simulator: EstimatePricing = { provider: "simulator", model: "simulator", input: 0, output: 0, cachedInput: 0, cacheWrite: 0, batchDiscount: null };
+    const free = await estimateRows({ rows: rows(4, ""), systemPrompt: "s", template: undefined, pricing: simulator });
+    expect(free).toMatchObject({ items: 4, tokens_method: "approx", cost_usd: { live: 0 } });
+    expect(free.cost_usd.provider_batch).toBeUndefined();
+  });
+});
