@@ -160,6 +160,8 @@ test("Download CSV: results.csv has the header and every row", async () => {
     "attempts",
     "input_tokens",
     "output_tokens",
+    "cached_input_tokens",
+    "cache_write_tokens",
     "cost_usd",
     "duration_ms",
     "error",

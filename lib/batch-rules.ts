@@ -144,6 +144,16 @@ const FIELD_NAME_FORBIDDEN = /[{}\p{Cc}]/u;
 /** `{{name}}` in a template: a field name as fieldNameProblem allows it ({{item}} for string items is the same syntax). */
 const PLACEHOLDER = new RegExp(`\\{\\{([^{}\\p{Cc}]{1,${ITEM_FIELD_NAME_MAX_CHARS}})\\}\\}`, "gu");
 
+/**
+ * The template's text before its first placeholder: what every item of a batch starts its prompt
+ * with (sent first, and marked for the provider's prompt cache where it takes a mark).
+ */
+export function sharedPrefix(template: string | null | undefined): string {
+  if (!template) return "";
+  const first = template.search(new RegExp(PLACEHOLDER.source, "u"));
+  return first < 0 ? template : template.slice(0, first);
+}
+
 function shown(name: string): string {
   return JSON.stringify(name.length > 40 ? `${name.slice(0, 40)}…` : name);
 }

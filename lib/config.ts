@@ -17,6 +17,10 @@ const num = (min: number, max: number, fallback: number) =>
   z.number().min(min, range(min, max)).max(max, range(min, max)).default(fallback);
 
 /** Tool groups every process has; each MCP server adds `mcp:<name>`. */
+/** How a models entry is reached: an OpenAI-compatible endpoint, or a provider's native API. */
+export const MODEL_PROVIDERS = ["openai-compatible", "openai", "anthropic", "google"] as const;
+export type ModelProvider = (typeof MODEL_PROVIDERS)[number];
+
 export const BUILTIN_TOOL_GROUPS = ["clock", "text", "workspace", "web"] as const;
 
 export const configSchema = z
@@ -190,11 +194,18 @@ export const configSchema = z
         z
           .object({
             name: z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._:-]{0,63}$/),
-            base_url: z.url({ protocol: /^https?$/ }),
+            provider: z.enum(MODEL_PROVIDERS).default("openai-compatible"),
+            // Required for openai-compatible (checked below); a native provider defaults to its own API.
+            base_url: z.url({ protocol: /^https?$/ }).optional(),
             api_key_env: z.string().regex(/^[A-Z_][A-Z0-9_]*$/).optional(),
             model: z.string().min(1),
             price_per_million_input: z.number().min(0).optional(),
             price_per_million_output: z.number().min(0).optional(),
+            // Cache reads and writes; each defaults to the input price.
+            price_per_million_cached_input: z.number().min(0).optional(),
+            price_per_million_cache_write: z.number().min(0).optional(),
+            // The share of the price a provider batch costs; default 0.5 for openai and anthropic.
+            batch_discount: z.number().min(0).max(1).optional(),
             // Unset = rate_limits.* for this entry too; 0 = no limit for this entry.
             requests_per_minute: optionalInt(0, 1_000_000),
             tokens_per_minute: optionalInt(0, 100_000_000),
@@ -274,6 +285,12 @@ export const configSchema = z
       if (m.name === "simulator" || m.name === "default" || seen.has(m.name))
         ctx.addIssue({ code: "custom", path: ["models", i, "name"], message: `"${m.name}" is reserved or used twice` });
       seen.add(m.name);
+      if (m.provider === "openai-compatible" && !m.base_url)
+        ctx.addIssue({
+          code: "custom",
+          path: ["models", i, "base_url"],
+          message: 'required for provider "openai-compatible" (the endpoint, e.g. http://localhost:11434/v1)',
+        });
     });
     const checkModel = (name: string | undefined, path: (string | number)[]) => {
       if (name !== undefined && !models.has(name))

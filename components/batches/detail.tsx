@@ -162,6 +162,9 @@ export function BatchDetail({
       <dl className="grid grid-cols-2 gap-x-4 gap-y-1 text-xs @2xl:grid-cols-4">
         <Stat label="Tokens" testId="stat-tokens">
           {formatTokens(batch.usage.input_tokens)} in · {formatTokens(batch.usage.output_tokens)} out
+          {batch.usage.cached_input_tokens > 0 ? (
+            <span data-testid="stat-cached-tokens"> · {formatTokens(batch.usage.cached_input_tokens)} cached</span>
+          ) : null}
         </Stat>
         <Stat
           label="Elapsed"

@@ -189,6 +189,7 @@ function ItemDetail({
         </Fact>
         <Fact label="Tokens">
           {formatTokens(item.usage.input_tokens)} in · {formatTokens(item.usage.output_tokens)} out
+          {item.usage.cached_input_tokens > 0 ? ` · ${formatTokens(item.usage.cached_input_tokens)} cached` : ""}
         </Fact>
         {item.started_at ? <Fact label="Started">{formatTime(item.started_at)}</Fact> : null}
         {item.finished_at ? <Fact label="Finished">{formatTime(item.finished_at)}</Fact> : null}

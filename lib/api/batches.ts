@@ -42,7 +42,15 @@ export const itemStatusSchema = z.enum([
 export type BatchStatus = z.infer<typeof batchStatusSchema>;
 export type ItemStatus = z.infer<typeof itemStatusSchema>;
 
-export const usageSchema = z.object({ input_tokens: z.number(), output_tokens: z.number() }).strict();
+/** Tokens spent; cache reads and writes are counted inside input_tokens (each priced at its own price). */
+export const usageSchema = z
+  .object({
+    input_tokens: z.number(),
+    output_tokens: z.number(),
+    cached_input_tokens: z.number(),
+    cache_write_tokens: z.number(),
+  })
+  .strict();
 
 export const batchCountsSchema = z
   .object({
@@ -400,7 +408,7 @@ export const webhookEventSchema = z
         thread_id: z.string(),
         status: z.string(),
         counts: z.object({ total: z.number(), succeeded: z.number(), failed: z.number(), cancelled: z.number() }).strict(),
-        usage: z.object({ input_tokens: z.number(), output_tokens: z.number() }).strict(),
+        usage: usageSchema,
         cost_usd: z.number(),
       })
       .strict(),

@@ -29,7 +29,12 @@ export const runProjectionSchema = z.object({
   status: z.enum(RUN_STATUSES),
   stop_reason: z.string().nullable(),
   error: z.string().nullable(),
-  usage: z.object({ input_tokens: z.number(), output_tokens: z.number() }),
+  usage: z.object({
+    input_tokens: z.number(),
+    output_tokens: z.number(),
+    cached_input_tokens: z.number(),
+    cache_write_tokens: z.number(),
+  }),
   created_at: z.string(),
   started_at: z.string().nullable(),
   finished_at: z.string().nullable(),

@@ -8,8 +8,19 @@ import { z } from "zod";
 export type SubagentRunStatus = "completed" | "failed" | "cancelled" | "timed_out";
 
 export interface SubagentUsage {
+  /** All input tokens, cache reads and writes included. */
   inputTokens: number;
   outputTokens: number;
+  /** Input tokens read from the provider's prompt cache. */
+  cachedInputTokens?: number;
+  /** Input tokens written to the provider's prompt cache. */
+  cacheWriteTokens?: number;
+}
+
+/** A token count as stored: a whole number from 0 to the largest safe integer, whatever a provider sent. */
+export function tokenCount(n: number | undefined): number {
+  if (n === undefined || !Number.isFinite(n) || n <= 0) return 0;
+  return Math.min(Math.round(n), Number.MAX_SAFE_INTEGER);
 }
 
 /** A status change, for live UI (the task tool turns these into data parts). */

@@ -195,6 +195,7 @@ class SubagentRun {
         turnsLeft: Math.max(1, def.maxTurns - (journal?.resumedSteps ?? 0)),
         signal: this.controller.signal,
         progress: this.progress,
+        promptCache: { provider: opts.model.entry.provider, modelId: opts.model.name, ...opts.promptCache },
         onStep: (step) => {
           this.usage = addStepUsage(this.usage, step.usage);
           this.emit("running");

@@ -1,6 +1,7 @@
 import { and, asc, desc, eq, inArray, lt, sql } from "drizzle-orm";
 import type { FlotillaConfig } from "@/lib/config";
 import type { RunDetail, RunProjection, ToolCallRecord } from "@/lib/api/runs";
+import { type SubagentUsage, tokenCount } from "@/lib/api/subagents";
 import { getConfig } from "@/server/config/load";
 import { type Db, type DbOrTx, driverOf } from "@/server/db/client";
 import { storable, storableJson, storableText } from "@/server/db/storable";
@@ -97,7 +98,7 @@ export async function finishRun(
     stopReason?: string | null;
     result?: string | null;
     error?: string | null;
-    usage?: { inputTokens: number; outputTokens: number };
+    usage?: SubagentUsage;
     transcript?: unknown[] | null;
     toolCalls?: ToolCallRecord[];
     model?: string;
@@ -110,7 +111,14 @@ export async function finishRun(
       stopReason: args.stopReason ?? null,
       result: storableText(args.result) ?? null,
       error: storableText(args.error) ?? null,
-      ...(args.usage ? { inputTokens: args.usage.inputTokens, outputTokens: args.usage.outputTokens } : {}),
+      ...(args.usage
+        ? {
+            inputTokens: args.usage.inputTokens,
+            outputTokens: args.usage.outputTokens,
+            cachedInputTokens: tokenCount(args.usage.cachedInputTokens),
+            cacheWriteTokens: tokenCount(args.usage.cacheWriteTokens),
+          }
+        : {}),
       ...(args.transcript !== undefined ? { transcript: storable(args.transcript) } : {}),
       ...(args.toolCalls !== undefined ? { toolCalls: storable(args.toolCalls), toolCallCount: args.toolCalls.length } : {}),
       ...(args.model ? { model: args.model } : {}),
@@ -165,7 +173,7 @@ export interface FinishedRunArgs {
     stopReason?: string | null;
     result?: string | null;
     error?: string | null;
-    usage: { inputTokens: number; outputTokens: number };
+    usage: SubagentUsage;
     transcript?: unknown[] | null;
     toolCalls?: ToolCallRecord[];
 }
@@ -192,6 +200,8 @@ export function finishedRunRow(args: FinishedRunArgs): FinishedRunRow {
     error: args.error ?? null,
     input_tokens: args.usage.inputTokens,
     output_tokens: args.usage.outputTokens,
+    cached_input_tokens: tokenCount(args.usage.cachedInputTokens),
+    cache_write_tokens: tokenCount(args.usage.cacheWriteTokens),
     transcript: args.transcript ?? null,
     tool_calls: args.toolCalls ?? null,
     tool_call_count: args.toolCalls?.length ?? 0,
@@ -402,11 +412,11 @@ export async function recoverInterruptedRuns(
 
 /** US dollars for a run's usage at its catalog entry's prices (0 when the entry is gone or unpriced). */
 export function runCostUsd(
-  row: Pick<RunRow, "model" | "inputTokens" | "outputTokens">,
+  row: Pick<RunRow, "model" | "inputTokens" | "outputTokens"> & Partial<Pick<RunRow, "cachedInputTokens" | "cacheWriteTokens">>,
   config: FlotillaConfig = getConfig(),
 ): number {
   const entry = findCatalogEntry(config, row.model);
-  return entry ? costUsd(entry, { inputTokens: row.inputTokens, outputTokens: row.outputTokens }) : 0;
+  return entry ? costUsd(entry, row) : 0;
 }
 
 /** The API projection of a run row (lib/api/runs.ts). */
@@ -426,7 +436,12 @@ export function toRunProjection(row: RunRow, now: Date = new Date(), config: Flo
     status: row.status,
     stop_reason: row.stopReason,
     error: row.error,
-    usage: { input_tokens: row.inputTokens, output_tokens: row.outputTokens },
+    usage: {
+      input_tokens: row.inputTokens,
+      output_tokens: row.outputTokens,
+      cached_input_tokens: row.cachedInputTokens,
+      cache_write_tokens: row.cacheWriteTokens,
+    },
     created_at: row.createdAt.toISOString(),
     started_at: row.startedAt?.toISOString() ?? null,
     finished_at: row.finishedAt?.toISOString() ?? null,

@@ -4,8 +4,9 @@ import type { FlotillaConfig } from "@/lib/config";
 import type { DbOrTx } from "@/server/db/client";
 import { subagentBatches, userDailyTokens } from "@/server/db/schema";
 import { AppError } from "@/server/errors";
-import { catalogEntries } from "@/server/models/catalog";
+import { catalogEntries, type Prices } from "@/server/models/catalog";
 import { type BatchScopeArgs, getBatch } from "./owned";
+import type { ModelPrice } from "./spec";
 import type { BatchRow } from "./types";
 
 /**
@@ -17,10 +18,26 @@ import type { BatchRow } from "./types";
  */
 
 /** Catalog prices of the model a batch's spec names (catalog name, or the provider model id it resolved to). */
-export function modelPrices(config: FlotillaConfig, modelName: string): { input: number; output: number } {
+export function modelPrices(config: FlotillaConfig, modelName: string): ModelPrice {
   const entries = catalogEntries(config);
   const entry = entries.find((e) => e.name === modelName) ?? entries.find((e) => e.model === modelName);
-  return { input: entry?.pricePerMillionInput ?? 0, output: entry?.pricePerMillionOutput ?? 0 };
+  return {
+    input: entry?.pricePerMillionInput ?? 0,
+    output: entry?.pricePerMillionOutput ?? 0,
+    cached_input: entry?.pricePerMillionCachedInput ?? 0,
+    cache_write: entry?.pricePerMillionCacheWrite ?? 0,
+    ...(entry?.batchDiscount !== undefined ? { batch_discount: entry.batchDiscount } : {}),
+  };
+}
+
+/** A frozen price snapshot as costUsd takes it (cache prices missing in older specs: the input price). */
+export function snapshotPrices(p: ModelPrice): Prices {
+  return {
+    pricePerMillionInput: p.input,
+    pricePerMillionOutput: p.output,
+    pricePerMillionCachedInput: p.cached_input ?? p.input,
+    pricePerMillionCacheWrite: p.cache_write ?? p.input,
+  };
 }
 
 export function usedTokens(b: Pick<BatchRow, "inputTokens" | "outputTokens">): number {

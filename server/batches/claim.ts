@@ -1,4 +1,5 @@
 import { sql } from "drizzle-orm";
+import { tokenCount } from "@/lib/api/subagents";
 import { type DbOrTx, driverOf } from "@/server/db/client";
 import { storableJson } from "@/server/db/storable";
 import type { ItemStatus } from "@/server/db/schema/batches";
@@ -78,6 +79,8 @@ function settlementPayload(settlements: readonly Settlement[]): string {
       stop_reason: "stopReason" in s ? (s.stopReason ?? null) : null,
       input_tokens: "usage" in s && s.usage ? Math.max(0, Math.round(s.usage.inputTokens)) : 0,
       output_tokens: "usage" in s && s.usage ? Math.max(0, Math.round(s.usage.outputTokens)) : 0,
+      cached_input_tokens: "usage" in s && s.usage ? tokenCount(s.usage.cachedInputTokens) : 0,
+      cache_write_tokens: "usage" in s && s.usage ? tokenCount(s.usage.cacheWriteTokens) : 0,
       // Absent: settle.sql prices the tokens at the batch's snapshot.
       ...("usage" in s && Number.isFinite(s.usage?.costUsd) ? { cost_usd: Math.max(0, s.usage!.costUsd!) } : {}),
       retryable: s.kind === "failed" ? s.retryable !== false : true,

@@ -63,7 +63,12 @@ export function toBatchProjection(b: BatchRow, live?: LiveState, checkCounts?: r
     max_live_items: b.maxLiveItems,
     max_running_items: b.maxRunningItems,
     max_attempts: b.maxAttempts,
-    usage: { input_tokens: count(Number(b.inputTokens)), output_tokens: count(Number(b.outputTokens)) },
+    usage: {
+      input_tokens: count(Number(b.inputTokens)),
+      output_tokens: count(Number(b.outputTokens)),
+      cached_input_tokens: count(Number(b.cachedInputTokens)),
+      cache_write_tokens: count(Number(b.cacheWriteTokens)),
+    },
     model,
     cost_usd: usedCostUsd(b),
     budget: {
@@ -145,7 +150,12 @@ export function toItemProjection(i: ItemSummary, previewMaxChars = DEFAULT_PREVI
     attempts: i.attempts,
     preview: i.preview,
     error: i.error,
-    usage: { input_tokens: count(Number(i.inputTokens)), output_tokens: count(Number(i.outputTokens)) },
+    usage: {
+      input_tokens: count(Number(i.inputTokens)),
+      output_tokens: count(Number(i.outputTokens)),
+      cached_input_tokens: count(Number(i.cachedInputTokens)),
+      cache_write_tokens: count(Number(i.cacheWriteTokens)),
+    },
     cost_usd: Number.isFinite(Number(i.costUsd)) ? Math.max(0, Number(i.costUsd)) : 0,
     output: boundedOutput(i.output, previewMaxChars),
     checks: (i.checks ?? []).map((c) => ({

@@ -104,6 +104,8 @@ export const itemSummaryColumns = (previewMaxChars = DEFAULT_PREVIEW_MAX_CHARS) 
   error: sql<string | null>`left(${subagentBatchItems.error}, ${previewMaxChars}::int)`,
   inputTokens: subagentBatchItems.inputTokens,
   outputTokens: subagentBatchItems.outputTokens,
+  cachedInputTokens: subagentBatchItems.cachedInputTokens,
+  cacheWriteTokens: subagentBatchItems.cacheWriteTokens,
   // Each attempt's tokens, each model's (the item's, a judge's) at its own price snapshot (settle.sql).
   costUsd: subagentBatchItems.costUsd,
   // One primary-key probe per row of the page; the run row holds the count.
@@ -165,6 +167,8 @@ export async function listItems(
     ...r,
     inputTokens: Number(r.inputTokens),
     outputTokens: Number(r.outputTokens),
+    cachedInputTokens: Number(r.cachedInputTokens),
+    cacheWriteTokens: Number(r.cacheWriteTokens),
   })) as ItemSummary[];
   return { items, nextCursor: more ? encodeCursor(items[items.length - 1]!.position) : null };
 }

@@ -8,8 +8,11 @@ import type { LeaseRef } from "./types";
  */
 
 export interface Usage {
+  /** All input tokens, cache reads and writes included. */
   inputTokens: number;
   outputTokens: number;
+  cachedInputTokens?: number;
+  cacheWriteTokens?: number;
   /**
    * US dollars, when the executor priced the attempt itself (each model's tokens at that model's
    * price snapshot); absent, settle.sql prices the tokens at the batch's snapshot.

@@ -17,7 +17,15 @@ export const EXECUTION_SPEC_VERSION = 1;
 export const EXECUTION_KINDS = ["subagent", "compat_openai", "compat_anthropic"] as const;
 export type ExecutionKind = (typeof EXECUTION_KINDS)[number];
 
-const modelPriceSchema = z.object({ input: z.number().nonnegative(), output: z.number().nonnegative() });
+/** A model's prices per million tokens; cache prices absent in older specs (then the input price). */
+const modelPriceSchema = z.object({
+  input: z.number().nonnegative(),
+  output: z.number().nonnegative(),
+  cached_input: z.number().nonnegative().optional(),
+  cache_write: z.number().nonnegative().optional(),
+  /** The share of the price a provider batch costs (absent: the model has no batch lane). */
+  batch_discount: z.number().min(0).max(1).optional(),
+});
 export type ModelPrice = z.infer<typeof modelPriceSchema>;
 
 const specSchema = z.object({

@@ -17,6 +17,9 @@ export interface ItemSummary {
   error: string | null;
   inputTokens: number;
   outputTokens: number;
+  /** Of the input, read from / written to the provider's prompt cache. */
+  cachedInputTokens: number;
+  cacheWriteTokens: number;
   /** Usage at the batch's price snapshot (US dollars). */
   costUsd: number;
   /** Tool calls of the item's latest run (0 before one finished). */

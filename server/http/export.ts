@@ -85,10 +85,11 @@ function jsonlPage(filter: ExportFilter): string {
       || ',"output":' || ${jsonValueText("output")}
       || ',"checks":' || case when checks is null then '[]' else flotilla_json_text(checks) end
       || ',"verdict":' || coalesce(to_json(verdict)::text, 'null')
-      || ',"usage":{"input_tokens":' || input_tokens || ',"output_tokens":' || output_tokens || '}}',
+      || ',"usage":{"input_tokens":' || input_tokens || ',"output_tokens":' || output_tokens
+      || ',"cached_input_tokens":' || cached_input_tokens || ',"cache_write_tokens":' || cache_write_tokens || '}}',
          position,
          case when octet_length(result) > ${LARGE_RESULT_BYTES} then result end
-    from (${pageRows("item_key, input, expected, position, status, attempts, result, error, output, checks, verdict, input_tokens, output_tokens", filter)}) page
+    from (${pageRows("item_key, input, expected, position, status, attempts, result, error, output, checks, verdict, input_tokens, output_tokens, cached_input_tokens, cache_write_tokens", filter)}) page
    where before < $4
    order by position`;
 }
@@ -436,6 +437,8 @@ export function csvColumns(plan: CsvPlan): string[] {
     "attempts",
     "input_tokens",
     "output_tokens",
+    "cached_input_tokens",
+    "cache_write_tokens",
     "cost_usd",
     "duration_ms",
     "error",
@@ -511,6 +514,8 @@ function csvPage(plan: CsvPlan, filter: ExportFilter, raw: boolean): { page: str
     "attempts::text",
     "input_tokens::text",
     "output_tokens::text",
+    "cached_input_tokens::text",
+    "cache_write_tokens::text",
     "cost_usd::text",
     `coalesce(${cell.number("round(extract(epoch from finished_at - started_at) * 1000)::bigint::text")}, '')`,
     cell.text("error"),
@@ -520,7 +525,7 @@ function csvPage(plan: CsvPlan, filter: ExportFilter, raw: boolean): { page: str
   // An object item's input is its fields as compact JSON; an explicit prompt among them is not JSON.
   const fields = objects ? "case when left(input, 1) = '{' then flotilla_jsonb_or_null(input) end" : "null::jsonb";
   const columns =
-    "item_key, input, expected, position, status, attempts, result, error, output, checks, verdict, input_tokens, output_tokens, cost_usd, started_at, finished_at";
+    "item_key, input, expected, position, status, attempts, result, error, output, checks, verdict, input_tokens, output_tokens, cached_input_tokens, cache_write_tokens, cost_usd, started_at, finished_at";
   const page = `
   select array_to_string(array[${cells.join(", ")}], ','), position, null::text
     from (select *, ${fields} as fields

@@ -1,3 +1,6 @@
+import { createAnthropic } from "@ai-sdk/anthropic";
+import { createGoogleGenerativeAI } from "@ai-sdk/google";
+import { createOpenAI } from "@ai-sdk/openai";
 import { createOpenAICompatible } from "@ai-sdk/openai-compatible";
 import type { LanguageModelV3 } from "@ai-sdk/provider";
 import { type LanguageModelMiddleware, wrapLanguageModel } from "ai";
@@ -6,7 +9,7 @@ import { getConfig } from "@/server/config/load";
 import { AppError } from "@/server/errors";
 import { chatSpanMiddleware } from "@/server/telemetry/model";
 import { catalogEndpointKey, type EndpointBudget, rateLimitMiddleware } from "@/server/runtime/rate-limit";
-import { defaultModelName, type Env, findCatalogEntry } from "./catalog";
+import { type CatalogEntry, defaultModelName, type Env, findCatalogEntry } from "./catalog";
 import { createSimulatorModel, SIMULATOR_MODEL_ID } from "./simulator";
 import type { ResolvedModel } from "./types";
 
@@ -36,14 +39,44 @@ export function withModelMiddleware(model: LanguageModelV3, middleware: Language
  * a caller asks (`providerOptions.openaiCompatible.strictJsonSchema`): OpenAI's strict mode
  * refuses ordinary schemas (optional properties, no additionalProperties: false).
  */
-const looseJsonSchema: LanguageModelMiddleware = {
+const looseJsonSchema = (options: "openaiCompatible" | "openai"): LanguageModelMiddleware => ({
   specificationVersion: "v3",
   transformParams: async ({ params }) => {
-    const own = params.providerOptions?.openaiCompatible;
+    const own = params.providerOptions?.[options];
     if (params.responseFormat?.type !== "json" || !params.responseFormat.schema || own?.strictJsonSchema !== undefined) return params;
-    return { ...params, providerOptions: { ...params.providerOptions, openaiCompatible: { ...own, strictJsonSchema: false } } };
+    return { ...params, providerOptions: { ...params.providerOptions, [options]: { ...own, strictJsonSchema: false } } };
   },
-};
+});
+
+/**
+ * The provider's own model for a non-simulator entry, with what its provider needs beyond the
+ * shared middleware. Typed results go out in each provider's structured-output mode: OpenAI's
+ * `json_schema` response format (not strict, as above), Anthropic's output format (or its forced
+ * JSON tool on models without one), Gemini's response schema.
+ */
+function providerModel(entry: CatalogEntry): { model: LanguageModelV3; middleware: LanguageModelMiddleware[] } {
+  const baseURL = entry.baseURL?.replace(/\/+$/, "");
+  switch (entry.provider) {
+    case "openai":
+      // The chat completions API: the one the provider batch lane sends to as well.
+      return { model: createOpenAI({ baseURL, apiKey: entry.apiKey }).chat(entry.model), middleware: [looseJsonSchema("openai")] };
+    case "anthropic":
+      return { model: createAnthropic({ baseURL, apiKey: entry.apiKey })(entry.model), middleware: [] };
+    case "google":
+      return { model: createGoogleGenerativeAI({ baseURL, apiKey: entry.apiKey })(entry.model), middleware: [] };
+    default: {
+      const provider = createOpenAICompatible({
+        name: "openai-compatible",
+        baseURL: baseURL as string,
+        apiKey: entry.apiKey,
+        // Ask for usage in streamed responses; batches and runs account tokens from it.
+        includeUsage: true,
+        supportsStructuredOutputs: true,
+      });
+      return { model: provider.chatModel(entry.model), middleware: [looseJsonSchema("openaiCompatible")] };
+    }
+  }
+}
 
 // Per config object (the process singleton in production), so middleware built from one
 // configuration never serves another.
@@ -59,7 +92,7 @@ export function resolveModelByName(config: FlotillaConfig, name: string, env: En
   if (!entry) throw new AppError("model_unavailable", `model "${name}" is not in this process's catalog`);
   const key = entry.simulator
     ? `simulator:${config.simulator.latency_ms}`
-    : `openai:${entry.name}|${entry.baseURL}|${entry.model}|${entry.apiKey ?? ""}`;
+    : `${entry.provider}:${entry.name}|${entry.baseURL}|${entry.model}|${entry.apiKey ?? ""}`;
   let byKey = cache.get(config);
   if (!byKey) {
     byKey = new Map();
@@ -75,16 +108,9 @@ export function resolveModelByName(config: FlotillaConfig, name: string, env: En
     budget: { requestsPerMinute: entry.requestsPerMinute, tokensPerMinute: entry.tokensPerMinute },
   };
   if (!entry.simulator && entry.baseURL) {
-    const provider = createOpenAICompatible({
-      name: "openai-compatible",
-      baseURL: entry.baseURL.replace(/\/+$/, ""),
-      apiKey: entry.apiKey,
-      // Ask for usage in streamed responses; batches and runs account tokens from it.
-      includeUsage: true,
-      supportsStructuredOutputs: true,
-    });
+    const own = providerModel(entry);
     resolved = {
-      model: withModelMiddleware(provider.chatModel(entry.model), [...sharedModelMiddleware(config, entry.model, limits), looseJsonSchema]),
+      model: withModelMiddleware(own.model, [...sharedModelMiddleware(config, entry.model, limits), ...own.middleware]),
       name: entry.model,
       simulator: false,
       catalogName: entry.name,

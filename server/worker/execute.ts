@@ -14,6 +14,8 @@ import { AppError } from "@/server/errors";
 import { resolveModelByName } from "@/server/models/index";
 import type { ResolvedModel } from "@/server/models/types";
 import { costUsd } from "@/server/models/catalog";
+import { snapshotPrices } from "@/server/batches/budget";
+import { sharedPrefix } from "@/lib/batch-rules";
 import { admit, type SubagentRuntime } from "@/server/runtime/admission";
 import { isCapacityError } from "@/server/runtime/capacity";
 import { endpointBackoffMs } from "@/server/runtime/rate-limit";
@@ -79,6 +81,7 @@ export function subagentItemExecutor(args: {
       onStarted,
       returnRunRow: true,
       steps,
+      promptCache: { key: `flotilla:${item.batchId}`, sharedPrefix: sharedPrefix(spec.prompt_template) },
       ...(decided ?? {}),
     }));
     const out: ItemRunResult = {
@@ -94,6 +97,9 @@ export function subagentItemExecutor(args: {
       runRow: result.runRow,
       retryAfterMs: result.errorClass === "rate_limit" ? endpointBackoffMs(model.endpoint) : undefined,
     };
+    // Priced here, cache reads and writes each at their own price (settle.sql knows only input and output).
+    const cost = attemptCost(spec, [[spec.model.name, out.usage]]);
+    if (cost !== undefined) out.usage = { ...out.usage, costUsd: cost };
     if (result.output !== undefined) out.output = result.output;
     if (steps?.used) out.steps = true;
     if (result.awaitingApproval) out.awaitingApproval = result.awaitingApproval;
@@ -185,11 +191,15 @@ async function checkAnswer(
     return;
   }
   if (checked.usage.size > 0) {
-    const spent: [string, Usage][] = [[spec.model.name, out.usage], ...checked.usage];
+    const { costUsd: _, ...own } = out.usage;
+    const spent: [string, Usage][] = [[spec.model.name, own], ...checked.usage];
     const cost = attemptCost(spec, spent);
+    const sum = (count: (u: Usage) => number | undefined) => spent.reduce((n, [, u]) => n + (count(u) ?? 0), 0);
     out.usage = {
-      inputTokens: spent.reduce((n, [, u]) => n + u.inputTokens, 0),
-      outputTokens: spent.reduce((n, [, u]) => n + u.outputTokens, 0),
+      inputTokens: sum((u) => u.inputTokens),
+      outputTokens: sum((u) => u.outputTokens),
+      cachedInputTokens: sum((u) => u.cachedInputTokens),
+      cacheWriteTokens: sum((u) => u.cacheWriteTokens),
       ...(cost !== undefined ? { costUsd: cost } : {}),
     };
   }
@@ -221,7 +231,7 @@ function attemptCost(spec: ExecutionSpec, spent: readonly [string, Usage][]): nu
   for (const [name, usage] of spent) {
     const price = spec.prices[name];
     if (!price) return undefined;
-    total += costUsd({ pricePerMillionInput: price.input, pricePerMillionOutput: price.output }, usage);
+    total += costUsd(snapshotPrices(price), usage);
   }
   return total;
 }

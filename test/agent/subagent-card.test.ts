@@ -31,7 +31,7 @@ const row = (status: RunDetail["status"]): RunDetail => ({
   status,
   stop_reason: status === "cancelled" ? "stopped" : null,
   error: status === "cancelled" ? "stopped by the user" : null,
-  usage: { input_tokens: 130, output_tokens: 45 },
+  usage: { input_tokens: 130, output_tokens: 45, cached_input_tokens: 0, cache_write_tokens: 0 },
   tool_calls: 0,
   cost_usd: 0,
   tool_call_list: [],

@@ -52,7 +52,7 @@ interface Expected {
   output: unknown;
   checks: unknown[];
   verdict: string | null;
-  usage: { input_tokens: number; output_tokens: number };
+  usage: { input_tokens: number; output_tokens: number; cached_input_tokens: number; cache_write_tokens: number };
 }
 
 /** Deterministic pseudo-random text drawn from every class JSON escaping distinguishes (PostgreSQL text holds no NUL). */
@@ -76,8 +76,8 @@ async function exportText(batchId: string, options: { fetchRows?: number; fetchB
 }
 
 async function expectedLines(batchId: string): Promise<string> {
-  const rows = await tdb.sql<{ item_key: string; position: number; status: string; attempts: number; result: string | null; error: string | null; input_tokens: string; output_tokens: string; input: string; expected: unknown; output: unknown; checks: unknown[] | null; verdict: string | null }[]>`
-    select item_key, position, status, attempts, result, error, input_tokens, output_tokens, input, expected, output, checks, verdict
+  const rows = await tdb.sql<{ item_key: string; position: number; status: string; attempts: number; result: string | null; error: string | null; input_tokens: string; output_tokens: string; cached_input_tokens: string; cache_write_tokens: string; input: string; expected: unknown; output: unknown; checks: unknown[] | null; verdict: string | null }[]>`
+    select item_key, position, status, attempts, result, error, input_tokens, output_tokens, cached_input_tokens, cache_write_tokens, input, expected, output, checks, verdict
       from subagent_batch_items where batch_id = ${batchId} order by position`;
   return rows
     .map((r) => {
@@ -93,7 +93,12 @@ async function expectedLines(batchId: string): Promise<string> {
         output: r.output,
         checks: r.checks ?? [],
         verdict: r.verdict,
-        usage: { input_tokens: Number(r.input_tokens), output_tokens: Number(r.output_tokens) },
+        usage: {
+          input_tokens: Number(r.input_tokens),
+          output_tokens: Number(r.output_tokens),
+          cached_input_tokens: Number(r.cached_input_tokens),
+          cache_write_tokens: Number(r.cache_write_tokens),
+        },
       };
       return `${JSON.stringify(line)}\n`;
     })
@@ -186,7 +191,8 @@ describe("results.jsonl bytes", () => {
       await tdb.sql`
         update subagent_batch_items
            set status = ${value === null ? "failed" : "succeeded"}, result = ${value}, error = ${error},
-               attempts = ${i}, input_tokens = ${i * 1_000_003}, output_tokens = ${2 ** 40 + i}
+               attempts = ${i}, input_tokens = ${i * 1_000_003}, output_tokens = ${2 ** 40 + i},
+               cached_input_tokens = ${i * 1_000_001}, cache_write_tokens = ${i}
          where batch_id = ${batchId} and position = ${i + 1}`;
     }
     const expected = await expectedLines(batchId);

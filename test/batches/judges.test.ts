@@ -305,7 +305,7 @@ describe("a judge is priced at its own model's price", () => {
 
     const base = `/api/threads/${owner.threadId}/subagent-batches/${batch.id}`;
     const projected = batchProjectionSchema.parse(await getJson(owner, base));
-    expect(projected.usage).toEqual({ input_tokens: 3_600, output_tokens: 400 });
+    expect(projected.usage).toEqual({ input_tokens: 3_600, output_tokens: 400 , cached_input_tokens: 0, cache_write_tokens: 0 });
     expect(projected.cost_usd).toBeCloseTo(2 * perItem, 12);
     expect(projected.budget.used_cost_usd).toBeCloseTo(2 * perItem, 12);
     const page = itemPageSchema.parse(await getJson(owner, `${base}/items`));

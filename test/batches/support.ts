@@ -26,7 +26,8 @@ export const SIM_MODEL = { name: "simulator", simulator: true };
 export async function counterDrift(db: Db, batchId: string): Promise<Record<string, { counter: number; actual: number }>> {
   const [b] = await db.execute<Record<string, number>>(sql`
     select pending_count, queued_count, leased_count, running_count, awaiting_approval_count, succeeded_count, failed_count, cancelled_count,
-           input_tokens::float8 as input_tokens, output_tokens::float8 as output_tokens
+           input_tokens::float8 as input_tokens, output_tokens::float8 as output_tokens,
+           cached_input_tokens::float8 as cached_input_tokens, cache_write_tokens::float8 as cache_write_tokens
       from subagent_batches where id = ${batchId}`);
   const [a] = await db.execute<Record<string, number>>(sql`
     select count(*) filter (where status = 'pending')::int as pending_count,
@@ -38,7 +39,9 @@ export async function counterDrift(db: Db, batchId: string): Promise<Record<stri
            count(*) filter (where status = 'failed')::int as failed_count,
            count(*) filter (where status = 'cancelled')::int as cancelled_count,
            coalesce(sum(input_tokens), 0)::float8 as input_tokens,
-           coalesce(sum(output_tokens), 0)::float8 as output_tokens
+           coalesce(sum(output_tokens), 0)::float8 as output_tokens,
+           coalesce(sum(cached_input_tokens), 0)::float8 as cached_input_tokens,
+           coalesce(sum(cache_write_tokens), 0)::float8 as cache_write_tokens
       from subagent_batch_items where batch_id = ${batchId}`);
   const drift: Record<string, { counter: number; actual: number }> = {};
   for (const key of Object.keys(a!)) {

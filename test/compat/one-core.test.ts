@@ -223,7 +223,7 @@ describe("compatible batches are priced and paused by the daily token quota", ()
     const calls = paused.counts.succeeded;
     expect(calls * 1_100).toBeGreaterThanOrEqual(DAILY_TOKENS);
     expect(calls).toBeLessThan(8);
-    expect(paused.usage).toEqual({ input_tokens: calls * 1_000, output_tokens: calls * 100 });
+    expect(paused.usage).toEqual({ input_tokens: calls * 1_000, output_tokens: calls * 100 , cached_input_tokens: 0, cache_write_tokens: 0 });
     expect(paused.cost_usd).toBeGreaterThan(0);
     expect(paused.cost_usd).toBeCloseTo(calls * PER_CALL, 10);
     // The provider's object: still in progress, the unstarted requests neither completed nor failed.

@@ -69,7 +69,7 @@ describe("max_cost_usd", () => {
     expect(paused.pause_reason).toBe("budget");
     expect(paused.budget.max_cost_usd).toBe(budget);
     const calls = paused.counts.succeeded;
-    expect(paused.usage).toEqual({ input_tokens: calls * 1_000, output_tokens: calls * 100 });
+    expect(paused.usage).toEqual({ input_tokens: calls * 1_000, output_tokens: calls * 100 , cached_input_tokens: 0, cache_write_tokens: 0 });
     expect(paused.cost_usd).toBeCloseTo(calls * PER_CALL, 10);
     expect(paused.budget.used_cost_usd).toBeCloseTo(calls * PER_CALL, 10);
     expect(paused.cost_usd).toBeGreaterThanOrEqual(budget);

@@ -214,7 +214,7 @@ describe("webhook deliveries", () => {
     const payload = webhookEventSchema.parse(JSON.parse(got[1]!.body));
     expect(payload).toMatchObject({
       type: "batch.cancelled",
-      data: { id: batchId, thread_id: threadId, status: "cancelled", counts: { total: 2, succeeded: 0, failed: 0, cancelled: 2 }, usage: { input_tokens: 0, output_tokens: 0 }, cost_usd: 0 },
+      data: { id: batchId, thread_id: threadId, status: "cancelled", counts: { total: 2, succeeded: 0, failed: 0, cancelled: 2 }, usage: { input_tokens: 0, output_tokens: 0, cached_input_tokens: 0, cache_write_tokens: 0 }, cost_usd: 0 },
     });
     expect(Date.parse(payload.timestamp)).toBeGreaterThan(Date.now() - 60_000);
     expect((await deliveries(batchId))[0]).toMatchObject({ status: "delivered", attempts: 2 });

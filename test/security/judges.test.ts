@@ -107,7 +107,7 @@ describe("judges under abuse", () => {
     const cost = (2 * (1_000 * 2 + 100 * 10) + (400 * 5 + 50 * 20)) / 1e6;
     expect(items[0]!.cost_usd).toBeCloseTo(cost, 12);
     expect(mine.cost_usd).toBeCloseTo(cost, 12);
-    expect(mine.usage).toEqual({ input_tokens: 2_400, output_tokens: 250 });
+    expect(mine.usage).toEqual({ input_tokens: 2_400, output_tokens: 250 , cached_input_tokens: 0, cache_write_tokens: 0 });
 
     // The judge that answered read the rubric first, then the answer as one JSON line in its block.
     const judge = fake.requests.filter((r) => (r.body?.response_format as { json_schema?: { name?: string } })?.json_schema?.name === JUDGE_OUTPUT_NAME);

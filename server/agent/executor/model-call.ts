@@ -9,6 +9,7 @@ import {
 } from "ai";
 import { type ApprovalRequest, approvalRequestsOf } from "../chat-approvals";
 import { readTypedAnswer, repairRequest, type TypedOutput } from "../structured-output";
+import { type PromptCache, withPromptCache } from "./prompt-cache";
 
 /**
  * The model call stage: one generateText with the run's tools until the model answers or runs
@@ -27,7 +28,13 @@ export interface ModelCall {
   onStep: (step: StepResult<ToolSet>, transcript: ModelMessage[]) => Promise<void> | void;
   /** The transcript as far as it got (what a run that fails midway keeps). */
   progress: { transcript: ModelMessage[] };
+  /** How this call uses the provider's prompt cache (./prompt-cache.ts); absent: no marks, no key. */
+  promptCache?: PromptCache;
 }
+
+/** The tool definitions' rough size (names and descriptions; schemas counted flat), for cache lengths. */
+const toolChars = (tools: ToolSet) =>
+  Object.entries(tools).reduce((n, [name, t]) => n + name.length + (t.description?.length ?? 0) + 100, 0);
 
 export interface ModelAnswer {
   text: string;
@@ -65,10 +72,16 @@ export async function answerWithModel(call: ModelCall, input: ModelMessage[]): P
  */
 export async function askModel(call: ModelCall, messages: ModelMessage[], repair: boolean): Promise<ModelAnswer> {
   try {
-    const result = await generateText({
-      model: call.model,
+    const sent = withPromptCache(call.promptCache, {
       system: call.typed ? `${call.system}\n\n${call.typed.instructions}` : call.system,
       messages,
+      toolChars: toolChars(call.tools),
+    });
+    const result = await generateText({
+      model: call.model,
+      system: sent.system,
+      messages: sent.messages,
+      ...(sent.providerOptions ? { providerOptions: sent.providerOptions } : {}),
       tools: call.tools,
       ...(repair ? { toolChoice: "none" as const, stopWhen: stepCountIs(1) } : { stopWhen: stepCountIs(call.turnsLeft) }),
       ...(call.typed ? { output: call.typed.output } : {}),

@@ -73,6 +73,11 @@ export interface RunSubagentOptions {
    * the decisions (server/batches/approvals.ts), sent after the stored steps.
    */
   approvalDecisions?: ModelMessage;
+  /**
+   * Batch items: the batch's prompt-cache key (`flotilla:<batch_id>`) and shared prefix (the
+   * template's text before its first placeholder), for executor/prompt-cache.ts.
+   */
+  promptCache?: { key: string; sharedPrefix: string };
 }
 
 /** What a delegation tool needs to know about the run that delegates. */

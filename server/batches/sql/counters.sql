@@ -10,7 +10,7 @@ create or replace function flotilla_next_batch_status(
   end
 $$;
 
--- Per-status counters, token usage and cost on the batch row move in the same statement as the items
+-- Per-status counters, token usage (cache reads and writes too) and cost on the batch row move in the same statement as the items
 -- (progress reads never scan items). One statement-level trigger, always on, for every writer:
 -- worker transitions, cancel, retry and ad-hoc SQL alike. Measured on issue 22 (PostgreSQL 15,
 -- 200 updates of 32 rows): 1.16 ms per statement with the trigger, 0.75 ms without, i.e. about
@@ -43,12 +43,16 @@ begin
       count(*) filter (where n.verdict = 'failed') - count(*) filter (where o.verdict = 'failed') as verdict_failed,
       coalesce(sum(n.input_tokens - o.input_tokens), 0) as input_tokens,
       coalesce(sum(n.output_tokens - o.output_tokens), 0) as output_tokens,
+      coalesce(sum(n.cached_input_tokens - o.cached_input_tokens), 0) as cached_input_tokens,
+      coalesce(sum(n.cache_write_tokens - o.cache_write_tokens), 0) as cache_write_tokens,
       coalesce(sum(n.cost_usd - o.cost_usd), 0) as cost_usd,
       bool_or(n.checks is distinct from o.checks) as checks
     from old_items o join new_items n on n.id = o.id
     where n.status is distinct from o.status
        or n.input_tokens <> o.input_tokens
        or n.output_tokens <> o.output_tokens
+       or n.cached_input_tokens <> o.cached_input_tokens
+       or n.cache_write_tokens <> o.cache_write_tokens
        or n.cost_usd <> o.cost_usd
        or n.verdict is distinct from o.verdict
        or n.checks is distinct from o.checks
@@ -68,6 +72,8 @@ begin
       verdict_failed_count = b.verdict_failed_count + d.verdict_failed,
       input_tokens = b.input_tokens + d.input_tokens,
       output_tokens = b.output_tokens + d.output_tokens,
+      cached_input_tokens = b.cached_input_tokens + d.cached_input_tokens,
+      cache_write_tokens = b.cache_write_tokens + d.cache_write_tokens,
       cost_usd = b.cost_usd + d.cost_usd,
       updated_at = now(),
       status = flotilla_next_batch_status(b.status, b.succeeded_count + d.succeeded, b.failed_count + d.failed,

@@ -8,15 +8,18 @@ create or replace function flotilla_insert_finished_runs(p_rows jsonb) returns v
 begin
   perform set_config('synchronous_commit', 'off', true);
   insert into agent_runs (id, user_id, thread_id, kind, definition, model, prompt, depth, status, stop_reason,
-                          result, error, input_tokens, output_tokens, transcript, tool_calls, tool_call_count,
+                          result, error, input_tokens, output_tokens, cached_input_tokens, cache_write_tokens,
+                          transcript, tool_calls, tool_call_count,
                           owner_instance, created_at, started_at, finished_at)
   select r.id, r.user_id, r.thread_id, r.kind, r.definition, r.model, r.prompt, coalesce(r.depth, 0), r.status,
-         r.stop_reason, r.result, r.error, coalesce(r.input_tokens, 0), coalesce(r.output_tokens, 0), r.transcript,
+         r.stop_reason, r.result, r.error, coalesce(r.input_tokens, 0), coalesce(r.output_tokens, 0),
+         coalesce(r.cached_input_tokens, 0), coalesce(r.cache_write_tokens, 0), r.transcript,
          r.tool_calls, coalesce(r.tool_call_count, 0), r.owner_instance, r.created_at, r.started_at,
          coalesce(r.finished_at, now())
     from jsonb_to_recordset(p_rows) as r(
       id uuid, user_id uuid, thread_id uuid, kind text, definition text, model text, prompt text, depth integer,
       status text, stop_reason text, result text, error text, input_tokens bigint, output_tokens bigint,
+      cached_input_tokens bigint, cache_write_tokens bigint,
       transcript jsonb, tool_calls jsonb, tool_call_count integer, owner_instance text, created_at timestamptz,
       started_at timestamptz, finished_at timestamptz);
 end
@@ -31,16 +34,19 @@ $$;
 create or replace function flotilla_settle_run_rows(p_settle jsonb) returns void language plpgsql as $$
 begin
   insert into agent_runs (id, user_id, thread_id, kind, definition, model, prompt, depth, status, stop_reason,
-                          result, error, input_tokens, output_tokens, transcript, tool_calls, tool_call_count,
+                          result, error, input_tokens, output_tokens, cached_input_tokens, cache_write_tokens,
+                          transcript, tool_calls, tool_call_count,
                           owner_instance, created_at, started_at, finished_at)
   select r.id, r.user_id, r.thread_id, r.kind, r.definition, r.model, r.prompt, coalesce(r.depth, 0), r.status,
-         r.stop_reason, r.result, r.error, coalesce(r.input_tokens, 0), coalesce(r.output_tokens, 0), r.transcript,
+         r.stop_reason, r.result, r.error, coalesce(r.input_tokens, 0), coalesce(r.output_tokens, 0),
+         coalesce(r.cached_input_tokens, 0), coalesce(r.cache_write_tokens, 0), r.transcript,
          r.tool_calls, coalesce(r.tool_call_count, 0), r.owner_instance, r.created_at, r.started_at,
          coalesce(r.finished_at, now())
     from jsonb_array_elements(p_settle) e
     cross join lateral jsonb_to_record(e->'run_row') as r(
       id uuid, user_id uuid, thread_id uuid, kind text, definition text, model text, prompt text, depth integer,
       status text, stop_reason text, result text, error text, input_tokens bigint, output_tokens bigint,
+      cached_input_tokens bigint, cache_write_tokens bigint,
       transcript jsonb, tool_calls jsonb, tool_call_count integer, owner_instance text, created_at timestamptz,
       started_at timestamptz, finished_at timestamptz)
    where jsonb_typeof(e->'run_row') = 'object'

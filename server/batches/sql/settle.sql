@@ -41,7 +41,8 @@ begin
   with r as (
     select * from jsonb_to_recordset(p_rows) as x(
       id uuid, token bigint, kind text, result text, preview text, error text, model text,
-      stop_reason text, input_tokens bigint, output_tokens bigint, retryable boolean, delay_ms bigint, run_id uuid,
+      stop_reason text, input_tokens bigint, output_tokens bigint, cached_input_tokens bigint, cache_write_tokens bigint,
+      retryable boolean, delay_ms bigint, run_id uuid,
       started_ms double precision, output jsonb, checks jsonb, verdict text, approvals jsonb, cost_usd double precision)
   ),
   cur as (
@@ -49,6 +50,7 @@ begin
            case when it.status = 'running' then it.started_at else to_timestamp(r.started_ms / 1000.0) end as started_at,
            bt.max_attempts, r.kind, r.result, r.preview, r.error, r.model, r.stop_reason, r.output, r.checks, r.verdict,
            coalesce(r.input_tokens, 0) as input_tokens, coalesce(r.output_tokens, 0) as output_tokens,
+           coalesce(r.cached_input_tokens, 0) as cached_input_tokens, coalesce(r.cache_write_tokens, 0) as cache_write_tokens,
            coalesce(r.cost_usd, (coalesce(r.input_tokens, 0) * bt.price_input_per_million
              + coalesce(r.output_tokens, 0) * bt.price_output_per_million) / 1e6) as cost_usd,
            coalesce(r.retryable, true) as retryable, coalesce(r.delay_ms, 0) as delay_ms, r.run_id, r.approvals,
@@ -102,6 +104,8 @@ begin
       stop_reason = coalesce(plan.stop_reason, it.stop_reason),
       input_tokens = it.input_tokens + plan.input_tokens,
       output_tokens = it.output_tokens + plan.output_tokens,
+      cached_input_tokens = it.cached_input_tokens + plan.cached_input_tokens,
+      cache_write_tokens = it.cache_write_tokens + plan.cache_write_tokens,
       cost_usd = it.cost_usd + plan.cost_usd,
       run_id = coalesce(plan.run_id, it.run_id),
       started_at = coalesce(plan.started_at, it.started_at),

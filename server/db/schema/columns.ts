@@ -50,10 +50,15 @@ export const wakeupColumns = () => ({
   createdAt: createdAtColumn(),
 });
 
-/** Tokens a model spent (input and output), summed from zero. */
+/**
+ * Tokens a model spent (input and output), summed from zero; of the input, those read from and
+ * written to the provider's prompt cache (counted inside input_tokens, each priced at its own price).
+ */
 export const tokenColumns = () => ({
   inputTokens: bigint("input_tokens", { mode: "number" }).notNull().default(0),
   outputTokens: bigint("output_tokens", { mode: "number" }).notNull().default(0),
+  cachedInputTokens: bigint("cached_input_tokens", { mode: "number" }).notNull().default(0),
+  cacheWriteTokens: bigint("cache_write_tokens", { mode: "number" }).notNull().default(0),
 });
 
 /** When a unit of work (a batch, an item) was created, last changed, started and finished. */
