@@ -51,8 +51,8 @@ describe("cost per model", () => {
 describe("batch price snapshot", () => {
   it("takes the prices of the catalog entry a spec names (0 for the simulator or a model this process lacks)", async () => {
     const { modelPrices } = await import("@/server/batches/budget");
-    expect(modelPrices(config, "other-host")).toEqual({ input: 0, output: 2 });
-    expect(modelPrices(config, "simulator")).toEqual({ input: 0, output: 0 });
-    expect(modelPrices(config, "gone")).toEqual({ input: 0, output: 0 });
+    expect(modelPrices(config, "other-host")).toEqual({ input: 0, output: 2, cached_input: 0, cache_write: 0 });
+    expect(modelPrices(config, "simulator")).toEqual({ input: 0, output: 0, cached_input: 0, cache_write: 0 });
+    expect(modelPrices(config, "gone")).toEqual({ input: 0, output: 0, cached_input: 0, cache_write: 0 });
   });
 });
