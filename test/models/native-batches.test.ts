@@ -106,6 +106,9 @@ async function runBatch(model: string, extra: Record<string, unknown> = {}): Pro
   return { batch: done, items };
 }
 
+/** A user message's content blocks (empty when it is not a list of blocks). */
+const userBlocks = (content: unknown) => (Array.isArray(content) ? (content as Array<{ text: string }>) : []);
+
 /** US dollars for usage in the provider's own fields, at PRICES. */
 const cost = (plain: number, read: number, write: number, out: number) =>
   (plain * PRICES.price_per_million_input +
@@ -145,7 +148,7 @@ describe("an anthropic entry", () => {
     // Each item: the AI SDK's input total (plain + read + write), the cache counts, and cost per kind.
     for (const req of sent) {
       const u = req.usage!;
-      const question = (req.body?.messages?.[0]?.content as Array<{ text: string }>)[1]!.text;
+      const question = userBlocks(req.body?.messages?.[0]?.content)[1]?.text;
       const item = items.find((i) => i.input === question)!;
       expect(item.usage).toEqual({
         input_tokens: u.input_tokens + u.cache_read_input_tokens + u.cache_creation_input_tokens,
@@ -190,7 +193,7 @@ describe("an openai entry", () => {
 
     for (const req of sent) {
       const u = req.usage!;
-      const question = (req.body?.messages?.find((m) => m.role === "user")?.content as Array<{ text: string }>)[1]!.text;
+      const question = userBlocks(req.body?.messages?.find((m) => m.role === "user")?.content)[1]?.text;
       const item = items.find((i) => i.input === question)!;
       expect(item.usage).toEqual({
         input_tokens: u.prompt_tokens,
