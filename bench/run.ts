@@ -22,6 +22,7 @@ const MODULES: Array<() => Promise<BenchModule>> = [
   () => import("./data.bench"),
   () => import("./steps.bench"),
   () => import("./patterns.bench"),
+  () => import("./caching.bench"),
   () => import("./compare.bench"),
 ];
 
