@@ -1,7 +1,6 @@
-import type { CheckResult, Verdict } from "@/lib/api/batch-data";
 import type { ToolCallRecord } from "@/lib/api/runs";
 import type { RunErrorClass } from "@/server/runtime/model-errors";
-import type { PendingApproval, RunRowRecord, Usage } from "./settlement";
+import type { RunOutcome } from "./settlement";
 import type { ExecutionSpec } from "./spec";
 import type { ClaimedItem } from "./types";
 
@@ -22,31 +21,14 @@ export interface ItemRunContext {
   onStarted: () => Promise<void>;
 }
 
-export interface ItemRunResult {
-  status: "completed" | "failed" | "cancelled" | "timed_out";
-  text: string;
-  usage: Usage;
-  model: string | null;
-  stopReason: string | null;
-  error?: string;
+/**
+ * What the executor answers for one item: the outcome the settlement policy reads (settlement.ts
+ * `RunOutcome`: status, text, usage, the run row, typed output and checks, calls that wait for a
+ * person, a hand-back), with its error class and the calls its run made.
+ */
+export interface ItemRunResult extends RunOutcome {
   errorClass?: RunErrorClass;
-  runId?: string;
   toolCalls?: ToolCallRecord[];
-  /** Provider advice for rate limits, when the executor knows it. */
-  retryAfterMs?: number;
-  /** The item's run row, not yet written: the settle writes it (settlement.ts `runRow`). */
-  runRow?: RunRowRecord;
-  /** Typed results: the parsed answer (valid against the spec's output_schema). */
-  output?: unknown;
-  /** The spec's checks on the final answer, and the verdict they give (null without checks). */
-  checks?: CheckResult[] | null;
-  verdict?: Verdict | null;
-  /** The attempt resumed or stored durable steps (server/batches/steps.ts). */
-  steps?: boolean;
-  /** Calls that wait for a person: the item parks in awaiting_approval (settlement.ts). */
-  awaitingApproval?: PendingApproval[];
-  /** Refused at the capacity boundary after spending tokens (a judge's admission): handed back, usage kept. */
-  handBack?: boolean;
 }
 
 export type ItemExecutor = (ctx: ItemRunContext) => Promise<ItemRunResult>;
