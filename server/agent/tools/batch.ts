@@ -1,4 +1,4 @@
-import { jsonSchema, type ToolSet, tool, zodSchema } from "ai";
+import { jsonSchema, type ToolExecutionOptions, type ToolSet, tool, zodSchema } from "ai";
 import { sql } from "drizzle-orm";
 import type { BatchSubmission } from "@/lib/api/files";
 import { FILE_PLACEHOLDER } from "@/lib/batch-rules";
@@ -105,6 +105,24 @@ function refusal(ctx: LeadToolContext, toolName: string, err: unknown, unavailab
   return { error: unavailable };
 }
 
+/** A batch tool's `execute`: `run`, its failure answered as a refusal (every batch tool fails the same way). */
+function refusing<I, O>(
+  ctx: LeadToolContext,
+  toolName: string,
+  unavailable: string,
+  run: (input: I, options: ToolExecutionOptions) => Promise<O>,
+): (input: I, options: ToolExecutionOptions) => Promise<O | { error: string }> {
+  return async (input, options) => {
+    try {
+      return await run(input, options);
+    } catch (err) {
+      return refusal(ctx, toolName, err, unavailable);
+    }
+  };
+}
+
+const SUBMIT_UNAVAILABLE = "The batch could not be submitted because of a server error; nothing was submitted.";
+
 export function createBatchTaskTool(ctx: LeadToolContext) {
   const b = ctx.config.subagent_batches;
   return tool({
@@ -118,36 +136,32 @@ export function createBatchTaskTool(ctx: LeadToolContext) {
       `(default ${b.default_max_live_items}), max_running_items up to ${b.max_running_items_per_batch} ` +
       `(default ${b.default_max_running_items}). Sub-agents:\n${describeSubagents(ctx.config)}`,
     inputSchema: batchTaskArguments,
-    execute: async (input, { toolCallId }) => {
-      try {
-        if (!(await workerAlive(ctx)))
-          return {
-            error:
-              "No batch worker is running, so a batch would never start. Tell the user to start one (npm run worker) " +
-              "or do the work with task / agent_swarm instead.",
-          };
-        const submission = submissionOf(input, `${ctx.runId}:${toolCallId}`);
-        if ("error" in submission) return submission;
-        const { batch, created } = await submitBatch(ctx.db, {
-          userId: ctx.userId,
-          threadId: ctx.threadId,
-          input: submission,
-          config: ctx.config,
-          ...batchSubagent(ctx.config, submission.subagent),
-          model: ctx.model,
-          origin: { kind: "tool", runId: ctx.runId, toolCallId },
-        });
+    execute: refusing(ctx, "batch_task", SUBMIT_UNAVAILABLE, async (input, { toolCallId }) => {
+      if (!(await workerAlive(ctx)))
         return {
-          ...compactBatch(batch),
-          created,
-          max_live_items: batch.maxLiveItems,
-          max_running_items: batch.maxRunningItems,
-          message: `Batch ${batch.id} ${created ? "accepted" : "was already submitted"} with ${batch.total} items. ${NO_RESUBMIT}`,
+          error:
+            "No batch worker is running, so a batch would never start. Tell the user to start one (npm run worker) " +
+            "or do the work with task / agent_swarm instead.",
         };
-      } catch (err) {
-        return refusal(ctx, "batch_task", err, "The batch could not be submitted because of a server error; nothing was submitted.");
-      }
-    },
+      const submission = submissionOf(input, `${ctx.runId}:${toolCallId}`);
+      if ("error" in submission) return submission;
+      const { batch, created } = await submitBatch(ctx.db, {
+        userId: ctx.userId,
+        threadId: ctx.threadId,
+        input: submission,
+        config: ctx.config,
+        ...batchSubagent(ctx.config, submission.subagent),
+        model: ctx.model,
+        origin: { kind: "tool", runId: ctx.runId, toolCallId },
+      });
+      return {
+        ...compactBatch(batch),
+        created,
+        max_live_items: batch.maxLiveItems,
+        max_running_items: batch.maxRunningItems,
+        message: `Batch ${batch.id} ${created ? "accepted" : "was already submitted"} with ${batch.total} items. ${NO_RESUBMIT}`,
+      };
+    }),
   });
 }
 
@@ -157,18 +171,14 @@ export function createBatchStatusTool(ctx: LeadToolContext) {
       "Progress of durable batches in this thread: status and counts (succeeded, failed, running, waiting). " +
       "Never returns item results. Pass batch_id for one batch, or nothing for the most recent ones.",
     inputSchema: batchStatusInputSchema,
-    execute: async ({ batch_id }) => {
-      try {
-        if (batch_id) {
-          const batch = await getBatch(ctx.db, { userId: ctx.userId, threadId: ctx.threadId, batchId: batch_id });
-          return { batches: [compactBatch(batch)] };
-        }
-        const batches = await listBatches(ctx.db, { userId: ctx.userId, threadId: ctx.threadId, limit: 10 });
-        return { batches: batches.map(compactBatch) };
-      } catch (err) {
-        return refusal(ctx, "batch_status", err, "Batch status is unavailable right now.");
+    execute: refusing(ctx, "batch_status", "Batch status is unavailable right now.", async ({ batch_id }) => {
+      if (batch_id) {
+        const batch = await getBatch(ctx.db, { userId: ctx.userId, threadId: ctx.threadId, batchId: batch_id });
+        return { batches: [compactBatch(batch)] };
       }
-    },
+      const batches = await listBatches(ctx.db, { userId: ctx.userId, threadId: ctx.threadId, limit: 10 });
+      return { batches: batches.map(compactBatch) };
+    }),
   });
 }
 
@@ -187,52 +197,48 @@ export function createBatchResultsTool(ctx: LeadToolContext) {
       "(when the batch has checks; a failed check says why), and error. Use status or verdict (e.g. verdict: failed) to read only some items; " +
       "pass next_cursor to read further. Read only what you need.",
     inputSchema: batchResultsInputSchema,
-    execute: async ({ batch_id, status, verdict, cursor, limit }) => {
-      try {
-        const pageLimit = limit ?? BATCH_RESULTS_DEFAULT_LIMIT;
-        const page = await listItems(ctx.db, {
-          userId: ctx.userId,
-          threadId: ctx.threadId,
-          batchId: batch_id,
-          status,
-          verdict,
-          cursor: cursor ?? null,
-          limit: pageLimit,
-          previewMaxChars: ctx.config.subagent_batches.result_preview_max_chars,
-        });
-        const perItem = Math.max(200, Math.floor(ctx.config.tools.max_output_chars / pageLimit) - 200);
-        const cut = (text: string | null, max = perItem) => (text && text.length > max ? `${text.slice(0, max)}…` : text);
-        return {
-          batch_id,
-          items: page.items.map((i) => {
-            const output = i.output != null && JSON.stringify(i.output).length <= perItem ? i.output : null;
-            const failedChecks = (i.checks ?? []).filter((c) => !c.passed);
-            // The failed checks' reasons share half an item's room.
-            const reasonMax = Math.max(40, Math.floor(perItem / 2 / Math.max(1, failedChecks.length)));
-            return {
-              item_key: i.itemKey,
-              position: i.position,
-              status: i.status,
-              attempts: i.attempts,
-              output,
-              ...(output === null ? { result: cut(i.preview) } : {}),
-              verdict: i.verdict,
-              // Reasons only for failed checks: a passing one's reason tells the lead nothing new.
-              checks: (i.checks ?? []).map((c) => ({
-                name: c.name,
-                passed: c.passed,
-                ...(c.score !== undefined ? { score: c.score } : {}),
-                ...(!c.passed && c.reason ? { reason: cut(c.reason, reasonMax) } : {}),
-              })),
-              error: cut(i.error),
-            };
-          }),
-          next_cursor: page.nextCursor,
-        };
-      } catch (err) {
-        return refusal(ctx, "batch_results", err, "Batch results are unavailable right now.");
-      }
-    },
+    execute: refusing(ctx, "batch_results", "Batch results are unavailable right now.", async ({ batch_id, status, verdict, cursor, limit }) => {
+      const pageLimit = limit ?? BATCH_RESULTS_DEFAULT_LIMIT;
+      const page = await listItems(ctx.db, {
+        userId: ctx.userId,
+        threadId: ctx.threadId,
+        batchId: batch_id,
+        status,
+        verdict,
+        cursor: cursor ?? null,
+        limit: pageLimit,
+        previewMaxChars: ctx.config.subagent_batches.result_preview_max_chars,
+      });
+      const perItem = Math.max(200, Math.floor(ctx.config.tools.max_output_chars / pageLimit) - 200);
+      const cut = (text: string | null, max = perItem) => (text && text.length > max ? `${text.slice(0, max)}…` : text);
+      return {
+        batch_id,
+        items: page.items.map((i) => {
+          const output = i.output != null && JSON.stringify(i.output).length <= perItem ? i.output : null;
+          const failedChecks = (i.checks ?? []).filter((c) => !c.passed);
+          // The failed checks' reasons share half an item's room.
+          const reasonMax = Math.max(40, Math.floor(perItem / 2 / Math.max(1, failedChecks.length)));
+          return {
+            item_key: i.itemKey,
+            position: i.position,
+            status: i.status,
+            attempts: i.attempts,
+            output,
+            ...(output === null ? { result: cut(i.preview) } : {}),
+            verdict: i.verdict,
+            // Reasons only for failed checks: a passing one's reason tells the lead nothing new.
+            checks: (i.checks ?? []).map((c) => ({
+              name: c.name,
+              passed: c.passed,
+              ...(c.score !== undefined ? { score: c.score } : {}),
+              ...(!c.passed && c.reason ? { reason: cut(c.reason, reasonMax) } : {}),
+            })),
+            error: cut(i.error),
+          };
+        }),
+        next_cursor: page.nextCursor,
+      };
+    }),
   });
 }
 
