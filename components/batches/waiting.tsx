@@ -7,6 +7,7 @@ import { formatCount, formatDuration, formatTime, formatUsd } from "@/lib/format
 export function waitingText(b: BatchProjection): string | null {
   switch (b.waiting_reason) {
     case "paused":
+      if (b.pause_reason === "pilot") return pilotText(b);
       return "Waiting: paused — resume to continue.";
     case "budget":
       if (b.pause_reason === "quota") return "Waiting: budget — your daily token quota is used up; resume after 00:00 UTC.";
@@ -22,6 +23,13 @@ export function waitingText(b: BatchProjection): string | null {
     default:
       return null;
   }
+}
+
+/** A batch its pilot paused: what ran, and what resuming does. */
+function pilotText(b: BatchProjection): string {
+  const ran = b.pilot ?? b.terminal;
+  const rest = b.total - b.terminal;
+  return `Paused after its pilot: the first ${formatCount(ran)} ${ran === 1 ? "item" : "items"} ran — check their results. Resume runs the other ${formatCount(rest)} ${rest === 1 ? "item" : "items"}.`;
 }
 
 /** "1,200 of 5,000 tokens used, $0.0100 of $1.00 spent". */

@@ -13,6 +13,7 @@ import {
   progressSplit,
 } from "@/components/batches/status";
 import { batchElapsed } from "@/components/batches/timing";
+import { waitingText } from "@/components/batches/waiting";
 import { formatDuration, formatRate, formatTime, formatTokens } from "@/lib/format";
 
 const LIMITS = { maxItems: 5000, maxLiveItems: 1000, maxRunningItems: 64 };
@@ -75,6 +76,14 @@ function item(n: number, status: ItemProjection["status"] = "queued"): ItemProje
     finished_at: null,
   };
 }
+
+describe("why a batch waits", () => {
+  it("says a pilot paused the batch and what resuming runs", () => {
+    const paused = batch({ status: "paused", pause_reason: "pilot", waiting_reason: "paused", pilot: 10, total: 300, terminal: 10 });
+    expect(waitingText(paused)).toBe("Paused after its pilot: the first 10 items ran — check their results. Resume runs the other 290 items.");
+    expect(waitingText(batch({ status: "paused", pause_reason: "user", waiting_reason: "paused" }))).toBe("Waiting: paused — resume to continue.");
+  });
+});
 
 describe("controls", () => {
   it("allows each control only in the states that can take it", () => {
