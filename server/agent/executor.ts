@@ -7,6 +7,7 @@ import { traceAgentRun } from "@/server/telemetry";
 import { getSubagentRuntime, type SubagentRuntime } from "@/server/runtime/admission";
 import { CapacityTimeoutError, isCapacityError } from "@/server/runtime/capacity";
 import { classifyModelError, type RunErrorClass } from "@/server/runtime/model-errors";
+import { SchemaRefusal } from "@/server/runtime/output-schema";
 import { registerLiveRun } from "@/server/runtime/run-registry";
 import { ToolCallRecorder } from "@/server/tools";
 import type { ApprovalRequest } from "./chat-approvals";
@@ -18,7 +19,7 @@ import { askForApproval, childApprovalGate, runToolset } from "./executor/toolse
 import type { DelegatingRun, RunSubagentOptions, SubagentRunResult } from "./executor/types";
 import { addStepUsage, NO_USAGE } from "./executor/usage";
 import "./prompt-schema";
-import { typedOutput } from "./structured-output";
+import { type TypedOutput, typedOutput } from "./structured-output";
 
 /**
  * Runs one sub-agent to completion, in stages (./executor/): admission (the capacity slot and
@@ -185,12 +186,21 @@ class SubagentRun {
     // The input: the prompt after any history, or after the stored steps (and decisions).
     const input = this.progress.transcript;
     const model = opts.model.model;
+    let typed: TypedOutput | undefined;
+    try {
+      typed = def.outputSchema ? typedOutput(def.outputSchema) : undefined;
+    } catch (err) {
+      // A schema stored before a budget that now refuses it: no answer could be checked against it.
+      if (!(err instanceof SchemaRefusal)) throw err;
+      const answer = { text: "", stopReason: "invalid_output", transcript: input, approvals: [] };
+      return Promise.resolve({ kind: "invalid_output", answer, errors: err.message });
+    }
     return answerWithModel(
       {
         model: journal ? wrapLanguageModel({ model, middleware: journal.middleware }) : model,
         system: def.systemPrompt,
         tools,
-        typed: def.outputSchema ? typedOutput(def.outputSchema) : undefined,
+        typed,
         // Resumed steps count against the definition's turns.
         turnsLeft: Math.max(1, def.maxTurns - (journal?.resumedSteps ?? 0)),
         signal: this.controller.signal,

@@ -10,13 +10,14 @@ import { errorText } from "@/server/errors";
 import { classifyModelError } from "@/server/runtime/model-errors";
 import type { ResolvedModel } from "@/server/models/types";
 import { blockLines, dataBlock } from "./quote-data";
-import { MatchTimeout, matchPattern } from "./regex-thread";
+import { PATTERN_READ_MAX_CHARS, readBound } from "@/server/runtime/pattern-cache";
+import { MatchTimeout, matchPattern } from "@/server/runtime/pattern-thread";
 import type { Usage } from "./settlement";
 
 /**
  * The checks of a batch on one finished answer (DESIGN.md "Batches that produce data"): regex
  * (RE2 semantics, on the first 1 MiB characters, matched in a worker thread within a time limit:
- * ./regex-thread.ts), equals (the output against the item's
+ * server/runtime/pattern-thread.ts), equals (the output against the item's
  * `expected`) and judge (a model grades 0..1 against a rubric). A check never throws: whatever
  * goes wrong in it (a pattern that does not compile, a missing path, a judge's error) fails that
  * check with a reason. Plain Node: the worker loads it.
@@ -69,7 +70,7 @@ const REASON_VALUE_CHARS = 200;
 /** How much of the item's prompt, answer and expected a judge reads. */
 const JUDGE_QUOTE_CHARS = 32_000;
 /** How much of the answer (or of the value at a check's path) a regex check reads, in characters. */
-export const CHECK_READ_MAX_CHARS = 1_048_576;
+export const CHECK_READ_MAX_CHARS = PATTERN_READ_MAX_CHARS;
 
 const MISSING = Symbol("missing");
 
@@ -113,13 +114,6 @@ function show(value: unknown): string {
 }
 
 const where = (path: string) => (path === "" ? "the answer" : path);
-
-/** The first CHECK_READ_MAX_CHARS of `text` (never half a surrogate pair), and whether that cut it. */
-function readBound(text: string): { text: string; cut: boolean } {
-  if (text.length <= CHECK_READ_MAX_CHARS) return { text, cut: false };
-  const end = /[\uD800-\uDBFF]/.test(text[CHECK_READ_MAX_CHARS - 1] ?? "") ? CHECK_READ_MAX_CHARS - 1 : CHECK_READ_MAX_CHARS;
-  return { text: text.slice(0, end), cut: true };
-}
 
 async function runRegex(check: Extract<Check, { type: "regex" }>, args: RunChecksArgs): Promise<CheckResult> {
   const { name } = check;

@@ -14,7 +14,7 @@ import { expireCompatBatches } from "./expiry";
 import { type CompatRequest, type CompatResponseFormat, SUBAGENT_MODEL_PREFIX } from "./requests";
 import { errorText } from "@/server/errors";
 import { readTypedAnswer, repairRequest, typedOutput } from "@/server/agent/structured-output";
-import { compileOutputSchema } from "@/server/runtime/output-schema";
+import { prepareOutputSchema } from "@/server/runtime/output-schema";
 
 /**
  * Runs one item of a compatible batch: its stored request (server/compat/requests.ts) goes to
@@ -45,7 +45,7 @@ function jsonAnswer(format: CompatResponseFormat) {
   if (format.type === "json_schema")
     return { ...typedOutput(format.schema), output: Output.object({ schema: jsonSchema(format.schema), name: format.name }) };
   return {
-    validate: compileOutputSchema(ANY_OBJECT),
+    schema: prepareOutputSchema(ANY_OBJECT),
     output: Output.json(),
     instructions: "Your answer must be exactly one JSON object, with no other text.",
   };
@@ -165,12 +165,12 @@ export function compatItemExecutor(args: { db: Db; model?: ResolvedModel; runtim
         ...fields,
       });
       if (!json) return done({});
-      let read = readTypedAnswer(answer.text, json.validate);
-      if (!read.ok) {
+      let read = await readTypedAnswer(answer.text, json.schema, "response_format");
+      if (!read.ok && !read.final) {
         // Exactly one repair turn, quoting the validator's errors.
         const repair: ModelMessage[] = [...request.messages, { role: "assistant", content: answer.text }, repairRequest(read.errors)];
         answer = await ask(repair);
-        read = readTypedAnswer(answer.text, json.validate);
+        read = await readTypedAnswer(answer.text, json.schema, "response_format");
       }
       if (!read.ok)
         return done({ status: "failed", stopReason: "invalid_output", error: `invalid_output: ${read.errors}`, errorClass: "invalid_output" });

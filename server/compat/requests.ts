@@ -1,6 +1,7 @@
+import { createHash } from "node:crypto";
 import { z } from "zod";
 import { type OutputSchema, outputSchemaSchema } from "@/lib/api/batch-data";
-import { compileOutputSchema, SchemaRefusal } from "@/server/runtime/output-schema";
+import { SchemaRefusal, schemaChecker } from "@/server/runtime/output-schema";
 
 /**
  * The requests a compatible batch runs, as the providers' SDKs send them: OpenAI chat
@@ -171,15 +172,61 @@ function issuePath(path: readonly PropertyKey[]): string {
   return path.map(String).join(".");
 }
 
+/** A batch input file's distinct response_format schemas, together. */
+export const FILE_MAX_SCHEMAS = 100;
+/** Their JSON text, together (characters). */
+export const FILE_MAX_SCHEMA_CHARS = 1_048_576;
+/** Their patterns' compiled programs, together (RE2 instructions). */
+export const FILE_MAX_SCHEMA_INSTRUCTIONS = 200_000;
+
+/**
+ * The schemas of one batch input file: each distinct schema text is checked once (both passes
+ * over the file share this), by a checker whose compiled validators go when the file is done,
+ * and the distinct ones together stay within the file's budget. Remembers each schema by its
+ * hash and verdict only.
+ */
+export interface FileSchemas {
+  check: ReturnType<typeof schemaChecker>;
+  verdicts: Map<string, SchemaRefusal | null>;
+  chars: number;
+  instructions: number;
+}
+
+export const newFileSchemas = (): FileSchemas => ({ check: schemaChecker(), verdicts: new Map(), chars: 0, instructions: 0 });
+
+function fileSchemaRefusal(schema: unknown, files: FileSchemas): SchemaRefusal | null {
+  const text = JSON.stringify(schema);
+  const key = createHash("sha256").update(text).digest("base64");
+  const known = files.verdicts.get(key);
+  if (known !== undefined) return known;
+  const over = (what: string) =>
+    new SchemaRefusal(SCHEMA_PARAM, `the file's distinct response_format schemas are over its budget: ${what}; use fewer distinct schemas in one batch file`);
+  if (files.verdicts.size >= FILE_MAX_SCHEMAS) return over(`at most ${FILE_MAX_SCHEMAS} distinct schemas`);
+  if (files.chars + text.length > FILE_MAX_SCHEMA_CHARS) return over(`at most ${FILE_MAX_SCHEMA_CHARS} characters of schemas together`);
+  let verdict: SchemaRefusal | null = null;
+  try {
+    const { instructions } = files.check(schema, SCHEMA_PARAM);
+    if (files.instructions + instructions > FILE_MAX_SCHEMA_INSTRUCTIONS)
+      return over(`their patterns expand to more than ${FILE_MAX_SCHEMA_INSTRUCTIONS} program instructions together`);
+    files.instructions += instructions;
+  } catch (err) {
+    if (!(err instanceof SchemaRefusal)) throw err;
+    verdict = err;
+  }
+  files.chars += text.length;
+  files.verdicts.set(key, verdict);
+  return verdict;
+}
+
 /**
  * Validates one line of a batch input file (1-based `line`). `seen` holds the custom_ids of
  * earlier lines and gains this one's when it is valid. Every failure names the line and the
- * parameter as OpenAI's `errors.data[]` does.
+ * parameter as OpenAI's `errors.data[]` does. `schemas`: the file's (newFileSchemas).
  */
 export function validateOpenAiLine(
   text: string,
   line: number,
-  ctx: { endpoint: string; seen: Set<string>; checkModel: ModelCheck },
+  ctx: { endpoint: string; seen: Set<string>; checkModel: ModelCheck; schemas: FileSchemas },
 ): LineResult {
   const fail = (code: string, message: string, param: string | null = null): LineResult => ({
     ok: false,
@@ -209,14 +256,8 @@ export function validateOpenAiLine(
     return fail("invalid_body", `${param}: ${issue.message}`, param);
   }
   const schema = bodyParsed.data.response_format?.type === "json_schema" ? bodyParsed.data.response_format.json_schema.schema : null;
-  if (schema) {
-    try {
-      compileOutputSchema(schema, SCHEMA_PARAM); // cached by its text: a file's lines usually share one schema
-    } catch (err) {
-      if (!(err instanceof SchemaRefusal)) throw err;
-      return fail("invalid_body", err.message, err.field);
-    }
-  }
+  const refusal = schema ? fileSchemaRefusal(schema, ctx.schemas) : null;
+  if (refusal) return fail("invalid_body", refusal.message, refusal.field);
   const modelProblem = ctx.checkModel(bodyParsed.data.model);
   if (modelProblem) return fail("model_not_found", modelProblem, "body.model");
   ctx.seen.add(customId);

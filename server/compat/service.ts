@@ -13,6 +13,7 @@ import {
   type LineError,
   type ModelCheck,
   messageParamsSchema,
+  newFileSchemas,
   normalizeMessageParams,
   splitLines,
   validateOpenAiLine,
@@ -45,12 +46,14 @@ export async function createOpenAiBatch(
       .where(and(eq(compatFiles.id, parsedId.id), eq(compatFiles.userId, userId)))
       .for("share");
     if (!file) throw new CompatParamError("input_file_id", `input_file_id: no uploaded file ${JSON.stringify(input.input_file_id)}`);
+    // Both passes over the file check each distinct schema once, then it is let go.
+    const schemas = newFileSchemas();
     const lines = async function* (db: DbOrTx) {
       const seen = new Set<string>();
       // A chunk holds many lines, each maybe a schema with patterns to compile: other requests run in between.
       const turn = turnEvery(20);
       for await (const { line, text } of splitLines(fileChunks(db, file.id))) {
-        yield validateOpenAiLine(text, line, { endpoint: input.endpoint, seen, checkModel });
+        yield validateOpenAiLine(text, line, { endpoint: input.endpoint, seen, checkModel, schemas });
         await turn();
       }
     };

@@ -2,29 +2,33 @@ import Ajv, { type ErrorObject, type Options, type ValidateFunction } from "ajv"
 import Ajv2019 from "ajv/dist/2019";
 import Ajv2020 from "ajv/dist/2020";
 import addFormats from "ajv-formats";
-import type { RE2JS } from "re2js";
 import { compileCheckPattern, newPatternBudget, type PatternBudget } from "@/lib/check-pattern";
 import type { FlotillaConfig } from "@/lib/config";
 import { ConfigError } from "../config/load";
 import { AppError } from "../errors";
 import { nextTurn } from "./next-turn";
+import { rememberPattern, testPattern } from "./pattern-cache";
+import { AJV_OPTIONS, MATCH_TIME_LIMIT_MS, MatchTimeout, validateInThread } from "./pattern-thread";
+import { SchemaWorkRefusal, schemaEvaluations } from "./schema-work";
 
 /**
  * Output schemas (`output_schema` of a batch or a sub-agent definition, a compatible line's
- * `response_format` schema): compiled with Ajv and cached by their JSON text. Plain Node (the
- * worker loads it). Submission compiles to refuse a bad schema up front; the executor validates
- * every typed answer with the same validator.
+ * `response_format` schema): measured (their patterns against the pattern budget, their
+ * fan-out against the evaluation budget: schema-work.ts), compiled with Ajv and cached by their
+ * JSON text. Plain Node (the worker loads it). Submission compiles to refuse a bad schema up
+ * front; a typed answer is validated inline when its work is small, else in the matching thread
+ * within its time limit (validateAnswer).
  */
 
 // Schema `pattern` / `patternProperties` are user-supplied: match them in linear time (RE2), not
-// with the backtracking RegExp engine, each within the pattern budget (lib/check-pattern.ts).
-// The walk below has compiled them already; Ajv takes those.
-let walked: Map<string, RE2JS> | null = null;
-const re2Engine = Object.assign((pattern: string, _flags: string) => walked?.get(pattern) ?? compileCheckPattern(pattern), {
-  code: "re2js",
+// with the backtracking RegExp engine, each within the pattern budget (lib/check-pattern.ts), on
+// a string's first 1 MiB. A validator holds each pattern as its text: the compiled program lives
+// in the process's pattern cache, bounded by size (pattern-cache.ts).
+const re2Engine = Object.assign((pattern: string, _flags: string) => ({ test: (s: string) => testPattern(pattern, "", s), toString: () => pattern }), {
+  code: "flotilla-re2",
 });
 
-const OPTIONS: Options = { strict: false, allErrors: true, code: { regExp: re2Engine } };
+const OPTIONS: Options = { ...AJV_OPTIONS, code: { regExp: re2Engine as unknown as NonNullable<Options["code"]>["regExp"] } };
 
 type Draft = "07" | "2019" | "2020";
 
@@ -47,7 +51,30 @@ interface Generation {
 
 const newGeneration = (id: number): Generation => ({ id, schemas: 0, instructions: 0, instances: new Map() });
 let generation = newGeneration(0);
-const cache = new Map<string, { validate: ValidateFunction; generation: number }>();
+/** A compiled output schema and what its work is measured at. */
+export interface PreparedSchema {
+  validate: ValidateFunction;
+  /** The schema's JSON text (its cache key, what the thread compiles). */
+  text: string;
+  /** The most subschema evaluations one value can receive (schema-work.ts). */
+  evaluations: number;
+  /** The largest of its patterns' programs (instructions; 0 without patterns). */
+  maxProgram: number;
+}
+
+const cache = new Map<string, PreparedSchema & { generation: number }>();
+
+const draftOf = (schema: object): Draft => {
+  const declared = "$schema" in schema ? String(schema.$schema) : "";
+  return declared.includes("2020-12") ? "2020" : declared.includes("2019-09") ? "2019" : "07";
+};
+
+/** A fresh Ajv for the schema's draft. */
+function newAjv(draft: Draft): Ajv {
+  const ajv = draft === "2020" ? new Ajv2020(OPTIONS) : draft === "2019" ? new Ajv2019(OPTIONS) : new Ajv(OPTIONS);
+  addFormats(ajv);
+  return ajv;
+}
 
 function ajvFor(schema: object, instructions: number): Ajv {
   if (generation.schemas >= GENERATION_SCHEMAS || generation.instructions + instructions > GENERATION_INSTRUCTIONS) {
@@ -56,12 +83,10 @@ function ajvFor(schema: object, instructions: number): Ajv {
   }
   generation.schemas++;
   generation.instructions += instructions;
-  const declared = "$schema" in schema ? String(schema.$schema) : "";
-  const draft: Draft = declared.includes("2020-12") ? "2020" : declared.includes("2019-09") ? "2019" : "07";
+  const draft = draftOf(schema);
   let ajv = generation.instances.get(draft);
   if (!ajv) {
-    ajv = draft === "2020" ? new Ajv2020(OPTIONS) : draft === "2019" ? new Ajv2019(OPTIONS) : new Ajv(OPTIONS);
-    addFormats(ajv);
+    ajv = newAjv(draft);
     generation.instances.set(draft, ajv);
   }
   return ajv;
@@ -85,17 +110,31 @@ const SCHEMA_MAPS = new Set(["properties", "patternProperties", "$defs", "defini
 /** A key as a path segment: `.name`, or `["a b"]` when it is not a plain name. */
 const segment = (key: string) => (/^[A-Za-z_$][\w$-]*$|^\d+$/.test(key) ? `.${key}` : `[${JSON.stringify(key)}]`);
 
+/** What the walk over a schema's patterns found: their total and largest program. */
+interface Walked {
+  budget: PatternBudget;
+  maxProgram: number;
+  /** Keep each compiled pattern in the pattern cache (a schema about to be used). */
+  remember: boolean;
+}
+
 /**
  * Compiles every pattern of the schema (`pattern` and `patternProperties` keys, at any depth)
- * under the pattern budget into `found`, pausing after each (a caller may let the event loop
- * run there); throws a SchemaRefusal naming the first refused one's path under `field`. Runs
- * before Ajv sees the schema: Ajv compiling an oversized pattern is what took seconds.
+ * under the pattern budget (each goes into the pattern cache for its first match), pausing after
+ * each (a caller may let the event loop run there); throws a SchemaRefusal naming the first
+ * refused one's path under `field`. Runs before Ajv sees the schema: Ajv compiling an oversized
+ * pattern is what took seconds.
  */
-function* schemaPatterns(schema: object, field: string, found: Map<string, RE2JS>, budget: PatternBudget): Generator<void> {
+function* schemaPatterns(schema: object, field: string, walked: Walked): Generator<void> {
+  const seen = new Set<string>();
   function* check(pattern: string, path: string) {
-    if (found.has(pattern)) return;
+    if (seen.has(pattern)) return;
+    seen.add(pattern);
     try {
-      found.set(pattern, compileCheckPattern(pattern, "", budget));
+      const before = walked.budget.used;
+      const re = compileCheckPattern(pattern, "", walked.budget);
+      walked.maxProgram = Math.max(walked.maxProgram, walked.budget.used - before);
+      if (walked.remember) rememberPattern(pattern, "", re);
     } catch (err) {
       throw new SchemaRefusal(path, err instanceof Error ? err.message : String(err));
     }
@@ -122,22 +161,26 @@ function* schemaPatterns(schema: object, field: string, found: Map<string, RE2JS
   yield* walk(schema, field);
 }
 
-/** The schema compiled by Ajv with its patterns compiled already (`found`), and cached. */
-function compileWithAjv(schema: object, key: string, field: string, found: Map<string, RE2JS>, instructions: number): ValidateFunction {
-  const ajv = ajvFor(schema, instructions);
-  let validate: ValidateFunction;
-  walked = found;
+/** The schema's fan-out measured (schema-work.ts): refused naming `field` past the budget. */
+function evaluationsOf(schema: object, field: string): number {
   try {
-    validate = ajv.compile(schema);
+    return schemaEvaluations(schema);
+  } catch (err) {
+    if (err instanceof SchemaWorkRefusal) throw new SchemaRefusal(field, err.message);
+    throw err;
+  }
+}
+
+/** `schema` compiled by `ajv` (refusals name `field`), its `$id` left free for the next one. */
+function compileWith(ajv: Ajv, schema: object, field: string): ValidateFunction {
+  try {
+    return ajv.compile(schema);
   } catch (err) {
     throw new SchemaRefusal(field, err instanceof Error ? err.message : String(err));
   } finally {
-    walked = null;
-    // A second schema reusing an $id in this generation would be refused otherwise.
+    // A second schema reusing an $id in this Ajv would be refused otherwise.
     ajv.removeSchema(schema);
   }
-  cache.set(key, { validate, generation: generation.id });
-  return validate;
 }
 
 function asSchemaObject(schema: unknown, field: string): object {
@@ -145,32 +188,72 @@ function asSchemaObject(schema: unknown, field: string): object {
   return schema;
 }
 
-/**
- * A validator for `schema`; throws a SchemaRefusal (`validation_failed` "<field>: ...") when it
- * does not compile, naming a refused pattern's path under `field`
- * (`output_schema.properties.code.pattern: ...`).
- */
-export function compileOutputSchema(schema: unknown, field = "output_schema"): ValidateFunction {
-  const key = JSON.stringify(schema);
-  const hit = cache.get(key);
-  if (hit) return hit.validate;
+/** The schema measured, its patterns walked (`pause` between them), compiled and cached. */
+function* prepare(schema: unknown, field: string): Generator<void, PreparedSchema> {
+  const text = JSON.stringify(schema);
+  const hit = cache.get(text);
+  if (hit) return hit;
   const object = asSchemaObject(schema, field);
-  const found = new Map<string, RE2JS>();
-  const budget = newPatternBudget();
-  for (const _ of schemaPatterns(object, field, found, budget));
-  return compileWithAjv(object, key, field, found, budget.used);
+  const walked: Walked = { budget: newPatternBudget(), maxProgram: 0, remember: true };
+  yield* schemaPatterns(object, field, walked);
+  const evaluations = evaluationsOf(object, field);
+  const validate = compileWith(ajvFor(object, walked.budget.used), object, field);
+  const prepared = { validate, text, evaluations, maxProgram: walked.maxProgram };
+  cache.set(text, { ...prepared, generation: generation.id });
+  return prepared;
+}
+
+function run<T>(steps: Generator<void, T>): T {
+  for (;;) {
+    const step = steps.next();
+    if (step.done) return step.value;
+  }
+}
+
+/**
+ * A schema compiled and measured; throws a SchemaRefusal (`validation_failed` "<field>: ...")
+ * when it is refused: it does not compile, a pattern is over the pattern budget (its path under
+ * `field`: `output_schema.properties.code.pattern: ...`), or its fan-out is over the evaluation
+ * budget.
+ */
+export function prepareOutputSchema(schema: unknown, field = "output_schema"): PreparedSchema {
+  return run(prepare(schema, field));
+}
+
+/** prepareOutputSchema's validator. */
+export function compileOutputSchema(schema: unknown, field = "output_schema"): ValidateFunction {
+  return prepareOutputSchema(schema, field).validate;
 }
 
 /** compileOutputSchema letting the event loop run between the schema's patterns (a submission's door). */
 export async function compileOutputSchemaYielding(schema: unknown, field = "output_schema"): Promise<ValidateFunction> {
-  const key = JSON.stringify(schema);
-  const hit = cache.get(key);
-  if (hit) return hit.validate;
-  const object = asSchemaObject(schema, field);
-  const found = new Map<string, RE2JS>();
-  const budget = newPatternBudget();
-  for (const _ of schemaPatterns(object, field, found, budget)) await nextTurn();
-  return compileWithAjv(object, key, field, found, budget.used);
+  const steps = prepare(schema, field);
+  for (;;) {
+    const step = steps.next();
+    if (step.done) return step.value.validate;
+    await nextTurn();
+  }
+}
+
+/**
+ * Checks schemas without keeping them compiled: each is measured and compiled as
+ * prepareOutputSchema does, by an Ajv of the checker's own that goes when the checker does (a
+ * compatible batch file's schemas are checked once each, then let go). Answers the schema's
+ * pattern instructions.
+ */
+export function schemaChecker(): (schema: unknown, field: string) => { instructions: number } {
+  const instances = new Map<Draft, Ajv>();
+  return (schema, field) => {
+    const object = asSchemaObject(schema, field);
+    const walked: Walked = { budget: newPatternBudget(), maxProgram: 0, remember: false };
+    run(schemaPatterns(object, field, walked));
+    evaluationsOf(object, field);
+    const draft = draftOf(object);
+    const ajv = instances.get(draft) ?? newAjv(draft);
+    instances.set(draft, ajv);
+    compileWith(ajv, object, field);
+    return { instructions: walked.budget.used };
+  };
 }
 
 const MAX_ERRORS = 10;
@@ -190,14 +273,52 @@ function describe(e: ErrorObject): string {
   return `${path} ${e.message ?? "is invalid"}${detail}`;
 }
 
+/** Errors as `<instancePath or /> <message>; ...` (the first 10 of `count`, at most 2,000 chars). */
+function errorsText(errors: readonly ErrorObject[], count: number): string {
+  if (count === 0) return "";
+  const parts = errors.slice(0, MAX_ERRORS).map(describe);
+  if (count > MAX_ERRORS) parts.push(`and ${count - MAX_ERRORS} more`);
+  const text = parts.join("; ");
+  return text.length > MAX_CHARS ? `${text.slice(0, MAX_CHARS - 1)}…` : text;
+}
+
 /** The last validation's errors as `<instancePath or /> <message>; ...` (first 10, at most 2,000 chars). */
 export function schemaErrors(validate: ValidateFunction): string {
   const errors = validate.errors ?? [];
-  if (errors.length === 0) return "";
-  const parts = errors.slice(0, MAX_ERRORS).map(describe);
-  if (errors.length > MAX_ERRORS) parts.push(`and ${errors.length - MAX_ERRORS} more`);
-  const text = parts.join("; ");
-  return text.length > MAX_CHARS ? `${text.slice(0, MAX_CHARS - 1)}…` : text;
+  return errorsText(errors, errors.length);
+}
+
+/**
+ * Subschema evaluations × answer characters × (largest pattern program + what a keyword costs)
+ * validated inline; more goes to the matching thread. About 20 ms at most.
+ */
+const INLINE_WORK = 1_000_000;
+const KEYWORD_WORK = 10;
+
+/**
+ * `timedOut`: the schema took longer than the time limit on this answer (a verdict on the
+ * answer's size, not on its content: no repair turn can make it cheaper to check).
+ */
+export type AnswerValidation = { ok: true } | { ok: false; errors: string; timedOut?: boolean };
+
+/**
+ * A parsed answer (`value`, from the JSON text `json`) against a prepared schema: inline when its
+ * work is small, else in the matching thread within MATCH_TIME_LIMIT_MS, compiling included
+ * (server/runtime/pattern-thread.ts). `label` names the schema in a timeout's reason.
+ */
+export async function validateAnswer(schema: PreparedSchema, json: string, value: unknown, label = "output_schema"): Promise<AnswerValidation> {
+  if (schema.evaluations * json.length * (schema.maxProgram + KEYWORD_WORK) <= INLINE_WORK) {
+    if (schema.validate(value)) return { ok: true };
+    return { ok: false, errors: schemaErrors(schema.validate) };
+  }
+  try {
+    const checked = await validateInThread(schema.text, json, MAX_ERRORS);
+    return checked.valid ? { ok: true } : { ok: false, errors: errorsText(checked.errors, checked.count) };
+  } catch (err) {
+    if (err instanceof MatchTimeout)
+      return { ok: false, errors: `${label} validation took longer than ${MATCH_TIME_LIMIT_MS / 1000} s`, timedOut: true };
+    return { ok: false, errors: `/ could not be checked against the schema (${err instanceof Error ? err.message : "error"})` };
+  }
 }
 
 /**

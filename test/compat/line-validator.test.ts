@@ -1,6 +1,6 @@
 import fc from "fast-check";
 import { describe, expect, it } from "vitest";
-import { type LineResult, splitLines, validateOpenAiLine } from "@/server/compat/requests";
+import { type LineResult, newFileSchemas, splitLines, validateOpenAiLine } from "@/server/compat/requests";
 
 /** Properties of the OpenAI batch-line validator (pure: no database). */
 
@@ -47,7 +47,7 @@ const breakage: fc.Arbitrary<[string, (l: Line) => Line]> = fc.constantFrom(
 );
 
 const validate = (text: string, line: number, seen = new Set<string>()): LineResult =>
-  validateOpenAiLine(text, line, { endpoint: ENDPOINT, seen, checkModel });
+  validateOpenAiLine(text, line, { endpoint: ENDPOINT, seen, checkModel, schemas: newFileSchemas() });
 
 describe("validateOpenAiLine", () => {
   it("accepts every well-formed line and keeps its custom_id, model and user text", () => {

@@ -4,7 +4,7 @@ import OpenAI, { toFile } from "openai";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { Check } from "@/lib/api/batch-data";
 import { CHECK_READ_MAX_CHARS, runChecks } from "@/server/batches/checks";
-import { MATCH_TIME_LIMIT_MS } from "@/server/batches/regex-thread";
+import { MATCH_TIME_LIMIT_MS } from "@/server/runtime/pattern-thread";
 import { resolveModel } from "@/server/models/index";
 import { configSchema } from "@/lib/config";
 import { makeThread, makeUser, setupApiDatabase, type TestUser } from "../api/helpers";

@@ -14,7 +14,8 @@ import { type PromptCache, withPromptCache } from "./prompt-cache";
 /**
  * The model call stage: one generateText with the run's tools until the model answers or runs
  * out of turns; with an output schema, the structured output read and validated, and exactly
- * one repair turn (one step, no tools) quoting the validator's errors.
+ * one repair turn (one step, no tools) quoting the validator's errors (none when the answer
+ * took the schema longer than its time limit to check).
  */
 export interface ModelCall {
   model: LanguageModel;
@@ -56,11 +57,11 @@ export async function answerWithModel(call: ModelCall, input: ModelMessage[]): P
   if (answer.approvals.length > 0)
     return { kind: "awaiting_approval", approvals: answer.approvals, transcript: answer.transcript };
   if (!call.typed) return { kind: "answered", answer, typed: false };
-  let read = readTypedAnswer(answer.text, call.typed.validate);
-  if (!read.ok) {
+  let read = await readTypedAnswer(answer.text, call.typed.schema);
+  if (!read.ok && !read.final) {
     answer = await askModel(call, [...answer.transcript, repairRequest(read.errors)], true);
     if (call.signal.aborted) return { kind: "aborted", transcript: answer.transcript };
-    read = readTypedAnswer(answer.text, call.typed.validate);
+    read = await readTypedAnswer(answer.text, call.typed.schema);
   }
   if (!read.ok) return { kind: "invalid_output", answer, errors: read.errors };
   return { kind: "answered", answer: { ...answer, text: JSON.stringify(read.value) }, typed: true, output: read.value };

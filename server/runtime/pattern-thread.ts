@@ -1,0 +1,273 @@
+import { createRequire } from "node:module";
+import { Worker } from "node:worker_threads";
+import type { ErrorObject } from "ajv";
+import { patternFlagBits, patternProgramBound } from "@/lib/check-pattern";
+import { PATTERN_CACHE_BYTES, PATTERN_INSTRUCTION_BYTES, PATTERN_MACHINE_BYTES, PATTERN_READ_MAX_CHARS, testPattern } from "./pattern-cache";
+
+/**
+ * User patterns and output schemas never hold the event loop. RE2 is linear in the text, but
+ * times the program: a 26-instruction pattern took 115 ms on a 1 MB answer and a 463-instruction
+ * one 8 s; and Ajv runs a schema's subschemas (and their patterns) once for every path that
+ * reaches them. Either on the worker's event loop would stall every item, heartbeat and lease of
+ * the process. Work that is small by its measure (a regex check: text length × program bound; a
+ * typed answer: output-schema.ts) runs inline; any other goes to one worker thread per process,
+ * one job at a time, each within MATCH_TIME_LIMIT_MS; past it the thread is ended (a new one
+ * starts for the next job) and only that job fails. The thread keeps its compiled patterns in a
+ * cache bounded by size as the process does (pattern-cache.ts) and its last SCHEMA_CACHE_SIZE
+ * schemas, each with an Ajv of its own (Ajv keeps all it compiled); its heap is capped and it
+ * runs at a lower CPU priority than the event loop.
+ */
+
+export const MATCH_TIME_LIMIT_MS = 2_000;
+/** Characters × program instructions matched inline: RE2 takes up to ~20 ns for each. */
+const INLINE_WORK = 1_000_000;
+const SCHEMA_CACHE_SIZE = 32;
+const THREAD_HEAP_MB = 192;
+
+/** The options every output schema's Ajv takes (output-schema.ts adds the pattern engine, as the thread does). */
+export const AJV_OPTIONS = { strict: false, allErrors: true } as const;
+
+export class MatchTimeout extends Error {}
+
+// Plain JavaScript: a worker thread does not get the TypeScript loader the process runs under.
+// The pattern cache mirrors pattern-cache.ts (same sizes, passed in workerData).
+const THREAD_SOURCE = `
+const { parentPort, workerData: w } = require("node:worker_threads");
+const load = require("node:module").createRequire(w.base);
+const { RE2JS } = load("re2js");
+// Matching is background work: on Linux this thread gets a lower CPU priority than the event loop.
+try {
+  const tid = Number(require("node:fs").readlinkSync("/proc/thread-self").split("/").pop());
+  if (tid > 0) require("node:os").setPriority(tid, 10);
+} catch {}
+const patterns = new Map();
+let bytes = 0;
+const sizeOf = (re) => {
+  const r = re.re2Input, n = r.prog.numInst(), dfa = r.lazyDFA;
+  return n * w.instructionBytes + (dfa ? dfa.stateBudget - dfa.memBudget : 0) + r.machinePool.length * n * w.machineBytes;
+};
+const trim = () => {
+  for (const [key, e] of patterns) {
+    if (bytes <= w.cacheBytes || patterns.size <= 1) return;
+    patterns.delete(key);
+    bytes -= e.bytes;
+  }
+};
+const read = (s) => s.length <= w.readMax ? s : s.slice(0, /[\\uD800-\\uDBFF]/.test(s[w.readMax - 1]) ? w.readMax - 1 : w.readMax);
+function test(pattern, bits, subject) {
+  const key = bits + "/" + pattern;
+  let e = patterns.get(key);
+  if (e) patterns.delete(key);
+  else {
+    const re = RE2JS.compile(pattern, bits);
+    e = { re, bytes: sizeOf(re) };
+    bytes += e.bytes;
+  }
+  patterns.set(key, e);
+  const matched = e.re.test(read(subject));
+  const now = sizeOf(e.re);
+  bytes += now - e.bytes;
+  e.bytes = now;
+  trim();
+  return matched;
+}
+// Ajv's pattern engine: each pattern is its text; the compiled program stays in the cache above.
+const engine = Object.assign((pattern) => ({ test: (s) => test(pattern, 0, s), toString: () => pattern }), { code: "flotilla-re2" });
+const ajv = { "07": load("ajv").default, "2019": load("ajv/dist/2019").default, "2020": load("ajv/dist/2020").default, formats: load("ajv-formats").default };
+const validators = new Map();
+function validator(text) {
+  let v = validators.get(text);
+  if (v) validators.delete(text);
+  else {
+    const schema = JSON.parse(text);
+    const declared = typeof schema.$schema === "string" ? schema.$schema : "";
+    const Ajv = ajv[declared.includes("2020-12") ? "2020" : declared.includes("2019-09") ? "2019" : "07"];
+    const instance = new Ajv({ ...w.ajvOptions, code: { regExp: engine } });
+    ajv.formats(instance);
+    v = instance.compile(schema);
+  }
+  validators.set(text, v);
+  if (validators.size > w.schemaCacheSize) validators.delete(validators.keys().next().value);
+  return v;
+}
+function answer(job, subject) {
+  if (job.pattern !== undefined) return test(job.pattern, job.bits, subject);
+  const v = validator(job.schema);
+  if (v(JSON.parse(job.json))) return { valid: true };
+  return { valid: false, errors: v.errors.slice(0, job.maxErrors), count: v.errors.length };
+}
+// Loaded: the first job may come (loading is not the job's time).
+parentPort.postMessage({ ready: true });
+// One message, several jobs (an item's checks share their subject): one answer per job, in order.
+parentPort.on("message", ({ subject, jobs }) => {
+  for (const job of jobs) {
+    try {
+      parentPort.postMessage({ answer: answer(job, subject) });
+    } catch (err) {
+      parentPort.postMessage({ error: err instanceof Error ? err.message : String(err) });
+    }
+  }
+});
+`;
+
+type ThreadJob = { pattern: string; bits: number } | { schema: string; json: string; maxErrors: number };
+
+interface Job {
+  job: ThreadJob;
+  /** The text several match jobs share (sent once); none for a schema's. */
+  subject?: string;
+  resolve: (answer: unknown) => void;
+  reject: (err: Error) => void;
+}
+
+let thread: Worker | null = null;
+/** The thread has loaded its modules (a job's time limit starts when it is sent). */
+let ready = false;
+const queue: Job[] = [];
+/** The jobs sent to the thread together (one subject), how many it has answered, the current one's deadline. */
+let running: { jobs: Job[]; answered: number; timer: NodeJS.Timeout } | null = null;
+
+const deadline = (w: Worker) =>
+  setTimeout(() => {
+    stop(w);
+    fail(new MatchTimeout(`did not finish within ${MATCH_TIME_LIMIT_MS / 1000} s`));
+  }, MATCH_TIME_LIMIT_MS);
+
+/** The thread's answer for the current job; the next one gets its own deadline. */
+function answer(w: Worker, outcome: { answer?: unknown; error?: string }): void {
+  const r = running;
+  if (!r) return;
+  clearTimeout(r.timer);
+  const job = r.jobs[r.answered++]!;
+  if (outcome.error !== undefined) job.reject(new Error(outcome.error));
+  else job.resolve(outcome.answer);
+  if (r.answered < r.jobs.length) r.timer = deadline(w);
+  else {
+    running = null;
+    next();
+  }
+}
+
+/**
+ * The current job fails (the thread is gone); the rest of its group goes back to the front of the
+ * queue. A thread that died loading fails every queued job: the next would die the same way.
+ */
+function fail(err: Error): void {
+  const r = running;
+  if (!r) {
+    for (const job of queue.splice(0)) job.reject(err);
+    return;
+  }
+  running = null;
+  clearTimeout(r.timer);
+  r.jobs[r.answered]!.reject(err);
+  queue.unshift(...r.jobs.slice(r.answered + 1));
+  next();
+}
+
+function stop(w: Worker): void {
+  if (thread === w) gone();
+  void w.terminate();
+}
+
+function gone(): void {
+  thread = null;
+  ready = false;
+}
+
+function start(): Worker {
+  const w = new Worker(THREAD_SOURCE, {
+    eval: true,
+    workerData: {
+      base: createRequire(import.meta.url).resolve("re2js"),
+      cacheBytes: PATTERN_CACHE_BYTES,
+      instructionBytes: PATTERN_INSTRUCTION_BYTES,
+      machineBytes: PATTERN_MACHINE_BYTES,
+      readMax: PATTERN_READ_MAX_CHARS,
+      schemaCacheSize: SCHEMA_CACHE_SIZE,
+      ajvOptions: AJV_OPTIONS,
+    },
+    resourceLimits: { maxOldGenerationSizeMb: THREAD_HEAP_MB },
+  });
+  // An idle thread does not keep the process alive; a job in flight does (its timer).
+  w.unref();
+  w.on("message", (m: { answer?: unknown; error?: string; ready?: true }) => {
+    if (thread !== w) return;
+    if (!m.ready) return answer(w, m);
+    ready = true;
+    next();
+  });
+  w.on("error", (err) => {
+    if (thread !== w) return;
+    stop(w);
+    fail(new Error(`the matching thread failed: ${err.message}`));
+  });
+  w.on("exit", () => {
+    if (thread !== w) return;
+    gone();
+    fail(new Error("the matching thread exited"));
+  });
+  return w;
+}
+
+/**
+ * Sends the next job with every queued match job on the same subject (an item's checks): the
+ * subject is copied to the thread once, not once a pattern (copies of 1 MB each made the main
+ * isolate collect garbage for hundreds of ms).
+ */
+function next(): void {
+  if (running || queue.length === 0) return;
+  thread ??= start();
+  if (!ready) return; // sent when the thread says it is ready
+  const first = queue.shift();
+  if (!first) return;
+  const jobs = [first];
+  if (first.subject !== undefined)
+    for (let i = 0; i < queue.length; )
+      if (queue[i]!.subject === first.subject) jobs.push(...queue.splice(i, 1));
+      else i++;
+  const w = thread;
+  running = { jobs, answered: 0, timer: deadline(w) };
+  w.postMessage({ subject: first.subject, jobs: jobs.map((j) => j.job) });
+}
+
+function enqueue(job: ThreadJob, subject?: string): Promise<unknown> {
+  return new Promise((resolve, reject) => {
+    queue.push({ job, subject, resolve, reject });
+    next();
+  });
+}
+
+/**
+ * Whether `pattern` (a regex check's, RE2 syntax, `flags` i/m/s) matches somewhere in `subject`.
+ * Rejects with the reason when the pattern is refused (over the pattern budget, or RE2 syntax
+ * it does not compile), with MatchTimeout past the time limit.
+ */
+export function matchPattern(pattern: string, flags: string, subject: string): Promise<boolean> {
+  // Measured before anything compiles it (a spec may be older than the budget).
+  let bound: number;
+  try {
+    bound = patternProgramBound(pattern);
+  } catch (err) {
+    return Promise.reject(err);
+  }
+  if (subject.length * bound <= INLINE_WORK) {
+    try {
+      return Promise.resolve(testPattern(pattern, flags, subject));
+    } catch (err) {
+      return Promise.reject(err);
+    }
+  }
+  return enqueue({ pattern, bits: patternFlagBits(flags) }, subject) as Promise<boolean>;
+}
+
+export type ThreadValidation = { valid: true } | { valid: false; errors: ErrorObject[]; count: number };
+
+/**
+ * `json` (one JSON value's text) validated against the output schema whose JSON text is
+ * `schema`, in the thread (its first `maxErrors` errors and how many there were). Rejects with
+ * MatchTimeout past the time limit (compiling included), else with why it could not be checked.
+ */
+export function validateInThread(schema: string, json: string, maxErrors: number): Promise<ThreadValidation> {
+  return enqueue({ schema, json, maxErrors }) as Promise<ThreadValidation>;
+}
