@@ -110,6 +110,13 @@ const SCHEMA_MAPS = new Set(["properties", "patternProperties", "$defs", "defini
 /** A key as a path segment: `.name`, or `["a b"]` when it is not a plain name. */
 const segment = (key: string) => (/^[A-Za-z_$][\w$-]*$|^\d+$/.test(key) ? `.${key}` : `[${JSON.stringify(key)}]`);
 
+/**
+ * A `format` (ajv-formats) is matched with JavaScript's backtracking RegExp: it counts as a
+ * pattern this large when validateAnswer weighs an answer, so a long one is checked in the
+ * thread, within the time limit.
+ */
+const FORMAT_PROGRAM = 200;
+
 /** What the walk over a schema's patterns found: their total and largest program. */
 interface Walked {
   budget: PatternBudget;
@@ -150,6 +157,7 @@ function* schemaPatterns(schema: object, field: string, walked: Walked): Generat
       const at = `${path}${segment(key)}`;
       if (DATA_KEYWORDS.has(key)) continue;
       if (key === "pattern" && typeof value === "string") yield* check(value, at);
+      else if (key === "format" && typeof value === "string") walked.maxProgram = Math.max(walked.maxProgram, FORMAT_PROGRAM);
       else if (SCHEMA_MAPS.has(key) && value && typeof value === "object" && !Array.isArray(value)) {
         for (const [name, sub] of Object.entries(value)) {
           if (key === "patternProperties") yield* check(name, `${at}${segment(name)}`);
