@@ -25,6 +25,12 @@ export function formatTokens(n: number): string {
   return `${(n / 1_000_000).toFixed(1)}M`;
 }
 
+/** "12.3k in · 456 out", then "· 10.0k cached" when part of the input was read from the provider's prompt cache. */
+export function formatUsage(u: { input_tokens: number; output_tokens: number; cached_input_tokens?: number }): string {
+  const line = `${formatTokens(u.input_tokens)} in · ${formatTokens(u.output_tokens)} out`;
+  return (u.cached_input_tokens ?? 0) > 0 ? `${line} · ${formatTokens(u.cached_input_tokens ?? 0)} cached` : line;
+}
+
 /** 1,234 (en-US grouping everywhere, so numbers read alike whatever the browser's locale). */
 export function formatCount(n: number): string {
   return Number.isFinite(n) ? Math.round(n).toLocaleString("en-US") : "0";

@@ -4,7 +4,7 @@ import { useMutation, useQueryClient } from "@tanstack/react-query";
 import { useEffect, useId, useState } from "react";
 import { type BatchProjection, itemStatusSchema } from "@/lib/api/batches";
 import { ApiError } from "@/lib/api/client";
-import { formatCount, formatDuration, formatTime, formatTokens } from "@/lib/format";
+import { formatCount, formatDuration, formatTime, formatUsage } from "@/lib/format";
 import { BatchArtifacts } from "../files/batch-artifacts";
 import { type BatchAction, controlBatch } from "./api";
 import { ItemsSection } from "./items";
@@ -161,10 +161,7 @@ export function BatchDetail({
 
       <dl className="grid grid-cols-2 gap-x-4 gap-y-1 text-xs @2xl:grid-cols-4">
         <Stat label="Tokens" testId="stat-tokens">
-          {formatTokens(batch.usage.input_tokens)} in · {formatTokens(batch.usage.output_tokens)} out
-          {batch.usage.cached_input_tokens > 0 ? (
-            <span data-testid="stat-cached-tokens"> · {formatTokens(batch.usage.cached_input_tokens)} cached</span>
-          ) : null}
+          {formatUsage(batch.usage)}
         </Stat>
         <Stat
           label="Elapsed"

@@ -4,7 +4,7 @@ import { useMutation, useQueryClient } from "@tanstack/react-query";
 import { memo, useId, useState } from "react";
 import { ItemToolCalls } from "@/components/tool-calls";
 import type { BatchProjection, BatchStatus, ItemProjection } from "@/lib/api/batches";
-import { formatTime, formatTokens } from "@/lib/format";
+import { formatTime, formatUsage } from "@/lib/format";
 import { retryItem } from "./api";
 import { checkReason } from "./check-mark";
 import { type PageChain, replaceItem } from "./item-pages";
@@ -188,8 +188,7 @@ function ItemDetail({
           {item.attempts} of {maxAttempts}
         </Fact>
         <Fact label="Tokens">
-          {formatTokens(item.usage.input_tokens)} in · {formatTokens(item.usage.output_tokens)} out
-          {item.usage.cached_input_tokens > 0 ? ` · ${formatTokens(item.usage.cached_input_tokens)} cached` : ""}
+          {formatUsage(item.usage)}
         </Fact>
         {item.started_at ? <Fact label="Started">{formatTime(item.started_at)}</Fact> : null}
         {item.finished_at ? <Fact label="Finished">{formatTime(item.finished_at)}</Fact> : null}

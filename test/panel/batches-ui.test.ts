@@ -14,7 +14,7 @@ import {
 } from "@/components/batches/status";
 import { batchElapsed } from "@/components/batches/timing";
 import { waitingText } from "@/components/batches/waiting";
-import { formatDuration, formatRate, formatTime, formatTokens } from "@/lib/format";
+import { formatDuration, formatRate, formatTime, formatTokens, formatUsage } from "@/lib/format";
 
 const LIMITS = { maxItems: 5000, maxLiveItems: 1000, maxRunningItems: 64 };
 
@@ -86,6 +86,11 @@ describe("why a batch waits", () => {
 });
 
 describe("controls", () => {
+  it("shows cached input tokens beside in and out only when some input was read from the cache", () => {
+    expect(formatUsage({ input_tokens: 12_345, output_tokens: 456, cached_input_tokens: 10_000 })).toBe("12.3k in · 456 out · 10.0k cached");
+    expect(formatUsage({ input_tokens: 12_345, output_tokens: 456, cached_input_tokens: 0 })).toBe("12.3k in · 456 out");
+  });
+
   it("allows each control only in the states that can take it", () => {
     expect(allowedControls("running", true)).toEqual({ pause: true, resume: false, cancel: true });
     expect(allowedControls("queued", true)).toEqual({ pause: true, resume: false, cancel: true });
