@@ -71,6 +71,14 @@ export const configSchema = z
         enabled: z.boolean().default(true),
         poll_interval_seconds: num(0.05, 60, 1),
         lease_seconds: num(1, 3_600, 120),
+        // A worker's statements run at most this long (statement_timeout of its connections): a
+        // pass past it is abandoned and logged, and the loop goes on.
+        worker_statement_timeout_seconds: num(1, 600, 30),
+        // The longest a worker's statement waits for a lock (lock_timeout), within the above.
+        worker_lock_timeout_seconds: num(0.1, 600, 10),
+        // A worker whose loop made no progress (no pass ended) for this long exits, whatever its
+        // heartbeat timer does, and `npm start` starts a new one.
+        worker_stall_seconds: num(2, 3_600, 90),
         max_items_per_batch: int(1, 100_000, 5_000),
         default_max_live_items: int(1, 10_000, 100),
         max_live_items_per_batch: int(1, 10_000, 1_000),

@@ -23,7 +23,14 @@ export interface Database {
 
 export function createDatabase(
   url: string,
-  options: { max?: number; applicationName?: string; fetchTypes?: boolean } = {},
+  options: {
+    max?: number;
+    applicationName?: string;
+    fetchTypes?: boolean;
+    /** statement_timeout / lock_timeout of every connection of the pool, in ms (0 or absent: none). */
+    statementTimeoutMs?: number;
+    lockTimeoutMs?: number;
+  } = {},
 ): Database {
   const sql = postgres(url, {
     max: options.max ?? 10,
@@ -32,7 +39,11 @@ export function createDatabase(
     // as parameters; a connection closed mid-lookup becomes an unhandled rejection. Pools that
     // never send arrays and open connections on demand (exports) turn it off.
     fetch_types: options.fetchTypes ?? true,
-    connection: { application_name: options.applicationName ?? "flotilla" },
+    connection: {
+      application_name: options.applicationName ?? "flotilla",
+      ...(options.statementTimeoutMs ? { statement_timeout: Math.round(options.statementTimeoutMs) } : {}),
+      ...(options.lockTimeoutMs ? { lock_timeout: Math.round(options.lockTimeoutMs) } : {}),
+    },
   });
   const db = drizzle(sql, { schema });
   return { db, sql, close: () => sql.end({ timeout: 5 }) };

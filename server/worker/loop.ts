@@ -1,5 +1,5 @@
 import { writeFinishedRunRow } from "@/server/agent/runs";
-import { AbortReason, errorText } from "@/server/errors";
+import { AbortReason, errorCodeOf, errorText } from "@/server/errors";
 import type { FlotillaConfig } from "@/lib/config";
 import { expireApprovals } from "@/server/batches/approvals";
 import {
@@ -73,6 +73,8 @@ export interface BatchWorkerOptions {
    */
   localQueueSize?: number;
   logger?: Logger;
+  /** A pass ended (succeeded, failed or was abandoned at its statement or lock timeout): the loop's progress. */
+  onPassEnded?: () => void;
   /** Passes have failed for `stuckAfterMs` (default STUCK_AFTER_MS): called once per such stretch. */
   onStuck?: (failingForMs: number) => void;
   stuckAfterMs?: number;
@@ -124,6 +126,9 @@ export class BatchWorker {
   private readonly poll: Coalescer;
   private started = false;
   private stopping = false;
+  /** When the last pass ended; a loop stalled longer than stallMs writes no heartbeat. */
+  private lastPassEndedAt = Date.now();
+  private readonly stallMs: number;
   /** When the first of the passes failing since the last one that succeeded failed. */
   private failingSince: number | undefined;
   private stuck = false;
@@ -144,12 +149,19 @@ export class BatchWorker {
     this.log = (options.logger ?? rootLog).child({ worker_id: this.id });
     this.leaseSeconds = options.config.subagent_batches.lease_seconds;
     this.localQueueSize = Math.max(0, options.localQueueSize ?? 0);
+    this.stallMs = stallMsOf(options.config);
     this.pass = new Coalescer(
-      () => this.runPass(),
+      () =>
+        this.runPass().finally(() => {
+          this.lastPassEndedAt = Date.now();
+          options.onPassEnded?.();
+        }),
       (err) => {
         this.failingSince ??= Date.now();
         const failingForMs = Date.now() - this.failingSince;
-        this.log.error({ err, failing_for_ms: failingForMs }, "worker pass failed; retrying at the next poll");
+        if (isStatementTimeout(err))
+          this.log.error({ err, failing_for_ms: failingForMs }, "worker pass abandoned: it ran past its statement or lock timeout; retrying at the next poll");
+        else this.log.error({ err, failing_for_ms: failingForMs }, "worker pass failed; retrying at the next poll");
         if (failingForMs >= (options.stuckAfterMs ?? STUCK_AFTER_MS) && !this.stuck) {
           this.stuck = true;
           this.options.onStuck?.(failingForMs);
@@ -292,7 +304,8 @@ export class BatchWorker {
       // database is away. Anything else refused the pass: its rows are settled one at a time,
       // so one row PostgreSQL cannot store fails alone instead of failing every pass after it.
       this.marks.unshift(...marks);
-      if (isDatabaseUnavailable(err) || settlements.length === 0) this.settlements.unshift(...settlements);
+      // A pass past its timeout says nothing about its rows: they go out again in the next one.
+      if (isDatabaseUnavailable(err) || isStatementTimeout(err) || settlements.length === 0) this.settlements.unshift(...settlements);
       else await this.settleEach(settlements, err);
       throw err;
     }
@@ -439,9 +452,10 @@ export class BatchWorker {
     this.kick();
   }
 
-  /** Skipped while passes fail: a worker that cannot settle or claim must not read as alive. */
+  /** Skipped while passes fail or the loop stalls: a worker that cannot settle or claim must not read as alive. */
   private async beat(): Promise<void> {
     if (this.failingSince !== undefined) return;
+    if (Date.now() - this.lastPassEndedAt > this.stallMs) return;
     try {
       await writeHeartbeat(this.db, { id: this.id, capacity: this.runtime.capacity.maxRunning, running: this.running.size });
     } catch (err) {
@@ -487,6 +501,24 @@ export class BatchWorker {
       this.kick();
     }
   }
+}
+
+/**
+ * How long the loop may go without a pass ending before it counts as stalled: the configured
+ * bound, and never less than three polls (a pass is asked for at every poll).
+ */
+export function stallMsOf(config: FlotillaConfig): number {
+  const b = config.subagent_batches;
+  return Math.max(b.worker_stall_seconds * 1000, 3 * b.poll_interval_seconds * 1000);
+}
+
+/** PostgreSQL cancelled the statement at statement_timeout (57014) or lock_timeout (55P03). */
+function isStatementTimeout(err: unknown, depth = 0): boolean {
+  if (!err || typeof err !== "object" || depth > 5) return false;
+  const code = errorCodeOf(err);
+  if (code === "57014" || code === "55P03") return true;
+  const cause = (err as { cause?: unknown }).cause;
+  return cause !== undefined && cause !== err && isStatementTimeout(cause, depth + 1);
 }
 
 /** Round-robin across batches, so slots taking from the local queue keep the claim's fair shares. */

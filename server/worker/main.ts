@@ -6,13 +6,15 @@ import { INSTANCE_ID } from "@/server/runtime/instance";
 import { assertConfiguredOutputSchemas } from "@/server/runtime/output-schema";
 import { initTelemetry, shutdownTelemetry } from "@/server/telemetry";
 import { closeMcpClients } from "@/server/tools/mcp";
-import { BatchWorker } from "./loop";
+import { BatchWorker, stallMsOf } from "./loop";
+import { startWatchdog } from "./watchdog";
 
 /**
  * Worker entrypoint: `npm run worker`. Never imports Next.js. Runs the batch worker against
  * DATABASE_URL until SIGTERM / SIGINT, then stops claiming, aborts its local runs, hands their
  * rows back to `queued` (attempt restored), marks its heartbeat stopped and exits. A worker whose
- * passes keep failing for a minute does the same and exits with 1.
+ * passes keep failing for a minute does the same and exits with 1; one whose loop stalls (no pass
+ * ends for subagent_batches.worker_stall_seconds) is killed by its watchdog (./watchdog.ts).
  */
 async function main() {
   let config: ReturnType<typeof getConfig>;
@@ -27,12 +29,22 @@ async function main() {
     throw err;
   }
   await initTelemetry("flotilla-worker");
-  const database = createDatabase(databaseUrlFromEnv(), { applicationName: "flotilla-worker" });
+  const b = config.subagent_batches;
+  // Every statement of the worker is bounded, so a pass waiting on a lock or a slow query is
+  // abandoned (and retried by the loop) instead of holding the loop forever.
+  const database = createDatabase(databaseUrlFromEnv(), {
+    applicationName: "flotilla-worker",
+    statementTimeoutMs: b.worker_statement_timeout_seconds * 1000,
+    lockTimeoutMs: b.worker_lock_timeout_seconds * 1000,
+  });
   await startWorkerOps({ database, config }); // shared rate limiter, metrics gauges + port
   // Passes failing for a minute: exit non-zero, so `npm start` (scripts/start.ts) starts a fresh worker.
+  // A loop that stops making progress (a pass that never ends, a blocked event loop) ends the process.
+  const watchdog = startWatchdog({ id: INSTANCE_ID, stallMs: stallMsOf(config) });
   const worker = new BatchWorker({
     database,
     config,
+    onPassEnded: watchdog.progress,
     onStuck: (ms) => void stop(`passes failing for ${Math.round(ms / 1000)} s`, 1),
   });
   await worker.start();
