@@ -1,4 +1,4 @@
-import { runSubagent, type SubagentRunResult } from "@/server/agent/executor";
+import { runSubagent } from "@/server/agent/executor";
 import type { FlotillaConfig } from "@/lib/config";
 import { approvalDecisions } from "@/server/batches/approvals";
 import { type ChecksOutcome, runChecks } from "@/server/batches/checks";
@@ -6,7 +6,7 @@ import type { ItemExecutor, ItemRunContext, ItemRunResult } from "@/server/batch
 import { compatItemExecutor } from "@/server/compat/execute";
 import { type ExecutionSpec, snapshotDefinition } from "@/server/batches/spec";
 import { blockLines, dataBlock } from "@/server/batches/quote-data";
-import { openStepJournal } from "@/server/batches/steps";
+import { type KeptAnswer, openStepJournal, type StepJournal } from "@/server/batches/steps";
 import type { Usage } from "@/server/batches/settlement";
 import type { ClaimedItem } from "@/server/batches/types";
 import type { Db } from "@/server/db/client";
@@ -67,6 +67,8 @@ export function subagentItemExecutor(args: {
       };
     }
     const steps = args.durableSteps === false ? undefined : await openStepJournal(args.db, { workerId: ctx.workerId, item });
+    // The answer an attempt whose judges were rate limited kept: only the checks run again.
+    if (steps?.kept) return judgeKeptAnswer(steps.kept, { item, spec, signal, model, runtime: args.runtime, fallback: args.model, steps, onStarted });
     // A re-queued item whose call a person decided: continue with the decisions (approvals.ts).
     const decided = await decidedApprovals(args.db, args.runtime.config, spec, item, steps !== undefined);
     const result = await withRunAttributes(traced, () => runSubagent(args.db, {
@@ -105,7 +107,8 @@ export function subagentItemExecutor(args: {
     if (result.awaitingApproval) out.awaitingApproval = result.awaitingApproval;
     if (result.status === "completed" && spec.checks.length > 0) {
       try {
-        await checkAnswer(out, { item, spec, signal, model, result, runtime: args.runtime, fallback: args.model });
+        const answer = { text: result.text, output: result.output, model: result.model, stopReason: result.stopReason ?? "stop", runId: result.runId };
+        await checkAnswer(out, { item, spec, signal, model, answer, runtime: args.runtime, fallback: args.model, steps });
       } catch (err) {
         // Cancelled, lease lost or shutting down during a judge: the worker settles nothing but
         // still writes the run row, which only this result carries.
@@ -114,6 +117,39 @@ export function subagentItemExecutor(args: {
     }
     return out;
   };
+}
+
+type CheckContext = {
+  item: ClaimedItem;
+  spec: ExecutionSpec;
+  signal: AbortSignal;
+  model: ResolvedModel;
+  runtime: SubagentRuntime;
+  fallback?: ResolvedModel;
+  steps?: StepJournal;
+  onStarted?: () => unknown;
+};
+
+/** An attempt that judges the answer an earlier one kept (no model call for the answer: no tokens but the judges'). */
+async function judgeKeptAnswer(kept: KeptAnswer, ctx: CheckContext): Promise<ItemRunResult> {
+  const out: ItemRunResult = {
+    status: "completed",
+    text: kept.text,
+    usage: { inputTokens: 0, outputTokens: 0 },
+    model: kept.model,
+    stopReason: kept.stopReason,
+    runId: kept.runId,
+    steps: true,
+  };
+  if (kept.output !== undefined) out.output = kept.output;
+  // Started: the judges' model calls are this attempt's work.
+  await ctx.onStarted?.();
+  try {
+    await checkAnswer(out, { ...ctx, answer: kept });
+  } catch (err) {
+    if (!ctx.signal.aborted) throw err;
+  }
+  return out;
 }
 
 /**
@@ -163,9 +199,10 @@ async function checkAnswer(
     spec: ExecutionSpec;
     signal: AbortSignal;
     model: ResolvedModel;
-    result: SubagentRunResult;
+    answer: KeptAnswer;
     runtime: SubagentRuntime;
     fallback?: ResolvedModel;
+    steps?: StepJournal;
   },
 ): Promise<void> {
   const { spec } = ctx;
@@ -174,8 +211,8 @@ async function checkAnswer(
     checked = await runChecks({
       checks: spec.checks,
       prompt: ctx.item.prompt,
-      text: ctx.result.text,
-      output: spec.output_schema ? ctx.result.output : undefined,
+      text: ctx.answer.text,
+      output: spec.output_schema ? ctx.answer.output : undefined,
       expected: ctx.item.expected,
       judge: {
         model: ctx.model,
@@ -209,6 +246,8 @@ async function checkAnswer(
     out.error = checked.rateLimited.error;
     out.errorClass = "rate_limit";
     out.retryAfterMs = endpointBackoffMs(checked.rateLimited.endpoint);
+    // The answer waits with the deferral: the next attempt pays only for the judges again.
+    if (ctx.steps && (await ctx.steps.keep(ctx.answer))) out.steps = true;
     return;
   }
   out.checks = checked.checks;

@@ -11,7 +11,8 @@ import { waitUntil, Workers } from "../loop/support";
  * socket, a real worker process, PostgreSQL, and a local OpenAI-compatible endpoint serving both
  * the items' model and a dearer judge model. An answer that tries to rewrite the rubric reaches
  * the judge as one JSON line inside its DATA block; the judge meets 429s past the SDK's retries
- * and the item still passes; each model's tokens are priced at that model's price; another user's
+ * and the item still passes, its answer kept with the deferral (asked for once, only the judge
+ * runs again); each model's tokens are priced at that model's price; another user's
  * batch finishes meanwhile.
  */
 
@@ -99,15 +100,18 @@ describe("judges under abuse", () => {
     expect(theirs).toMatchObject({ status: "completed", counts: { succeeded: 2 } });
     expect(mine).toMatchObject({ status: "completed", verdicts: { passed: 1, failed: 0 } });
 
-    // The item: deferred once by the judge's 429s, then passed; its answer asked for twice.
+    // The item: deferred once by the judge's 429s, then passed. The answer was kept with the
+    // deferral: the item's model was asked once, only the judge ran again (it does not pay twice).
     const { items } = itemPageSchema.parse((await send(alice, "GET", `${judgedPath}/items`)).body);
     expect(items).toHaveLength(1);
     expect(items[0]).toMatchObject({ status: "succeeded", attempts: 1, verdict: "passed", checks: [{ name: "polite", passed: true }] });
-    // 2 answers × (1,000 × $2 + 100 × $10) / M + 1 judge answer × (400 × $5 + 50 × $20) / M.
-    const cost = (2 * (1_000 * 2 + 100 * 10) + (400 * 5 + 50 * 20)) / 1e6;
+    const answers = fake.requests.filter((r) => r.body?.model === "item-1" && JSON.stringify(r.body?.messages ?? []).includes("poison"));
+    expect(answers).toHaveLength(1);
+    // 1 answer × (1,000 × $2 + 100 × $10) / M + 1 judge answer × (400 × $5 + 50 × $20) / M.
+    const cost = (1_000 * 2 + 100 * 10 + (400 * 5 + 50 * 20)) / 1e6;
     expect(items[0]!.cost_usd).toBeCloseTo(cost, 12);
     expect(mine.cost_usd).toBeCloseTo(cost, 12);
-    expect(mine.usage).toEqual({ input_tokens: 2_400, output_tokens: 250 , cached_input_tokens: 0, cache_write_tokens: 0 });
+    expect(mine.usage).toEqual({ input_tokens: 1_400, output_tokens: 150, cached_input_tokens: 0, cache_write_tokens: 0 });
 
     // The judge that answered read the rubric first, then the answer as one JSON line in its block.
     const judge = fake.requests.filter((r) => (r.body?.response_format as { json_schema?: { name?: string } })?.json_schema?.name === JUDGE_OUTPUT_NAME);

@@ -219,7 +219,7 @@ export const subagentBatchItemSteps = pgTable(
   "subagent_batch_item_steps",
   {
     itemId: parentColumn("item_id", () => subagentBatchItems.id),
-    /** The 1-based model step. */
+    /** The 1-based model step (0: an answer kept for its rate-limited judges, steps.ts). */
     step: integer("step").notNull(),
     /** The step's response messages (ModelMessage[]: the assistant message, then the tool results). */
     messages: jsonb("messages").notNull(),
