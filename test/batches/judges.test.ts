@@ -364,9 +364,10 @@ describe("a judge runs under admission and rate limits", () => {
     expect(attempts[0]!.error).toMatch(/^rate_limit: the judge of check graded was rate limited: /);
     const calls = fake.requests.slice(before);
     expect(calls.filter(isJudgeCall)).toHaveLength(4);
-    expect(calls.filter((c) => !isJudgeCall(c))).toHaveLength(2);
-    // Both answers are paid for, and the one judge call that answered, each at its model's price.
-    expect(row!.cost_usd).toBeCloseTo(2 * ITEM_CALL + JUDGE_CALL_AT_JUDGE, 12);
+    // The answer was kept with the deferral: asked for once; only the judge ran again.
+    expect(calls.filter((c) => !isJudgeCall(c))).toHaveLength(1);
+    // The one answer and the one judge call that answered, each at its model's price.
+    expect(row!.cost_usd).toBeCloseTo(ITEM_CALL + JUDGE_CALL_AT_JUDGE, 12);
   });
 
   it("a judge waits for a process slot like any model call: it starts only once a slot frees", async () => {
