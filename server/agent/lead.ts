@@ -8,12 +8,15 @@ import {
 } from "ai";
 import type { FlotillaConfig } from "@/lib/config";
 import type { ChatMessage, ChatMessageMetadata } from "@/lib/api/chat";
+import type { SubagentUsage } from "@/lib/api/subagents";
 import type { Db } from "@/server/db/client";
 import { type Logger, log } from "@/server/log";
 import { endAgentSpan, inSpan, startAgentSpan } from "@/server/telemetry";
 import type { ResolvedModel } from "@/server/models/types";
 import { registerLiveRun } from "@/server/runtime/run-registry";
 import { type ApprovalRequest, approvalRequestsOf, recordLeadApprovals } from "./chat-approvals";
+import { addStepUsage, NO_USAGE } from "./executor/usage";
+import { toolChars, withPromptCache } from "./executor/prompt-cache";
 import { createRun, finishRun } from "./runs";
 import "./prompt-schema";
 import { buildLeadTools, type LeadToolContext } from "./tools";
@@ -127,7 +130,7 @@ class LeadResponse {
   // One controller per response: Stop (run registry) and the optional signal abort it.
   private readonly controller = new AbortController();
   private readonly unregister: () => void;
-  private readonly usage = { inputTokens: 0, outputTokens: 0 };
+  private usage: SubagentUsage = NO_USAGE;
   private failure: unknown;
   // Calls the response ends on, waiting for a person: their rows exist before the thread is free.
   private readonly approvals: ApprovalRequest[] = [];
@@ -155,8 +158,7 @@ class LeadResponse {
   }
 
   private addUsage(u: LanguageModelUsage | undefined): void {
-    this.usage.inputTokens += u?.inputTokens ?? 0;
-    this.usage.outputTokens += u?.outputTokens ?? 0;
+    this.usage = addStepUsage(this.usage, u ?? {});
   }
 
   /** The toolset, then the model's stream merged into the writer. */
@@ -174,10 +176,15 @@ class LeadResponse {
     };
     const tools: ToolSet = await buildLeadTools(ctx);
     const modelMessages = await convertToModelMessages(messages, { tools, ignoreIncompleteToolCalls: true });
+    // The lead's system prompt and tools are the same every turn: marked for Anthropic's prompt cache when long enough.
+    const sent = withPromptCache(
+      { provider: model.entry.provider, modelId: model.name },
+      { system: buildLeadSystemPrompt(config, Object.keys(tools)), messages: modelMessages, toolChars: toolChars(tools) },
+    );
     const result = streamText({
       model: model.model,
-      system: buildLeadSystemPrompt(config, Object.keys(tools)),
-      messages: modelMessages,
+      system: sent.system,
+      messages: sent.messages,
       tools,
       stopWhen: stepCountIs(LEAD_MAX_STEPS),
       abortSignal: this.controller.signal,
@@ -231,6 +238,6 @@ class LeadResponse {
     }
     this.runLog.info({ status, ...usage }, "lead response finished");
     endAgentSpan(this.span, { status, usage, error: status === "failed" ? describeError(failure) : undefined });
-    return { ...this.metadataBase, usage: { ...usage }, status };
+    return { ...this.metadataBase, usage: { inputTokens: usage.inputTokens, outputTokens: usage.outputTokens }, status };
   }
 }

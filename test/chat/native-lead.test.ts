@@ -10,8 +10,8 @@ import { makeUser, params, readUIChunks, request, sessionCookie, useSuiteEnv } f
 /**
  * A lead chat turn on a native provider: MODEL_PROVIDER=anthropic makes the env's "default"
  * entry an Anthropic one (no MODEL_BASE_URL needed in production; here it points at the fake).
- * The lead streams through @ai-sdk/anthropic's Messages API, with its tools, and the run keeps
- * the usage the provider reported.
+ * The lead streams through @ai-sdk/anthropic's Messages API, with its tools and its system prompt
+ * marked for the prompt cache, and the run keeps the usage the provider reported, cache included.
  */
 
 let t: TestDatabase;
@@ -56,9 +56,30 @@ describe("a lead turn on an anthropic default entry", () => {
     // The lead's tools travel natively (task, batch_task, ...).
     expect((sent.body?.tools ?? []).map((tool) => tool.name)).toContain("task");
 
+    // The lead's system prompt (its tools before it) is the same every turn: marked, and written on the first.
+    const system = sent.body?.system as Array<{ text: string; cache_control?: unknown }>;
+    expect(system[0]!.cache_control).toEqual({ type: "ephemeral" });
+    const u = sent.usage!;
+    expect(u.cache_creation_input_tokens).toBeGreaterThan(1_024);
+
     const [run] = await t.db.select().from(agentRuns).where(eq(agentRuns.id, start.messageMetadata.runId));
     expect(run).toMatchObject({ kind: "lead", status: "completed", model: "default" });
-    expect(run!.inputTokens).toBe(sent.usage!.input_tokens);
-    expect(run!.outputTokens).toBe(sent.usage!.output_tokens);
+    expect(run!.inputTokens).toBe(u.input_tokens + u.cache_read_input_tokens + u.cache_creation_input_tokens);
+    expect(run!.cacheWriteTokens).toBe(u.cache_creation_input_tokens);
+    expect(run!.outputTokens).toBe(u.output_tokens);
+
+    // The next turn reads it.
+    const again = await chat(
+      request(`/api/threads/${thread.id}/chat`, {
+        method: "POST",
+        cookie,
+        body: { message: { id: "u-native-2", role: "user", parts: [{ type: "text", text: "And the invoices?" }] } },
+      }),
+      params({ threadId: thread.id }),
+    );
+    const next = (await readUIChunks(again))[0] as { messageMetadata: { runId: string } };
+    expect(fake.requests.at(-1)!.usage!.cache_read_input_tokens).toBe(u.cache_creation_input_tokens);
+    const [second] = await t.db.select().from(agentRuns).where(eq(agentRuns.id, next.messageMetadata.runId));
+    expect(second!.cachedInputTokens).toBe(u.cache_creation_input_tokens);
   });
 });

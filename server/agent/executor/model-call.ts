@@ -9,7 +9,7 @@ import {
 } from "ai";
 import { type ApprovalRequest, approvalRequestsOf } from "../chat-approvals";
 import { readTypedAnswer, repairRequest, type TypedOutput } from "../structured-output";
-import { type PromptCache, withPromptCache } from "./prompt-cache";
+import { type PromptCache, toolChars, withPromptCache } from "./prompt-cache";
 
 /**
  * The model call stage: one generateText with the run's tools until the model answers or runs
@@ -32,10 +32,6 @@ export interface ModelCall {
   /** How this call uses the provider's prompt cache (./prompt-cache.ts); absent: no marks, no key. */
   promptCache?: PromptCache;
 }
-
-/** The tool definitions' rough size (names and descriptions; schemas counted flat), for cache lengths. */
-const toolChars = (tools: ToolSet) =>
-  Object.entries(tools).reduce((n, [name, t]) => n + name.length + (t.description?.length ?? 0) + 100, 0);
 
 export interface ModelAnswer {
   text: string;

@@ -1,4 +1,4 @@
-import type { ModelMessage, SystemModelMessage } from "ai";
+import { asSchema, type ModelMessage, type SystemModelMessage, type ToolSet } from "ai";
 import type { ModelProvider } from "@/lib/config";
 
 /**
@@ -18,6 +18,20 @@ export interface PromptCache {
   key?: string;
   /** A batch's shared prefix: what every item's prompt starts with. */
   sharedPrefix?: string;
+}
+
+/** The tool definitions' size as sent (name, description, input JSON schema), for cache lengths. */
+export function toolChars(tools: ToolSet): number {
+  let n = 0;
+  for (const [name, t] of Object.entries(tools)) {
+    n += name.length + (t.description?.length ?? 0);
+    try {
+      n += t.inputSchema ? JSON.stringify(asSchema(t.inputSchema).jsonSchema).length : 0;
+    } catch {
+      n += 100;
+    }
+  }
+  return n;
 }
 
 /** ~4 characters a token, as the estimates count. */
