@@ -106,22 +106,14 @@ function jsonParam<T extends z.ZodType>(schema: T) {
     .pipe(schema);
 }
 
+/** A number arriving as query text: its text checked against `pattern`, then the JSON door's rule for the field. */
+const numberParam = <T extends z.ZodType<unknown, number>>(pattern: RegExp, message: string, field: T) =>
+  z.string().regex(pattern, message).transform(Number).pipe(field);
+const WHOLE_NUMBER = /^\d+$/;
+const positiveIntParam = numberParam(WHOLE_NUMBER, "must be a positive whole number", submissionFieldsShape.max_total_tokens.unwrap());
+const positiveNumberParam = numberParam(/^\d+(\.\d+)?$/, "must be a positive number", submissionFieldsShape.max_cost_usd.unwrap());
+const pilotParam = numberParam(WHOLE_NUMBER, "must be a positive whole number", submissionFieldsShape.pilot.unwrap());
 /** Query parameters of an NDJSON or CSV upload: the JSON door's fields, with numbers arriving as text and objects as JSON text. */
-const positiveIntParam = z
-  .string()
-  .regex(/^\d+$/, "must be a positive whole number")
-  .transform(Number)
-  .pipe(submissionFieldsShape.max_total_tokens.unwrap());
-const positiveNumberParam = z
-  .string()
-  .regex(/^\d+(\.\d+)?$/, "must be a positive number")
-  .transform(Number)
-  .pipe(submissionFieldsShape.max_cost_usd.unwrap());
-const pilotParam = z
-  .string()
-  .regex(/^\d+$/, "must be a positive whole number")
-  .transform(Number)
-  .pipe(submissionFieldsShape.pilot.unwrap());
 const uploadParamsSchema = z
   .object({
     submission_key: submissionFieldsShape.submission_key,
@@ -142,7 +134,7 @@ const uploadParamsSchema = z
   .strict();
 
 export function parseNdjsonSubmission(text: string, params: URLSearchParams, limits: SubmissionLimits): SubmitBatchInput {
-  return parseNdjsonLines(text, params, limits).input;
+  return parseUpload("ndjson", text, params, limits).input;
 }
 
 /** The upload's other fields, from its query string (each at most once). */
@@ -162,11 +154,32 @@ function queryFields(params: URLSearchParams): z.output<typeof uploadParamsSchem
   return parsedQuery.data;
 }
 
+/** An upload's items as they are read, each with its physical line: bounded, and each checked as it comes. */
+class UploadItems {
+  readonly items: SubmitItem[] = [];
+  private readonly lineOf: number[] = [];
+  readonly locator: Locator = lineLocator(this.lineOf);
+
+  constructor(private readonly limits: SubmissionLimits) {}
+
+  /** Refuses the item on `line` past the bound (reading stops at the first line past it). */
+  makeRoom(line: number): void {
+    if (this.items.length === this.limits.maxItems)
+      throw refusal({ message: `line ${line}: at most ${this.limits.maxItems} items per batch` });
+  }
+
+  add(value: unknown, line: number): void {
+    this.lineOf.push(line);
+    const item = parseItem(value, this.items.length);
+    if (isProblem(item)) throw refusal(item, this.locator);
+    this.items.push(value as SubmitItem);
+  }
+}
+
 /** The upload's items with the query's fields, checked by the shared rules with the upload's locator. */
 function uploaded(
   fields: z.output<typeof uploadParamsSchema>,
-  items: SubmitItem[],
-  locator: Locator,
+  { items, locator }: UploadItems,
   limits: SubmissionLimits,
   empty: string,
 ): { input: SubmitBatchInput; locator: Locator } {
@@ -177,35 +190,41 @@ function uploaded(
   return { input, locator };
 }
 
-/** The submission plus its locator: the physical line of every item. */
-function parseNdjsonLines(
+/**
+ * An NDJSON or CSV upload: the query's fields first, then the body's records as items, and the
+ * submission plus its locator (the physical line of every item).
+ */
+function parseUpload(
+  format: "ndjson" | "csv",
   text: string,
   params: URLSearchParams,
   limits: SubmissionLimits,
 ): { input: SubmitBatchInput; locator: Locator } {
   const fields = queryFields(params);
-  const items: SubmitItem[] = [];
-  const lineOf: number[] = [];
-  const locator = lineLocator(lineOf);
+  const items = new UploadItems(limits);
+  if (format === "csv") {
+    readCsvRecords(text, items);
+    return uploaded(fields, items, limits, "a header row, then one record per line");
+  }
+  readNdjsonLines(text, items);
+  return uploaded(fields, items, limits, "one JSON string or object per line");
+}
+
+/** One JSON value a line; blank lines are skipped. */
+function readNdjsonLines(text: string, items: UploadItems): void {
   const lines = text.split("\n");
   for (let i = 0; i < lines.length; i++) {
     const line = lines[i]!.replace(/\r$/, "");
     if (line.trim() === "") continue;
-    const where = `line ${i + 1}`;
-    // Stop reading at the first line past the bound.
-    if (items.length === limits.maxItems) throw refusal({ message: `${where}: at most ${limits.maxItems} items per batch` });
+    items.makeRoom(i + 1);
     let value: unknown;
     try {
       value = JSON.parse(line);
     } catch {
-      throw refusal({ message: `${where}: not valid JSON` });
+      throw refusal({ message: `line ${i + 1}: not valid JSON` });
     }
-    lineOf.push(i + 1);
-    const item = parseItem(value, items.length);
-    if (isProblem(item)) throw refusal(item, locator);
-    items.push(value as SubmitItem);
+    items.add(value, i + 1);
   }
-  return uploaded(fields, items, locator, limits, "one JSON string or object per line");
 }
 
 const CSV_QUOTE_ERRORS: Record<string, string> = {
@@ -263,16 +282,8 @@ function csvItem(header: readonly string[], row: readonly string[]): SubmitItem 
  * starts on (quoted fields may hold line breaks, so records and lines differ). Blank lines may
  * only end the file.
  */
-function parseCsvRecords(
-  text: string,
-  params: URLSearchParams,
-  limits: SubmissionLimits,
-): { input: SubmitBatchInput; locator: Locator } {
-  const fields = queryFields(params);
+function readCsvRecords(text: string, items: UploadItems): void {
   const body = text.startsWith("\uFEFF") ? text.slice(1) : text;
-  const items: SubmitItem[] = [];
-  const lineOf: number[] = [];
-  const locator = lineLocator(lineOf);
   let header: string[] | null = null;
   let start = 0;
   let line = 1;
@@ -302,12 +313,8 @@ function parseCsvRecords(
         }
         if (cells.length !== header.length)
           throw refusal({ message: `line ${at}: has ${cells.length} fields; the header has ${header.length}` });
-        if (items.length === limits.maxItems) throw refusal({ message: `line ${at}: at most ${limits.maxItems} items per batch` });
-        const item = csvItem(header, cells);
-        lineOf.push(at);
-        const parsed = parseItem(item, items.length);
-        if (isProblem(parsed)) throw refusal(parsed, locator);
-        items.push(item);
+        items.makeRoom(at);
+        items.add(csvItem(header, cells), at);
       } catch (err) {
         failure = err;
         parser.abort();
@@ -315,7 +322,6 @@ function parseCsvRecords(
     },
   });
   if (failure) throw failure;
-  return uploaded(fields, items, locator, limits, "a header row, then one record per line");
 }
 
 /** Every door refuses a submission (503) while durable batches are turned off. */
@@ -342,6 +348,5 @@ export async function readSubmission(
   const text = await readBodyText(req, config.http.max_body_bytes);
   const limits = submissionLimits(config.subagent_batches);
   if (format === "json") return { input: parseJsonSubmission(text, limits), locator: jsonLocator };
-  if (format === "csv") return parseCsvRecords(text, params, limits);
-  return parseNdjsonLines(text, params, limits);
+  return parseUpload(format, text, params, limits);
 }
