@@ -468,11 +468,11 @@ test("New batch dialog: a CSV of fields and expected values, an output schema an
   await dialog.getByText("Output and checks").click();
   // A typo is named before anything is sent.
   await dialog.getByLabel("Output schema").fill('{"type": "object",');
-  await expect(dialog.getByRole("alert")).toContainText("output_schema: not valid JSON");
+  await expect(dialog.getByRole("alert")).toContainText("Output schema: not valid JSON");
   await expect(dialog.getByRole("button", { name: "Start batch" })).toBeDisabled();
   await dialog.getByLabel("Output schema").fill(JSON.stringify(OUTPUT_SCHEMA, null, 2));
   await dialog.getByLabel("Checks").fill('[{"name": "label_matches", "type": "equals"}]');
-  await expect(dialog.getByRole("alert")).toContainText("checks.0.path");
+  await expect(dialog.getByRole("alert")).toContainText("Check 1 path");
   await dialog.getByLabel("Checks").fill(JSON.stringify(CHECKS));
   await expect(dialog.getByRole("alert")).toHaveCount(0);
   await shot(page, "03-dialog-csv");

@@ -2,7 +2,9 @@ import { describe, expect, it } from "vitest";
 import { appendPage, chainItems, firstPageChain } from "@/components/batches/item-pages";
 import { draftPrompt, parseItemsInput } from "@/components/batches/new-batch/items-input";
 import { buildSubmission } from "@/components/batches/new-batch/submission";
+import { typedCompileProblems } from "@/components/batches/new-batch/typed-compile";
 import { parseChecksText, parseOutputSchemaText } from "@/components/batches/new-batch/typed-input";
+import { compileOutputSchema } from "@/server/runtime/output-schema";
 import type { ItemProjection } from "@/lib/api/batches";
 import { submitBatchSchema } from "@/lib/api/batches";
 import { cellText, inputFields, itemDurationMs, outputField, resultColumns } from "@/lib/result-columns";
@@ -152,17 +154,67 @@ describe("output schema and checks text", () => {
     expect(parseChecksText("")).toEqual({ value: undefined, error: null });
   });
 
-  it("names what is wrong, in the server's field.path: message form", () => {
-    expect(parseOutputSchemaText('{"type":').error).toMatch(/^output_schema: not valid JSON \(/);
-    expect(parseOutputSchemaText("[1]").error).toBe("output_schema: must be a JSON Schema object");
+  it("names what is wrong by the field's label: Output schema, Checks, Check N <field>", () => {
+    expect(parseOutputSchemaText('{"type":').error).toMatch(/^Output schema: not valid JSON \(/);
+    expect(parseOutputSchemaText("[1]").error).toBe("Output schema: must be a JSON Schema object");
     expect(parseOutputSchemaText(JSON.stringify({ description: "x".repeat(17_000) })).error).toBe(
-      "output_schema: must be at most 16384 bytes as JSON",
+      "Output schema: must be at most 16384 bytes as JSON",
     );
-    expect(parseChecksText('{"name":"a"}').error).toBe("checks: must be an array of checks");
-    expect(parseChecksText('[{"name":"a","type":"equals"}]').error).toMatch(/^checks\.0\.path: /);
-    expect(parseChecksText('[{"name":"a","type":"nope"}]').error).toMatch(/^checks\.0(\.type)?: /);
+    expect(parseChecksText('{"name":"a"}').error).toBe("Checks: must be an array of checks");
+    expect(parseChecksText('[{"name":"a","type":"equals"}]').error).toMatch(/^Check 1 path: /);
+    expect(parseChecksText('[{"name":"a","type":"nope"}]').error).toMatch(/^Check 1( type)?: /);
     expect(parseChecksText('[{"name":"a","type":"regex","pattern":"x"},{"name":"a","type":"regex","pattern":"y"}]').error).toBe(
-      'checks.1.name: duplicate check name "a"',
+      'Check 2 name: duplicate check name "a"',
     );
+  });
+
+  it("compiles a well-formed schema and the regex checks as the server does, naming the field", () => {
+    const ok = typedCompileProblems({ type: "object", properties: { code: { type: "string", pattern: "^[A-Z]{3}$" } } }, [
+      { name: "a", type: "regex", pattern: "^ok" },
+      { name: "b", type: "equals", path: "/code" },
+    ]);
+    expect(ok).toEqual({ schemaError: null, checksError: null });
+    expect(typedCompileProblems({ type: "nope" }, undefined).schemaError).toBe(
+      "Output schema type: must be equal to one of the allowed values",
+    );
+    expect(typedCompileProblems({ $ref: "#/$defs/missing" }, undefined).schemaError).toMatch(
+      /^Output schema: can't resolve reference #\/\$defs\/missing/,
+    );
+    expect(typedCompileProblems({ $schema: "http://json-schema.org/draft-04/schema#" }, undefined).schemaError).toMatch(
+      /^Output schema: no schema with key or ref/,
+    );
+    // A 2020-12 schema is read as 2020-12 ($defs with prefixItems), as the server reads it.
+    expect(
+      typedCompileProblems({ $schema: "https://json-schema.org/draft/2020-12/schema", type: "array", prefixItems: [{ type: "string" }] }, undefined)
+        .schemaError,
+    ).toBeNull();
+    // RE2 semantics, not RegExp: lookahead compiles in JavaScript and is refused here, as by the server.
+    expect(typedCompileProblems({ type: "string", pattern: "(?=a)b" }, undefined).schemaError).toMatch(
+      /^Output schema pattern: does not compile \(RE2 syntax\)/,
+    );
+    expect(typedCompileProblems({ properties: { code: { pattern: "x{101}" } } }, undefined).schemaError).toBe(
+      "Output schema properties.code.pattern: counted repetition {101} is above the limit of 100",
+    );
+    const checks = [
+      { name: "a", type: "regex" as const, pattern: "^ok" },
+      { name: "b", type: "regex" as const, pattern: "(a" },
+    ];
+    expect(typedCompileProblems(undefined, checks).checksError).toMatch(/^Check 2 pattern: does not compile \(RE2 syntax\): .*missing closing \)/);
+    expect(typedCompileProblems(undefined, [{ name: "a", type: "regex", pattern: "(\\w)\\1" }]).checksError).toMatch(
+      /^Check 1 pattern: does not compile \(RE2 syntax\)/,
+    );
+  });
+
+  it("refuses exactly what the server's submission refuses", async () => {
+    for (const schema of [{ type: "nope" }, { $ref: "#/x" }, { type: "string", pattern: "(?<=a)b" }, { type: "string", pattern: "^[a-z]+$" }]) {
+      const browser = typedCompileProblems(schema, undefined).schemaError;
+      let server: string | null = null;
+      try {
+        compileOutputSchema(schema);
+      } catch (err) {
+        server = (err as Error).message;
+      }
+      expect(browser === null, `${JSON.stringify(schema)}: ${browser} / ${server}`).toBe(server === null);
+    }
   });
 });

@@ -19,7 +19,7 @@ import { DraftSummary } from "./preview";
 import { buildSubmission, newSubmissionKey } from "./submission";
 import { parseChecksText, parseOutputSchemaText } from "./typed-input";
 import { TextArea } from "./text-area";
-import { TypedOutputSection } from "./typed-output";
+import { TypedOutputSection, useTypedCompile } from "./typed-output";
 
 const PREVIEW_COUNT = 3;
 
@@ -69,7 +69,11 @@ export function NewBatchDialog({
   const maxRunningItems = optionalInt(limitsDraft.maxRunning);
   const outputSchema = useMemo(() => parseOutputSchemaText(schemaText), [schemaText]);
   const checks = useMemo(() => parseChecksText(checksText), [checksText]);
-  const typedError = outputSchema.error ?? checks.error;
+  // Well-formed JSON is then compiled as the server would (Ajv, RE2), in a chunk loaded on demand.
+  const compiled = useTypedCompile(outputSchema.value, checks.value);
+  const schemaError = outputSchema.error ?? compiled.schemaError;
+  const checksError = checks.error ?? compiled.checksError;
+  const typedError = schemaError ?? checksError ?? (compiled.pending ? "checking" : null);
   const built = limits
     ? buildSubmission(
         {
@@ -197,8 +201,8 @@ export function NewBatchDialog({
           checks={checksText}
           onSchema={setSchemaText}
           onChecks={setChecksText}
-          schemaError={outputSchema.error}
-          checksError={checks.error}
+          schemaError={schemaError}
+          checksError={checksError}
           expectedColumn={!fromFiles && parsed.expected}
         />
         <LimitsSection limits={limits} draft={limitsDraft} onChange={(next) => setLimitsDraft((d) => ({ ...d, ...next }))} />

@@ -1,5 +1,37 @@
+import { useEffect, useMemo, useState } from "react";
+import type { Check, OutputSchema } from "@/lib/api/batch-data";
 import { TextArea } from "./text-area";
 import { CHECKS_EXAMPLE, OUTPUT_SCHEMA_EXAMPLE } from "./typed-input";
+
+type Compiler = typeof import("./typed-compile");
+
+/**
+ * Whether the schema compiles and the regex checks' patterns compile (RE2), checked in the
+ * browser: `pending` until the checker (Ajv and RE2, a chunk of its own) has loaded, which it
+ * does only once either field holds something.
+ */
+export function useTypedCompile(
+  schema: OutputSchema | undefined,
+  checks: readonly Check[] | undefined,
+): { schemaError: string | null; checksError: string | null; pending: boolean } {
+  const [compiler, setCompiler] = useState<Compiler | null>(null);
+  const needed = schema !== undefined || (checks?.some((c) => c.type === "regex") ?? false);
+  useEffect(() => {
+    if (!needed || compiler) return;
+    let live = true;
+    void import("./typed-compile").then((m) => {
+      if (live) setCompiler(m);
+    });
+    return () => {
+      live = false;
+    };
+  }, [needed, compiler]);
+  return useMemo(() => {
+    if (!needed) return { schemaError: null, checksError: null, pending: false };
+    if (!compiler) return { schemaError: null, checksError: null, pending: true };
+    return { ...compiler.typedCompileProblems(schema, checks), pending: false };
+  }, [needed, compiler, schema, checks]);
+}
 
 /** "Output and checks": an optional JSON Schema for each answer, and the checks that grade it. */
 export function TypedOutputSection({
