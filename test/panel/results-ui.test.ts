@@ -2,6 +2,9 @@ import { describe, expect, it } from "vitest";
 import { appendPage, chainItems, firstPageChain } from "@/components/batches/item-pages";
 import { draftPrompt, parseItemsInput } from "@/components/batches/new-batch/items-input";
 import { buildSubmission } from "@/components/batches/new-batch/submission";
+import { readFileSync } from "node:fs";
+import path from "node:path";
+import { metaSchemaSources } from "@/lib/output-schema-meta-source";
 import { typedCompileProblems } from "@/components/batches/new-batch/typed-compile";
 import { parseChecksText, parseOutputSchemaText } from "@/components/batches/new-batch/typed-input";
 import { compileOutputSchema } from "@/server/runtime/output-schema";
@@ -168,6 +171,11 @@ describe("output schema and checks text", () => {
     );
   });
 
+  it("checks schemas with the meta-schema validators generated from this ajv (no eval in the browser)", () => {
+    for (const { file, code } of metaSchemaSources())
+      expect(readFileSync(path.join("lib/output-schema-meta", file), "utf8"), `${file}: run npx tsx scripts/output-schema-meta.ts`).toBe(code);
+  });
+
   it("compiles a well-formed schema and the regex checks as the server does, naming the field", () => {
     const ok = typedCompileProblems({ type: "object", properties: { code: { type: "string", pattern: "^[A-Z]{3}$" } } }, [
       { name: "a", type: "regex", pattern: "^ok" },
@@ -205,8 +213,21 @@ describe("output schema and checks text", () => {
     );
   });
 
-  it("refuses exactly what the server's submission refuses", async () => {
-    for (const schema of [{ type: "nope" }, { $ref: "#/x" }, { type: "string", pattern: "(?<=a)b" }, { type: "string", pattern: "^[a-z]+$" }]) {
+  it("refuses what the server's submission refuses, and takes what it takes", () => {
+    const schemas = [
+      { type: "nope" },
+      { $ref: "#/x" },
+      { $ref: "#/$defs/a~1b", $defs: { "a/b": { type: "string" } } },
+      { $comment: 5 },
+      { type: "object", required: "label" },
+      { $schema: "http://json-schema.org/draft-07/schema#", type: "string" },
+      { $schema: "https://json-schema.org/draft/2019-09/schema", type: "string", minLength: -1 },
+      { $schema: "http://json-schema.org/draft-04/schema#" },
+      { type: "string", pattern: "(?<=a)b" },
+      { type: "string", pattern: "^[a-z]+$", format: "email" },
+      { enum: [{ pattern: "(?=x)" }] },
+    ];
+    for (const schema of schemas) {
       const browser = typedCompileProblems(schema, undefined).schemaError;
       let server: string | null = null;
       try {

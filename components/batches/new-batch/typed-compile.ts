@@ -1,6 +1,6 @@
 import type { Check, OutputSchema } from "@/lib/api/batch-data";
 import { checkPatternProblem, newPatternBudget } from "@/lib/check-pattern";
-import { outputSchemaProblem } from "@/lib/output-schema";
+import { outputSchemaProblem } from "@/lib/output-schema-check";
 import { labelled } from "./typed-input";
 
 /**
