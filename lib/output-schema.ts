@@ -1,23 +1,13 @@
-import Ajv, { type Options } from "ajv";
-import Ajv2019 from "ajv/dist/2019";
-import Ajv2020 from "ajv/dist/2020";
-import addFormats from "ajv-formats";
 import type { RE2JS } from "re2js";
 import { compileCheckPattern, type PatternBudget } from "./check-pattern";
 
 /**
- * How an output schema compiles, shared by the server (server/runtime/output-schema.ts, which
- * caches validators) and the New batch dialog's check (lib/output-schema-check.ts): the same
- * Ajv options and draft choice, and the same walk over the schema's patterns under the RE2
- * pattern budget, so both refuse the same schemas. Pure: no server code.
+ * What the New batch dialog's check (lib/output-schema-check.ts) reads an output schema by, as
+ * server/runtime/output-schema.ts does: the draft its `$schema` picks, and the walk over its
+ * patterns under the RE2 pattern budget with the refused one's path. Pure: no server code.
  */
 
 export type OutputSchemaDraft = "07" | "2019" | "2020";
-
-/** Schema `pattern`s match in linear time (RE2): `regExp` is the engine Ajv compiles them with. */
-export function outputSchemaAjvOptions(regExp: (pattern: string, flags: string) => RE2JS): Options {
-  return { strict: false, allErrors: true, code: { regExp: Object.assign(regExp, { code: "re2js" }) } };
-}
 
 /** Each draft's meta-schema id: a schema's `$schema` must name its draft's (a trailing "#" aside). */
 export const OUTPUT_SCHEMA_META_IDS: Record<OutputSchemaDraft, string> = {
@@ -30,13 +20,6 @@ export const OUTPUT_SCHEMA_META_IDS: Record<OutputSchemaDraft, string> = {
 export function outputSchemaDraft(schema: object): OutputSchemaDraft {
   const declared = "$schema" in schema ? String(schema.$schema) : "";
   return declared.includes("2020-12") ? "2020" : declared.includes("2019-09") ? "2019" : "07";
-}
-
-/** An Ajv instance for `draft` with the output schemas' options and formats. */
-export function newOutputSchemaAjv(draft: OutputSchemaDraft, options: Options): Ajv {
-  const ajv = draft === "2020" ? new Ajv2020(options) : draft === "2019" ? new Ajv2019(options) : new Ajv(options);
-  addFormats(ajv);
-  return ajv;
 }
 
 /** A schema's pattern refused: `field` is its exact path (`output_schema.properties.code.pattern`). */
