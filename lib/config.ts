@@ -91,6 +91,9 @@ export const configSchema = z
         wake_lead: z.boolean().default(true),
         // Total characters of all expanded prompts of one batch, refused before expansion.
         max_total_prompt_chars: int(1_000, 1_000_000_000, 50_000_000),
+        // A lead's batch_task estimated over this many US dollars waits for the person's approval
+        // (0: always asks; null: never).
+        confirm_over_usd: z.number().min(0).max(1_000_000).nullable().default(1),
       })
       .strict()
       .prefault({}),

@@ -8,12 +8,15 @@ import { Button } from "@/components/ui/button";
 import { Spinner } from "@/components/ui/spinner";
 import {
   APPROVAL_REASON_MAX_CHARS,
+  CARD_PILOT_ITEMS,
   type ChatApproval,
   chatApprovalsSchema,
   type DecidedChatApproval,
   decidedChatApprovalSchema,
 } from "@/lib/api/approvals";
+import type { BatchEstimate } from "@/lib/api/batches";
 import { ApiError, fetchJson, sendJson } from "@/lib/api/client";
+import { formatCount, formatTokens, formatUsd } from "@/lib/format";
 
 /**
  * Approvals in the chat: a call of the lead or of a task / swarm child that waits for a person.
@@ -51,12 +54,36 @@ function formatArguments(input: unknown): string {
 function DecidedNote({ decided }: { decided: DecidedChatApproval }) {
   return decided.status === "approved" ? (
     <p role="status" className="flex items-center gap-1.5 text-xs text-emerald-800">
-      <Spinner className="size-3" /> Approved. The call runs, and the answer goes on.
+      <Spinner className="size-3" />{" "}
+      {decided.option === "pilot" ? `Running a pilot of ${CARD_PILOT_ITEMS} items first.` : "Approved. The call runs, and the answer goes on."}
     </p>
   ) : (
     <p role="status" className="text-xs text-red-800">
       Denied{decided.reason ? `: ${decided.reason}` : ""}. The agent is told so.
     </p>
+  );
+}
+
+/** A batch_task's estimate: items, tokens, and what it costs live and on the provider's batch lane. */
+function EstimateFacts({ estimate }: { estimate: BatchEstimate }) {
+  const rows: [string, string][] = [
+    ["Items", formatCount(estimate.items)],
+    [
+      "Tokens",
+      `${formatTokens(estimate.input_tokens)} in${estimate.cached_input_tokens ? ` (${formatTokens(estimate.cached_input_tokens)} cached)` : ""}, ${formatTokens(estimate.output_tokens)} out${estimate.tokens_method === "approx" ? " (approx.)" : ""}`,
+    ],
+    ["Live", formatUsd(estimate.cost_usd.live)],
+    ["Batch lane", estimate.cost_usd.provider_batch === undefined ? "not offered by this model" : formatUsd(estimate.cost_usd.provider_batch)],
+  ];
+  return (
+    <dl data-testid="approval-estimate" className="grid grid-cols-[auto_1fr] gap-x-3 gap-y-0.5 rounded-md border border-amber-200 bg-white p-2 text-xs">
+      {rows.map(([label, value]) => (
+        <div key={label} className="contents">
+          <dt className="text-zinc-500">{label}</dt>
+          <dd className="min-w-0 break-words font-medium text-zinc-900">{value}</dd>
+        </div>
+      ))}
+    </dl>
   );
 }
 
@@ -69,11 +96,12 @@ export function ApprovalCard({ threadId, approval }: { threadId: string; approva
   const [error, setError] = useState<string | null>(null);
   const [decided, setDecided] = useState<DecidedChatApproval | undefined>(() => decidedHere.get(approval.id));
 
-  async function decide(decision: "approve" | "deny") {
+  async function decide(decision: "approve" | "deny", option?: "pilot") {
     setBusy(true);
     setError(null);
     try {
-      const body = decision === "deny" && reason.trim() ? { decision, reason: reason.trim() } : { decision };
+      const denial = estimate ? "cancelled after seeing the estimate; nothing was submitted" : reason.trim();
+      const body = decision === "deny" && denial ? { decision, reason: denial } : option ? { decision, option } : { decision };
       const url = `/api/threads/${encodeURIComponent(threadId)}/approvals/${encodeURIComponent(approval.id)}`;
       const { approval: result } = await sendJson(decidedResponseSchema, url, "approval", body);
       decidedHere.set(approval.id, result);
@@ -86,6 +114,7 @@ export function ApprovalCard({ threadId, approval }: { threadId: string; approva
     }
   }
 
+  const estimate = approval.tool === "batch_task" ? approval.estimate : undefined;
   const expires = new Date(approval.expires_at);
   return (
     <section
@@ -106,8 +135,21 @@ export function ApprovalCard({ threadId, approval }: { threadId: string; approva
       >
         {formatArguments(approval.input)}
       </pre>
+      {estimate ? <EstimateFacts estimate={estimate} /> : null}
       {decided ? (
         <DecidedNote decided={decided} />
+      ) : estimate ? (
+        <div className="flex flex-wrap gap-2">
+          <Button size="sm" disabled={busy} onClick={() => void decide("approve")}>
+            Run
+          </Button>
+          <Button size="sm" variant="secondary" disabled={busy} onClick={() => void decide("approve", "pilot")}>
+            Run a pilot of {CARD_PILOT_ITEMS}
+          </Button>
+          <Button size="sm" variant="danger" disabled={busy} onClick={() => void decide("deny")}>
+            Cancel
+          </Button>
+        </div>
       ) : (
         <>
           <label htmlFor={reasonId} className="sr-only">

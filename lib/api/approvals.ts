@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { batchEstimateSchema } from "./batches";
 
 /** Wire shapes of the approvals of tool calls that wait for a person (DESIGN "Approvals"). */
 
@@ -63,8 +64,17 @@ export const waitingApprovalsSchema = z.object({ approvals: z.array(waitingAppro
  * or swarm child that waits for a person. The browser names only the approval and the decision.
  */
 
-/** POST /api/threads/{id}/approvals/{approval_id}: the same body as an item's decision (`reason` ≤ 2,000 characters). */
-export const chatApprovalDecisionSchema = itemApprovalSchema;
+/** How many items "Run a pilot of N" on a batch_task's card runs first. */
+export const CARD_PILOT_ITEMS = 10;
+
+/**
+ * POST /api/threads/{id}/approvals/{approval_id}: an item's decision body (`reason` ≤ 2,000
+ * characters), and on a batch_task's card `option: "pilot"` with approve: run a pilot of
+ * CARD_PILOT_ITEMS first.
+ */
+export const chatApprovalDecisionSchema = itemApprovalSchema
+  .extend({ option: z.enum(["pilot"], { error: 'must be "pilot"' }).optional() })
+  .refine((v) => v.option === undefined || v.decision === "approve", { path: ["option"], error: 'only with decision "approve"' });
 export type ChatApprovalDecision = z.infer<typeof chatApprovalDecisionSchema>;
 
 /** One call waiting in a thread: GET /api/threads/{id}/approvals. */
@@ -81,6 +91,8 @@ export const chatApprovalSchema = z
     tool: z.string(),
     /** The call's arguments, exactly as the call will get them. */
     input: z.unknown(),
+    /** A lead's batch_task over subagent_batches.confirm_over_usd: what it would cost. */
+    estimate: batchEstimateSchema.optional(),
     created_at: z.string(),
     /** When the call is denied for want of a decision (tools.approval_timeout_seconds). */
     expires_at: z.string(),
@@ -97,6 +109,8 @@ export const decidedChatApprovalSchema = z
     tool: z.string(),
     status: z.enum(["approved", "denied"]),
     reason: z.string().nullable(),
+    /** "pilot" when the person chose a batch_task's pilot. */
+    option: z.string().nullable(),
     decided_at: z.string(),
   })
   .strict();

@@ -67,7 +67,15 @@ export function approvalRequestsOf(content: readonly { type: string }[]): Approv
  */
 export async function recordLeadApprovals(
   db: DbOrTx,
-  args: { userId: string; threadId: string; runId: string; requests: readonly ApprovalRequest[]; timeoutSeconds: number },
+  args: {
+    userId: string;
+    threadId: string;
+    runId: string;
+    requests: readonly ApprovalRequest[];
+    timeoutSeconds: number;
+    /** What the card shows beside the arguments, by tool call id (a batch_task's estimate). */
+    details?: ReadonlyMap<string, unknown>;
+  },
 ): Promise<void> {
   if (args.requests.length === 0) return;
   await db
@@ -84,6 +92,7 @@ export async function recordLeadApprovals(
         // Stored storable (U+FFFD for NUL and lone surrogates); the hash is of the call's own arguments.
         input: storable(r.input ?? null),
         inputHash: inputHash(r.input),
+        detail: args.details?.get(r.toolCallId) ?? null,
         expiresAt: expiresIn(args.timeoutSeconds),
       })),
     )
@@ -143,6 +152,7 @@ export async function listThreadApprovals(db: DbOrTx, args: { userId: string; th
     tool_call_id: r.toolCallId,
     tool: r.toolName,
     input: r.input,
+    ...(r.detail ? { estimate: r.detail as ChatApproval["estimate"] } : {}),
     created_at: r.createdAt.toISOString(),
     expires_at: (r.expiresAt ?? r.createdAt).toISOString(),
   }));
@@ -158,6 +168,7 @@ function decided(r: typeof toolApprovals.$inferSelect): DecidedChatApproval {
     tool: r.toolName,
     status: r.status as "approved" | "denied",
     reason: r.reason,
+    option: r.option,
     decided_at: (r.decidedAt ?? new Date()).toISOString(),
   };
 }
@@ -169,16 +180,24 @@ function decided(r: typeof toolApprovals.$inferSelect): DecidedChatApproval {
  */
 export async function decideChatApproval(
   db: DbOrTx,
-  args: { userId: string; threadId: string; approvalId: string; decision: ApprovalDecision; reason?: string },
+  args: { userId: string; threadId: string; approvalId: string; decision: ApprovalDecision; reason?: string; option?: "pilot" },
 ): Promise<{ approval: DecidedChatApproval; kind: "lead" | "child" }> {
   if (!UUID.test(args.approvalId)) throw notFound("approval");
   const a = toolApprovals;
   const mine = and(eq(a.id, args.approvalId), eq(a.threadId, args.threadId), eq(a.userId, args.userId), inArray(a.kind, ["lead", "child"]));
+  if (args.option) {
+    // Only a card that offers the choice takes it: a lead's batch_task waiting on its estimate.
+    const [row] = await db.select({ kind: a.kind, detail: a.detail }).from(a).where(mine);
+    if (!row) throw notFound("approval");
+    if (row.kind !== "lead" || row.detail === null)
+      throw new AppError("validation_failed", "option: only a batch_task waiting on its estimate offers a pilot");
+  }
   const [row] = await db
     .update(a)
     .set({
       status: args.decision === "approve" ? "approved" : "denied",
       reason: args.decision === "deny" ? storableText(args.reason?.trim()) || null : null,
+      option: args.option ?? null,
       decidedAt: sql`now()`,
     })
     .where(and(mine, stillWaits))
@@ -331,10 +350,13 @@ export function assertSameArguments(decision: { inputHash: string | null }, inpu
  * the continuation): its row must be this thread's lead row for that call id, approved, with the
  * hash of these arguments. Anything else is refused and the call does not run.
  */
-export async function approvedLeadCall(db: DbOrTx, args: { threadId: string; toolCallId: string; input: unknown }): Promise<void> {
+export async function approvedLeadCall(
+  db: DbOrTx,
+  args: { threadId: string; toolCallId: string; input: unknown },
+): Promise<{ option: string | null }> {
   const a = toolApprovals;
   const [row] = await db
-    .select({ status: a.status, inputHash: a.inputHash })
+    .select({ status: a.status, inputHash: a.inputHash, option: a.option })
     .from(a)
     .where(and(eq(a.threadId, args.threadId), eq(a.kind, "lead"), eq(a.toolCallId, args.toolCallId)))
     .orderBy(sql`${a.createdAt} desc`)
@@ -342,6 +364,7 @@ export async function approvedLeadCall(db: DbOrTx, args: { threadId: string; too
   if (row?.status !== "approved")
     throw new AppError("forbidden", "this call needs a person's approval and has none; it was not run");
   assertSameArguments(row, args.input);
+  return { option: row.option };
 }
 
 /** Lead rows of the thread whose decisions no continuation has carried to the model yet. */

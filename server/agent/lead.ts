@@ -134,6 +134,8 @@ class LeadResponse {
   private failure: unknown;
   // Calls the response ends on, waiting for a person: their rows exist before the thread is free.
   private readonly approvals: ApprovalRequest[] = [];
+  // What their cards show besides the arguments (batch_task's estimate), filled by the tools.
+  private readonly approvalDetails = new Map<string, unknown>();
   private readonly metadataBase: ChatMessageMetadata;
 
   constructor(
@@ -154,7 +156,8 @@ class LeadResponse {
   private recordApprovals(): Promise<unknown> {
     const { db, userId, threadId, config } = this.options;
     const timeoutSeconds = config.tools.approval_timeout_seconds;
-    return recordLeadApprovals(db, { userId, threadId, runId: this.runId, requests: this.approvals, timeoutSeconds });
+    const details = this.approvalDetails;
+    return recordLeadApprovals(db, { userId, threadId, runId: this.runId, requests: this.approvals, timeoutSeconds, details });
   }
 
   private addUsage(u: LanguageModelUsage | undefined): void {
@@ -173,6 +176,7 @@ class LeadResponse {
       model,
       abortSignal: this.controller.signal,
       writer: writer as UIMessageStreamWriter,
+      approvalDetails: this.approvalDetails,
     };
     const tools: ToolSet = await buildLeadTools(ctx);
     const modelMessages = await convertToModelMessages(messages, { tools, ignoreIncompleteToolCalls: true });

@@ -1,6 +1,6 @@
 import type { Tiktoken } from "js-tiktoken/lite";
 import type { BatchEstimate } from "@/lib/api/batches";
-import type { FlotillaConfig } from "@/lib/config";
+import type { FlotillaConfig, ModelProvider } from "@/lib/config";
 import type { DbOrTx } from "@/server/db/client";
 import { type CatalogEntry, catalogEntries } from "@/server/models/catalog";
 import { turnEvery } from "@/server/runtime/next-turn";
@@ -19,7 +19,7 @@ import { prepareSubmission, type SubmitBatchArgs } from "./submit";
 /** Output tokens an item is assumed to write when its definition sets no max_output_tokens. */
 export const DEFAULT_OUTPUT_TOKENS_PER_ITEM = 500;
 
-type Provider = "openai" | "anthropic" | "google" | "openai-compatible" | "simulator";
+type Provider = ModelProvider | "simulator";
 
 /** What the estimate reads of a catalog entry: its provider, its model id and its prices (US dollars per million tokens). */
 export interface EstimatePricing {
@@ -33,29 +33,16 @@ export interface EstimatePricing {
   batchDiscount: number | null;
 }
 
-/**
- * The catalog's native-provider fields (issue 37), read where an entry has them: an entry without
- * them is an OpenAI-compatible one at its input price for every kind of input token.
- */
-type NativeFields = Partial<{
-  provider: Provider;
-  pricePerMillionCachedInput: number;
-  pricePerMillionCacheWrite: number;
-  batchDiscount: number;
-}>;
-
 export function estimatePricing(entry: CatalogEntry): EstimatePricing {
-  const native = entry as CatalogEntry & NativeFields;
-  const provider: Provider = entry.simulator ? "simulator" : (native.provider ?? "openai-compatible");
-  const lane = provider === "openai" || provider === "anthropic";
   return {
-    provider,
+    provider: entry.simulator ? "simulator" : (entry.provider ?? "openai-compatible"),
     model: entry.model,
     input: entry.pricePerMillionInput,
     output: entry.pricePerMillionOutput,
-    cachedInput: native.pricePerMillionCachedInput ?? entry.pricePerMillionInput,
-    cacheWrite: native.pricePerMillionCacheWrite ?? entry.pricePerMillionInput,
-    batchDiscount: lane ? (native.batchDiscount ?? 0.5) : null,
+    cachedInput: entry.pricePerMillionCachedInput,
+    cacheWrite: entry.pricePerMillionCacheWrite,
+    // The catalog leaves it unset where the provider has no batch lane.
+    batchDiscount: entry.batchDiscount ?? null,
   };
 }
 

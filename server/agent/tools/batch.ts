@@ -5,12 +5,16 @@ import { FILE_PLACEHOLDER } from "@/lib/batch-rules";
 import { toBatchProjection } from "@/server/batches/projection";
 import { getBatch, listBatches, listItems } from "@/server/batches/repository";
 import { threadBatches } from "@/server/batches/owned";
-import { envelopeProblem, refusal as submissionRefusal, submitBatch } from "@/server/batches/submit";
+import { estimateBatch, laneCostUsd } from "@/server/batches/estimate";
+import { envelopeProblem, refusal as submissionRefusal, type SubmitBatchArgs, submitBatch } from "@/server/batches/submit";
 import type { BatchRow } from "@/server/batches/types";
 import { subagentBatches } from "@/server/db/schema";
 import { AppError } from "@/server/errors";
 import { log } from "@/server/log";
 import { countLiveWorkers, livenessWindowSeconds } from "@/server/runtime/heartbeat";
+import { CARD_PILOT_ITEMS } from "@/lib/api/approvals";
+import type { BatchEstimate } from "@/lib/api/batches";
+import { approvedLeadCall } from "../chat-approvals";
 import { batchSubagent, describeSubagents } from "../registry";
 import {
   BATCH_RESULTS_DEFAULT_LIMIT,
@@ -123,6 +127,53 @@ function refusing<I, O>(
 
 const SUBMIT_UNAVAILABLE = "The batch could not be submitted because of a server error; nothing was submitted.";
 
+/** The writer's arguments for this call's submission (the estimate reads the same). */
+function submitArgs(ctx: LeadToolContext, submission: BatchSubmission, toolCallId: string): SubmitBatchArgs {
+  return {
+    userId: ctx.userId,
+    threadId: ctx.threadId,
+    input: submission,
+    config: ctx.config,
+    ...batchSubagent(ctx.config, submission.subagent),
+    model: ctx.model,
+    origin: { kind: "tool", runId: ctx.runId, toolCallId },
+  };
+}
+
+/** No surprise bills: an estimate over subagent_batches.confirm_over_usd (0: any; null: never) waits for the person. */
+function needsConfirmation(ctx: LeadToolContext, estimate: BatchEstimate, submission: BatchSubmission): boolean {
+  const over = ctx.config.subagent_batches.confirm_over_usd;
+  if (over === null) return false;
+  return over === 0 || laneCostUsd(estimate, (submission as { lane?: string }).lane) > over;
+}
+
+/**
+ * The AI SDK's needsApproval for batch_task: the submission's estimate, over the threshold, ends
+ * the response on an approval card showing it (the estimate goes into the call's row). A call
+ * the writer would refuse does not ask: its execute answers the refusal.
+ */
+async function asksPerson(ctx: LeadToolContext, input: unknown, toolCallId: string): Promise<boolean> {
+  const submission = submissionOf(input, `${ctx.runId}:${toolCallId}`);
+  if ("error" in submission) return false;
+  try {
+    const estimate = await estimateBatch(ctx.db, submitArgs(ctx, submission, toolCallId));
+    if (!needsConfirmation(ctx, estimate, submission)) return false;
+    ctx.approvalDetails?.set(toolCallId, estimate);
+    return true;
+  } catch (err) {
+    if (!(err instanceof AppError)) log.warn({ err, run_id: ctx.runId }, "batch_task estimate failed; execute answers");
+    return false;
+  }
+}
+
+/** What the tool result says the person chose on the card. */
+const CHOSEN = {
+  run: "The person saw the estimate and chose Run: every item runs.",
+  pilot:
+    `The person saw the estimate and chose "Run a pilot of ${CARD_PILOT_ITEMS}": only the first ${CARD_PILOT_ITEMS} items run, ` +
+    "then the batch pauses (pause_reason pilot) until the person resumes it in the batch panel, which runs the rest.",
+};
+
 export function createBatchTaskTool(ctx: LeadToolContext) {
   const b = ctx.config.subagent_batches;
   return tool({
@@ -132,10 +183,12 @@ export function createBatchTaskTool(ctx: LeadToolContext) {
       "Use it when the user asks to process a list, file or collection item by item and wants the results as a " +
       "dataset (for the thread's uploaded files, pass files: a glob, with {{file}} in prompt_template); " +
       "use task or agent_swarm when you need the answers yourself to continue. " +
+      "The receipt carries the batch's cost estimate; a batch estimated over the configured amount waits for the user's approval first. " +
       `Limits: at most ${b.max_items_per_batch} items, max_live_items up to ${b.max_live_items_per_batch} ` +
       `(default ${b.default_max_live_items}), max_running_items up to ${b.max_running_items_per_batch} ` +
       `(default ${b.default_max_running_items}). Sub-agents:\n${describeSubagents(ctx.config)}`,
     inputSchema: batchTaskArguments,
+    needsApproval: (input, { toolCallId }) => asksPerson(ctx, input, toolCallId),
     execute: refusing(ctx, "batch_task", SUBMIT_UNAVAILABLE, async (input, { toolCallId }) => {
       if (!(await workerAlive(ctx)))
         return {
@@ -145,20 +198,23 @@ export function createBatchTaskTool(ctx: LeadToolContext) {
         };
       const submission = submissionOf(input, `${ctx.runId}:${toolCallId}`);
       if ("error" in submission) return submission;
-      const { batch, created } = await submitBatch(ctx.db, {
-        userId: ctx.userId,
-        threadId: ctx.threadId,
-        input: submission,
-        config: ctx.config,
-        ...batchSubagent(ctx.config, submission.subagent),
-        model: ctx.model,
-        origin: { kind: "tool", runId: ctx.runId, toolCallId },
-      });
+      const estimate = await estimateBatch(ctx.db, submitArgs(ctx, submission, toolCallId));
+      let chosen: keyof typeof CHOSEN | undefined;
+      if (needsConfirmation(ctx, estimate, submission)) {
+        // Over the threshold it runs only as a person approved it, with the arguments they saw.
+        const { option } = await approvedLeadCall(ctx.db, { threadId: ctx.threadId, toolCallId, input });
+        chosen = option === "pilot" ? "pilot" : "run";
+      }
+      const toSubmit = chosen === "pilot" ? { ...submission, pilot: CARD_PILOT_ITEMS } : submission;
+      const { batch, created } = await submitBatch(ctx.db, submitArgs(ctx, toSubmit, toolCallId));
       return {
         ...compactBatch(batch),
         created,
         max_live_items: batch.maxLiveItems,
         max_running_items: batch.maxRunningItems,
+        estimate,
+        ...(batch.pilot !== null ? { pilot: batch.pilot } : {}),
+        ...(chosen ? { person_chose: CHOSEN[chosen] } : {}),
         message: `Batch ${batch.id} ${created ? "accepted" : "was already submitted"} with ${batch.total} items. ${NO_RESUBMIT}`,
       };
     }),

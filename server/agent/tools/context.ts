@@ -15,4 +15,6 @@ export interface LeadToolContext {
   abortSignal: AbortSignal;
   /** Live UI updates (data parts) while the response streams. */
   writer?: UIMessageStreamWriter;
+  /** What a call's approval card shows besides its arguments, by tool call id (batch_task's estimate); the response records it with the call's row. */
+  approvalDetails?: Map<string, unknown>;
 }

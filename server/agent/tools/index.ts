@@ -26,7 +26,12 @@ export async function buildLeadTools(ctx: LeadToolContext): Promise<ToolSet> {
       },
       undefined,
       approvalMatcher(runApprovalPatterns(ctx.config, [])),
-      { mode: "ask", verify: (call) => approvedLeadCall(ctx.db, { threadId: ctx.threadId, toolCallId: call.toolCallId, input: call.input }) },
+      {
+        mode: "ask",
+        verify: async (call) => {
+          await approvedLeadCall(ctx.db, { threadId: ctx.threadId, toolCallId: call.toolCallId, input: call.input });
+        },
+      },
     )),
     ...traceTools({
       ...(ctx.config.subagents.enabled ? { task: createTaskTool(ctx) } : {}),

@@ -49,6 +49,9 @@ export const toolApprovals = pgTable(
     continuedAt: at("continued_at"),
     status: text("status", { enum: APPROVAL_STATUSES }).notNull().default("pending"),
     reason: text("reason"),
+    /** A lead's batch_task: the estimate the card shows, and the person's choice beyond approve ("pilot"). */
+    detail: jsonb("detail"),
+    option: text("option"),
     createdAt: createdAtColumn(),
     decidedAt: at("decided_at"),
   },

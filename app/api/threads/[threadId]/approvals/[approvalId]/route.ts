@@ -14,7 +14,8 @@ export const dynamic = "force-dynamic";
 type Ctx = { params: Promise<{ threadId: string; approvalId: string }> };
 
 /**
- * A person's decision on one waiting call: `{ decision: "approve" | "deny", reason? }` and
+ * A person's decision on one waiting call: `{ decision: "approve" | "deny", reason?, option? }` (option
+ * "pilot": a batch_task's "Run a pilot of 10") and
  * nothing about the call itself. 200 with the decided call; 409 when it no longer waits
  * (decided, timed out, its run ended); 404 for a call that is not yours. A decided lead call
  * whose reply has no other call waiting goes on at once (the sweep catches a busy moment).
@@ -24,8 +25,8 @@ export const POST = handle(async (req: Request, ctx: Ctx) => {
   const { threadId, approvalId } = await ctx.params;
   const { db } = getDatabase();
   const thread = await getThreadForUser(db, { userId, threadId });
-  const { decision, reason } = await readJson(req, chatApprovalDecisionSchema, 16 * 1024);
-  const decided = await decideChatApproval(db, { userId, threadId: thread.id, approvalId, decision, reason });
+  const { decision, reason, option } = await readJson(req, chatApprovalDecisionSchema, 16 * 1024);
+  const decided = await decideChatApproval(db, { userId, threadId: thread.id, approvalId, decision, reason, option });
   if (decided.kind === "lead") {
     const config = getConfig();
     await continueDecidedReply(db, { config, model: resolveModel(config), threadId: thread.id }).catch((err) =>
