@@ -1,9 +1,13 @@
+import { generateText, Output } from "ai";
 import { describe, expect, it } from "vitest";
+import { z } from "zod";
 import { configSchema } from "@/lib/config";
 import { modelPrices, snapshotPrices } from "@/server/batches/budget";
 import { ConfigError } from "@/server/config/load";
 import { catalogEntries, costUsd, readModelEnv } from "@/server/models/catalog";
 import { resolveModelByName } from "@/server/models/index";
+import { startFakeAnthropic } from "../helpers/fake-anthropic";
+import { startFakeOpenAI } from "../helpers/fake-openai";
 
 /** Native provider entries in the catalog: their defaults, their errors naming the field, and cost kind by kind. */
 
@@ -75,5 +79,33 @@ describe("cost kind by kind", () => {
     const usage = { inputTokens: 1_000, outputTokens: 0, cachedInputTokens: 1_000 };
     expect(costUsd(snapshotPrices({ input: 2, output: 10 }), usage)).toBeCloseTo(0.002, 15);
     expect(costUsd(snapshotPrices({ input: 2, output: 10, cached_input: 0.2 }), usage)).toBeCloseTo(0.0002, 15);
+  });
+});
+
+describe("typed results in each provider's structured-output mode", () => {
+  const schema = z.object({ n: z.number(), note: z.string().optional() });
+
+  it("openai: a json_schema response format, not strict (ordinary schemas with optional properties pass)", async () => {
+    const fake = await startFakeOpenAI({ handler: () => ({ type: "text", text: '{"n":1}' }) });
+    try {
+      const config = configSchema.parse({ models: [{ name: "o", provider: "openai", base_url: fake.url, model: "gpt-4o-mini", api_key_env: "K" }] });
+      const r = await generateText({ model: resolveModelByName(config, "o", { K: "k" }).model, prompt: "n?", output: Output.object({ schema }) });
+      expect(r.output).toEqual({ n: 1 });
+      expect(fake.requests.at(-1)?.body?.response_format).toMatchObject({ type: "json_schema", json_schema: { strict: false } });
+    } finally {
+      await fake.close();
+    }
+  });
+
+  it("anthropic: the output format on models that have one", async () => {
+    const fake = await startFakeAnthropic({ handler: () => ({ type: "text", text: '{"n":2}' }) });
+    try {
+      const config = configSchema.parse({ models: [{ name: "c", provider: "anthropic", base_url: fake.url, model: "claude-sonnet-4-5", api_key_env: "K" }] });
+      const r = await generateText({ model: resolveModelByName(config, "c", { K: "k" }).model, prompt: "n?", output: Output.object({ schema }) });
+      expect(r.output).toEqual({ n: 2 });
+      expect(fake.requests.at(-1)?.body?.output_config).toMatchObject({ format: { type: "json_schema" } });
+    } finally {
+      await fake.close();
+    }
   });
 });
