@@ -1,3 +1,4 @@
+import { readFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { Worker } from "node:worker_threads";
 import type { ErrorObject } from "ajv";
@@ -13,9 +14,10 @@ import { PATTERN_CACHE_BYTES, PATTERN_INSTRUCTION_BYTES, PATTERN_MACHINE_BYTES, 
  * typed answer: output-schema.ts) runs inline; any other goes to one worker thread per process,
  * one job at a time, each within MATCH_TIME_LIMIT_MS; past it the thread is ended (a new one
  * starts for the next job) and only that job fails. The thread keeps its compiled patterns in a
- * cache bounded by size as the process does (pattern-cache.ts) and its last SCHEMA_CACHE_SIZE
- * schemas, each with an Ajv of its own (Ajv keeps all it compiled); its heap is capped and it
- * runs at a lower CPU priority than the event loop.
+ * cache bounded by size as the process does (pattern-cache.ts), and an Ajv a draft that it
+ * drops with its validators every SCHEMA_CACHE_SIZE schemas (Ajv keeps all it compiled); its
+ * heap is capped and it runs at a lower CPU priority than the event loop. A job's time limit
+ * starts when the thread has loaded and warmed up.
  */
 
 export const MATCH_TIME_LIMIT_MS = 2_000;
@@ -73,21 +75,44 @@ function test(pattern, bits, subject) {
 }
 // Ajv's pattern engine: each pattern is its text; the compiled program stays in the cache above.
 const engine = Object.assign((pattern) => ({ test: (s) => test(pattern, 0, s), toString: () => pattern }), { code: "flotilla-re2" });
-const ajv = { "07": load("ajv").default, "2019": load("ajv/dist/2019").default, "2020": load("ajv/dist/2020").default, formats: load("ajv-formats").default };
+const Ajv = { "07": load("ajv").default, "2019": load("ajv/dist/2019").default, "2020": load("ajv/dist/2020").default };
+const addFormats = load("ajv-formats").default;
+// One Ajv a draft, as the process has (it keeps all it compiled): after schemaCacheSize schemas
+// the instances and their validators are dropped together.
+let instances = new Map();
+let compiled = 0;
 const validators = new Map();
+function instance(draft) {
+  let a = instances.get(draft);
+  if (!a) {
+    a = new Ajv[draft]({ ...w.ajvOptions, code: { regExp: engine } });
+    addFormats(a);
+    instances.set(draft, a);
+  }
+  return a;
+}
 function validator(text) {
   let v = validators.get(text);
-  if (v) validators.delete(text);
-  else {
-    const schema = JSON.parse(text);
-    const declared = typeof schema.$schema === "string" ? schema.$schema : "";
-    const Ajv = ajv[declared.includes("2020-12") ? "2020" : declared.includes("2019-09") ? "2019" : "07"];
-    const instance = new Ajv({ ...w.ajvOptions, code: { regExp: engine } });
-    ajv.formats(instance);
-    v = instance.compile(schema);
+  if (v) {
+    validators.delete(text);
+    validators.set(text, v);
+    return v;
   }
+  if (compiled >= w.schemaCacheSize) {
+    instances = new Map();
+    validators.clear();
+    compiled = 0;
+  }
+  const schema = JSON.parse(text);
+  const declared = typeof schema.$schema === "string" ? schema.$schema : "";
+  const a = instance(declared.includes("2020-12") ? "2020" : declared.includes("2019-09") ? "2019" : "07");
+  try {
+    v = a.compile(schema);
+  } finally {
+    a.removeSchema(schema);
+  }
+  compiled++;
   validators.set(text, v);
-  if (validators.size > w.schemaCacheSize) validators.delete(validators.keys().next().value);
   return v;
 }
 function answer(job, subject) {
@@ -96,8 +121,14 @@ function answer(job, subject) {
   if (v(JSON.parse(job.json))) return { valid: true };
   return { valid: false, errors: v.errors.slice(0, job.maxErrors), count: v.errors.length };
 }
-// Loaded: the first job may come (loading is not the job's time).
-parentPort.postMessage({ ready: true });
+// Loaded and warm (a first compile in a fresh isolate is slow): the first job may come; loading
+// is not the job's time.
+validator(JSON.stringify({ type: "object", properties: { a: { type: "string", format: "date" } } }));
+let tid = 0;
+try {
+  tid = Number(require("node:fs").readlinkSync("/proc/thread-self").split("/").pop());
+} catch {}
+parentPort.postMessage({ ready: true, tid });
 // One message, several jobs (an item's checks share their subject): one answer per job, in order.
 parentPort.on("message", ({ subject, jobs }) => {
   for (const job of jobs) {
@@ -127,11 +158,46 @@ const queue: Job[] = [];
 /** The jobs sent to the thread together (one subject), how many it has answered, the current one's deadline. */
 let running: { jobs: Job[]; answered: number; timer: NodeJS.Timeout } | null = null;
 
-const deadline = (w: Worker) =>
-  setTimeout(() => {
-    stop(w);
-    fail(new MatchTimeout(`did not finish within ${MATCH_TIME_LIMIT_MS / 1000} s`));
-  }, MATCH_TIME_LIMIT_MS);
+/** The thread's Linux task id (its CPU time is read from /proc), or 0 where there is none. */
+let threadTid = 0;
+/** A job's limit is CPU time; its wall time at most this many times the limit (a loaded machine starves a background thread). */
+const WALL_FACTOR = 5;
+
+/** The thread's CPU time so far (ms), or null where it cannot be read. */
+function threadCpuMs(): number | null {
+  if (!threadTid) return null;
+  try {
+    // Fields after the command's closing parenthesis: utime and stime are the 12th and 13th.
+    const stat = readFileSync(`/proc/self/task/${threadTid}/stat`, "utf8");
+    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+    return ((Number(fields[11]) + Number(fields[12])) * 1000) / CLOCK_TICKS;
+  } catch {
+    return null;
+  }
+}
+const CLOCK_TICKS = 100;
+
+/**
+ * The current job's limit: MATCH_TIME_LIMIT_MS of the thread's CPU time (wall time where that
+ * cannot be read), and at most WALL_FACTOR times that of wall time.
+ */
+function deadline(w: Worker): NodeJS.Timeout {
+  const cpuAtStart = threadCpuMs();
+  const sentAt = performance.now();
+  const arm = (delay: number): NodeJS.Timeout =>
+    setTimeout(() => {
+      const cpu = threadCpuMs();
+      const used = cpu === null || cpuAtStart === null ? performance.now() - sentAt : cpu - cpuAtStart;
+      const wallLeft = MATCH_TIME_LIMIT_MS * WALL_FACTOR - (performance.now() - sentAt);
+      if (used < MATCH_TIME_LIMIT_MS && wallLeft > 0 && running) {
+        running.timer = arm(Math.max(50, Math.min(MATCH_TIME_LIMIT_MS - used, wallLeft)));
+        return;
+      }
+      stop(w);
+      fail(new MatchTimeout(`did not finish within ${MATCH_TIME_LIMIT_MS / 1000} s`));
+    }, delay);
+  return arm(MATCH_TIME_LIMIT_MS);
+}
 
 /** The thread's answer for the current job; the next one gets its own deadline. */
 function answer(w: Worker, outcome: { answer?: unknown; error?: string }): void {
@@ -173,6 +239,7 @@ function stop(w: Worker): void {
 function gone(): void {
   thread = null;
   ready = false;
+  threadTid = 0;
 }
 
 function start(): Worker {
@@ -191,10 +258,11 @@ function start(): Worker {
   });
   // An idle thread does not keep the process alive; a job in flight does (its timer).
   w.unref();
-  w.on("message", (m: { answer?: unknown; error?: string; ready?: true }) => {
+  w.on("message", (m: { answer?: unknown; error?: string; ready?: true; tid?: number }) => {
     if (thread !== w) return;
     if (!m.ready) return answer(w, m);
     ready = true;
+    threadTid = m.tid ?? 0;
     next();
   });
   w.on("error", (err) => {
