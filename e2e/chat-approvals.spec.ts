@@ -85,6 +85,10 @@ test("a lead call waits on a card with its arguments; Approve runs it and the re
   await expect(tool).toHaveAttribute("data-state", "output-available", { timeout: 30_000 });
   await expect(page.getByText("Ran 1 tool call.")).toBeVisible();
   expect(await files(page, thread)).toEqual(["plan.md"]);
+  // A working approval looks like one: no error under the reply, now or once the page settles.
+  await page.waitForTimeout(2_000);
+  await expect(page.getByTestId("transcript").getByRole("alert")).toHaveCount(0);
+  await expect(page.getByText(/No tool invocation found/)).toHaveCount(0);
   await shots(page, "lead-approved");
   // The decided reply is what a reload shows too.
   await page.reload();

@@ -12,14 +12,16 @@ const FOLLOW_EVERY_MS = 1_000;
 /**
  * A lead reply that ended on calls waiting for a person goes on in the same message once they
  * are decided, here, in another tab or by the timeout. When such a call leaves the waiting list,
- * this tab takes the stored conversation and reattaches to the continuation's stream, until the
- * stored reply is the continuation's (its run id is no longer the asking run's).
+ * this tab takes the stored conversation and follows the continuation's stream into the reply
+ * that asked (`follow`), until the stored reply is the continuation's (its run id is no longer
+ * the asking run's).
  */
 export function useFollowDecidedApprovals(args: {
   threadId: string;
   busy: boolean;
   setMessages: (messages: ChatMessage[]) => void;
-  resume: () => Promise<void>;
+  /** Streams the running continuation into `asking` (the stored reply that asked). */
+  follow: (asking: ChatMessage) => Promise<void>;
 }) {
   const { data } = useThreadApprovals(args.threadId);
   const argsRef = useRef(args);
@@ -48,7 +50,7 @@ export function useFollowDecidedApprovals(args: {
             argsRef.current.setMessages(stored.filter((m) => m.metadata?.queued !== true));
             const asking = stored.find((m) => m.parts.some((p) => gone.some((g) => (p as { toolCallId?: string }).toolCallId === g.toolCallId)));
             if (!asking || !runIds.has(asking.metadata?.runId ?? "")) return;
-            await argsRef.current.resume().catch(() => {});
+            await argsRef.current.follow(asking).catch(() => {});
           }
         }
         await new Promise((r) => setTimeout(r, FOLLOW_EVERY_MS));

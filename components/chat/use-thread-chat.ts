@@ -2,7 +2,7 @@
 
 import { useChat } from "@ai-sdk/react";
 import { useQueryClient } from "@tanstack/react-query";
-import { DefaultChatTransport } from "ai";
+import { DefaultChatTransport, readUIMessageStream } from "ai";
 import { useEffect, useMemo, useRef, useState } from "react";
 import { fetchThreadMessages } from "@/components/batches/api";
 import { useWakeupMessages } from "@/components/batches/notifications";
@@ -147,7 +147,9 @@ export function useThreadChat(
     })().catch(() => {});
   }, [status, errorText, threadId, setMessages]);
 
-  const busy = status === "submitted" || status === "streaming";
+  // A continuation after approvals streams here outside useChat (followContinuation).
+  const [continuing, setContinuing] = useState(false);
+  const busy = status === "submitted" || status === "streaming" || continuing;
   const busyRef = useRef(busy);
   busyRef.current = busy;
 
@@ -222,7 +224,28 @@ export function useThreadChat(
   });
 
   // A lead reply waiting for a person goes on once decided (here, in another tab, or by the timeout).
-  useFollowDecidedApprovals({ threadId, busy, setMessages, resume: () => resumeRef.current() });
+  useFollowDecidedApprovals({ threadId, busy, setMessages, follow: followContinuation });
+
+  /**
+   * Streams a continuation into the reply it continues. Not useChat's resumeStream: that reads a
+   * reattached stream as a whole message from its first chunk, and a continuation's stream holds
+   * only what comes after the decisions (its first tool output would name a call the fresh
+   * message does not have). readUIMessageStream goes on from the stored reply instead.
+   */
+  async function followContinuation(asking: ChatMessage) {
+    const stream = await transport.reconnectToStream({ chatId: threadId });
+    if (!stream) return;
+    setContinuing(true);
+    try {
+      for await (const message of readUIMessageStream<ChatMessage>({ message: asking, stream })) {
+        setMessages((ms) => (ms.some((m) => m.id === message.id) ? ms.map((m) => (m.id === message.id ? message : m)) : [...ms, message]));
+      }
+    } finally {
+      setContinuing(false);
+      void queryClient.invalidateQueries({ queryKey: THREADS_KEY });
+      filesChanged();
+    }
+  }
 
   /** Sent while a response runs (or others wait): queued on the server, shown queued at once. */
   async function enqueue(message: ChatMessage, typed: string) {
@@ -288,7 +311,7 @@ export function useThreadChat(
     queued,
     busy,
     thinking: status === "submitted",
-    streamingId: status === "streaming" && last?.role === "assistant" ? last.id : null,
+    streamingId: (status === "streaming" || continuing) && last?.role === "assistant" ? last.id : null,
     errorText,
     send,
     stop: stopReply,
