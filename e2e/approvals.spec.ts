@@ -63,6 +63,9 @@ test("the panel lists the waiting calls; Approve, Deny and Approve all decide th
   const alpha = waiting.getByRole("group", { name: "alpha" });
   await expect(alpha).toContainText("count_text");
   await expect(alpha).toContainText('{"text": "the quick brown fox"}');
+  // The chat's receipt of the batch says it waits for a person, as it says paused or over budget.
+  const receipt = page.getByTestId("batch-receipt").getByTestId("receipt-approval");
+  await expect(receipt).toHaveText("Waiting for your approval: 3 items want to call a tool — Approve or Deny in the batch panel.");
   await shot(page, "desktop");
   // On a phone the panel is a drawer: the same list, each call's buttons on screen.
   await page.setViewportSize(PHONE);
@@ -73,6 +76,14 @@ test("the panel lists the waiting calls; Approve, Deny and Approve all decide th
   const deny = await phoneAlpha.getByRole("button", { name: "Deny", exact: true }).boundingBox();
   expect(deny!.x + deny!.width).toBeLessThanOrEqual(PHONE.width);
   await shot(page, "phone");
+  // The receipt in the chat, at both sizes.
+  for (const [size, viewport] of [["phone", PHONE], ["desktop", DESKTOP]] as const) {
+    await page.setViewportSize(viewport);
+    await page.goto(`/threads/${thread}`);
+    await expect(page.getByTestId("receipt-approval")).toBeVisible({ timeout: 30_000 });
+    await page.getByTestId("batch-receipt").scrollIntoViewIfNeeded();
+    await page.screenshot({ path: path.join(SCREENSHOT_DIR, `approvals-receipt-${size}.png`) });
+  }
   await page.setViewportSize(DESKTOP);
   await page.goto(`/threads/${thread}`);
 

@@ -284,6 +284,26 @@ test("Items view: an opened item shows its verdict and each check with its reaso
   const detail = detailOf(page);
   await detail.getByRole("tab", { name: "Items" }).click();
   const r3 = detail.locator('[data-testid="item-row"][data-item-key="r3"]');
+  // A CSV row reads as its fields, name: value, not as the JSON it is stored as.
+  await expect(r3.getByTestId("item-input")).toHaveText(`text: ${ITEMS[2]!.text} · lang: en`);
+  await r3.getByRole("button", { expanded: false }).click();
+  const input = detail.getByTestId("item-detail").getByTestId("item-detail-input");
+  await expect(input.locator("dt")).toHaveText(["text:", "lang:"]);
+  await expect(input.locator("dd")).toHaveText([ITEMS[2]!.text, "en"]);
+  await expect(input).not.toContainText('{"text"');
+  await input.scrollIntoViewIfNeeded();
+  await shot(page, "items-fields-desktop", false);
+  await page.setViewportSize(PHONE);
+  await page.goto(`/threads/${thread}`);
+  await page.getByTestId("batches-drawer-toggle").click();
+  await detail.getByRole("tab", { name: "Items" }).click();
+  await r3.getByRole("button", { expanded: false }).click();
+  await input.scrollIntoViewIfNeeded();
+  await expect(input.locator("dt")).toHaveText(["text:", "lang:"]);
+  await shot(page, "items-fields-phone", false);
+  await page.setViewportSize(DESKTOP);
+  await page.goto(`/threads/${thread}`);
+  await detail.getByRole("tab", { name: "Items" }).click();
   await r3.getByRole("button", { expanded: false }).click();
   const checks = detail.getByTestId("item-detail").getByTestId("item-detail-checks");
   await expect(checks.getByTestId("verdict")).toHaveText("failed");

@@ -15,7 +15,7 @@ export default async function AppLayout({ children }: { children: React.ReactNod
     <ThreadsDrawerProvider>
       <div className="flex h-dvh flex-col overflow-hidden md:flex-row">
         <ThreadSidebar initialThreads={threads.map(toThreadProjection)} email={user.email} />
-        <main className="flex min-h-0 min-w-0 flex-1 flex-col">{children}</main>
+        <main id="main" className="flex min-h-0 min-w-0 flex-1 flex-col">{children}</main>
       </div>
     </ThreadsDrawerProvider>
   );

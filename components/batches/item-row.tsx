@@ -5,6 +5,7 @@ import { memo, useId, useState } from "react";
 import { ItemToolCalls } from "@/components/tool-calls";
 import type { BatchProjection, BatchStatus, ItemProjection } from "@/lib/api/batches";
 import { formatTime, formatUsage } from "@/lib/format";
+import { cellText, inputFields } from "@/lib/result-columns";
 import { retryItem } from "./api";
 import { checkReason } from "./check-mark";
 import { type PageChain, replaceItem } from "./item-pages";
@@ -22,7 +23,32 @@ import { Spinner } from "@/components/ui/spinner";
 function itemNames(item: ItemProjection): { label: string; isInput: boolean; key: string | null } {
   const automatic = item.item_key === `item-${item.position}`;
   const key = automatic || item.item_key === item.input ? null : item.item_key;
-  return item.input ? { label: item.input, isInput: true, key } : { label: item.item_key, isInput: false, key: null };
+  const fields = inputFields(item.input);
+  // An object item (a CSV row) reads as its fields, not as the JSON they are stored as.
+  const label = fields ? Object.entries(fields).map(([name, value]) => `${name}: ${cellText(value)}`).join(" · ") : item.input;
+  return item.input ? { label, isInput: true, key } : { label: item.item_key, isInput: false, key: null };
+}
+
+/** An item's input in its detail: an object item's fields as a name: value list, else the text. */
+function InputDetail({ input, block }: { input: string; block: string }) {
+  const fields = inputFields(input);
+  if (fields)
+    return (
+      <dl data-testid="item-detail-input" className={`${block} grid grid-cols-[auto_1fr] gap-x-3 gap-y-1 border-zinc-200 text-zinc-800`}>
+        {Object.entries(fields).map(([name, value]) => (
+          <div key={name} className="contents">
+            <dt className="font-mono text-zinc-500">{name}:</dt>
+            <dd className="whitespace-pre-wrap wrap-anywhere">{cellText(value) || "—"}</dd>
+          </div>
+        ))}
+      </dl>
+    );
+  return (
+    <pre data-testid="item-detail-input" className={`${block} border-zinc-200 text-zinc-800`}>
+      {input || "—"}
+      {input.length >= 200 ? <span className="text-zinc-400"> (first 200 characters; the JSONL has it all)</span> : null}
+    </pre>
+  );
 }
 
 /**
@@ -195,10 +221,7 @@ function ItemDetail({
       </dl>
       <section>
         <h5 className="font-medium text-zinc-600">Input</h5>
-        <pre data-testid="item-detail-input" className={`${block} border-zinc-200 text-zinc-800`}>
-          {item.input || "—"}
-          {item.input.length >= 200 ? <span className="text-zinc-400"> (first 200 characters; the JSONL has it all)</span> : null}
-        </pre>
+        <InputDetail input={item.input} block={block} />
       </section>
       {item.error ? (
         <section>

@@ -9,7 +9,7 @@ import { announceBatch, batchHash, useBatchPanelRequests, useLiveBatch } from ".
 import { barProgress, batchStatusText, progressSplit } from "./status";
 import { ProgressBar, StatusBadge, shortId } from "./ui";
 import { Spinner } from "@/components/ui/spinner";
-import { waitingText } from "./waiting";
+import { approvalWaitingText, waitingText } from "./waiting";
 
 /** The `tool-batch_task` part of a chat message (an AI SDK tool UI part). */
 export type BatchToolPart = ToolUIPart | DynamicToolUIPart;
@@ -144,6 +144,11 @@ function ReceiptView({
       {live && waitingText(live) ? (
         <p data-testid="receipt-waiting" className="text-xs text-amber-900">
           {waitingText(live)}
+        </p>
+      ) : null}
+      {live && approvalWaitingText(live) ? (
+        <p data-testid="receipt-approval" className="text-xs text-amber-900">
+          {approvalWaitingText(live)}
         </p>
       ) : null}
       {live && live.usage.input_tokens + live.usage.output_tokens > 0 ? (

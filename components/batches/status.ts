@@ -1,4 +1,4 @@
-import { type BatchProjection, type BatchStatus, clampProgress, type ItemStatus } from "@/lib/api/batches";
+import { type BatchProjection, type BatchStatus, clampProgress } from "@/lib/api/batches";
 import { formatCount } from "@/lib/format";
 
 /** A batch's and an item's states in words, and which controls each state allows. No React, no fetch. */

@@ -32,6 +32,13 @@ function pilotText(b: BatchProjection): string {
   return `Paused after its pilot: the first ${formatCount(ran)} ${ran === 1 ? "item" : "items"} ran — check their results. Resume runs the other ${formatCount(rest)} ${rest === 1 ? "item" : "items"}.`;
 }
 
+/** "Waiting for your approval: …" while items hold a tool call for a person, else null. */
+export function approvalWaitingText(b: BatchProjection): string | null {
+  const n = b.counts.awaiting_approval;
+  if (!n) return null;
+  return `Waiting for your approval: ${formatCount(n)} ${n === 1 ? "item wants" : "items want"} to call a tool — Approve or Deny in the batch panel.`;
+}
+
 /** "1,200 of 5,000 tokens used, $0.0100 of $1.00 spent". */
 export function budgetUsage(b: BatchProjection): string {
   const parts: string[] = [];

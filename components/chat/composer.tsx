@@ -52,6 +52,7 @@ export function Composer({
           {attachButton}
           <textarea
             ref={textarea}
+            id="message"
             aria-label="Message"
             aria-invalid={tooLong || undefined}
             value={input}

@@ -30,6 +30,7 @@ export function ThreadSidebar({ initialThreads, email }: { initialThreads: Threa
 
   return (
     <>
+      <SkipLink />
       {/* The phone's header row on pages without their own (a thread's header carries the button itself). */}
       <div data-app-bar="" className="flex h-12 shrink-0 items-center gap-2 border-b border-zinc-200 bg-white px-3 md:hidden">
         <ThreadsMenuButton />
@@ -106,6 +107,30 @@ function MenuItem({ danger = false, onSelect, children }: { danger?: boolean; on
   );
 }
 
+/**
+ * The page's first tab stop, shown only when focused: past the thread list, to the message box
+ * on a thread's page (else to the page's content).
+ */
+function SkipLink() {
+  const pathname = usePathname();
+  const toComposer = pathname.startsWith("/threads/");
+  return (
+    <a
+      href={toComposer ? "#message" : "#main"}
+      onClick={(e) => {
+        const target = document.getElementById(toComposer ? "message" : "main");
+        if (!target) return;
+        e.preventDefault();
+        if (!toComposer) target.setAttribute("tabindex", "-1");
+        target.focus();
+      }}
+      className="sr-only focus:not-sr-only focus:fixed focus:top-2 focus:left-2 focus:z-50 focus:rounded-md focus:bg-white focus:px-3 focus:py-2 focus:text-sm focus:font-medium focus:text-sky-800 focus:shadow-lg focus:ring-2 focus:ring-sky-600"
+    >
+      {toComposer ? "Skip to the message box" : "Skip to content"}
+    </a>
+  );
+}
+
 /** One thread in the list: a link, with Rename and Delete behind a small menu. */
 function ThreadRow({ thread, current }: { thread: ThreadSummary; current: boolean }) {
   const router = useRouter();
@@ -125,6 +150,18 @@ function ThreadRow({ thread, current }: { thread: ThreadSummary; current: boolea
   useEffect(() => {
     if (editing) input.current?.select();
   }, [editing]);
+  // Opened from the keyboard (the row is one tab stop): its first item takes the focus.
+  const [menuByKey, setMenuByKey] = useState(false);
+  useEffect(() => {
+    if (menu && menuByKey) menuRef.current?.querySelector<HTMLElement>('[role="menuitem"]')?.focus();
+  }, [menu, menuByKey]);
+  function onRowKey(e: React.KeyboardEvent) {
+    if (e.key === "ContextMenu" || (e.shiftKey && e.key === "F10") || e.key === "ArrowRight") {
+      e.preventDefault();
+      setMenuByKey(true);
+      setMenu(true);
+    }
+  }
 
   function saveTitle() {
     const next = title.trim();
@@ -175,6 +212,9 @@ function ThreadRow({ thread, current }: { thread: ThreadSummary; current: boolea
       <Link
         href={`/threads/${thread.id}`}
         aria-current={current ? "page" : undefined}
+        // One tab stop per thread: its actions open from here (Shift+F10, the menu key or →).
+        aria-keyshortcuts="Shift+F10"
+        onKeyDown={onRowKey}
         className={`block rounded-lg py-2 pr-9 pl-3 ${current ? "bg-zinc-100 text-zinc-900" : "text-zinc-700 hover:bg-zinc-50"}`}
       >
         <span className="flex items-center gap-2">
@@ -193,7 +233,11 @@ function ThreadRow({ thread, current }: { thread: ThreadSummary; current: boolea
         title={`Rename or delete “${thread.title}”`}
         aria-haspopup="menu"
         aria-expanded={menu}
-        onClick={() => setMenu((m) => !m)}
+        tabIndex={-1}
+        onClick={() => {
+          setMenuByKey(false);
+          setMenu((m) => !m);
+        }}
         className="absolute top-2 right-1.5 rounded-md px-1.5 py-0.5 text-zinc-500 opacity-100 hover:bg-zinc-200 hover:text-zinc-900 focus-visible:outline-2 focus-visible:outline-zinc-900 md:opacity-0 md:group-hover:opacity-100 md:focus:opacity-100 md:aria-expanded:opacity-100"
       >
         ⋯

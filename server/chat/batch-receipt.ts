@@ -3,6 +3,7 @@ import type { ChatMessage } from "@/lib/api/chat";
 import type { DbOrTx } from "@/server/db/client";
 import { messages } from "@/server/db/schema";
 import { storable } from "@/server/db/storable";
+import { stripDirectives } from "@/server/models/simulator";
 import { DERIVED_TITLE_MAX, shortTitle, touchThread } from "./threads";
 
 /**
@@ -65,6 +66,7 @@ export async function recordSubmittedBatch(
     .onConflictDoNothing({ target: [messages.threadId, messages.id] })
     .returning({ id: messages.id });
   if (!stored) return; // a replay: recorded the first time
-  const title = shortTitle(batchTitle(input), DERIVED_TITLE_MAX);
+  // Without the simulator's test directives ([[sleep:…]] and the like), as a chat's first message.
+  const title = shortTitle(stripDirectives(batchTitle(input)), DERIVED_TITLE_MAX);
   await touchThread(db, { userId: args.userId, threadId: args.threadId, titleIfDefault: title || undefined });
 }

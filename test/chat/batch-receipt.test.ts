@@ -114,6 +114,17 @@ describe("a batch submitted to a thread outside the chat", () => {
     expect((await thread(alice, threadId)).title).toBe("Translate 'good morning' into Portuguese");
   });
 
+  it("leaves the simulator's directives ([[sleep:…]], [[fail]]) out of the title", async () => {
+    const threadId = await newThread(alice);
+    const res = await submit(
+      alice,
+      threadId,
+      JSON.stringify({ submission_key: `receipt-${++n}`, prompt_template: "Rate {{item}} [[sleep:200]] [[fail]]", items: ["one", "two"] }),
+    );
+    expect(res.status).toBe(201);
+    expect((await thread(alice, threadId)).title).toBe("Rate {{item}}");
+  });
+
   it("writes nothing for a refused submission, nor into another user's thread", async () => {
     const threadId = await newThread(alice);
     const refused = await submit(alice, threadId, JSON.stringify({ submission_key: `receipt-${++n}`, items: ["x"], prompt_template: "no slot" }));

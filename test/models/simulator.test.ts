@@ -479,9 +479,25 @@ describe("simulator answers a person can read", () => {
     expect(result.text).not.toMatch(/[{}]|run r-/);
   });
 
-  it.each(["What can you do?", "what can you do", "help"])("answers %j with the phrasings", async (prompt) => {
+  it.each([
+    "What can you do?",
+    "what can you do",
+    "help",
+    "WHAT CAN YOU DO",
+    "What can you do？",
+    "what can you do...",
+    "Help!",
+    "Hi, what can you do for me?",
+    "What can you help with?",
+    "how do I use this?",
+  ])("answers %j with the phrasings", async (prompt) => {
     const { text } = await generateText({ model: fast, prompt });
     for (const phrase of ["task:", "swarm:", "batch:", "batch x300:", "batch status", "New batch"]) expect(text).toContain(phrase);
+  });
+
+  it.each(["What can you do with this list of cities?", "help me write a poem"])("takes %j as a request, not the help question", async (prompt) => {
+    const { text } = await generateText({ model: fast, prompt });
+    expect(text).not.toContain("batch x300:");
   });
 });
 

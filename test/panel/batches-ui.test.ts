@@ -198,7 +198,7 @@ describe("item input", () => {
     const r = parseItemsInput('item_key,item\nk1,apples\nk2\nk3,\nk4,a"b"\nk5,pears,extra\n', "csv");
     expect(r.items).toEqual([]);
     expect(r.errors).toEqual([
-      "line 3: 1 fields where the header has 2",
+      "line 3: 1 field where the header has 2",
       "line 4: the item column is empty",
       "line 6: 3 fields where the header has 2",
     ]);
@@ -207,7 +207,7 @@ describe("item input", () => {
     const many = parseItemsInput(`item,x\n${"a\n".repeat(30)}`, "csv");
     expect(many.errorCount).toBe(30);
     expect(many.errors).toHaveLength(20);
-    expect(many.error).toBe("line 2: 1 fields where the header has 2 (and 29 more)");
+    expect(many.error).toBe("line 2: 1 field where the header has 2 (and 29 more)");
   });
 
   it("reads a CSV's columns by its header: prompts, one value column, or fields", () => {

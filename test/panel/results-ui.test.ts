@@ -96,8 +96,8 @@ describe("CSV of fields", () => {
 
   it("names bad rows by the physical line they start on, and a bad header", () => {
     const r = parseItemsInput('a,b\n"x\ny",1\nshort\n', "csv");
-    expect(r.errors).toEqual(["line 4: 1 fields where the header has 2"]);
-    expect(parseItemsInput('a,b\r"x\ry",1\rshort\r', "csv").errors).toEqual(["line 4: 1 fields where the header has 2"]);
+    expect(r.errors).toEqual(["line 4: 1 field where the header has 2"]);
+    expect(parseItemsInput('a,b\r"x\ry",1\rshort\r', "csv").errors).toEqual(["line 4: 1 field where the header has 2"]);
     expect(parseItemsInput("a,a\n1,2\n", "csv").errors).toEqual(['line 1: the column "a" appears twice']);
     expect(parseItemsInput("a,\n1,2\n", "csv").errors).toEqual(["line 1: column 2 has no name"]);
     expect(parseItemsInput("item_key,expected\nk,1\n", "csv").errors).toEqual([

@@ -31,7 +31,7 @@ function lockedMessage(error: string): string | null {
   return say(`at ${time} (in ${minutes} minute${minutes === 1 ? "" : "s"})`);
 }
 
-export function SignInForm({ callbackUrl }: { callbackUrl: string }) {
+export function SignInForm({ callbackUrl, firstVisit = false }: { callbackUrl: string; firstVisit?: boolean }) {
   const router = useRouter();
   const [error, setError] = useState<string | null>(null);
   const [pending, setPending] = useState(false);
@@ -68,6 +68,21 @@ export function SignInForm({ callbackUrl }: { callbackUrl: string }) {
   return (
     <form onSubmit={onSubmit} className="space-y-4" noValidate>
       <h1 className="text-lg font-semibold">Sign in</h1>
+      {firstVisit ? (
+        <div data-testid="first-account-hint" role="note" className="space-y-1.5 rounded-lg bg-sky-50 px-3 py-2 text-sm text-sky-950 ring-1 ring-sky-200 ring-inset">
+          <p className="font-medium">No account exists yet.</p>
+          <p>
+            Create the first one (the admin) with the <strong>Setup link</strong> the server printed when it started: a line{" "}
+            <code className="font-mono text-xs wrap-anywhere">Setup: http://…/register?setup=…</code> in the <code className="font-mono text-xs">npm start</code>{" "}
+            output. Scrolled away? Run <code className="font-mono text-xs wrap-anywhere">npm run --silent cli -- setup-code</code> to print the code
+            again, then{" "}
+            <Link href="/register" className="font-medium underline underline-offset-2">
+              create the first account
+            </Link>{" "}
+            with it.
+          </p>
+        </div>
+      ) : null}
       <Field label="Email" id="email" name="email" type="email" autoComplete="email" required autoFocus />
       <Field label="Password" id="password" name="password" type="password" autoComplete="current-password" required />
       {error && (

@@ -261,7 +261,7 @@ function parseCsv(text: string): ParsedItems {
   for (const r of rows.slice(1)) {
     const where = `line ${r.line}`;
     if (r.fields.length !== header.length) {
-      errors.push(`${where}: ${r.fields.length} fields where the header has ${header.length}`);
+      errors.push(`${where}: ${r.fields.length} field${r.fields.length === 1 ? "" : "s"} where the header has ${header.length}`);
       continue;
     }
     const key = shape.key >= 0 && r.fields[shape.key]?.trim() ? r.fields[shape.key].trim() : undefined;

@@ -120,7 +120,16 @@ export const CAPABILITIES_ANSWER = [
   "You can also start a batch from a CSV or JSONL file with **New batch** in the batch panel. Set MODEL_BASE_URL, MODEL_API_KEY and MODEL_NAME to talk to a real model.",
 ].join("\n");
 
-/** "What can you do?", "help" and the like. */
+/** The questions "What can you do?" stands for, once case, punctuation and a greeting are set aside. */
+const CAPABILITY_QUESTION =
+  /^(?:(?:hi|hello|hey)\s+)?(?:what can (?:you|u) do(?: for me)?|what (?:do|can) you (?:help(?: me)? with|do)|what are you(?:r (?:capabilities|commands|skills))?|(?:show )?(?:some )?help(?: me)?|how (?:do|can) i use (?:this|you|it)|(?:capabilities|commands)|what do you understand)(?: please)?$/;
+
+/** "What can you do?", "what can you do", "Help!", "hi, what can you do for me?" and the like. */
 export function asksForCapabilities(text: string): boolean {
-  return /^\s*(what can you do|help|what are you|how do i use (this|you))\s*[?!.]*\s*$/i.test(stripDirectives(text));
+  const words = stripDirectives(text)
+    .toLowerCase()
+    .replace(/[^\p{L}\p{N}\s]+/gu, " ")
+    .replace(/\s+/g, " ")
+    .trim();
+  return CAPABILITY_QUESTION.test(words);
 }
