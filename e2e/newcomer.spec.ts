@@ -74,7 +74,7 @@ test("Tab: a skip link to the message box first, then one stop per thread; a thr
     const at = await page.evaluate(() => {
       const el = document.activeElement as HTMLElement | null;
       return {
-        row: el?.closest('[data-testid="thread-row"]') ? (el.closest('[data-testid="thread-row"]') as HTMLElement).innerText.split("\n")[0]! : null,
+        row: el?.closest('[data-testid="thread-row"]')?.querySelector(".truncate")?.textContent ?? null,
         label: el?.getAttribute("aria-label") ?? null,
       };
     });
