@@ -1,4 +1,5 @@
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from "prom-client";
+import { tokenCount } from "@/lib/api/subagents";
 import type { Logger } from "@/server/log";
 
 /**
@@ -194,8 +195,11 @@ export function observeModelCall(args: {
 }): void {
   const s = state();
   s.modelCalls.observe({ endpoint: args.endpoint, outcome: args.outcome }, args.seconds);
-  if (args.inputTokens) s.modelTokens.inc({ endpoint: args.endpoint, direction: "input" }, args.inputTokens);
-  if (args.outputTokens) s.modelTokens.inc({ endpoint: args.endpoint, direction: "output" }, args.outputTokens);
+  // A provider's counts as stored (tokenCount): a negative one would make prom-client throw, failing the call.
+  const input = tokenCount(args.inputTokens);
+  const output = tokenCount(args.outputTokens);
+  if (input) s.modelTokens.inc({ endpoint: args.endpoint, direction: "input" }, input);
+  if (output) s.modelTokens.inc({ endpoint: args.endpoint, direction: "output" }, output);
   if (args.outcome === "rate_limited") s.providerRateLimited.inc({ endpoint: args.endpoint });
 }
 export function observeRateLimitWait(endpoint: string, seconds: number): void {

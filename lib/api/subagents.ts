@@ -17,10 +17,17 @@ export interface SubagentUsage {
   cacheWriteTokens?: number;
 }
 
-/** A token count as stored: a whole number from 0 to the largest safe integer, whatever a provider sent. */
+/**
+ * The most tokens one count holds (a model call's, or a run's sum): far past any real context,
+ * and small enough that a batch's and a user's day's sums stay inside PostgreSQL's bigint and
+ * JavaScript's safe integers (100,000 items of 20 batches: 2e18 < 9.2e18).
+ */
+export const TOKEN_COUNT_MAX = 1_000_000_000_000;
+
+/** A token count as stored: a whole number from 0 to TOKEN_COUNT_MAX, whatever a provider sent (negative, NaN, 1e30). */
 export function tokenCount(n: number | undefined): number {
   if (n === undefined || !Number.isFinite(n) || n <= 0) return 0;
-  return Math.min(Math.round(n), Number.MAX_SAFE_INTEGER);
+  return Math.min(Math.round(n), TOKEN_COUNT_MAX);
 }
 
 /** A status change, for live UI (the task tool turns these into data parts). */

@@ -13,6 +13,7 @@ import { blockLines, dataBlock } from "./quote-data";
 import { PATTERN_READ_MAX_CHARS, readBound } from "@/server/runtime/pattern-cache";
 import { MatchTimeout, matchPattern } from "@/server/runtime/pattern-thread";
 import type { Usage } from "./settlement";
+import { tokenCount } from "@/lib/api/subagents";
 
 /**
  * The checks of a batch on one finished answer (DESIGN.md "Batches that produce data"): regex
@@ -221,8 +222,9 @@ async function runJudge(check: Extract<Check, { type: "judge" }>, args: RunCheck
   }
   const addUsage = (u: { inputTokens?: number; outputTokens?: number } | undefined) => {
     const spent = usage.get(model.catalogName) ?? { inputTokens: 0, outputTokens: 0 };
-    spent.inputTokens += u?.inputTokens ?? 0;
-    spent.outputTokens += u?.outputTokens ?? 0;
+    // A provider's counts are clamped where they enter (tokenCount: 1e30, negative, NaN).
+    spent.inputTokens = tokenCount(spent.inputTokens + tokenCount(u?.inputTokens));
+    spent.outputTokens = tokenCount(spent.outputTokens + tokenCount(u?.outputTokens));
     usage.set(model.catalogName, spent);
   };
   let verdict: { score: number; reason: string };

@@ -15,6 +15,7 @@ import { type CompatRequest, type CompatResponseFormat, SUBAGENT_MODEL_PREFIX } 
 import { errorText } from "@/server/errors";
 import { readTypedAnswer, repairRequest, typedOutput } from "@/server/agent/structured-output";
 import { prepareOutputSchema } from "@/server/runtime/output-schema";
+import { tokenCount } from "@/lib/api/subagents";
 
 /**
  * Runs one item of a compatible batch: its stored request (server/compat/requests.ts) goes to
@@ -196,7 +197,8 @@ function addUsage(
   sum: { inputTokens: number; outputTokens: number },
   u: { inputTokens?: number | undefined; outputTokens?: number | undefined } | undefined,
 ) {
-  return { inputTokens: sum.inputTokens + (u?.inputTokens ?? 0), outputTokens: sum.outputTokens + (u?.outputTokens ?? 0) };
+  // A provider's counts are clamped where they enter (tokenCount: 1e30, negative, NaN).
+  return { inputTokens: tokenCount(sum.inputTokens + tokenCount(u?.inputTokens)), outputTokens: tokenCount(sum.outputTokens + tokenCount(u?.outputTokens)) };
 }
 
 function failed(model: string | null, error: string): ItemRunResult {
