@@ -105,7 +105,15 @@ export const verdictSchema = z.enum(["passed", "failed"]);
 export type Verdict = z.infer<typeof verdictSchema>;
 
 /** Per check of a batch: how many finished items passed and failed it. */
-export const batchCheckCountSchema = z.object({ name: z.string(), passed: z.number(), failed: z.number() }).strict();
+export const batchCheckCountSchema = z
+  .object({
+    name: z.string(),
+    passed: z.number(),
+    failed: z.number(),
+    /** Judge checks: the share of items a person decided where the judge's pass equals the person's accept (null before any). */
+    agreement: z.number().nullable().optional(),
+  })
+  .strict();
 export const batchVerdictsSchema = z.object({ passed: z.number(), failed: z.number() }).strict();
 
 /** A field of an object item: what `{{field}}` fills with. */

@@ -21,6 +21,7 @@ import {
   outputSchemaSchema,
   verdictSchema,
 } from "./batch-data";
+import { batchReviewsSchema, itemReviewSchema } from "./reviews";
 import { toolCallRecordSchema } from "./runs";
 
 /**
@@ -149,6 +150,8 @@ export const batchProjectionSchema = z
     reopened_at: z.string().nullable(),
     /** The batch this one re-runs with changed settings (POST .../variant), else null. */
     variant_of: z.string().nullable(),
+    /** Items in the review queue and decided (DESIGN "Judging a batch"). */
+    reviews: batchReviewsSchema,
   })
   .strict();
 export type BatchProjection = z.infer<typeof batchProjectionSchema>;
@@ -173,6 +176,8 @@ export const itemProjectionSchema = z
     checks: z.array(checkResultSchema),
     /** passed | failed once finished with checks; null otherwise. */
     verdict: verdictSchema.nullable(),
+    /** A person's review: null until the item is queued for one. */
+    review: itemReviewSchema.nullable(),
     /** Tool calls of the item's latest run (the list is on the item detail). */
     tool_calls: z.number(),
     started_at: z.string().nullable(),
@@ -281,6 +286,21 @@ export const submissionBudgetShape = {
 };
 
 /** The fields every submission has besides its items (or files). */
+export const reviewPolicySchema = z
+  .object({
+    when: z.enum(["failed", "all", "sample"], { error: 'must be "failed", "all" or "sample"' }),
+    /** `sample`: the share of items reviewed (a deterministic sample by item_key). */
+    rate: z.number().min(0, "must be between 0 and 1").max(1, "must be between 0 and 1").optional(),
+  })
+  .strict()
+  .superRefine((policy, ctx) => {
+    if (policy.when === "sample" && policy.rate === undefined)
+      ctx.addIssue({ code: "custom", path: ["rate"], message: 'is required when "when" is "sample"' });
+    if (policy.when !== "sample" && policy.rate !== undefined)
+      ctx.addIssue({ code: "custom", path: ["rate"], message: 'is only for "when": "sample"' });
+  });
+export type ReviewPolicy = z.infer<typeof reviewPolicySchema>;
+
 export const submissionFieldsShape = {
   submission_key: z
     .string()
@@ -302,6 +322,8 @@ export const submissionFieldsShape = {
   /** Typed results: each item's answer is one JSON value valid against this schema. */
   output_schema: submitOutputSchemaSchema.optional(),
   checks: submitChecksSchema.optional(),
+  /** Which items join the review queue once finished (DESIGN "Judging a batch"). */
+  review: reviewPolicySchema.optional(),
 };
 
 /** NUL and lone surrogates: jsonb refuses them, so they are a 400 here, not a 500 at the insert. */

@@ -10,6 +10,8 @@ import { asc, eq, inArray } from "drizzle-orm";
 import type { DbOrTx } from "@/server/db/client";
 import { subagentBatchCheckCounts } from "@/server/db/schema";
 import { usedCostUsd, usedTokens } from "./budget";
+import { toReview } from "./review-columns";
+import { loadReviewFigures, type ReviewFigures } from "./reviews";
 import { specColumns } from "./spec";
 import { DEFAULT_PREVIEW_MAX_CHARS, ITEM_INPUT_MAX_CHARS } from "./repository";
 import type { BatchRow, ItemPageResult, ItemSummary } from "./types";
@@ -36,7 +38,13 @@ type CheckCount = { name: string; passed: number; failed: number };
  * (paused or at its budget) and there is no ETA; projectBatches supplies the live state and
  * the per-check counts (without them every check reads zero).
  */
-export function toBatchProjection(b: BatchRow, live?: LiveState, checkCounts?: readonly CheckCount[]): BatchProjection {
+export function toBatchProjection(
+  b: BatchRow,
+  live?: LiveState,
+  checkCounts?: readonly CheckCount[],
+  reviews?: ReviewFigures,
+): BatchProjection {
+  const judges = new Set((b.executionSpec as { checks?: { name: string; type: string }[] }).checks?.filter((c) => c.type === "judge").map((c) => c.name));
   const counts = {
     pending: count(b.pendingCount),
     queued: count(b.queuedCount),
@@ -87,7 +95,8 @@ export function toBatchProjection(b: BatchRow, live?: LiveState, checkCounts?: r
     eta: live?.eta ?? null,
     checks: columns.checks.map((name) => {
       const c = checkCounts?.find((x) => x.name === name);
-      return { name, passed: count(c?.passed), failed: count(c?.failed) };
+      const agreement = judges.has(name) ? { agreement: reviews?.agreement.get(name) ?? null } : {};
+      return { name, passed: count(c?.passed), failed: count(c?.failed), ...agreement };
     }),
     verdicts: { passed: count(b.verdictPassedCount), failed: count(b.verdictFailedCount) },
     input_fields: columns.inputFields,
@@ -98,6 +107,7 @@ export function toBatchProjection(b: BatchRow, live?: LiveState, checkCounts?: r
     finished_at: iso(b.finishedAt),
     reopened_at: iso(b.reopenedAt),
     variant_of: b.variantOf ?? null,
+    reviews: reviews?.counts ?? { pending: 0, accepted: 0, rejected: 0 },
   };
 }
 
@@ -120,7 +130,8 @@ export async function projectBatches(db: DbOrTx, args: { batches: BatchRow[]; le
   const withChecks = args.batches.filter((b) => specColumns(b).checks.length > 0).map((b) => b.id);
   const live = await loadLiveStates(db, args);
   const checkCounts = await loadCheckCounts(db, withChecks);
-  return args.batches.map((b) => toBatchProjection(b, live.get(b.id), checkCounts.get(b.id)));
+  const reviews = await loadReviewFigures(db, args.batches.map((b) => b.id));
+  return args.batches.map((b) => toBatchProjection(b, live.get(b.id), checkCounts.get(b.id), reviews.get(b.id)));
 }
 
 export async function projectBatch(db: DbOrTx, args: { batch: BatchRow; leaseSeconds: number }): Promise<BatchProjection> {
@@ -165,6 +176,7 @@ export function toItemProjection(i: ItemSummary, previewMaxChars = DEFAULT_PREVI
       ...(typeof c.reason === "string" ? { reason: bound(c.reason, previewMaxChars)! } : {}),
     })),
     verdict: i.verdict,
+    review: toReview(i),
     tool_calls: count(i.toolCalls),
     started_at: iso(i.startedAt),
     finished_at: iso(i.finishedAt),

@@ -1,3 +1,4 @@
+import { type ReviewState, reviewStateSchema } from "@/lib/api/reviews";
 import { and, asc, desc, eq, gt, sql } from "drizzle-orm";
 import { type BatchAction, type BatchControlName, type BatchEvent, planControl } from "@/lib/api/batch-controls";
 import { type Verdict, verdictSchema } from "@/lib/api/batch-data";
@@ -16,6 +17,7 @@ import { assertCorrectedTotal, correctedItem } from "./retry-input";
 import { specColumns } from "./spec";
 import { admitWork, lockUserWork } from "./submit";
 import type { BatchRow, ItemPageResult, ItemSummary } from "./types";
+import { reviewColumns } from "./review-columns";
 
 /**
  * Owner-facing batch repository. Every function takes the database first and one object
@@ -115,6 +117,7 @@ export const itemSummaryColumns = (previewMaxChars = DEFAULT_PREVIEW_MAX_CHARS) 
   output: sql<unknown>`case when length(${subagentBatchItems.output}::text) <= ${Math.ceil(previewMaxChars * 1.5) + 2}::int then ${subagentBatchItems.output} end`,
   checks: subagentBatchItems.checks,
   verdict: subagentBatchItems.verdict,
+  ...reviewColumns(),
   startedAt: subagentBatchItems.startedAt,
   finishedAt: subagentBatchItems.finishedAt,
 });
@@ -123,11 +126,20 @@ export const itemSummaryColumns = (previewMaxChars = DEFAULT_PREVIEW_MAX_CHARS) 
  * One page of items in position order (keyset on position; the cursor is opaque), optionally
  * of one status and one verdict. Never selects prompts or full results; previews and errors come cut.
  */
+function parseReviewState(value: string | null | undefined): ReviewState | undefined {
+  if (value === null || value === undefined) return undefined;
+  const parsed = reviewStateSchema.safeParse(value);
+  if (!parsed.success) throw new AppError("validation_failed", `review: ${parsed.error.issues[0]?.message}`);
+  return parsed.data;
+}
+
 export async function listItems(
   db: DbOrTx,
   args: BatchScopeArgs & {
     status?: ItemStatus | string | null;
     verdict?: Verdict | string | null;
+    /** Items of one review state (their partial index serves the page). */
+    review?: string | null;
     cursor?: string | null;
     limit?: number;
     /** subagent_batches.result_preview_max_chars */
@@ -136,6 +148,7 @@ export async function listItems(
 ): Promise<ItemPageResult> {
   const status = parseItemStatus(args.status);
   const verdict = parseVerdict(args.verdict);
+  const review = parseReviewState(args.review);
   const after = args.cursor ? decodeCursor(args.cursor) : 0;
   const limit = args.limit ?? ITEM_PAGE_DEFAULT;
   if (!Number.isInteger(limit) || limit < 1 || limit > ITEM_PAGE_MAX)
@@ -158,6 +171,7 @@ export async function listItems(
         gt(i.position, after),
         status ? sql`${i.status} = ${sql.raw(`'${status}'`)}` : undefined,
         verdict ? sql`${i.verdict} = ${sql.raw(`'${verdict}'`)}` : undefined,
+        review ? sql`${i.reviewState} is not null and ${i.reviewState} = ${sql.raw(`'${review}'`)}` : undefined,
       ),
     )
     .orderBy(asc(i.position))

@@ -1,5 +1,5 @@
 import { and, eq, sql } from "drizzle-orm";
-import { submitBatchSchema } from "@/lib/api/batches";
+import { type ReviewPolicy, submitBatchSchema } from "@/lib/api/batches";
 import { type BatchSubmission, isFileSubmission, submitFileBatchSchema } from "@/lib/api/files";
 import type { Check, OutputSchema } from "@/lib/api/batch-data";
 import {
@@ -209,6 +209,7 @@ export async function submitBatch(db: DbOrTx, args: SubmitBatchArgs): Promise<{ 
       // Only the lead's own submissions wake it when they settle (API and dialog batches never do).
       wakeLead: spec.caller.origin === "tool" && b.wake_lead,
       variantOf: args.variant?.of ?? null,
+      review: input.review ?? null,
       // One COPY for the whole batch (insert-items.ts streams it in bounded messages).
       chunks: [rows],
     }),
@@ -306,6 +307,8 @@ export interface BatchPlan<R extends ItemRow = ItemRow> {
   wakeLead: boolean;
   /** The batch this one is a variant of. */
   variantOf?: string | null;
+  /** Which finished items join the review queue. */
+  review?: ReviewPolicy | null;
   /** The items, in position order, a chunk at a time (a compatible batch streams them from its file). */
   chunks: Iterable<R[]> | AsyncIterable<R[]>;
   /** Runs after each chunk is written (its items hold positions offset+1, offset+2, ...). */
@@ -351,6 +354,8 @@ export async function writeBatch<R extends ItemRow>(
       dailyTokenQuota: plan.config.quotas.max_tokens_per_day,
       wakeLead: plan.wakeLead,
       variantOf: plan.variantOf ?? null,
+      reviewWhen: plan.review?.when ?? null,
+      reviewRate: plan.review?.rate ?? null,
     })
     .returning();
   let offset = 0;

@@ -31,6 +31,11 @@ export interface ItemSummary {
   output: unknown;
   checks: { name: string; passed: boolean; score?: number; reason?: string }[] | null;
   verdict: "passed" | "failed" | null;
+  reviewState: "pending" | "accepted" | "rejected" | null;
+  reviewNote: string | null;
+  corrected: boolean;
+  reviewedAt: Date | null;
+  reviewVersion: number;
   startedAt: Date | null;
   finishedAt: Date | null;
 }

@@ -6,6 +6,7 @@ import type { FlotillaConfig } from "@/lib/config";
 import { requireUser } from "@/server/auth/authenticate";
 import type { BatchAction } from "@/lib/api/batch-controls";
 import { COMPARE_CHANGES } from "@/lib/api/compare";
+import { reviewStateSchema } from "@/lib/api/reviews";
 import { type BatchScopeArgs, getBatch, ownedBatch } from "@/server/batches/owned";
 import { batchControls } from "@/server/batches/repository";
 import type { BatchRow } from "@/server/batches/types";
@@ -84,6 +85,7 @@ const itemPageQuerySchema = z
   .object({
     status: z.string().optional(),
     verdict: z.string().optional(),
+    review: z.string().optional(),
     cursor: z.string().optional(),
     limit: z
       .string()
@@ -94,7 +96,7 @@ const itemPageQuerySchema = z
   })
   .strict();
 
-export function parseItemPageQuery(params: URLSearchParams): { status?: string; verdict?: string; cursor?: string; limit?: number } {
+export function parseItemPageQuery(params: URLSearchParams): { status?: string; verdict?: string; review?: string; cursor?: string; limit?: number } {
   return parseQuery(itemPageQuerySchema, params);
 }
 
@@ -109,6 +111,25 @@ const compareQuerySchema = z
 /** `?change=&cursor=&limit=` of a comparison's pairs. */
 export function parseCompareQuery(params: URLSearchParams): z.output<typeof compareQuerySchema> {
   return parseQuery(compareQuerySchema, params);
+}
+
+const reviewQuerySchema = z
+  .object({
+    state: reviewStateSchema.optional(),
+    batch_id: z.uuid({ error: "must be a batch id" }).optional(),
+    cursor: z.string().optional(),
+    limit: z
+      .string()
+      .regex(/^\d{1,3}$/, "must be a whole number between 1 and 100")
+      .transform(Number)
+      .pipe(z.number().min(1, "must be a whole number between 1 and 100").max(100, "must be a whole number between 1 and 100"))
+      .optional(),
+  })
+  .strict();
+
+/** `?state=&batch_id=&cursor=&limit=` of the review queue. */
+export function parseReviewQuery(params: URLSearchParams): z.output<typeof reviewQuerySchema> {
+  return parseQuery(reviewQuerySchema, params);
 }
 
 /** A strict query string: each name once, no unknown names, 400s naming the parameter. */

@@ -6,6 +6,7 @@ import {
   submissionFieldsShape,
   submitBatchSchema,
   submitChecksSchema,
+  reviewPolicySchema,
   submitOutputSchemaSchema,
 } from "@/lib/api/batches";
 import { MAX_ITEM_FIELDS } from "@/lib/api/batch-data";
@@ -130,6 +131,7 @@ const uploadParamsSchema = z
     pilot: pilotParam.optional(),
     output_schema: jsonParam(submitOutputSchemaSchema).optional(),
     checks: jsonParam(submitChecksSchema).optional(),
+    review: jsonParam(reviewPolicySchema).optional(),
   })
   .strict();
 

@@ -52,6 +52,7 @@ function batch(over: Partial<BatchProjection> = {}): BatchProjection {
     finished_at: null,
     reopened_at: null,
     variant_of: null,
+    reviews: { pending: 0, accepted: 0, rejected: 0 },
     ...over,
   };
 }
@@ -72,6 +73,7 @@ function item(n: number, status: ItemProjection["status"] = "queued"): ItemProje
     output: null,
     checks: [],
     verdict: null,
+    review: null,
     started_at: null,
     finished_at: null,
   };

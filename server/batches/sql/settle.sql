@@ -19,6 +19,8 @@
 -- awaiting_approval (issue 26): a tool call waits for a person; the item parks (no lease, no
 -- slot, attempt refunded) with one tool_approvals row per call in `approvals`; approvals.sql
 -- decides and re-queues it.
+-- `review_state`: an item that finishes for good joins its batch's review queue when the batch's
+-- policy wants it (review.sql); a decision already made is kept.
 -- `cost_usd`: what the attempt cost, when the executor priced it (each model's tokens at that
 -- model's snapshot: a judge on its own model); else its tokens at the batch's price snapshot.
 create or replace function flotilla_settle(p_owner text, p_rows jsonb, p_max_deferrals integer)
@@ -54,7 +56,7 @@ begin
            coalesce(r.cost_usd, (coalesce(r.input_tokens, 0) * bt.price_input_per_million
              + coalesce(r.output_tokens, 0) * bt.price_output_per_million) / 1e6) as cost_usd,
            coalesce(r.retryable, true) as retryable, coalesce(r.delay_ms, 0) as delay_ms, r.run_id, r.approvals,
-           bt.user_id
+           bt.user_id, bt.review_when, bt.review_rate, it.item_key
       from subagent_batch_items it
       join r on r.id = it.id
       join subagent_batches bt on bt.id = it.batch_id
@@ -110,6 +112,12 @@ begin
       run_id = coalesce(plan.run_id, it.run_id),
       started_at = coalesce(plan.started_at, it.started_at),
       finished_at = case when plan.next_status in ('succeeded', 'failed') then now() else null end,
+      review_state = case when it.review_state is null and plan.review_when is not null
+        and flotilla_review_wanted(plan.review_when, plan.review_rate, plan.item_key, plan.next_status, plan.verdict)
+        then 'pending' else it.review_state end,
+      review_requested_at = case when it.review_state is null and plan.review_when is not null
+        and flotilla_review_wanted(plan.review_when, plan.review_rate, plan.item_key, plan.next_status, plan.verdict)
+        then now() else it.review_requested_at end,
       updated_at = now()
     from plan where it.id = plan.id
     returning it.id, it.status, plan.batch_id, plan.attempts, plan.run_id, plan.leased_at, plan.approvals, plan.user_id,

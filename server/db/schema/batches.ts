@@ -1,3 +1,4 @@
+import { REVIEW_STATES } from "@/lib/api/reviews";
 import { sql } from "drizzle-orm";
 import {
   bigint,
@@ -40,8 +41,6 @@ export const ITEM_STATUSES = [
 export type ItemStatus = (typeof ITEM_STATUSES)[number];
 
 export const PAUSE_REASONS = ["user", "budget", "quota", "pilot"] as const;
-/** A person's review of an item: waiting in the queue, or decided. */
-export const REVIEW_STATES = ["pending", "accepted", "rejected"] as const;
 export type PauseReason = (typeof PAUSE_REASONS)[number];
 
 export const subagentBatches = pgTable(
@@ -108,6 +107,10 @@ export const subagentBatches = pgTable(
     reopenedAt: at("reopened_at"),
     /** The batch this one re-runs with changed settings (POST .../variant); no reference: a variant outlives its original. */
     variantOf: uuid("variant_of"),
+    /** Which finished items join the review queue (the submission's `review`): failed | all | sample; null = none. */
+    reviewWhen: text("review_when", { enum: ["failed", "all", "sample"] }),
+    /** `sample`: the share of items, chosen by a hash of item_key. */
+    reviewRate: doublePrecision("review_rate"),
   },
   (t) => [
     uniqueIndex("subagent_batches_submission_uq").on(t.userId, t.submissionKey),
