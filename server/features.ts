@@ -1,11 +1,12 @@
 import { and, eq, isNull, sql } from "drizzle-orm";
 import type { Features } from "@/lib/api/batches";
 import type { FlotillaConfig } from "@/lib/config";
-import { listSubagents } from "@/server/agent/registry";
+import { listSubagents, type SubagentDefinition } from "@/server/agent/registry";
 import type { Db } from "@/server/db/client";
 import { workerHeartbeats } from "@/server/db/schema";
 import { log } from "@/server/log";
 import { resolveModel } from "@/server/models";
+import { findCatalogEntry } from "@/server/models/catalog";
 import { countLiveWorkers, livenessWindowSeconds } from "@/server/runtime/heartbeat";
 
 /**
@@ -46,6 +47,23 @@ export async function getFeatures(db: Db, config: FlotillaConfig): Promise<Featu
       max_total_prompt_chars: b.max_total_prompt_chars,
     },
     model: { name: model.name, simulator: model.simulator },
-    subagents: listSubagents(config).map((s) => ({ name: s.name, description: s.description })),
+    subagents: listSubagents(config).map((s) => subagentFacts(config, s, model.name)),
+  };
+}
+
+/**
+ * A sub-agent as the New batch dialog needs it: the model its batches run on (its own, else the
+ * caller's default), that model's provider, and whether the provider's batch lane takes them.
+ */
+function subagentFacts(config: FlotillaConfig, d: SubagentDefinition, defaultModel: string): Features["subagents"][number] {
+  const modelName = d.model ?? defaultModel;
+  const entry = findCatalogEntry(config, modelName);
+  const provider = !entry || entry.simulator ? "simulator" : (entry.provider ?? "openai-compatible");
+  return {
+    name: d.name,
+    description: d.description,
+    model: modelName,
+    provider,
+    provider_batch: (provider === "openai" || provider === "anthropic") && d.toolGroups.length === 0,
   };
 }

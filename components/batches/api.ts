@@ -1,4 +1,6 @@
 import {
+  type BatchEstimate,
+  batchEstimateSchema,
   type BatchProjection,
   batchListSchema,
   batchRetryResponseSchema,
@@ -83,6 +85,11 @@ export function controlBatch(threadId: string, batchId: string, action: BatchAct
 
 export function retryItem(threadId: string, batchId: string, itemId: string): Promise<ItemRetryResponse> {
   return sendJson(itemRetryResponseSchema, `${itemPath(threadId, batchId, itemId)}/retry`, "retried item");
+}
+
+/** What the draft would cost (writes nothing; a 400 is the submission's own refusal). */
+export function estimateBatch(threadId: string, input: BatchSubmission, signal?: AbortSignal): Promise<BatchEstimate> {
+  return sendJson(batchEstimateSchema, `${base(threadId)}/estimate`, "estimate", input, { signal });
 }
 
 export function submitBatch(threadId: string, input: BatchSubmission): Promise<BatchProjection> {

@@ -378,7 +378,14 @@ export const featuresSchema = z
       })
       .strict(),
     model: z.object({ name: z.string(), simulator: z.boolean() }).strict(),
-    subagents: z.array(z.object({ name: z.string(), description: z.string() }).strict()),
+    /**
+     * Each sub-agent with the catalog model its batches run on (its own, else the default), that
+     * model's provider ("simulator", "openai-compatible", "openai", "anthropic", "google"), and
+     * whether its batches may take `lane: "provider_batch"` (an openai or anthropic model, no tools).
+     */
+    subagents: z.array(
+      z.object({ name: z.string(), description: z.string(), model: z.string(), provider: z.string(), provider_batch: z.boolean() }).strict(),
+    ),
   })
   .strict();
 export type Features = z.infer<typeof featuresSchema>;

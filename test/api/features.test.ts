@@ -92,6 +92,31 @@ describe("GET /api/features", () => {
     expect(general?.description.length).toBeGreaterThan(0);
   });
 
+  it("tells each sub-agent's model, its provider and whether its batches may take the provider's batch lane", async () => {
+    const config = configSchema.parse({
+      models: [
+        { name: "local", base_url: "http://127.0.0.1:1/v1", model: "m" },
+        { name: "claude", provider: "anthropic", model: "claude-x" },
+      ],
+      subagents: {
+        definitions: [
+          { name: "plain", description: "No tools.", system_prompt: "Answer.", tool_groups: [], model: "local" },
+          { name: "tooled", description: "Tools.", system_prompt: "Answer.", tool_groups: ["clock"] },
+          { name: "batchable", description: "No tools.", system_prompt: "Answer.", tool_groups: [], model: "claude" },
+          { name: "claude-tools", description: "Tools.", system_prompt: "Answer.", tool_groups: ["clock"], model: "claude" },
+        ],
+      },
+    });
+    const f = await getFeatures(tdb.db, config);
+    expect(featuresSchema.safeParse(f).success).toBe(true);
+    const by = Object.fromEntries(f.subagents.map((s) => [s.name, s]));
+    expect(by.plain).toMatchObject({ model: "local", provider: "openai-compatible", provider_batch: false });
+    expect(by.tooled).toMatchObject({ model: SIMULATOR_MODEL_ID, provider: "simulator", provider_batch: false });
+    expect(by.batchable).toMatchObject({ model: "claude", provider: "anthropic", provider_batch: true });
+    expect(by["claude-tools"]).toMatchObject({ model: "claude", provider: "anthropic", provider_batch: false });
+    expect(by.general).toMatchObject({ model: SIMULATOR_MODEL_ID, provider: "simulator", provider_batch: false });
+  });
+
   it("says the SQL repository is unavailable when the database does not answer", async () => {
     const down = createDatabase("postgres://postgres@127.0.0.1:1/nothing", { max: 1 });
     try {

@@ -6,7 +6,8 @@ import { readFileSync } from "node:fs";
 import path from "node:path";
 import { metaSchemaSources } from "@/lib/output-schema-meta-source";
 import { typedCompileProblems } from "@/components/batches/new-batch/typed-compile";
-import { parseChecksText, parseOutputSchemaText } from "@/components/batches/new-batch/typed-input";
+import { parseChecksText, parseOutputSchemaText, relabelServerMessage } from "@/components/batches/new-batch/typed-input";
+import { pilotValue } from "@/components/batches/new-batch/cost";
 import { compileOutputSchema } from "@/server/runtime/output-schema";
 import type { ItemProjection } from "@/lib/api/batches";
 import { submitBatchSchema } from "@/lib/api/batches";
@@ -237,5 +238,23 @@ describe("output schema and checks text", () => {
       }
       expect(browser === null, `${JSON.stringify(schema)}: ${browser} / ${server}`).toBe(server === null);
     }
+  });
+});
+
+describe("pilot and the estimate's refusals", () => {
+  it("sends a pilot only when asked, as a whole number from 1 to the maximum", () => {
+    const draft = { pilotOn: false, pilot: "10", lane: "live" as const };
+    expect(pilotValue(draft, 1000)).toEqual({ value: undefined, error: null });
+    expect(pilotValue({ ...draft, pilotOn: true }, 1000)).toEqual({ value: 10, error: null });
+    for (const bad of ["0", "1001", "2.5", "", "x"])
+      expect(pilotValue({ ...draft, pilotOn: true, pilot: bad }, 1000).error).toBe("Pilot items must be a whole number from 1 to 1000.");
+  });
+
+  it("names a server refusal's field as the dialog labels it", () => {
+    expect(relabelServerMessage('checks.1.model: unknown model "nope" (not in the model catalog)')).toBe(
+      'Check 2 model: unknown model "nope" (not in the model catalog)',
+    );
+    expect(relabelServerMessage("output_schema: too many evaluations")).toBe("Output schema: too many evaluations");
+    expect(relabelServerMessage("prompt_template: must not be empty")).toBe("prompt_template: must not be empty");
   });
 });

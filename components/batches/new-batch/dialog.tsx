@@ -3,7 +3,7 @@
 import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
 import { useDeferredValue, useEffect, useId, useMemo, useRef, useState } from "react";
 import { FilesBatchSource, type FilesSelection } from "@/components/files/batch-source";
-import type { BatchProjection, Features } from "@/lib/api/batches";
+import { type BatchProjection, type Features, MAX_PILOT_ITEMS } from "@/lib/api/batches";
 import { type BatchSubmission, FILE_PLACEHOLDER } from "@/lib/api/files";
 import { ITEM_PLACEHOLDER, submissionLimits, submissionRefusal } from "@/lib/batch-rules";
 import { fetchFeatures, submitBatch } from "../api";
@@ -20,6 +20,7 @@ import { buildSubmission, newSubmissionKey } from "./submission";
 import { parseChecksText, parseOutputSchemaText } from "./typed-input";
 import { TextArea } from "./text-area";
 import { TypedOutputSection, useTypedCompile } from "./typed-output";
+import { type CostDraft, EstimateView, initialCostDraft, pilotValue, refusedByEstimate, RunOptions, type RunExtras, useBatchEstimate } from "./cost";
 
 const PREVIEW_COUNT = 3;
 
@@ -56,11 +57,20 @@ export function NewBatchDialog({
   // "Output and checks": JSON text, read on every edit.
   const [schemaText, setSchemaText] = useState("");
   const [checksText, setChecksText] = useState("");
+  // Pilot and lane.
+  const [cost, setCost] = useState<CostDraft>(initialCostDraft);
   // One idempotency key per draft: a repeated click or a retry after a lost answer replays, an edit starts afresh.
   const keyRef = useRef<string | null>(null);
 
   const subagents = features.data?.subagents ?? [];
   const chosenSubagent = subagent || subagents.find((s) => s.name === "general")?.name || subagents[0]?.name || "";
+  // The provider's batch lane is offered only where the server takes it (an openai or anthropic model, no tools).
+  const laneAllowed = subagents.find((s) => s.name === chosenSubagent)?.provider_batch ?? false;
+  const pilot = pilotValue(cost, MAX_PILOT_ITEMS);
+  const extras: RunExtras = {
+    ...(pilot.value !== undefined ? { pilot: pilot.value } : {}),
+    ...(laneAllowed && cost.lane === "provider_batch" ? { lane: "provider_batch" as const } : {}),
+  };
   const source = useDeferredValue(file ? file.text : text);
   const effective = format === "auto" ? detectFormat(file?.name ?? null, source) : format;
   const parsed = useMemo(() => parseItemsInput(source, effective), [source, effective]);
@@ -118,7 +128,7 @@ export function NewBatchDialog({
   useEffect(() => {
     keyRef.current = null;
     reset();
-  }, [chosenSubagent, template, source, effective, limitsDraft, fromFiles, glob, schemaText, checksText]);
+  }, [chosenSubagent, template, source, effective, limitsDraft, fromFiles, glob, schemaText, checksText, cost]);
 
   useEffect(() => {
     const d = ref.current;
@@ -126,25 +136,38 @@ export function NewBatchDialog({
     return () => d?.close();
   }, []);
 
-  // A typo in Output schema or Checks shows under its field and holds the batch back.
-  const canSubmit =
-    (fromFiles ? !!selection && selection.count > 0 : !!built?.body) && !problem && !typedError && !submit.isPending;
+  // The submission the draft makes (its key aside), or null while the draft has a problem of its own.
+  const complete = (fromFiles ? !!selection && selection.count > 0 : !!built?.body) && !problem && !typedError;
+  const draftBody: BatchSubmission | null = !complete
+    ? null
+    : fromFiles
+      ? {
+          submission_key: "",
+          subagent: chosenSubagent || undefined,
+          files: glob,
+          prompt_template: template,
+          max_live_items: maxLiveItems,
+          max_running_items: maxRunningItems,
+          ...(outputSchema.value !== undefined ? { output_schema: outputSchema.value } : {}),
+          ...(checks.value?.length ? { checks: checks.value } : {}),
+          ...budget.body,
+        }
+      : built?.body
+        ? { ...built.body, ...budget.body }
+        : null;
+  // The estimate is of the whole batch on the chosen lane (a pilot runs the first items of the same).
+  const estimate = useBatchEstimate(
+    threadId,
+    draftBody ? ({ ...draftBody, submission_key: "estimate", ...(extras.lane ? { lane: extras.lane } : {}) } as BatchSubmission) : null,
+  );
+  const refused = refusedByEstimate(estimate.error) && !estimate.waiting;
+
+  // A typo in Output schema or Checks shows under its field and holds the batch back, as does a draft the estimate refused.
+  const canSubmit = draftBody !== null && !pilot.error && !refused && !submit.isPending;
   const onSubmit = () => {
-    if (!canSubmit) return;
+    if (!canSubmit || !draftBody) return;
     keyRef.current ??= newSubmissionKey();
-    if (fromFiles)
-      submit.mutate({
-        submission_key: keyRef.current,
-        subagent: chosenSubagent || undefined,
-        files: glob,
-        prompt_template: template,
-        max_live_items: maxLiveItems,
-        max_running_items: maxRunningItems,
-        ...(outputSchema.value !== undefined ? { output_schema: outputSchema.value } : {}),
-        ...(checks.value?.length ? { checks: checks.value } : {}),
-        ...budget.body,
-      });
-    else if (built?.body) submit.mutate({ ...built.body, ...budget.body, submission_key: keyRef.current });
+    submit.mutate({ ...draftBody, ...extras, submission_key: keyRef.current } as BatchSubmission);
   };
 
   return (
@@ -215,6 +238,15 @@ export function NewBatchDialog({
             problem={problem}
           />
         )}
+
+        <RunOptions
+          draft={cost}
+          onChange={(next) => setCost((c) => ({ ...c, ...next }))}
+          laneAllowed={laneAllowed}
+          pilotError={pilot.error}
+          maxPilot={MAX_PILOT_ITEMS}
+        />
+        <EstimateView estimate={estimate.data} error={estimate.error} waiting={estimate.waiting} blocked={draftBody === null} />
 
         {submit.isError ? (
           <p role="alert" className="rounded-md bg-red-50 px-2 py-1.5 text-xs text-red-800 ring-1 ring-red-200 ring-inset">

@@ -24,6 +24,12 @@ export function fieldLabel(locator: string): string {
 /** `<label>: message` for a problem at `locator`. */
 export const labelled = (locator: string, message: string) => `${fieldLabel(locator)}: ${message}`;
 
+/** A server refusal "checks.1.model: …" in the dialog's words ("Check 2 model: …"); others as they are. */
+export function relabelServerMessage(message: string): string {
+  const m = /^((?:output_schema|checks)\S*): ([\s\S]*)$/.exec(message);
+  return m ? labelled(m[1], m[2]) : message;
+}
+
 export type Parsed<T> = { value: T | undefined; error: null } | { value: undefined; error: string };
 
 function parseJson(text: string, field: string): { json: unknown; error: null } | { json: undefined; error: string } {
