@@ -116,6 +116,8 @@ const segment = (key: string) => (/^[A-Za-z_$][\w$-]*$|^\d+$/.test(key) ? `.${ke
  * thread, within the time limit.
  */
 const FORMAT_PROGRAM = 200;
+/** `uniqueItems` compares items pairwise (quadratic in an array's length): only a short answer is checked inline. */
+const UNIQUE_ITEMS_PROGRAM = 1_000;
 
 /** What the walk over a schema's patterns found: their total and largest program. */
 interface Walked {
@@ -158,6 +160,7 @@ function* schemaPatterns(schema: object, field: string, walked: Walked): Generat
       if (DATA_KEYWORDS.has(key)) continue;
       if (key === "pattern" && typeof value === "string") yield* check(value, at);
       else if (key === "format" && typeof value === "string") walked.maxProgram = Math.max(walked.maxProgram, FORMAT_PROGRAM);
+      else if (key === "uniqueItems" && value === true) walked.maxProgram = Math.max(walked.maxProgram, UNIQUE_ITEMS_PROGRAM);
       else if (SCHEMA_MAPS.has(key) && value && typeof value === "object" && !Array.isArray(value)) {
         for (const [name, sub] of Object.entries(value)) {
           if (key === "patternProperties") yield* check(name, `${at}${segment(name)}`);
