@@ -164,7 +164,7 @@ export function RunOptions({
           value={draft.pilot}
           onChange={(e) => onChange({ pilot: e.target.value })}
           aria-invalid={pilotError ? true : undefined}
-          className={`${fieldClass} w-20`}
+          className={`${fieldClass} max-w-20`}
         />
         <span className="text-xs text-zinc-700">items</span>
         <p className="basis-full text-xs text-zinc-600">
