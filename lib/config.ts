@@ -97,6 +97,20 @@ export const configSchema = z
       })
       .strict()
       .prefault({}),
+    // The providers' batch lanes (server/batches/provider-lane/): `lane: "provider_batch"` batches.
+    provider_batch: z
+      .object({
+        // Each provider batch is polled this often, by one worker at a time under a lease.
+        poll_seconds: num(0.05, 3_600, 30),
+        // Requests per provider batch, under the provider's own limit (OpenAI 50,000, Anthropic 100,000).
+        max_requests: int(1, 100_000, 10_000),
+        // An expired request: run it on the live lane, or fail the item.
+        on_expiry: z.enum(["live", "fail"]).default("live"),
+        // The poller's lease on a provider_batches row; a crashed poller's lapses and another takes over.
+        lease_seconds: num(1, 3_600, 120),
+      })
+      .strict()
+      .prefault({}),
     chat: z
       .object({
         busy_policy: z.enum(BUSY_POLICIES).default("enqueue"),

@@ -10,6 +10,7 @@ import { type BatchAction, controlBatch } from "./api";
 import { ItemsSection } from "./items";
 import { producesData, ResultsSection } from "./results";
 import { BudgetSection } from "./budget";
+import { LaneSection } from "./lane";
 import { etaText, WaitingNotice } from "./waiting";
 import { WaitingApprovals } from "./approvals";
 import { BulkRetry } from "./bulk-retry";
@@ -121,6 +122,9 @@ export function BatchDetail({
         <span className="text-xs text-zinc-600">
           sub-agent <span className="font-medium text-zinc-800">{batch.subagent}</span>
         </span>
+        <span data-testid="batch-lane-badge" className="text-xs text-zinc-600">
+          lane <span className="font-medium text-zinc-800">{batch.lane === "provider_batch" ? "provider batch" : "live"}</span>
+        </span>
         <span className="ml-auto text-xs text-zinc-500 tabular-nums" title={`Created ${batch.created_at}`}>
           created {formatTime(batch.created_at, now)}
         </span>
@@ -181,6 +185,7 @@ export function BatchDetail({
 
       <WaitingApprovals threadId={threadId} batch={batch} />
       <WaitingNotice batch={batch} />
+      <LaneSection batch={batch} />
       <BudgetSection threadId={threadId} batch={batch} />
 
       <p data-testid="batch-limits" className="-mt-1 text-xs text-zinc-500 tabular-nums">

@@ -86,6 +86,9 @@ export const pauseReasonSchema = z.enum(["user", "budget", "quota", "pilot"]);
 /** The most items a pilot may run before the batch pauses for the person to look. */
 export const MAX_PILOT_ITEMS = 1_000;
 
+export const batchLaneSchema = z.enum(["live", "provider_batch"]);
+export type BatchLane = z.infer<typeof batchLaneSchema>;
+
 /** Throughput over the recent window and the ETA it implies; null when too few items finished to say. */
 export const batchEtaSchema = z
   .object({
@@ -97,6 +100,24 @@ export const batchEtaSchema = z
   })
   .strict();
 export type BatchEta = z.infer<typeof batchEtaSchema>;
+
+/** One provider batch of a `provider_batch` batch: the provider's state and its request counts. */
+export const providerBatchViewSchema = z
+  .object({
+    id: z.string(),
+    provider: z.enum(["openai", "anthropic"]),
+    /** submitting | in_progress | canceling | ended | settled | abandoned */
+    state: z.enum(["submitting", "in_progress", "canceling", "ended", "settled", "abandoned"]),
+    /** The provider's own status word (OpenAI's `status`, Anthropic's `processing_status`), as last polled. */
+    provider_status: z.string().nullable(),
+    counts: z
+      .object({ requests: z.number(), succeeded: z.number(), errored: z.number(), expired: z.number(), cancelled: z.number() })
+      .strict(),
+    created_at: z.string(),
+    ended_at: z.string().nullable(),
+  })
+  .strict();
+export type ProviderBatchView = z.infer<typeof providerBatchViewSchema>;
 
 export const batchProjectionSchema = z
   .object({
@@ -152,6 +173,10 @@ export const batchProjectionSchema = z
     variant_of: z.string().nullable(),
     /** Items in the review queue and decided (DESIGN "Judging a batch"). */
     reviews: batchReviewsSchema,
+    /** `live`: a model call an item; `provider_batch`: through the provider's batch API. */
+    lane: batchLaneSchema,
+    /** The provider batches the items went out in, oldest first ([] on the live lane). */
+    provider_batches: z.array(providerBatchViewSchema),
   })
   .strict();
 export type BatchProjection = z.infer<typeof batchProjectionSchema>;
@@ -324,6 +349,11 @@ export const submissionFieldsShape = {
   checks: submitChecksSchema.optional(),
   /** Which items join the review queue once finished (DESIGN "Judging a batch"). */
   review: reviewPolicySchema.optional(),
+  /**
+   * `provider_batch`: the items go through the model provider's batch API at its batch price
+   * (an openai or anthropic model, a sub-agent without tool groups); default `live`.
+   */
+  lane: batchLaneSchema.optional(),
 };
 
 /** NUL and lone surrogates: jsonb refuses them, so they are a 400 here, not a 500 at the insert. */

@@ -5,6 +5,7 @@ import {
   type ItemProjection,
   itemProjectionSchema,
   type ItemPage,
+  type ProviderBatchView,
 } from "@/lib/api/batches";
 import { asc, eq, inArray } from "drizzle-orm";
 import type { DbOrTx } from "@/server/db/client";
@@ -16,6 +17,7 @@ import { specColumns } from "./spec";
 import { DEFAULT_PREVIEW_MAX_CHARS, ITEM_INPUT_MAX_CHARS } from "./repository";
 import type { BatchRow, ItemPageResult, ItemSummary } from "./types";
 import { type LiveState, loadLiveStates } from "./waiting";
+import { loadProviderBatchViews } from "./provider-lane/views";
 
 /**
  * Rows → the public API shapes of lib/api/batches.ts. Explicit field by field: the execution
@@ -43,6 +45,7 @@ export function toBatchProjection(
   live?: LiveState,
   checkCounts?: readonly CheckCount[],
   reviews?: ReviewFigures,
+  providerBatches: readonly ProviderBatchView[] = [],
 ): BatchProjection {
   const judges = new Set((b.executionSpec as { checks?: { name: string; type: string }[] }).checks?.filter((c) => c.type === "judge").map((c) => c.name));
   const counts = {
@@ -108,6 +111,8 @@ export function toBatchProjection(
     reopened_at: iso(b.reopenedAt),
     variant_of: b.variantOf ?? null,
     reviews: reviews?.counts ?? { pending: 0, accepted: 0, rejected: 0 },
+    lane: b.lane,
+    provider_batches: [...providerBatches],
   };
 }
 
@@ -131,7 +136,10 @@ export async function projectBatches(db: DbOrTx, args: { batches: BatchRow[]; le
   const live = await loadLiveStates(db, args);
   const checkCounts = await loadCheckCounts(db, withChecks);
   const reviews = await loadReviewFigures(db, args.batches.map((b) => b.id));
-  return args.batches.map((b) => toBatchProjection(b, live.get(b.id), checkCounts.get(b.id), reviews.get(b.id)));
+  const providerBatches = await loadProviderBatchViews(db, args.batches.filter((b) => b.lane === "provider_batch").map((b) => b.id));
+  return args.batches.map((b) =>
+    toBatchProjection(b, live.get(b.id), checkCounts.get(b.id), reviews.get(b.id), providerBatches.get(b.id)),
+  );
 }
 
 export async function projectBatch(db: DbOrTx, args: { batch: BatchRow; leaseSeconds: number }): Promise<BatchProjection> {

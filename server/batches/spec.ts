@@ -77,6 +77,15 @@ const specSchema = z.object({
    * (empty in batches older than it: their attempts are priced at the batch's price columns).
    */
   prices: z.record(z.string(), modelPriceSchema).default({}),
+  /** `provider_batch`: the items go through the provider's batch API (server/batches/provider-lane/). */
+  lane: z.enum(["live", "provider_batch"]).default("live"),
+  /**
+   * The share of the price a provider batch costs (the model's catalog batch_discount at
+   * submission); set on provider_batch batches only.
+   */
+  batch_discount: z.number().min(0).max(1).nullable().default(null),
+  /** The provider whose batch API a provider_batch batch uses (its model's, at submission). */
+  batch_provider: z.enum(["openai", "anthropic"]).nullable().default(null),
 });
 export type ExecutionSpec = z.infer<typeof specSchema>;
 
@@ -122,6 +131,7 @@ export function buildExecutionSpec(args: {
   inputFields?: readonly string[];
   /** An items submission's template (not a files batch's). */
   promptTemplate?: string | null;
+  lane?: "live" | "provider_batch";
 }): ExecutionSpec {
   const def = args.definition;
   const callerModel = args.model.catalogName ?? args.model.name;
@@ -157,6 +167,9 @@ export function buildExecutionSpec(args: {
     output_fields: outputFieldsOf(args.outputSchema ?? def.outputSchema ?? null),
     // Snapshotted by the one writer (submit.ts writeBatch), which reads the catalog.
     prices: {},
+    lane: args.lane ?? "live",
+    batch_discount: null,
+    batch_provider: null,
   };
 }
 

@@ -284,7 +284,10 @@ export async function prepareSubmission(
     inputFields: fields,
     // Kept for an item retried with a corrected input (repository.ts retryItem).
     promptTemplate: overFiles ? null : input.prompt_template,
+    lane: input.lane,
   });
+  const lane = laneProblem(config, spec);
+  if (lane) throw refusal(lane);
   return { rows, spec };
 }
 
@@ -329,7 +332,11 @@ export async function writeBatch<R extends ItemRow>(
   if (earlier) return { batch: earlier, created: false };
   await admitWork(tx, { userId: plan.userId, config: plan.config, items: plan.total });
 
-  const spec: ExecutionSpec = { ...plan.spec, prices: priceSnapshot(plan.config, plan.spec) };
+  const spec: ExecutionSpec = {
+    ...plan.spec,
+    prices: priceSnapshot(plan.config, plan.spec),
+    ...(plan.spec.lane === "provider_batch" ? batchLane(plan.config, plan.spec.model.name) : {}),
+  };
   const prices = spec.prices[spec.model.name]!;
   const live = Math.min(plan.total, plan.maxLiveItems);
   const [batch] = await tx
@@ -339,6 +346,7 @@ export async function writeBatch<R extends ItemRow>(
       threadId: plan.threadId,
       submissionKey: plan.submissionKey,
       subagent: plan.label ?? plan.spec.subagent.name,
+      lane: spec.lane,
       executionSpec: spec,
       total: plan.total,
       maxLiveItems: plan.maxLiveItems,
@@ -377,6 +385,32 @@ export async function writeBatch<R extends ItemRow>(
 function priceSnapshot(config: FlotillaConfig, spec: ExecutionSpec): ExecutionSpec["prices"] {
   const judges = spec.checks.flatMap((c) => (c.type === "judge" && c.model ? [c.model] : []));
   return Object.fromEntries([spec.model.name, ...judges].map((name) => [name, modelPrices(config, name)]));
+}
+
+/**
+ * `lane: "provider_batch"` needs a model whose provider has a batch API (an openai or anthropic
+ * entry) and a sub-agent without tool groups: one model call an item, nothing to run between.
+ */
+function laneProblem(config: FlotillaConfig, spec: ExecutionSpec): Problem | null {
+  if (spec.lane !== "provider_batch") return null;
+  const entry = findCatalogEntry(config, spec.model.name);
+  if (entry?.provider !== "openai" && entry?.provider !== "anthropic")
+    return {
+      field: "lane",
+      message: `provider_batch needs an openai or anthropic model; the batch's model "${spec.model.name}" is ${entry ? `an ${entry.simulator ? "simulator" : (entry.provider ?? "openai-compatible")} entry` : "not in the catalog"}`,
+    };
+  if (spec.tool_groups.length > 0)
+    return {
+      field: "lane",
+      message: `provider_batch sends one model call an item; the sub-agent "${spec.subagent.name}" has tool groups (${spec.tool_groups.join(", ")})`,
+    };
+  return null;
+}
+
+/** The provider batch lane of this model: its provider and the share of the price a provider batch costs (0.5 by default). */
+function batchLane(config: FlotillaConfig, model: string): Pick<ExecutionSpec, "batch_discount" | "batch_provider"> {
+  const entry = findCatalogEntry(config, model);
+  return { batch_discount: entry?.batchDiscount ?? 0.5, batch_provider: entry?.provider === "openai" ? "openai" : "anthropic" };
 }
 
 /**

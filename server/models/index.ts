@@ -54,16 +54,21 @@ const looseJsonSchema = (options: "openaiCompatible" | "openai"): LanguageModelM
  * `json_schema` response format (not strict, as above), Anthropic's output format (or its forced
  * JSON tool on models without one), Gemini's response schema.
  */
-function providerModel(entry: CatalogEntry): { model: LanguageModelV3; middleware: LanguageModelMiddleware[] } {
+export function providerModel(
+  entry: CatalogEntry,
+  /** A transport of the caller's (the provider batch lane captures and replays requests with it). */
+  fetch?: typeof globalThis.fetch,
+): { model: LanguageModelV3; middleware: LanguageModelMiddleware[] } {
   const baseURL = entry.baseURL?.replace(/\/+$/, "");
+  const settings = { baseURL, apiKey: entry.apiKey, ...(fetch ? { fetch } : {}) };
   switch (entry.provider) {
     case "openai":
       // The chat completions API: the one the provider batch lane sends to as well.
-      return { model: createOpenAI({ baseURL, apiKey: entry.apiKey }).chat(entry.model), middleware: [looseJsonSchema("openai")] };
+      return { model: createOpenAI(settings).chat(entry.model), middleware: [looseJsonSchema("openai")] };
     case "anthropic":
-      return { model: createAnthropic({ baseURL, apiKey: entry.apiKey })(entry.model), middleware: [] };
+      return { model: createAnthropic(settings)(entry.model), middleware: [] };
     case "google":
-      return { model: createGoogleGenerativeAI({ baseURL, apiKey: entry.apiKey })(entry.model), middleware: [] };
+      return { model: createGoogleGenerativeAI(settings)(entry.model), middleware: [] };
     default: {
       const provider = createOpenAICompatible({
         name: "openai-compatible",

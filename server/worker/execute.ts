@@ -171,7 +171,7 @@ async function decidedApprovals(db: Db, config: FlotillaConfig, spec: ExecutionS
  * failed and its reason, quoted as data (a judge's reason is a model's text, a regex's quotes the
  * answer): one JSON string in a FEEDBACK block, never instructions.
  */
-function withFeedback(prompt: string, feedback: string): string {
+export function withFeedback(prompt: string, feedback: string): string {
   // The stored error is `check_failed: <name>: <reason>`; a check name holds no ": ".
   const parsed = /^check_failed: ([A-Za-z0-9_.-]+): ([\s\S]*)$/.exec(feedback);
   const { begin, end } = blockLines("FEEDBACK");
@@ -192,7 +192,7 @@ function withFeedback(prompt: string, feedback: string): string {
  * turns the attempt into a retryable failure whose error (`check_failed: <name>: <reason>`) the
  * next attempt's prompt quotes. `flag` checks only set the verdict.
  */
-async function checkAnswer(
+export async function checkAnswer(
   out: ItemRunResult,
   ctx: {
     item: ClaimedItem;

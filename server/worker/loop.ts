@@ -25,6 +25,7 @@ import { isCapacityError } from "@/server/runtime/capacity";
 import { INSTANCE_ID } from "@/server/runtime/instance";
 import { Coalescer } from "./coalesce";
 import { type ItemExecutor, subagentItemExecutor } from "./execute";
+import { ProviderLane } from "./provider-lane/lane";
 import { settleEach } from "./settle";
 import { HEARTBEAT_INTERVAL_MS, markStopped, writeHeartbeat } from "@/server/runtime/heartbeat";
 
@@ -75,6 +76,8 @@ export interface BatchWorkerOptions {
   logger?: Logger;
   /** A pass ended (succeeded, failed or was abandoned at its statement or lock timeout): the loop's progress. */
   onPassEnded?: () => void;
+  /** Run the provider batch lane (default true; server/worker/provider-lane/). */
+  providerLane?: boolean;
   /** Passes have failed for `stuckAfterMs` (default STUCK_AFTER_MS): called once per such stretch. */
   onStuck?: (failingForMs: number) => void;
   stuckAfterMs?: number;
@@ -134,6 +137,8 @@ export class BatchWorker {
   private stuck = false;
   private timers: ReturnType<typeof setInterval>[] = [];
   private unlisten: (() => Promise<void>) | undefined;
+  /** Items of provider_batch batches: sent to the provider's batch API, polled, settled (no slot while there). */
+  readonly providerLane: ProviderLane | undefined;
   /** Counters for tests and benchmarks, of rows written (released: handed back to the queue). */
   readonly counters = { claimed: 0, settled: 0, released: 0, lost: 0, claimCalls: 0 };
 
@@ -150,6 +155,16 @@ export class BatchWorker {
     this.leaseSeconds = options.config.subagent_batches.lease_seconds;
     this.localQueueSize = Math.max(0, options.localQueueSize ?? 0);
     this.stallMs = stallMsOf(options.config);
+    if (options.providerLane !== false)
+      this.providerLane = new ProviderLane({
+        db: this.db,
+        config: this.config,
+        workerId: this.id,
+        runtime: this.runtime,
+        model: options.model,
+        adopt: (items, spec) => this.adopt(items, spec),
+        log: this.log,
+      });
     this.pass = new Coalescer(
       () =>
         this.runPass().finally(() => {
@@ -210,6 +225,7 @@ export class BatchWorker {
     this.timers.push(setInterval(() => this.renewal.request(), Math.max(50, (this.leaseSeconds * 1000) / 3)));
     this.log.info({ capacity: this.runtime.capacity.maxRunning, lease_seconds: this.leaseSeconds }, "batch worker started");
     this.poll.request();
+    this.providerLane?.start();
   }
 
   /**
@@ -225,6 +241,7 @@ export class BatchWorker {
     for (const t of this.timers) clearInterval(t);
     this.timers = [];
     await this.unlisten?.().catch(() => {});
+    await this.providerLane?.stop();
     // A pass in flight may still claim items; let it finish so they are handed back too.
     await Promise.all([this.pass.close(), this.renewal.close(), this.poll.close()]);
     const reason = shuttingDown();
@@ -256,6 +273,21 @@ export class BatchWorker {
     }
     if (this.options.heartbeat !== false) await markStopped(this.db, this.id).catch(() => {});
     this.log.info({ handed_back: unfinished.length }, "batch worker stopped");
+  }
+
+  /**
+   * Items the provider lane sends back to the live lane (expired at the provider), already leased
+   * to this worker: they wait in the local queue for a slot like claimed ones.
+   */
+  private adopt(items: ClaimedItem[], spec: ExecutionSpec): void {
+    this.specs.set(items[0]!.batchId, spec);
+    if (this.stopping) {
+      for (const i of items) this.settlements.push({ kind: "released", id: i.id, leaseToken: i.leaseToken });
+      return;
+    }
+    this.queue.push(...items);
+    this.fillSlots();
+    this.kick();
   }
 
   /** Asks for a pass (coalesced: many calls in one tick make one round trip). */
@@ -449,6 +481,7 @@ export class BatchWorker {
       this.queue = this.queue.filter((i) => i.batchId !== event.batchId);
       return;
     }
+    this.providerLane?.kick();
     this.kick();
   }
 

@@ -53,6 +53,8 @@ function batch(over: Partial<BatchProjection> = {}): BatchProjection {
     reopened_at: null,
     variant_of: null,
     reviews: { pending: 0, accepted: 0, rejected: 0 },
+    lane: "live",
+    provider_batches: [],
     ...over,
   };
 }

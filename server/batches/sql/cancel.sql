@@ -1,7 +1,8 @@
 -- Cancel: every unfinished item of a batch becomes cancelled with its lease cleared, in the
 -- caller's transaction (cancelBatch, which holds the batch row lock and marks the batch first).
 -- A worker still running one of them finds its lease gone: it aborts the model call, and its
--- late completion is fenced out. Attempts in flight end in the history as `cancelled`.
+-- late completion is fenced out. Attempts in flight end in the history as `cancelled`. Items at
+-- a provider (provider-lane.sql) are left to the provider lane.
 create or replace function flotilla_cancel_items(p_batch uuid) returns void language plpgsql as $$
 declare
   v_ids uuid[];
@@ -14,6 +15,8 @@ begin
     select it.id, it.status as old_status, it.attempts, it.lease_owner, it.leased_at, it.started_at
       from subagent_batch_items it
      where it.batch_id = p_batch and it.status in ('pending', 'queued', 'leased', 'running', 'awaiting_approval')
+       -- At the provider: the provider lane cancels there, keeps what finished and cancels the rest.
+       and not (it.status = 'running' and it.provider_batch_id is not null and it.lease_owner is null)
        for update
   ),
   upd as (

@@ -57,7 +57,7 @@ begin
         row_number() over (partition by s.user_id order by s.last_claimed_at nulls first, s.id) as user_rank,
         max(s.last_claimed_at) over (partition by s.user_id) as user_last
       from subagent_batches s
-      where s.status in ('queued', 'running')
+      where s.status in ('queued', 'running') and s.lane = 'live'
         and (s.queued_count > 0 or s.pending_count > 0)
         and s.leased_count + s.running_count < s.max_running_items
         and (s.pilot is null or s.total - s.pending_count - s.queued_count < s.pilot)

@@ -20,6 +20,8 @@ begin
   select array_agg(i.id) into v_expired from (
     select i.id from subagent_batch_items i
      where i.status in ('leased', 'running') and i.lease_expires_at < now()
+       -- Held for settling by a provider batch's poller: the next poller takes them (provider-lane.sql).
+       and not (i.status = 'running' and i.provider_batch_id is not null)
      limit p_limit
   ) i;
   if v_expired is null then return; end if;
@@ -40,6 +42,7 @@ begin
     from subagent_batch_items it
     join subagent_batches bt on bt.id = it.batch_id
     where it.id = any(v_expired) and it.status in ('leased', 'running') and it.lease_expires_at < now()
+      and not (it.status = 'running' and it.provider_batch_id is not null)
     for update of it skip locked
   ),
   upd as (

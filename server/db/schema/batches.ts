@@ -43,6 +43,10 @@ export type ItemStatus = (typeof ITEM_STATUSES)[number];
 export const PAUSE_REASONS = ["user", "budget", "quota", "pilot"] as const;
 export type PauseReason = (typeof PAUSE_REASONS)[number];
 
+/** How a batch's items reach the model: one live call each, or the provider's batch API (provider_batches). */
+export const BATCH_LANES = ["live", "provider_batch"] as const;
+export type BatchLane = (typeof BATCH_LANES)[number];
+
 export const subagentBatches = pgTable(
   "subagent_batches",
   {
@@ -51,6 +55,8 @@ export const subagentBatches = pgTable(
     submissionKey: text("submission_key").notNull(),
     status: text("status", { enum: BATCH_STATUSES }).notNull().default("queued"),
     subagent: text("subagent").notNull(),
+    /** The live claim takes only `live` batches; the provider lane (server/batches/provider-lane/) the others. */
+    lane: text("lane", { enum: BATCH_LANES }).notNull().default("live"),
     /** Snapshot of definition, model, tool groups and caller authorization. Never projected. */
     executionSpec: jsonb("execution_spec").$type<Record<string, unknown>>().notNull(),
     total: integer("total").notNull(),
@@ -170,6 +176,11 @@ export const subagentBatchItems = pgTable(
     /** US dollars: each attempt's tokens, each model's (the item's, a judge's) at its own price snapshot (settle.sql). */
     costUsd: doublePrecision("cost_usd").notNull().default(0),
     runId: uuid("run_id"),
+    /**
+     * The provider batch the item was last sent in (provider_batches). While it is `running` there
+     * with no lease it holds no slot, and lease recovery leaves it to the provider lane.
+     */
+    providerBatchId: uuid("provider_batch_id"),
     ...lifecycleColumns(),
     // A person's review (DESIGN "Judging a batch"): null until the item is queued for one.
     reviewState: text("review_state", { enum: REVIEW_STATES }),
@@ -183,6 +194,9 @@ export const subagentBatchItems = pgTable(
     reviewRequestedAt: at("review_requested_at"),
   },
   (t) => [
+    index("subagent_batch_items_provider_batch_idx")
+      .on(t.providerBatchId)
+      .where(sql`provider_batch_id is not null and status = 'running'`),
     // Paging, export and claim order. Item keys are unique per batch by the submission's own
     // check; no query looks one up, so they carry no index (it cost 15% of a 100,000-item write).
     uniqueIndex("subagent_batch_items_position_uq").on(t.batchId, t.position),

@@ -11,3 +11,4 @@ export * from "./loop";
 export * from "./chat-streams";
 export * from "./children";
 export * from "./approvals";
+export * from "./provider-batches";

@@ -1,0 +1,154 @@
+import type { LanguageModelV3 } from "@ai-sdk/provider";
+import type { ModelMessage, StepResult, ToolSet } from "ai";
+import { answerWithModel, askModel, type ModelCall } from "@/server/agent/executor/model-call";
+import { addStepUsage, NO_USAGE } from "@/server/agent/executor/usage";
+import { typedOutput } from "@/server/agent/structured-output";
+import type { SubagentUsage } from "@/lib/api/subagents";
+import type { BatchProvider } from "@/server/batches/provider-lane/store";
+import { type ExecutionSpec, snapshotDefinition } from "@/server/batches/spec";
+import type { CatalogEntry } from "@/server/models/catalog";
+import { providerModel, withModelMiddleware } from "@/server/models/index";
+import { classifyModelError } from "@/server/runtime/model-errors";
+import { errorText } from "@/server/errors";
+
+/**
+ * A provider batch's requests are built by the live executor's own model call stage
+ * (askModel: the same system prompt, typed-output instructions and response format, the same
+ * messages) on the provider's AI SDK model, whose transport hands the request body back
+ * instead of sending it. An answer is read back the same way: the result's body is given to the
+ * same model call as the response of its first request (answerWithModel), so typed results are
+ * read and validated exactly as live; a repair turn goes to the live model.
+ */
+
+type Fetch = typeof globalThis.fetch;
+
+/** What a capture answers: an empty reply in the provider's shape, so the call ends normally. */
+function emptyReply(provider: BatchProvider, model: string): unknown {
+  return provider === "openai"
+    ? {
+        id: "capture",
+        object: "chat.completion",
+        created: 0,
+        model,
+        choices: [{ index: 0, message: { role: "assistant", content: "" }, finish_reason: "stop" }],
+        usage: { prompt_tokens: 0, completion_tokens: 0, total_tokens: 0 },
+      }
+    : {
+        id: "capture",
+        type: "message",
+        role: "assistant",
+        model,
+        content: [{ type: "text", text: "" }],
+        stop_reason: "end_turn",
+        usage: { input_tokens: 0, output_tokens: 0 },
+      };
+}
+
+/**
+ * The entry's model as the live resolver builds it (server/models/index.ts: the provider's AI SDK
+ * model and its own middleware, such as the loose JSON schema), on a transport of our own; without
+ * the shared rate-limit middleware, since nothing is sent live.
+ */
+function transportModel(entry: CatalogEntry, fetch: Fetch): LanguageModelV3 {
+  const own = providerModel(entry, fetch);
+  return withModelMiddleware(own.model, own.middleware);
+}
+
+const json = (body: unknown) => new Response(JSON.stringify(body), { status: 200, headers: { "content-type": "application/json" } });
+
+/** The model call of an item as the live executor makes it (no tools: the lane allows none). */
+function itemCall(spec: ExecutionSpec, model: LanguageModelV3, signal: AbortSignal, onStep: ModelCall["onStep"]): ModelCall {
+  const def = snapshotDefinition(spec);
+  return {
+    model,
+    system: def.systemPrompt,
+    tools: {},
+    typed: def.outputSchema ? typedOutput(def.outputSchema) : undefined,
+    turnsLeft: def.maxTurns,
+    signal,
+    progress: { transcript: [] },
+    onStep,
+  };
+}
+
+const userMessage = (prompt: string): ModelMessage[] => [{ role: "user", content: prompt }];
+
+/**
+ * Builds the request body of each prompt, one at a time (the transport holds one body at a time).
+ */
+export function requestBuilder(provider: BatchProvider, entry: CatalogEntry, spec: ExecutionSpec) {
+  let captured: Record<string, unknown> | undefined;
+  const reply = emptyReply(provider, entry.model);
+  const fetch: Fetch = async (_url, init) => {
+    captured = JSON.parse(String(init?.body ?? "{}")) as Record<string, unknown>;
+    return json(reply);
+  };
+  const model = transportModel(entry, fetch);
+  const signal = new AbortController().signal;
+  return async (prompt: string): Promise<Record<string, unknown>> => {
+    captured = undefined;
+    await askModel(itemCall(spec, model, signal, () => {}), userMessage(prompt), false);
+    if (!captured) throw new Error("the model call sent no request");
+    return captured;
+  };
+}
+
+/** An answer read from a provider batch's result, as the live model call would have ended. */
+export interface ReadAnswer {
+  status: "completed" | "failed";
+  text: string;
+  output?: unknown;
+  typed: boolean;
+  stopReason: string;
+  error?: string;
+  errorClass?: string;
+  /** Every step's tokens (a repair turn's included). */
+  usage: SubagentUsage;
+  /** The tokens of the batch's own response (priced at the batch discount). */
+  batchUsage: SubagentUsage;
+}
+
+/**
+ * Reads each result body through the model call stage. `live` serves any call after the first
+ * (the repair turn of a typed answer that did not validate). One answer at a time.
+ */
+export function answerReader(entry: CatalogEntry, spec: ExecutionSpec, live: LanguageModelV3) {
+  let body: unknown;
+  const fetch: Fetch = async () => json(body);
+  const replayed = transportModel(entry, fetch);
+  return async (args: { prompt: string; body: unknown; signal: AbortSignal }): Promise<ReadAnswer> => {
+    body = args.body;
+    let first = true;
+    let usage = NO_USAGE;
+    let batchUsage = NO_USAGE;
+    const model: LanguageModelV3 = {
+      specificationVersion: "v3",
+      provider: live.provider,
+      modelId: live.modelId,
+      supportedUrls: live.supportedUrls,
+      doGenerate: (o) => {
+        if (!first) return live.doGenerate(o);
+        first = false;
+        return replayed.doGenerate(o);
+      },
+      doStream: (o) => live.doStream(o),
+    };
+    const onStep = (step: StepResult<ToolSet>) => {
+      if (usage === NO_USAGE) batchUsage = addStepUsage(NO_USAGE, step.usage);
+      usage = addStepUsage(usage, step.usage);
+    };
+    try {
+      const outcome = await answerWithModel(itemCall(spec, model, args.signal, onStep), userMessage(args.prompt));
+      switch (outcome.kind) {
+        case "answered":
+          return { status: "completed", text: outcome.answer.text, output: outcome.output, typed: outcome.typed, stopReason: outcome.answer.stopReason, usage, batchUsage };
+        case "invalid_output":
+          return { status: "failed", text: outcome.answer.text, typed: true, stopReason: "invalid_output", error: `invalid_output: ${outcome.errors}`, errorClass: "invalid_output", usage, batchUsage };
+        default:
+          return { status: "failed", text: "", typed: false, stopReason: "error", error: "the answer could not be read", usage, batchUsage };
+      }
+    } catch (err) {
+      return { status: "failed", text: "", typed: false, stopReason: "error", error: errorText(err), errorClass: classifyModelError(err), usage, batchUsage };
+    }
+  };
+}

@@ -1,0 +1,320 @@
+import { type ChildProcess, spawn } from "node:child_process";
+import { sql } from "drizzle-orm";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import type { FlotillaConfigInput } from "@/lib/config";
+import { batchSubagent } from "@/server/agent/registry";
+import { cancelBatch, getBatch, pauseBatch, resumeBatch } from "@/server/batches/repository";
+import { submitBatch } from "@/server/batches/submit";
+import { type FakeAnthropic, startFakeAnthropic } from "../helpers/fake-anthropic";
+import { type FakeOpenAI, startFakeOpenAI } from "../helpers/fake-openai";
+import { addAnthropicBatches, addOpenAIBatches, type BatchControls, type FakeBatches } from "../helpers/fake-provider-batches";
+import { createTestDatabase, type TestDatabase } from "../helpers/db";
+import { counterDrift, makeOwner, sleep, testConfig } from "./support";
+
+/**
+ * `lane: "provider_batch"` through real worker processes (server/worker/main.ts) against the fake
+ * providers' batch endpoints: prices at the batch discount, no slot while at the provider, pause,
+ * cancel at the provider, expiry back to the live lane or failed, and a poller killed with SIGKILL
+ * mid-poll whose provider batch another worker takes over, nothing lost or settled twice.
+ */
+
+let t: TestDatabase;
+let anthropic: FakeAnthropic;
+let openai: FakeOpenAI;
+const children = new Set<ChildProcess>();
+const PRICES = { price_per_million_input: 3, price_per_million_output: 15 };
+const SYSTEM = "You label things. Answer with one word.";
+
+beforeAll(async () => {
+  t = await createTestDatabase();
+  anthropic = await startFakeAnthropic();
+  openai = await startFakeOpenAI();
+});
+
+afterAll(async () => {
+  for (const child of children) child.kill("SIGKILL");
+  await anthropic.close();
+  await openai.close();
+});
+
+afterEach(async () => {
+  await stopAll();
+});
+
+function models() {
+  return [
+    { name: "claude", provider: "anthropic" as const, base_url: anthropic.url, model: "claude-sonnet-4-5", api_key_env: "FAKE_PROVIDER_KEY", ...PRICES },
+    { name: "gpt", provider: "openai" as const, base_url: openai.url, model: "gpt-4o-mini", api_key_env: "FAKE_PROVIDER_KEY", ...PRICES },
+  ];
+}
+
+function config(over: FlotillaConfigInput = {}) {
+  return testConfig({
+    models: models(),
+    subagents: { definitions: [{ name: "labeler", description: "labels", system_prompt: SYSTEM, tool_groups: [] }] },
+    ...over,
+  });
+}
+
+function spawnWorker(env: Record<string, string> = {}): ChildProcess {
+  const base = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith("FLOTILLA__") && !k.startsWith("MODEL_")));
+  const child = spawn(process.execPath, ["--import", "tsx", "server/worker/main.ts"], {
+    cwd: process.cwd(),
+    env: {
+      ...base,
+      DATABASE_URL: t.url,
+      LOG_LEVEL: "warn",
+      NODE_ENV: "production",
+      FLOTILLA__MODELS: JSON.stringify(models()),
+      FAKE_PROVIDER_KEY: "fake-key",
+      FLOTILLA__SUBAGENT_BATCHES__POLL_INTERVAL_SECONDS: "0.1",
+      FLOTILLA__PROVIDER_BATCH__POLL_SECONDS: "0.1",
+      FLOTILLA__SIMULATOR__LATENCY_MS: "20",
+      ...env,
+    },
+    stdio: ["ignore", "ignore", process.env.DEBUG_WORKERS ? "inherit" : "pipe"],
+  });
+  let stderr = "";
+  child.stderr?.on("data", (d) => {
+    stderr += String(d);
+    if (stderr.length > 20_000) stderr = stderr.slice(-10_000);
+  });
+  child.on("exit", (code, signal) => {
+    children.delete(child);
+    if (code !== 0 && signal === null) console.error(`worker exited with ${code}: ${stderr}`);
+  });
+  children.add(child);
+  return child;
+}
+
+async function workersUp(): Promise<void> {
+  const want = children.size;
+  await until("the workers to start", async () => {
+    const [r] = await t.db.execute<{ n: number }>(
+      sql`select count(*)::int as n from worker_heartbeats where stopped_at is null and last_heartbeat_at > now() - interval '5 seconds'`,
+    );
+    return r!.n;
+  }, (n) => n >= want);
+}
+
+async function stopAll(): Promise<void> {
+  await Promise.all(
+    [...children].map((child) => new Promise<void>((resolve) => {
+      child.once("exit", () => resolve());
+      child.kill("SIGTERM");
+    })),
+  );
+}
+
+async function until<T>(what: string, read: () => Promise<T>, ok: (v: T) => boolean, timeoutMs = 90_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await read();
+    if (ok(v)) return v;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}: ${JSON.stringify(v)}`);
+    await sleep(100);
+  }
+}
+
+async function submit(owner: { userId: string; threadId: string }, args: { key: string; n: number; model?: string; over?: object; subagent?: string }) {
+  const cfg = config();
+  const sub = args.subagent ?? "labeler";
+  const { batch } = await submitBatch(t.db, {
+    ...batchSubagent(cfg, sub),
+    ...owner,
+    config: cfg,
+    model: { name: args.model ?? "claude", simulator: false, catalogName: args.model ?? "claude" },
+    input: { submission_key: args.key, subagent: sub, items: Array.from({ length: args.n }, (_, i) => `thing ${i}`), lane: "provider_batch", ...args.over },
+  });
+  return batch;
+}
+
+const batchRow = (owner: { userId: string; threadId: string }, batchId: string) => getBatch(t.db, { ...owner, batchId });
+const terminal = (b: { status: string }) => ["completed", "failed", "cancelled"].includes(b.status);
+
+async function items(batchId: string) {
+  return t.db.execute<{ id: string; status: string; input_tokens: number; output_tokens: number; cost_usd: number; error: string | null; result: string | null; attempts: number }>(
+    sql`select id, status, input_tokens::int, output_tokens::int, cost_usd, error, result, attempts from subagent_batch_items where batch_id = ${batchId} order by position`,
+  );
+}
+
+function controls(fake: FakeBatches, over: Partial<BatchControls>) {
+  Object.assign(fake.controls, { finishAfterPolls: 0, hold: false, perPoll: Number.POSITIVE_INFINITY, errorIf: () => false, pollDelayMs: 0 }, over);
+}
+
+let anthropicBatches: FakeBatches;
+let openaiBatches: FakeBatches;
+beforeAll(() => {
+  anthropicBatches = addAnthropicBatches(anthropic);
+  openaiBatches = addOpenAIBatches(openai);
+});
+
+describe("lane: provider_batch through real workers", () => {
+  it("refuses the lane for a model without a batch API or a sub-agent with tools, naming lane, writing nothing", async () => {
+    const owner = await makeOwner(t.db);
+    await expect(submit(owner, { key: "sim", n: 1, model: "simulator" })).rejects.toThrow(/^lane: provider_batch needs an openai or anthropic model/);
+    await expect(submit(owner, { key: "tools", n: 1, subagent: "general" })).rejects.toThrow(/^lane: provider_batch sends one model call an item; the sub-agent "general" has tool groups/);
+    const [n] = await t.db.execute<{ n: number }>(sql`select count(*)::int as n from subagent_batches where user_id = ${owner.userId}`);
+    expect(n!.n).toBe(0);
+  });
+
+  it("anthropic: every item settles from the provider batch, priced at exactly usage x prices x 0.5", async () => {
+    controls(anthropicBatches, { finishAfterPolls: 2 });
+    const owner = await makeOwner(t.db);
+    const before = anthropic.requests.length;
+    const batch = await submit(owner, { key: "full-anthropic", n: 40 });
+    spawnWorker();
+    const done = await until("the batch to finish", () => batchRow(owner, batch.id), terminal);
+    expect(done).toMatchObject({ status: "completed", succeededCount: 40, lane: "provider_batch" });
+    const rows = await items(batch.id);
+    let sum = 0;
+    for (const r of rows) {
+      expect(r.input_tokens).toBeGreaterThan(0);
+      expect(r.result).toBeTruthy();
+      const expected = ((r.input_tokens * 3 + r.output_tokens * 15) / 1e6) * 0.5;
+      expect(Math.abs(r.cost_usd - expected)).toBeLessThan(1e-15);
+      sum += expected;
+    }
+    expect(Math.abs(done.costUsd - sum)).toBeLessThan(1e-12);
+    // One provider batch of 40 requests, custom_id = item id, bodies as the live call sends them; no live call.
+    const created = anthropic.requests.slice(before).filter((r) => r.path === "/v1/messages/batches");
+    expect(created).toHaveLength(1);
+    const reqs = (created[0]!.body as { requests: { custom_id: string; params: Record<string, unknown> }[] }).requests;
+    expect(reqs.map((r) => r.custom_id).sort()).toEqual(rows.map((r) => r.id).sort());
+    expect(reqs[0]!.params).toMatchObject({ model: "claude-sonnet-4-5", system: [{ type: "text", text: SYSTEM }] });
+    expect(JSON.stringify(reqs[0]!.params.messages)).toContain("thing 0");
+    expect(anthropic.requests.slice(before).filter((r) => r.path === "/v1/messages")).toHaveLength(0);
+    const [pb] = await t.db.execute<{ state: string; requests: number; succeeded: number }>(
+      sql`select state, requests, succeeded from provider_batches where batch_id = ${batch.id}`,
+    );
+    expect(pb).toEqual({ state: "settled", requests: 40, succeeded: 40 });
+    expect(await counterDrift(t.db, batch.id)).toEqual({});
+  }, 150_000);
+
+  it("openai: a JSONL file with purpose batch, then a batch on /v1/chat/completions; no live call, priced at the discount", async () => {
+    controls(openaiBatches, { finishAfterPolls: 1 });
+    const owner = await makeOwner(t.db);
+    const before = openai.requests.length;
+    const batch = await submit(owner, { key: "full-openai", n: 12, model: "gpt" });
+    spawnWorker();
+    const done = await until("the batch to finish", () => batchRow(owner, batch.id), terminal);
+    expect(done).toMatchObject({ status: "completed", succeededCount: 12 });
+    const seen = openai.requests.slice(before);
+    expect(seen.filter((r) => r.path === "/v1/files")).toHaveLength(1);
+    const create = seen.find((r) => r.path === "/v1/batches");
+    expect(create?.body).toMatchObject({ endpoint: "/v1/chat/completions", completion_window: "24h" });
+    expect(seen.filter((r) => r.path.endsWith("/chat/completions"))).toHaveLength(0);
+    for (const r of await items(batch.id)) expect(Math.abs(r.cost_usd - ((r.input_tokens * 3 + r.output_tokens * 15) / 1e6) * 0.5)).toBeLessThan(1e-15);
+  }, 150_000);
+
+  it("items at the provider hold no slot: a live batch on the same worker with max_running 1 runs meanwhile", async () => {
+    controls(anthropicBatches, { hold: true });
+    const owner = await makeOwner(t.db);
+    const cfg = config();
+    const pbBatch = await submit(owner, { key: "held", n: 5 });
+    spawnWorker({ FLOTILLA__SUBAGENT_RUNTIME__MAX_RUNNING: "1" });
+    await until("the provider batch", () => t.db.execute<{ state: string }>(sql`select state from provider_batches where batch_id = ${pbBatch.id}`), (r) => r[0]?.state === "in_progress");
+    const { batch: live } = await submitBatch(t.db, {
+      ...batchSubagent(cfg, undefined),
+      ...owner,
+      config: cfg,
+      model: { name: "simulator", simulator: true },
+      input: { submission_key: "live-beside", items: ["a", "b", "c", "d"] },
+    });
+    const liveDone = await until("the live batch", () => batchRow(owner, live.id), terminal);
+    expect(liveDone).toMatchObject({ status: "completed", succeededCount: 4 });
+    expect(await batchRow(owner, pbBatch.id)).toMatchObject({ status: "running", runningCount: 5 });
+    anthropicBatches.finishNow();
+    expect(await until("the provider batch to finish", () => batchRow(owner, pbBatch.id), terminal)).toMatchObject({ status: "completed", succeededCount: 5 });
+  }, 150_000);
+
+  it("pause sends no new provider batch; resume sends it", async () => {
+    controls(anthropicBatches, {});
+    const owner = await makeOwner(t.db);
+    const batch = await submit(owner, { key: "paused", n: 6 });
+    await pauseBatch(t.db, { ...owner, batchId: batch.id });
+    const created = anthropicBatches.batches.size;
+    spawnWorker();
+    await workersUp();
+    await sleep(2000);
+    expect(anthropicBatches.batches.size).toBe(created);
+    const [n] = await t.db.execute<{ n: number }>(sql`select count(*)::int as n from provider_batches where batch_id = ${batch.id}`);
+    expect(n!.n).toBe(0);
+    expect(await batchRow(owner, batch.id)).toMatchObject({ status: "paused", queuedCount: 6 });
+    await resumeBatch(t.db, { ...owner, batchId: batch.id });
+    expect(await until("the batch to finish", () => batchRow(owner, batch.id), terminal)).toMatchObject({ status: "completed", succeededCount: 6 });
+  }, 120_000);
+
+  it("cancel reaches the provider's cancel and keeps what had finished", async () => {
+    controls(anthropicBatches, { finishAfterPolls: 1_000, perPoll: 3 });
+    const owner = await makeOwner(t.db);
+    const batch = await submit(owner, { key: "cancelled", n: 20 });
+    spawnWorker();
+    const [pb] = await until("some requests done", () => t.db.execute<{ external_id: string; succeeded: number }>(sql`select external_id, succeeded from provider_batches where batch_id = ${batch.id}`), (r) => (r[0]?.succeeded ?? 0) >= 6);
+    await cancelBatch(t.db, { ...owner, batchId: batch.id });
+    await until("the cancel at the provider", async () => anthropicBatches.cancels, (c) => c.includes(pb!.external_id));
+    await until("the provider batch settled", () => t.db.execute<{ state: string }>(sql`select state from provider_batches where batch_id = ${batch.id}`), (r) => r[0]?.state === "settled");
+    const fake = anthropicBatches.batches.get(pb!.external_id)!;
+    const doneAtProvider = [...fake.outcomes.values()].filter((o) => o.kind === "succeeded").length;
+    const rows = await items(batch.id);
+    expect(doneAtProvider).toBeGreaterThanOrEqual(6);
+    expect(rows.filter((r) => r.status === "succeeded")).toHaveLength(doneAtProvider);
+    expect(rows.filter((r) => r.status === "cancelled")).toHaveLength(20 - doneAtProvider);
+    expect(await batchRow(owner, batch.id)).toMatchObject({ status: "cancelled", succeededCount: doneAtProvider });
+    expect(await counterDrift(t.db, batch.id)).toEqual({});
+  }, 150_000);
+
+  it("on_expiry live: expired requests run on the live lane", async () => {
+    controls(openaiBatches, { hold: true });
+    const owner = await makeOwner(t.db);
+    const before = openai.requests.length;
+    const batch = await submit(owner, { key: "expire-live", n: 4, model: "gpt" });
+    spawnWorker();
+    await until("the provider batch", () => t.db.execute<{ state: string }>(sql`select state from provider_batches where batch_id = ${batch.id}`), (r) => r[0]?.state === "in_progress");
+    openaiBatches.expireNow();
+    const done = await until("the batch to finish", () => batchRow(owner, batch.id), terminal);
+    expect(done).toMatchObject({ status: "completed", succeededCount: 4 });
+    expect(openai.requests.slice(before).filter((r) => r.path.endsWith("/chat/completions"))).toHaveLength(4);
+    // Live calls at the live price.
+    for (const r of await items(batch.id)) expect(Math.abs(r.cost_usd - (r.input_tokens * 3 + r.output_tokens * 15) / 1e6)).toBeLessThan(1e-15);
+  }, 150_000);
+
+  it("on_expiry fail: expired requests fail their items", async () => {
+    controls(anthropicBatches, { hold: true });
+    const owner = await makeOwner(t.db);
+    const batch = await submit(owner, { key: "expire-fail", n: 3 });
+    spawnWorker({ FLOTILLA__PROVIDER_BATCH__ON_EXPIRY: "fail" });
+    await until("the provider batch", () => t.db.execute<{ state: string }>(sql`select state from provider_batches where batch_id = ${batch.id}`), (r) => r[0]?.state === "in_progress");
+    anthropicBatches.expireNow();
+    const done = await until("the batch to finish", () => batchRow(owner, batch.id), terminal);
+    expect(done).toMatchObject({ status: "failed", failedCount: 3 });
+    for (const r of await items(batch.id)) expect(r.error).toMatch(/^provider_batch_expired/);
+  }, 150_000);
+
+  it("SIGKILL of the poller mid-poll: a second worker takes the lease over and finishes; nothing lost or settled twice, never two pollers at once", async () => {
+    controls(anthropicBatches, { finishAfterPolls: 6, pollDelayMs: 300 });
+    anthropicBatches.maxConcurrentPolls = 0;
+    const owner = await makeOwner(t.db);
+    const batch = await submit(owner, { key: "kill", n: 30 });
+    const env = { FLOTILLA__PROVIDER_BATCH__LEASE_SECONDS: "2" };
+    const first = spawnWorker(env);
+    const [pb] = await until("a poll in flight", () => t.db.execute<{ id: string; external_id: string; lease_owner: string | null; polls: number }>(
+      sql`select id, external_id, lease_owner, polls from provider_batches where batch_id = ${batch.id}`,
+    ), (r) => (r[0]?.polls ?? 0) >= 2 && r[0]?.lease_owner !== null);
+    first.kill("SIGKILL");
+    // Two more workers compete for the lapsed lease.
+    spawnWorker(env);
+    spawnWorker(env);
+    const done = await until("the batch to finish", () => batchRow(owner, batch.id), terminal);
+    expect(done).toMatchObject({ status: "completed", succeededCount: 30 });
+    const [attempts] = await t.db.execute<{ succeeded: number; items: number }>(
+      sql`select count(*) filter (where outcome = 'succeeded')::int as succeeded, count(distinct item_id)::int as items
+            from subagent_batch_item_attempts where batch_id = ${batch.id}`,
+    );
+    expect(attempts).toEqual({ succeeded: 30, items: 30 });
+    expect(anthropicBatches.maxConcurrentPolls).toBe(1);
+    const [after] = await t.db.execute<{ state: string }>(sql`select state from provider_batches where id = ${pb!.id}`);
+    expect(after!.state).toBe("settled");
+    expect(await counterDrift(t.db, batch.id)).toEqual({});
+  }, 180_000);
+});
