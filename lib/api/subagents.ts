@@ -15,6 +15,8 @@ export interface SubagentUsage {
   cachedInputTokens?: number;
   /** Input tokens written to the provider's prompt cache. */
   cacheWriteTokens?: number;
+  /** A provider reported a count out of range (negative, or past TOKEN_COUNT_MAX): it was clamped. */
+  clamped?: boolean;
 }
 
 /**
@@ -23,6 +25,11 @@ export interface SubagentUsage {
  * JavaScript's safe integers (100,000 items of 20 batches: 2e18 < 9.2e18).
  */
 export const TOKEN_COUNT_MAX = 1_000_000_000_000;
+
+/** Whether a count a provider reported is out of what tokenCount keeps as it is (left out is not). */
+export function outOfRange(n: number | undefined): boolean {
+  return n !== undefined && (Number.isNaN(n) || n < 0 || n > TOKEN_COUNT_MAX);
+}
 
 /** A token count as stored: a whole number from 0 to TOKEN_COUNT_MAX, whatever a provider sent (negative, NaN, 1e30). */
 export function tokenCount(n: number | undefined): number {

@@ -17,7 +17,7 @@ import { type RunEnding, RunRow, runResult, type SettledStatus } from "./executo
 import { type DurableSteps, durableSteps, stepLeaseLost } from "./executor/steps";
 import { askForApproval, childApprovalGate, runToolset } from "./executor/toolset";
 import type { DelegatingRun, RunSubagentOptions, SubagentRunResult } from "./executor/types";
-import { addStepUsage, NO_USAGE } from "./executor/usage";
+import { addStepUsage, clampNote, NO_USAGE } from "./executor/usage";
 import "./prompt-schema";
 import { type TypedOutput, typedOutput } from "./structured-output";
 
@@ -265,6 +265,10 @@ class SubagentRun {
   /** Settlement: the final row (or the row handed back to the worker), then the result. */
   private async settle(status: SettledStatus, ending: RunEnding): Promise<SubagentRunResult> {
     const { opts, row, recorder } = this;
+    if (this.usage.clamped) {
+      this.log().warn({ usage: this.usage }, "a provider reported token counts out of range; stored clamped");
+      ending = { ...ending, stopReason: clampNote(ending.stopReason) };
+    }
     const final = {
       status,
       stopReason: ending.stopReason,

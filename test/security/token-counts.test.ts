@@ -1,3 +1,4 @@
+import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { TOKEN_COUNT_MAX } from "@/lib/api/subagents";
 import { batchProjectionSchema, itemPageSchema } from "@/lib/api/batches";
@@ -83,6 +84,15 @@ describe("a provider reporting token counts beyond bigint", () => {
       expect(item.usage.output_tokens).toBe(TOKEN_COUNT_MAX);
     }
     expect(batch.usage.input_tokens).toBe(6 * TOKEN_COUNT_MAX);
+    // Each item and its run settle with a note saying the counts were clamped.
+    const notes = await tdb.db.execute<{ item: string; run: string }>(sql`
+      select i.stop_reason as item, r.stop_reason as run
+        from subagent_batch_items i join agent_runs r on r.id = i.run_id where i.batch_id = ${made.body.id}`);
+    expect(notes).toHaveLength(3);
+    for (const n of notes) {
+      expect(n.item).toMatch(/token counts the provider reported were out of range and are stored clamped/);
+      expect(n.run).toBe(n.item);
+    }
   }, 90_000);
 
   it("a /v1 batch's requests settle at once with their counts clamped", async () => {
