@@ -135,7 +135,8 @@ describe("projections", () => {
     expect(b.checks).toEqual([
       { name: "label_matches", passed: 1, failed: 1 },
       { name: "has_reason", passed: 2, failed: 0 },
-      { name: "tone", passed: 0, failed: 0 },
+      // A judge check carries its agreement with the people who reviewed (null: nobody has).
+      { name: "tone", passed: 0, failed: 0, agreement: null },
     ]);
     expect(b.verdicts).toEqual({ passed: 1, failed: 1 });
     expect(b.input_fields).toEqual(["city", "text"]);

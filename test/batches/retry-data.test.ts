@@ -94,7 +94,7 @@ describe("retrying a typed batch", () => {
     let b = await settled();
     expect(b.status).toBe("completed");
     expect(b.verdicts).toEqual({ passed: 2, failed: 1 });
-    expect(b.checks).toEqual([{ name: "sensible", passed: 2, failed: 1 }]);
+    expect(b.checks).toEqual([{ name: "sensible", passed: 2, failed: 1, agreement: null }]);
     expect(await attempts(2)).toBe(1);
 
     // By the check: only the pear runs again, and the judge fails it again.
@@ -102,7 +102,7 @@ describe("retrying a typed batch", () => {
     expect(retried).toBe(1);
     b = await settled();
     expect(b.verdicts).toEqual({ passed: 2, failed: 1 });
-    expect(b.checks).toEqual([{ name: "sensible", passed: 2, failed: 1 }]);
+    expect(b.checks).toEqual([{ name: "sensible", passed: 2, failed: 1, agreement: null }]);
     expect(await attempts(2)).toBe(2);
     expect(await attempts(1)).toBe(1);
 
@@ -113,7 +113,7 @@ describe("retrying a typed batch", () => {
     b = await settled();
     expect(b.status).toBe("completed");
     expect(b.verdicts).toEqual({ passed: 3, failed: 0 });
-    expect(b.checks).toEqual([{ name: "sensible", passed: 3, failed: 0 }]);
+    expect(b.checks).toEqual([{ name: "sensible", passed: 3, failed: 0, agreement: null }]);
     expect(await pear()).toMatchObject({ status: "succeeded", verdict: "passed" });
     expect(await attempts(2)).toBe(3);
   }, 120_000);
