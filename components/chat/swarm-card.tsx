@@ -7,6 +7,7 @@ import { ChildApprovals } from "./approval-card";
 import { BackgroundNote } from "./subagent-card";
 import { RunToolCalls } from "@/components/tool-calls";
 import { fetchJson } from "@/lib/api/client";
+import { formatTokens } from "@/lib/format";
 import { isTerminalRunStatus, runProjectionSchema } from "@/lib/api/runs";
 import { type BackgroundReceipt, isBackgroundReceipt } from "@/lib/api/subagents";
 import { Badge, type Tone } from "@/components/ui/badge";
@@ -157,6 +158,11 @@ function Row({
         {row.failure_class ? <span className="text-red-700">{row.failure_class.replaceAll("_", " ")}</span> : null}
         {row.attempts > 1 ? <span className="text-zinc-500">{row.attempts} attempts</span> : null}
         <span className="ml-auto tabular-nums text-zinc-500">{seconds(row.duration_ms)}</span>
+        {row.usage && row.usage.input_tokens + row.usage.output_tokens > 0 ? (
+          <span className="tabular-nums text-zinc-500" title="tokens of this item's child runs">
+            {formatTokens(row.usage.input_tokens)} in · {formatTokens(row.usage.output_tokens)} out
+          </span>
+        ) : null}
         {row.child_run_id ? (
           <span className="font-mono text-zinc-400" title={`child run ${row.child_run_id}`}>
             {shortId(row.child_run_id)}

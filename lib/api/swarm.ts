@@ -28,6 +28,8 @@ export interface SwarmItemRow {
   attempts: number;
   /** Set on resumed items: the run this item continues. */
   resumed_from_run_id: string | null;
+  /** Tokens of every child run of this item (retries included); absent on results stored before it. */
+  usage?: { input_tokens: number; output_tokens: number };
 }
 
 export interface SwarmCounts {

@@ -125,6 +125,8 @@ describe("each child's attempt", () => {
     expect(stage.rows.rows[0].child_run_id).toBe(run.id);
     expect(stage.rows.usage.input_tokens).toBe(run.inputTokens);
     expect(stage.rows.usage.input_tokens).toBeGreaterThan(0);
+    // The row carries its own tokens (the card shows them per item).
+    expect(stage.rows.rows[0].usage).toEqual({ input_tokens: run.inputTokens, output_tokens: run.outputTokens });
     const types = (await eventsOf(t.db, h.ctx.leadRunId)).map((e) => e.type);
     expect(types).toEqual(["swarm.child_started", "swarm.child_completed"]);
   });

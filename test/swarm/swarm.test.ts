@@ -26,6 +26,7 @@ const ROW_KEYS = [
   "resumed_from_run_id",
   "status",
   "summary",
+  "usage",
 ];
 
 describe("agent_swarm: execution and ordering", () => {

@@ -72,6 +72,11 @@ export async function runChildAttempt(stage: AttemptStage, req: AttemptRequest<S
   });
   rows.usage.input_tokens += result.usage.inputTokens;
   rows.usage.output_tokens += result.usage.outputTokens;
+  const own = rows.rows[req.index].usage;
+  if (own) {
+    own.input_tokens += result.usage.inputTokens;
+    own.output_tokens += result.usage.outputTokens;
+  }
   const outcome = childOutcome(result);
   trace.record("child_completed", {
     item_id: entry.item_id,

@@ -48,6 +48,7 @@ export class SwarmRows {
       child_run_id: null,
       attempts: 0,
       resumed_from_run_id: e.resumedFrom,
+      usage: { input_tokens: 0, output_tokens: 0 },
     }));
     this.currentRunId = entries.map(() => null);
     this.firstStart = entries.map(() => null);
@@ -75,7 +76,7 @@ export class SwarmRows {
   }
 
   snapshot(): SwarmResult {
-    return { aggregate: this.aggregate(), items: this.rows.map((r) => ({ ...r })) };
+    return { aggregate: this.aggregate(), items: this.rows.map((r) => ({ ...r, ...(r.usage ? { usage: { ...r.usage } } : {}) })) };
   }
 
   /** One item's row from its settlement and its last attempt. */
