@@ -31,7 +31,8 @@ function checkRefs(items: readonly LeaseRef[]): void {
     if (!UUID.test(it.id) || !Number.isSafeInteger(it.leaseToken)) throw new Error(`invalid lease reference ${it.id}`);
 }
 
-type ClaimRow = {
+/** A claimed item's row as the transition functions return it (claim.sql, provider-lane.sql). */
+export type ClaimRow = {
   item_id: string;
   batch_id: string;
   item_key: string;
@@ -45,7 +46,7 @@ type ClaimRow = {
   generation: number | null;
 };
 
-function toClaimed(r: ClaimRow): ClaimedItem {
+export function toClaimed(r: ClaimRow): ClaimedItem {
   return {
     id: r.item_id,
     batchId: r.batch_id,

@@ -27,6 +27,16 @@ import { loadProviderBatchViews } from "./provider-lane/views";
 const iso = (d: Date | null | undefined): string | null => (d ? d.toISOString() : null);
 const count = (n: number | null | undefined): number => (Number.isFinite(n) && (n as number) > 0 ? (n as number) : 0);
 
+/** The usage object of a batch or an item row (counts arrive as bigint text or numbers). */
+function usageOf(r: { inputTokens: unknown; outputTokens: unknown; cachedInputTokens: unknown; cacheWriteTokens: unknown }) {
+  return {
+    input_tokens: count(Number(r.inputTokens)),
+    output_tokens: count(Number(r.outputTokens)),
+    cached_input_tokens: count(Number(r.cachedInputTokens)),
+    cache_write_tokens: count(Number(r.cacheWriteTokens)),
+  };
+}
+
 /** The catalog name a batch's spec runs its items on. */
 function batchModel(b: Pick<BatchRow, "executionSpec">): string {
   const model = (b.executionSpec as { model?: { name?: unknown } }).model?.name;
@@ -74,12 +84,7 @@ export function toBatchProjection(
     max_live_items: b.maxLiveItems,
     max_running_items: b.maxRunningItems,
     max_attempts: b.maxAttempts,
-    usage: {
-      input_tokens: count(Number(b.inputTokens)),
-      output_tokens: count(Number(b.outputTokens)),
-      cached_input_tokens: count(Number(b.cachedInputTokens)),
-      cache_write_tokens: count(Number(b.cacheWriteTokens)),
-    },
+    usage: usageOf(b),
     model,
     cost_usd: usedCostUsd(b),
     budget: {
@@ -169,12 +174,7 @@ export function toItemProjection(i: ItemSummary, previewMaxChars = DEFAULT_PREVI
     attempts: i.attempts,
     preview: i.preview,
     error: i.error,
-    usage: {
-      input_tokens: count(Number(i.inputTokens)),
-      output_tokens: count(Number(i.outputTokens)),
-      cached_input_tokens: count(Number(i.cachedInputTokens)),
-      cache_write_tokens: count(Number(i.cacheWriteTokens)),
-    },
+    usage: usageOf(i),
     cost_usd: Number.isFinite(Number(i.costUsd)) ? Math.max(0, Number(i.costUsd)) : 0,
     output: boundedOutput(i.output, previewMaxChars),
     checks: (i.checks ?? []).map((c) => ({

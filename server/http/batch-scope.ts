@@ -81,18 +81,24 @@ export async function assertItemInBatch(db: Db, scope: BatchScope & { itemId: st
  * `?status=&verdict=&cursor=&limit=` of an item page. Unknown or repeated parameters are refused;
  * status, verdict and cursor are checked by the repository (it owns their vocabularies).
  */
+/** A page size from the query string: a whole number from 1 to `max`. */
+function limitParam(max: number) {
+  const message = `must be a whole number between 1 and ${max}`;
+  return z
+    .string()
+    .regex(/^\d{1,4}$/, message)
+    .transform(Number)
+    .pipe(z.number().min(1, message).max(max, message))
+    .optional();
+}
+
 const itemPageQuerySchema = z
   .object({
     status: z.string().optional(),
     verdict: z.string().optional(),
     review: z.string().optional(),
     cursor: z.string().optional(),
-    limit: z
-      .string()
-      .regex(/^\d{1,4}$/, "must be a whole number between 1 and 200")
-      .transform(Number)
-      .pipe(z.number().min(1, "must be a whole number between 1 and 200").max(200, "must be a whole number between 1 and 200"))
-      .optional(),
+    limit: limitParam(200),
   })
   .strict();
 
@@ -118,12 +124,7 @@ const reviewQuerySchema = z
     state: reviewStateSchema.optional(),
     batch_id: z.uuid({ error: "must be a batch id" }).optional(),
     cursor: z.string().optional(),
-    limit: z
-      .string()
-      .regex(/^\d{1,3}$/, "must be a whole number between 1 and 100")
-      .transform(Number)
-      .pipe(z.number().min(1, "must be a whole number between 1 and 100").max(100, "must be a whole number between 1 and 100"))
-      .optional(),
+    limit: limitParam(100),
   })
   .strict();
 

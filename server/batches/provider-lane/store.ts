@@ -1,5 +1,6 @@
 import { type DbOrTx, driverOf } from "@/server/db/client";
 import type { ProviderBatchState } from "@/server/db/schema";
+import { toClaimed } from "../claim";
 import type { ClaimedItem } from "../types";
 
 /**
@@ -140,19 +141,8 @@ export async function holdItems(
   }[]>`
     select * from flotilla_provider_hold(${args.owner}::text, ${args.providerBatchId}::uuid, ${`{${args.ids.join(",")}}`}::uuid[],
       ${args.leaseSeconds}::float8, ${args.live}::boolean)`;
-  return rows.map((r) => ({
-    id: r.item_id,
-    batchId: r.batch_id,
-    itemKey: r.item_key,
-    position: r.item_position,
-    prompt: r.prompt,
-    leaseToken: Number(r.lease_token),
-    attempt: r.attempt,
-    expected: r.expected ?? null,
-    feedback: r.feedback ?? null,
-    resume: false,
-    generation: r.generation ?? 1,
-  }));
+  // A held item starts over at the provider: it resumes no durable steps.
+  return rows.map((r) => toClaimed({ ...r, resume: false }));
 }
 
 /** The rest of a cancelled batch's provider batch: cancelled. */
