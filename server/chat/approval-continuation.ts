@@ -7,7 +7,7 @@ import type { Db } from "@/server/db/client";
 import { messages, threads } from "@/server/db/schema";
 import { log } from "@/server/log";
 import type { ResolvedModel } from "@/server/models/types";
-import { runLocked, type StartedLeadRun, tryLockThread } from "./lead-run";
+import { runLocked, type StartedLeadRun, sweepThreads, tryLockThread } from "./lead-run";
 import { loadMessages, saveMessage } from "./messages";
 
 /**
@@ -109,13 +109,6 @@ const SWEEP_LIMIT = 100;
  */
 export async function sweepChatApprovals(db: Db, lead: Lead): Promise<number> {
   await expireChatApprovals(db, lead.config.tools.approval_timeout_seconds);
-  let started = 0;
-  for (const threadId of await threadsToContinue(db, SWEEP_LIMIT)) {
-    try {
-      if (await continueDecidedReply(db, { ...lead, threadId })) started++;
-    } catch (err) {
-      log.warn({ err, thread_id: threadId }, "could not continue a reply after its approvals");
-    }
-  }
-  return started;
+  const threadIds = await threadsToContinue(db, SWEEP_LIMIT);
+  return sweepThreads(threadIds, (threadId) => continueDecidedReply(db, { ...lead, threadId }), "could not continue a reply after its approvals");
 }

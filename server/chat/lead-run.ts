@@ -301,12 +301,21 @@ export async function startNextQueued(db: Db, input: Lead & { threadId: string }
  * many responses it started.
  */
 export async function startQueuedResponses(db: Db, lead: Lead): Promise<number> {
+  const threadIds = await threadsWithQueuedMessages(db, SWEEP_LIMIT);
+  return sweepThreads(threadIds, (threadId) => startNextQueued(db, { ...lead, threadId }), "could not start a queued message");
+}
+
+/**
+ * A sweep's pass over the threads it found: `start` each, counting the responses started; one
+ * thread's failure is logged and the sweep goes on to the next (a start answers what it started, or null).
+ */
+export async function sweepThreads(threadIds: readonly string[], start: (threadId: string) => Promise<unknown>, failure: string): Promise<number> {
   let started = 0;
-  for (const threadId of await threadsWithQueuedMessages(db, SWEEP_LIMIT)) {
+  for (const threadId of threadIds) {
     try {
-      if (await startNextQueued(db, { ...lead, threadId })) started++;
+      if (await start(threadId)) started++;
     } catch (err) {
-      log.warn({ err, thread_id: threadId }, "could not start a queued message");
+      log.warn({ err, thread_id: threadId }, failure);
     }
   }
   return started;
