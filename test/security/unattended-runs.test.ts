@@ -23,8 +23,11 @@ import { waitUntil, Workers } from "../loop/support";
 const SLOW_WAKEUP_MS = 3_000;
 /** Threads whose wake-ups answer by starting another background task (a loop, unless capped). */
 const chaining = new Set<string>();
-/** Markers whose wake-ups take SLOW_WAKEUP_MS, and how many of those run at once. */
-const slow = { markers: new Set<string>(), inFlight: 0, maxInFlight: 0 };
+/**
+ * Markers whose wake-ups take SLOW_WAKEUP_MS, and per marker how many of those run at once (per
+ * marker: a test's count must not carry over the calls of the test before it).
+ */
+const slow = { markers: new Set<string>(), inFlight: new Map<string, number>(), maxInFlight: new Map<string, number>() };
 
 const NOTICE = "[Automatic notice";
 function textOf(content: unknown): string {
@@ -40,11 +43,13 @@ const handler: FakeHandler = async (req) => {
   if (said.includes(NOTICE)) {
     if ([...chaining].some((m) => req.rawBody.includes(m)))
       return { type: "tool_calls", calls: [{ name: "task", arguments: { description: "one more link", prompt: "child work", background: true } }] };
-    if ([...slow.markers].some((m) => req.rawBody.includes(m))) {
-      slow.inFlight++;
-      slow.maxInFlight = Math.max(slow.maxInFlight, slow.inFlight);
+    const marker = [...slow.markers].find((m) => req.rawBody.includes(m));
+    if (marker) {
+      const now = (slow.inFlight.get(marker) ?? 0) + 1;
+      slow.inFlight.set(marker, now);
+      slow.maxInFlight.set(marker, Math.max(slow.maxInFlight.get(marker) ?? 0, now));
       await new Promise((r) => setTimeout(r, SLOW_WAKEUP_MS));
-      slow.inFlight--;
+      slow.inFlight.set(marker, (slow.inFlight.get(marker) ?? 1) - 1);
     }
     return { type: "text", text: "Summary: the background work is done." };
   }
@@ -317,7 +322,7 @@ describe("background wake-ups between users", () => {
     expect(await done(a.userId)).toBeLessThanOrEqual(2);
     expect(bMs).toBeLessThan(SLOW_WAKEUP_MS);
     await waitUntil("A's wake-ups done", async () => ((await done(a.userId)) === 5 ? true : undefined), 60_000);
-    expect(slow.maxInFlight).toBe(CHILD_WAKEUP_PER_USER_LIMIT);
+    expect(slow.maxInFlight.get(aMarker)).toBe(CHILD_WAKEUP_PER_USER_LIMIT);
     expect(Date.now() - started).toBeGreaterThanOrEqual(3 * SLOW_WAKEUP_MS);
   }, 120_000);
 });
@@ -357,7 +362,7 @@ describe("one wake-up at a time per thread", () => {
     await waitUntil("both wake-ups done", bothDone, 60_000);
 
     // One lead response ran at a time (the model saw one wake-up at once, and the runs do not overlap).
-    expect(slow.maxInFlight).toBe(1);
+    expect(slow.maxInFlight.get(marker)).toBe(1);
     const runs = await t.db.execute<{ started: string; finished: string }>(sql`
       select started_at::text as started, finished_at::text as finished from agent_runs
        where thread_id = ${threadId} and kind = 'lead' order by started_at`);
