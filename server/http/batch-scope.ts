@@ -62,6 +62,17 @@ export function parseOtherBatchId(value: string): string {
   return parseParam(idSchema, value, "batch");
 }
 
+/**
+ * The prologue of a comparison's pages: the batch scope, the other batch's id, and the page query
+ * (`change`, `cursor`, `limit`) with the preview length the pairs are cut to.
+ */
+export async function comparePageScope(req: Request, params: { threadId: string; batchId: string; otherId: string }) {
+  const scope = await batchScope(req, params);
+  const query = parseCompareQuery(new URL(req.url).searchParams);
+  const args = { userId: scope.userId, threadId: scope.threadId, batchId: scope.batchId, otherId: parseOtherBatchId(params.otherId) };
+  return { db: scope.db, args, query, previewMaxChars: scope.config.subagent_batches.result_preview_max_chars };
+}
+
 export function parseItemId(value: string): string {
   return parseParam(idSchema, value, "item");
 }
