@@ -190,6 +190,21 @@ export function SubagentCard({
   );
 }
 
+/** The card's view of a run as its row stores it (the source once the stream is gone). */
+function runRowView(row: RunDetail, description: string): SubagentView {
+  return {
+    runId: row.id,
+    definition: row.definition,
+    description,
+    status: row.status,
+    model: row.model,
+    inputTokens: row.usage.input_tokens,
+    outputTokens: row.usage.output_tokens,
+    durationMs: row.duration_ms,
+    error: row.error,
+  };
+}
+
 /** Combines the tool part, its live data part and (when needed) the run row into one view. */
 export function subagentView(
   part: { state: string; input?: unknown; output?: unknown; errorText?: string },
@@ -212,18 +227,7 @@ export function subagentView(
       error: output.error,
       result: output.result || undefined,
     };
-  if (row && (!live || isTerminalRunStatus(row.status) || row.status !== live.status))
-    return {
-      runId: row.id,
-      definition: row.definition,
-      description,
-      status: row.status,
-      model: row.model,
-      inputTokens: row.usage.input_tokens,
-      outputTokens: row.usage.output_tokens,
-      durationMs: row.duration_ms,
-      error: row.error,
-    };
+  if (row && (!live || isTerminalRunStatus(row.status) || row.status !== live.status)) return runRowView(row, description);
   if (live)
     return {
       runId: live.runId,
@@ -307,17 +311,7 @@ function BackgroundTaskCard({ input, receipt, threadId }: { input: unknown; rece
   const task = (rec(input) ?? {}) as Partial<TaskInput>;
   const description = task.description ?? "Task";
   const view: SubagentView = row
-    ? {
-        runId: row.id,
-        definition: row.definition,
-        description,
-        status: row.status,
-        model: row.model,
-        inputTokens: row.usage.input_tokens,
-        outputTokens: row.usage.output_tokens,
-        durationMs: row.duration_ms,
-        error: row.error,
-      }
+    ? runRowView(row, description)
     : { runId, definition: task.subagent ?? "general", description, status: "pending", model: null, inputTokens: 0, outputTokens: 0, durationMs: null };
   const settled = !!row && isTerminalRunStatus(row.status);
   return (
