@@ -5,6 +5,7 @@ import os from "node:os";
 import path from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { createTestDatabase } from "../helpers/db";
+import { freePort } from "../helpers/free-port";
 
 /**
  * `npm start` itself (node --import tsx scripts/start.ts) as a real process tree: a web or
@@ -46,13 +47,6 @@ function startFlotilla(env: Record<string, string>): Flotilla {
   return { child, output: () => out, exited };
 }
 
-async function freePort(): Promise<number> {
-  const srv = net.createServer();
-  await new Promise<void>((resolve) => srv.listen(0, "127.0.0.1", resolve));
-  const port = (srv.address() as net.AddressInfo).port;
-  await new Promise<void>((resolve) => srv.close(() => resolve()));
-  return port;
-}
 
 /** The supervised children of `pid`: { web, worker } process ids (undefined while one is down). */
 function childrenOf(pid: number): { web?: number; worker?: number } {

@@ -1,5 +1,4 @@
 import { mkdtempSync, rmSync, statSync } from "node:fs";
-import { createServer } from "node:net";
 import os from "node:os";
 import path from "node:path";
 import postgres from "postgres";
@@ -8,6 +7,7 @@ import { type EmbeddedServer, startEmbeddedPostgres } from "@/server/db/embedded
 import { LEGACY_EMBEDDED_PASSWORD, passwordFileFor, readEmbeddedPassword } from "@/server/db/embedded-credentials";
 import { migrateDatabase } from "@/server/db/migrate";
 import { cli } from "./support";
+import { freePort } from "../helpers/free-port";
 
 /**
  * The embedded PostgreSQL of `npm start`: a random superuser password generated once and kept
@@ -31,16 +31,6 @@ beforeAll(async () => {
   await migrateDatabase(pg.url("flotilla"));
 }, 120_000);
 
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.once("error", reject);
-    srv.listen(0, "127.0.0.1", () => {
-      const { port: free } = srv.address() as { port: number };
-      srv.close(() => resolve(free));
-    });
-  });
-}
 
 afterAll(async () => {
   await pg?.stop();

@@ -1,5 +1,4 @@
 import { type ChildProcess, spawn } from "node:child_process";
-import net from "node:net";
 import path from "node:path";
 import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -8,6 +7,7 @@ import { exportsInFlight } from "@/server/instruments";
 import { call, makeThread, makeUser, setupApiDatabase, type TestUser, workerAlive } from "../api/helpers";
 import { type RawDownload, rawDownload } from "../helpers/raw-download";
 import { startWebServer, type WebServer } from "../helpers/web-server";
+import { freePort } from "../helpers/free-port";
 
 /**
  * Slow readers of the exports (JSONL, CSV) occupy only the exports' own pool: every other request
@@ -45,13 +45,6 @@ const exportPath = (o: Owner, file = "results.jsonl") => `/api/threads/${o.threa
 const open = (port: number, o: Owner, file?: string): RawDownload =>
   rawDownload(port, exportPath(o, file), { authorization: `Bearer ${o.user.token}` });
 
-async function freePort(): Promise<number> {
-  const probe = net.createServer();
-  await new Promise<void>((resolve) => probe.listen(0, "127.0.0.1", resolve));
-  const port = (probe.address() as net.AddressInfo).port;
-  await new Promise((resolve) => probe.close(resolve));
-  return port;
-}
 
 /** A second web process: the real front door and route handlers (test/helpers/web-process.ts), on this suite's database. */
 async function startOtherProcess(): Promise<void> {
