@@ -183,7 +183,7 @@ class LeadResponse {
     // The lead's system prompt and tools are the same every turn: marked for Anthropic's prompt cache when long enough.
     const sent = withPromptCache(
       { provider: model.entry.provider, modelId: model.name },
-      { system: buildLeadSystemPrompt(config, Object.keys(tools)), messages: modelMessages, toolChars: toolChars(tools) },
+      { system: buildLeadSystemPrompt(config, Object.keys(tools)), messages: modelMessages, toolChars: () => toolChars(tools) },
     );
     const result = streamText({
       model: model.model,

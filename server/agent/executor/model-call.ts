@@ -72,7 +72,7 @@ export async function askModel(call: ModelCall, messages: ModelMessage[], repair
     const sent = withPromptCache(call.promptCache, {
       system: call.typed ? `${call.system}\n\n${call.typed.instructions}` : call.system,
       messages,
-      toolChars: toolChars(call.tools),
+      toolChars: () => toolChars(call.tools),
     });
     const result = await generateText({
       model: call.model,

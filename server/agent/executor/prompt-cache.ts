@@ -20,17 +20,30 @@ export interface PromptCache {
   sharedPrefix?: string;
 }
 
+/**
+ * Each input schema's JSON size, by schema object: converting a zod schema to JSON Schema costs
+ * about a millisecond, and the tool factories hand out the same schema objects every call.
+ */
+const schemaChars = new WeakMap<object, number>();
+
+function inputSchemaChars(schema: object): number {
+  let n = schemaChars.get(schema);
+  if (n === undefined) {
+    try {
+      n = JSON.stringify(asSchema(schema as Parameters<typeof asSchema>[0]).jsonSchema).length;
+    } catch {
+      n = 100;
+    }
+    schemaChars.set(schema, n);
+  }
+  return n;
+}
+
 /** The tool definitions' size as sent (name, description, input JSON schema), for cache lengths. */
 export function toolChars(tools: ToolSet): number {
   let n = 0;
-  for (const [name, t] of Object.entries(tools)) {
-    n += name.length + (t.description?.length ?? 0);
-    try {
-      n += t.inputSchema ? JSON.stringify(asSchema(t.inputSchema).jsonSchema).length : 0;
-    } catch {
-      n += 100;
-    }
-  }
+  for (const [name, t] of Object.entries(tools))
+    n += name.length + (t.description?.length ?? 0) + (t.inputSchema ? inputSchemaChars(t.inputSchema) : 0);
   return n;
 }
 
@@ -52,18 +65,19 @@ export interface CachedCall {
 
 /**
  * The system prompt, messages and provider options one call sends. `toolChars`: the size of the
- * tool definitions, which sit before the system prompt in Anthropic's cached prefix.
+ * tool definitions, which sit before the system prompt in Anthropic's cached prefix (asked for
+ * only there: measuring tools is not free).
  */
 export function withPromptCache(
   cache: PromptCache | undefined,
-  call: { system: string; messages: ModelMessage[]; toolChars: number },
+  call: { system: string; messages: ModelMessage[]; toolChars: () => number },
 ): CachedCall {
-  if (!cache || (cache.provider !== "anthropic" && cache.provider !== "openai")) return call;
+  if (!cache || (cache.provider !== "anthropic" && cache.provider !== "openai")) return { system: call.system, messages: call.messages };
   const messages = splitSharedPrefix(call.messages, cache.sharedPrefix ?? "");
   if (cache.provider === "openai")
     return { system: call.system, messages: messages.out, ...(cache.key ? { providerOptions: { openai: { promptCacheKey: cache.key } } } : {}) };
   const min = anthropicMinCacheTokens(cache.modelId) * CHARS_PER_TOKEN;
-  const upToSystem = call.toolChars + call.system.length;
+  const upToSystem = call.toolChars() + call.system.length;
   const system: CachedCall["system"] =
     upToSystem >= min ? { role: "system", content: call.system, providerOptions: EPHEMERAL } : call.system;
   const prefix = messages.prefix;
