@@ -18,6 +18,9 @@ export const variantRequestSchema = z
     output_schema: submitOutputSchemaSchema.optional(),
     checks: submitChecksSchema.optional(),
     max_running_items: submissionFieldsShape.max_running_items,
+    pilot: submissionFieldsShape.pilot,
+    /** Default: the original's lane. */
+    lane: submissionFieldsShape.lane,
     only: z
       .object({
         status: z.array(itemStatusSchema).min(1, "must name at least one status").max(8).optional(),

@@ -7,23 +7,30 @@ import { subagentBatchItems } from "@/server/db/schema";
 import { AppError } from "@/server/errors";
 import { findCatalogEntry } from "@/server/models/catalog";
 import { type BatchScopeArgs, getBatch } from "./owned";
-import type { BatchRow } from "./types";
+import type { SpecDefinition, SubmissionOrigin } from "./spec";
+import type { SubmitBatchArgs } from "./submit";
 
 /**
  * A variant's submission, built from its original (DESIGN "Judging a batch"): the original's
  * items (keys, fields, expected) in their order, or those `only` picks, and every setting the
  * request does not change. It then goes through the submission's own door (submitBatch), so it
- * is checked exactly as a submission and written in one transaction.
+ * is checked exactly as a submission and written in one transaction. Both doors that make
+ * variants (the variant route, the lead's batch_task with variant_of) plan them here.
  */
 
-export interface VariantPlan {
-  original: BatchRow;
-  input: SubmitBatchInput;
-  /** The keys of string items (a string carries none of its own). */
-  itemKeys: string[];
-  /** The catalog model every item runs on: the request's, else the original's. */
-  model: string;
+export interface VariantDoor extends BatchScopeArgs {
+  request: VariantRequest;
+  config: FlotillaConfig;
+  /**
+   * The door's resolution of a sub-agent name (server/agent/registry.ts batchSubagent, which
+   * sits above this layer): its definition and the allowlist it was checked against.
+   */
+  resolveSubagent: (name: string) => { definition: SpecDefinition; allowedSubagents: string[] };
+  origin?: SubmissionOrigin;
 }
+
+/** The writer's arguments for a variant: its submission, on its sub-agent with its model, and the batch it re-runs. */
+export type VariantSubmission = SubmitBatchArgs & { input: SubmitBatchInput; variant: NonNullable<SubmitBatchArgs["variant"]> };
 
 interface Spec {
   kind?: string;
@@ -33,9 +40,10 @@ interface Spec {
   checks?: unknown[];
   tool_groups?: string[];
   model?: { name?: string };
+  lane?: "live" | "provider_batch";
 }
 
-export async function planVariant(db: DbOrTx, args: BatchScopeArgs & { request: VariantRequest; config: FlotillaConfig }): Promise<VariantPlan> {
+export async function planVariant(db: DbOrTx, args: VariantDoor): Promise<VariantSubmission> {
   const { request } = args;
   const original = await getBatch(db, args);
   const spec = original.executionSpec as Spec;
@@ -74,19 +82,34 @@ export async function planVariant(db: DbOrTx, args: BatchScopeArgs & { request: 
     return { item_key: row.key, prompt: row.prompt };
   }) as SubmitBatchInput["items"];
 
+  const subagentName = request.subagent ?? original.subagent;
   const input: SubmitBatchInput = {
     submission_key: request.submission_key,
-    subagent: request.subagent ?? original.subagent,
+    subagent: subagentName,
     items,
     ...(template === undefined ? {} : { prompt_template: template }),
     max_live_items: original.maxLiveItems,
     max_running_items: request.max_running_items ?? original.maxRunningItems,
     ...(original.maxTotalTokens === null ? {} : { max_total_tokens: original.maxTotalTokens }),
     ...(original.maxCostUsd === null ? {} : { max_cost_usd: original.maxCostUsd }),
+    // The original's pilot is not copied: it is cleared once the person resumes past it.
+    ...(request.pilot === undefined ? {} : { pilot: request.pilot }),
+    lane: request.lane ?? spec.lane ?? "live",
   };
   const outputSchema = request.output_schema ?? spec.output_schema;
   if (outputSchema !== undefined && outputSchema !== null) input.output_schema = outputSchema as SubmitBatchInput["output_schema"];
   const checks = request.checks ?? spec.checks;
   if (checks && checks.length > 0) input.checks = checks as SubmitBatchInput["checks"];
-  return { original, input, itemKeys, model };
+  const subagent = args.resolveSubagent(subagentName);
+  return {
+    userId: args.userId,
+    threadId: args.threadId,
+    input,
+    config: args.config,
+    // Every item runs on the variant's model: as the definition's own, it wins over the caller's (spec.ts).
+    definition: { ...subagent.definition, model },
+    allowedSubagents: subagent.allowedSubagents,
+    ...(args.origin ? { origin: args.origin } : {}),
+    variant: { of: original.id, itemKeys },
+  };
 }

@@ -8,12 +8,28 @@ import { BatchWorker } from "@/server/worker/loop";
 import { call, errorOf, makeThread, makeUser, rowCounts, setupApiDatabase, type TestUser, workerAlive } from "../api/helpers";
 import { testConfig } from "../batches/support";
 import type { TestDatabase } from "../helpers/db";
+import { startFakeAnthropic } from "../helpers/fake-anthropic";
+import { addAnthropicBatches } from "../helpers/fake-provider-batches";
 
 /**
  * Variants through the HTTP routes, run by a real worker on the simulator: the same items (keys,
  * fields, expected) again with a changed template, only the failed ones, string items keeping
- * their keys; checked as a submission; then compared with the original.
+ * their keys; checked as a submission; then compared with the original. A provider_batch original
+ * (the fake Anthropic's batch API, holding every batch) shows that a variant keeps its lane.
  */
+
+const anthropic = await startFakeAnthropic();
+addAnthropicBatches(anthropic, { hold: true });
+// A sub-agent on a model with a batch API, known to the routes (read once from here) and the worker alike.
+const PROVIDER_CONFIG = {
+  models: [
+    { name: "claude", provider: "anthropic" as const, base_url: anthropic.url, model: "claude-sonnet-4-5", api_key_env: "FAKE_PROVIDER_KEY", price_per_million_input: 3, price_per_million_output: 15 },
+  ],
+  subagents: { definitions: [{ name: "labeler", description: "labels", system_prompt: "Answer with one word.", tool_groups: [], model: "claude" }] },
+};
+process.env.FLOTILLA__MODELS = JSON.stringify(PROVIDER_CONFIG.models);
+process.env.FLOTILLA__SUBAGENTS__DEFINITIONS = JSON.stringify(PROVIDER_CONFIG.subagents.definitions);
+process.env.FAKE_PROVIDER_KEY = "fake-key";
 
 let t: TestDatabase;
 let worker: BatchWorker;
@@ -23,7 +39,7 @@ let thread: string;
 
 beforeAll(async () => {
   t = await setupApiDatabase();
-  const cfg = testConfig({ subagent_batches: { poll_interval_seconds: 0.1 }, simulator: { latency_ms: 1 } });
+  const cfg = testConfig({ ...PROVIDER_CONFIG, subagent_batches: { poll_interval_seconds: 0.1 }, simulator: { latency_ms: 1 } });
   worker = new BatchWorker({ database: t, config: cfg, instanceId: "variant-worker", runtime: createSubagentRuntime(cfg), model: resolveModel(cfg, {}) });
   void worker.start();
   owner = await makeUser(t, "owner");
@@ -34,15 +50,18 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await worker.stop({ waitMs: 2_000 });
+  await anthropic.close();
 });
 
 const base = () => `/api/threads/${thread}/subagent-batches`;
 
-async function settled(batchId: string): Promise<BatchProjection> {
+const ended = (b: BatchProjection) => b.status === "completed" || b.status === "failed";
+
+async function settled(batchId: string, done = ended): Promise<BatchProjection> {
   const deadline = Date.now() + 30_000;
   while (Date.now() < deadline) {
     const body = (await (await call("GET", `${base()}/${batchId}`, { token: owner.token })).json()) as BatchProjection;
-    if (body.status === "completed" || body.status === "failed") return body;
+    if (done(body)) return body;
     await new Promise((r) => setTimeout(r, 100));
   }
   throw new Error(`batch ${batchId} did not settle`);
@@ -131,6 +150,7 @@ describe("variants", () => {
       [{ submission_key: "bad4", model: "no-such-model" }, /^model: unknown model/],
       [{ submission_key: "bad5", only: { verdict: "passed", status: ["cancelled"] } }, /^only: matches no item/],
       [{ submission_key: "bad6", extra: 1 }, /extra/],
+      [{ submission_key: "bad7", lane: "provider_batch" }, /^lane: provider_batch needs an openai or anthropic model/],
       [{ prompt_template: "x" }, /^submission_key/],
     ];
     for (const [body, message] of cases) {
@@ -139,6 +159,43 @@ describe("variants", () => {
       expect((await errorOf(res)).message).toMatch(message);
     }
     expect(await rowCounts(t)).toEqual(before);
+  });
+
+  it("takes pilot and lane as a submission does, refusing them in the JSON door's words", async () => {
+    const before = await rowCounts(t);
+    for (const wrong of [{ pilot: 0 }, { pilot: 1.5 }, { lane: "fast" }]) {
+      const door = await post(base(), { submission_key: "door", items: ["x"], ...wrong });
+      const variant = await post(`${base()}/${original}/variant`, { submission_key: "bad-setting", ...wrong });
+      expect([door.status, variant.status], JSON.stringify(wrong)).toEqual([400, 400]);
+      const message = (await errorOf(variant)).message;
+      expect(message).toMatch(/^(pilot|lane): /);
+      expect(message).toBe((await errorOf(door)).message);
+    }
+    expect(await rowCounts(t)).toEqual(before);
+
+    const res = await post(`${base()}/${original}/variant`, { submission_key: "pilot-1", prompt_template: "[[echo]]{{second}}", pilot: 1, lane: "live" });
+    expect(res.status).toBe(201);
+    const created = (await res.json()) as BatchProjection;
+    expect(created).toMatchObject({ variant_of: original, pilot: 1, lane: "live", total: 4 });
+    const paused = await settled(created.id, (b) => b.status === "paused" && b.counts.leased + b.counts.running === 0);
+    expect(paused).toMatchObject({ pause_reason: "pilot", counts: { succeeded: 1 } });
+  });
+
+  it("keeps the original's lane unless given: the inherited provider_batch is checked against the variant's model", async () => {
+    const res = await post(base(), { submission_key: "pb-1", subagent: "labeler", items: ["red", "blue"], prompt_template: "Label {{item}}", lane: "provider_batch" });
+    expect(res.status, await res.clone().text()).toBe(201);
+    const pb = ((await res.json()) as BatchProjection).id;
+
+    const kept = await post(`${base()}/${pb}/variant`, { submission_key: "pb-2", prompt_template: "Name {{item}}" });
+    expect(kept.status).toBe(201);
+    expect(await kept.json()).toMatchObject({ variant_of: pb, lane: "provider_batch", total: 2 });
+    // The simulator has no batch API: the inherited lane is refused as a submission would be, until lane: live is given.
+    const refused = await post(`${base()}/${pb}/variant`, { submission_key: "pb-3", model: "simulator" });
+    expect(refused.status).toBe(400);
+    expect((await errorOf(refused)).message).toMatch(/^lane: provider_batch needs an openai or anthropic model; the batch's model "simulator"/);
+    const live = await post(`${base()}/${pb}/variant`, { submission_key: "pb-3", model: "simulator", lane: "live" });
+    expect(live.status).toBe(201);
+    expect(await live.json()).toMatchObject({ variant_of: pb, lane: "live", total: 2 });
   });
 
   it("is 404 for a batch of someone else", async () => {

@@ -13,26 +13,23 @@ export const dynamic = "force-dynamic";
 type Ctx = { params: Promise<{ threadId: string; batchId: string }> };
 
 /**
- * A variant: the batch's items run again with a changed template, model, schema or checks
+ * A variant: the batch's items run again with a changed template, model, schema, checks, pilot or lane
  * (optionally only the items `only` picks). Checked as a submission (same 400s); 201 on create,
  * 200 with the same batch on a replay of its submission_key.
  */
 export const POST = handle(async (req: Request, ctx: Ctx) => {
   const { db, config, userId, threadId, batchId } = await batchScope(req, await ctx.params);
   const request = await readJson(req, variantRequestSchema, config.http.max_body_bytes);
-  const { original, input, itemKeys, model } = await planVariant(db, { userId, threadId, batchId, request, config });
-  const subagent = batchSubagent(config, input.subagent);
-  const definition = { ...subagent.definition, model };
-  const { batch, created } = await submitBatch(db, {
+  const variant = await planVariant(db, {
     userId,
     threadId,
-    input,
+    batchId,
+    request,
     config,
-    definition,
-    allowedSubagents: subagent.allowedSubagents,
-    variant: { of: original.id, itemKeys },
+    resolveSubagent: (name) => batchSubagent(config, name),
   });
-  await recordSubmittedBatch(db, { userId, threadId, batch, input });
+  const { batch, created } = await submitBatch(db, variant);
+  await recordSubmittedBatch(db, { userId, threadId, batch, input: variant.input });
   const leaseSeconds = config.subagent_batches.lease_seconds;
   return json(project(batchProjectionSchema, await projectBatch(db, { batch, leaseSeconds })), created ? 201 : 200);
 });
