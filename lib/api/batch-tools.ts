@@ -6,12 +6,14 @@ import {
   PROMPT_TEMPLATE_MAX_CHARS,
   SUBAGENT_NAME_MAX_CHARS,
 } from "@/lib/batch-rules";
+import { batchLaneSchema, MAX_PILOT_ITEMS } from "./batches";
+import { variantRequestSchema } from "./variants";
 
 /**
  * The input schemas of the batch tools (server/agent/tools/batch.ts), beside the wire types
  * (they import nothing but zod and the pure submission rules) so the simulator's chat grammar
  * (server/models, below the agent) can type its calls against them. batch_task's arguments are the JSON door's fields, their bounds
- * from lib/batch-rules.ts.
+ * from lib/batch-rules.ts (MCP's submit_batch documents the same), and a variant's: the variant endpoint's.
  */
 
 const itemObject = z
@@ -23,7 +25,8 @@ const itemObject = z
   .catchall(itemFieldValueSchema)
   .describe("{item_key?, prompt}, or a record of fields {item_key?, <field>: string | number | boolean, ..., expected?} filling {{<field>}}.");
 
-export const batchTaskInputSchema = z.object({
+/** The JSON door's fields as a model reads them (batch_task, MCP's submit_batch). */
+export const batchSubmissionInputSchema = z.object({
   subagent: z.string().min(1).max(SUBAGENT_NAME_MAX_CHARS).optional().describe("Which sub-agent runs every item (default general)."),
   prompt_template: z
     .string()
@@ -73,6 +76,35 @@ export const batchTaskInputSchema = z.object({
         "at path equals the item's expected at expected_path), judge (a model grades 0..1 against rubric). on_fail: flag " +
         "(default) or retry.",
     ),
+  pilot: z
+    .number()
+    .int()
+    .min(1)
+    .max(MAX_PILOT_ITEMS)
+    .optional()
+    .describe("Run only the first N items, then pause until the user looks and resumes the batch in the panel."),
+  lane: batchLaneSchema
+    .optional()
+    .describe(
+      "provider_batch: the items go through the model provider's batch API at its batch price, slower (an openai or " +
+        "anthropic model, a sub-agent without tools); default live.",
+    ),
+});
+
+/** batch_task: a new batch, or with variant_of a variant (the variant endpoint's settings). */
+export const batchTaskInputSchema = batchSubmissionInputSchema.extend({
+  variant_of: z
+    .string()
+    .optional()
+    .describe(
+      "A batch_id of this thread: run its items again (same item_keys, fields and expected values) with only what you " +
+        "pass changed: prompt_template, model, subagent, output_schema, checks, pilot, lane, max_running_items; every " +
+        "other setting as that batch's. Pass no items or files. Then compare the two runs with compare_batches.",
+    ),
+  model: variantRequestSchema.shape.model.describe("With variant_of: a catalog model name every item runs on."),
+  only: variantRequestSchema.shape.only.describe(
+    "With variant_of: only the items that ended so in that batch, e.g. {verdict: \"failed\"} or {status: [\"failed\"]}.",
+  ),
 });
 export type BatchTaskInput = z.infer<typeof batchTaskInputSchema>;
 
@@ -101,4 +133,9 @@ export const batchResultsInputSchema = z.object({
     .max(BATCH_RESULTS_MAX_LIMIT)
     .optional()
     .describe(`Items per page (default ${BATCH_RESULTS_DEFAULT_LIMIT}, at most ${BATCH_RESULTS_MAX_LIMIT}).`),
+});
+
+export const compareBatchesInputSchema = z.object({
+  a: z.string().describe("The run to compare from, e.g. the original: a batch_id of this thread."),
+  b: z.string().describe("The run to compare with, e.g. its variant: a batch_id of yours."),
 });

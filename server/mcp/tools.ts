@@ -2,7 +2,7 @@ import "server-only";
 import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { z } from "zod";
-import { batchTaskInputSchema } from "@/lib/api/batch-tools";
+import { batchSubmissionInputSchema } from "@/lib/api/batch-tools";
 import { batchListSchema, batchProjectionSchema, itemPageSchema, submissionFieldsShape } from "@/lib/api/batches";
 import { type BatchSubmission, isFileSubmission } from "@/lib/api/files";
 import { isProblem, parseItem, submissionLimits } from "@/lib/batch-rules";
@@ -42,7 +42,7 @@ const LIST_DEFAULT = 20;
  * listed JSON Schema (`meta`) still describes every field to clients.
  */
 const documentedSubmission = z.toJSONSchema(
-  batchTaskInputSchema.extend({
+  batchSubmissionInputSchema.extend({
     submission_key: submissionFieldsShape.submission_key.describe(
       "Your key for this submission: submitting again with the same key answers the batch the first call made.",
     ),

@@ -1,9 +1,8 @@
-import { and, eq, sql } from "drizzle-orm";
+import { eq } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { chatApprovalsSchema } from "@/lib/api/approvals";
-import { loadMessages } from "@/server/chat/messages";
-import { chatStreams, subagentBatches } from "@/server/db/schema";
+import { subagentBatches } from "@/server/db/schema";
 import { makeThread, makeUser, setupApiDatabase, type TestUser, workerAlive } from "../api/helpers";
+import { type LeadChat, leadChat, type ToolPart } from "../helpers/lead-chat";
 import { startWebServer, type WebServer } from "../helpers/web-server";
 import { waitUntil } from "../loop/support";
 
@@ -25,6 +24,7 @@ const t = await setupApiDatabase();
 let server: WebServer;
 let alice: TestUser;
 let bob: TestUser;
+let chat: LeadChat;
 
 beforeAll(async () => {
   server = await startWebServer({
@@ -32,60 +32,22 @@ beforeAll(async () => {
   });
   alice = await makeUser(t, "alice");
   bob = await makeUser(t, "bob");
+  chat = leadChat(server, t, alice);
   await workerAlive(t);
 });
 afterAll(async () => {
   await server?.close();
 });
 
-let seq = 0;
-async function say(threadId: string, text: string) {
-  const message = { id: `u${Date.now().toString(36)}x${++seq}`, role: "user", parts: [{ type: "text", text }] };
-  const res = await fetch(`${server.origin}/api/threads/${threadId}/chat`, {
-    method: "POST",
-    headers: { authorization: `Bearer ${alice.token}`, "content-type": "application/json" },
-    body: JSON.stringify({ message }),
-  });
-  expect(res.status).toBe(200);
-  await res.text();
-  await idle(threadId);
-}
-
-async function idle(threadId: string) {
-  await waitUntil(
-    "the thread is idle",
-    async () => {
-      const [row] = await t.db
-        .select({ n: sql<number>`count(*)::int` })
-        .from(chatStreams)
-        .where(and(eq(chatStreams.status, "active"), eq(chatStreams.threadId, threadId)));
-      return row!.n === 0 ? true : undefined;
-    },
-    60_000,
-    50,
-  );
-}
-
-async function waiting(threadId: string) {
-  const res = await fetch(`${server.origin}/api/threads/${threadId}/approvals`, { headers: { authorization: `Bearer ${alice.token}` } });
-  return chatApprovalsSchema.parse(await res.json()).approvals;
-}
-
-function decide(threadId: string, approvalId: string, body: unknown, user = alice) {
-  return fetch(`${server.origin}/api/threads/${threadId}/approvals/${approvalId}`, {
-    method: "POST",
-    headers: { authorization: `Bearer ${user.token}`, "content-type": "application/json" },
-    body: JSON.stringify(body),
-  });
-}
+const say = (threadId: string, text: string) => chat.say(threadId, text);
+const idle = (threadId: string) => chat.idle(threadId);
+const waiting = (threadId: string) => chat.waiting(threadId);
+const decide = (threadId: string, approvalId: string, body: unknown, user = alice) => chat.decide(threadId, approvalId, body, user);
 
 const batchesOf = (threadId: string) => t.db.select().from(subagentBatches).where(eq(subagentBatches.threadId, threadId));
 
-type Part = { type: string; state?: string; output?: Record<string, unknown>; approval?: { reason?: string } };
-async function batchTaskPart(threadId: string): Promise<Part> {
-  const messages = await loadMessages(t.db, { threadId });
-  const parts = messages.flatMap((m) => m.parts as Part[]);
-  return parts.find((p) => p.type === "tool-batch_task")!;
+async function batchTaskPart(threadId: string): Promise<ToolPart> {
+  return (await chat.toolParts(threadId, "batch_task"))[0]!;
 }
 
 /** "batch x30" in the chat, as a new user would type it: the card waits with the estimate, nothing created. */

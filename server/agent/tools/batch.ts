@@ -1,4 +1,4 @@
-import { jsonSchema, type ToolExecutionOptions, type ToolSet, tool, zodSchema } from "ai";
+import { jsonSchema, type ToolSet, tool, zodSchema } from "ai";
 import { sql } from "drizzle-orm";
 import type { BatchSubmission } from "@/lib/api/files";
 import { FILE_PLACEHOLDER } from "@/lib/batch-rules";
@@ -8,12 +8,14 @@ import { threadBatches } from "@/server/batches/owned";
 import { estimateBatch, laneCostUsd } from "@/server/batches/estimate";
 import { envelopeProblem, refusal as submissionRefusal, type SubmitBatchArgs, submitBatch } from "@/server/batches/submit";
 import type { BatchRow } from "@/server/batches/types";
+import { planVariant } from "@/server/batches/variant";
 import { subagentBatches } from "@/server/db/schema";
-import { AppError } from "@/server/errors";
+import { AppError, zodMessage } from "@/server/errors";
 import { log } from "@/server/log";
 import { countLiveWorkers, livenessWindowSeconds } from "@/server/runtime/heartbeat";
 import { CARD_PILOT_ITEMS } from "@/lib/api/approvals";
 import type { BatchEstimate } from "@/lib/api/batches";
+import { type VariantRequest, variantRequestSchema } from "@/lib/api/variants";
 import { approvedLeadCall } from "../chat-approvals";
 import { batchSubagent, describeSubagents } from "../registry";
 import {
@@ -22,7 +24,9 @@ import {
   batchStatusInputSchema,
   batchTaskInputSchema,
 } from "@/lib/api/batch-tools";
+import { createCompareBatchesTool } from "./compare";
 import type { LeadToolContext } from "./context";
+import { refusing } from "./refusal";
 
 /**
  * Durable batch tools for the lead agent. `batch_task` submits a batch and returns a receipt
@@ -94,50 +98,55 @@ function submissionOf(input: unknown, submissionKey: string): BatchSubmission | 
   if ((args.items === undefined) === (args.files === undefined)) return { error: "Pass either items or files (a glob), not both." };
   if (args.files !== undefined && !(typeof args.prompt_template === "string" && args.prompt_template.includes(FILE_PLACEHOLDER)))
     return { error: `A batch over files needs a prompt_template containing ${FILE_PLACEHOLDER}.` };
+  for (const field of ["model", "only"])
+    if (args[field] !== undefined) return { error: `${field}: only a variant takes it (with variant_of: the batch it re-runs)` };
   const submission = { ...args, submission_key: submissionKey } as BatchSubmission;
   const problem = envelopeProblem(submission);
   return problem ? { error: submissionRefusal(problem).message } : submission;
 }
 
-/**
- * What a batch tool answers when it fails: an AppError's own message (it tells the model what to
- * change), anything else logged with its stack and answered with `unavailable`, never its text.
- */
-function refusal(ctx: LeadToolContext, toolName: string, err: unknown, unavailable: string): { error: string } {
-  if (err instanceof AppError) return { error: err.message };
-  log.error({ err, run_id: ctx.runId }, `${toolName} failed`);
-  return { error: unavailable };
-}
-
-/** A batch tool's `execute`: `run`, its failure answered as a refusal (every batch tool fails the same way). */
-function refusing<I, O>(
-  ctx: LeadToolContext,
-  toolName: string,
-  unavailable: string,
-  run: (input: I, options: ToolExecutionOptions) => Promise<O>,
-): (input: I, options: ToolExecutionOptions) => Promise<O | { error: string }> {
-  return async (input, options) => {
-    try {
-      return await run(input, options);
-    } catch (err) {
-      return refusal(ctx, toolName, err, unavailable);
-    }
-  };
-}
-
 const SUBMIT_UNAVAILABLE = "The batch could not be submitted because of a server error; nothing was submitted.";
 
-/** The writer's arguments for this call's submission (the estimate reads the same). */
-function submitArgs(ctx: LeadToolContext, submission: BatchSubmission, toolCallId: string): SubmitBatchArgs {
-  return {
+/**
+ * A variant's settings (with variant_of): the variant endpoint's body with this call's
+ * submission key, parsed as that endpoint parses it, so the model reads the same refusals.
+ */
+function variantRequestOf(args: Record<string, unknown>, submissionKey: string): VariantRequest | { error: string } {
+  const { variant_of: _original, ...settings } = args;
+  if (settings.items !== undefined || settings.files !== undefined)
+    return { error: "variant_of: a variant runs that batch's items again; pass no items or files." };
+  const parsed = variantRequestSchema.safeParse({ ...settings, submission_key: submissionKey });
+  return parsed.success ? parsed.data : { error: zodMessage(parsed.error) };
+}
+
+/**
+ * The writer's arguments for this call (the estimate reads the same): its own submission, or
+ * with variant_of a variant of one of this thread's batches, planned by the variant endpoint's
+ * own planVariant (another owner's or thread's batch: not found). Throws the writer's refusals.
+ */
+async function callArgs(ctx: LeadToolContext, input: unknown, toolCallId: string): Promise<SubmitBatchArgs | { error: string }> {
+  const submissionKey = `${ctx.runId}:${toolCallId}`;
+  const origin = { kind: "tool", runId: ctx.runId, toolCallId } as const;
+  const args = input !== null && typeof input === "object" && !Array.isArray(input) ? (input as Record<string, unknown>) : undefined;
+  if (args?.variant_of === undefined) {
+    const submission = submissionOf(input, submissionKey);
+    if ("error" in submission) return submission;
+    const subagent = batchSubagent(ctx.config, submission.subagent);
+    return { userId: ctx.userId, threadId: ctx.threadId, input: submission, config: ctx.config, ...subagent, model: ctx.model, origin };
+  }
+  if (typeof args.variant_of !== "string") return { error: "variant_of: must be the id of a batch of this thread" };
+  const request = variantRequestOf(args, submissionKey);
+  if ("error" in request) return request;
+  const variant = await planVariant(ctx.db, {
     userId: ctx.userId,
     threadId: ctx.threadId,
-    input: submission,
+    batchId: args.variant_of,
+    request,
     config: ctx.config,
-    ...batchSubagent(ctx.config, submission.subagent),
-    model: ctx.model,
-    origin: { kind: "tool", runId: ctx.runId, toolCallId },
-  };
+    resolveSubagent: (name) => batchSubagent(ctx.config, name),
+    origin,
+  });
+  return { ...variant, model: ctx.model };
 }
 
 /** No surprise bills: an estimate over subagent_batches.confirm_over_usd (0: any; null: never) waits for the person. */
@@ -153,11 +162,11 @@ function needsConfirmation(ctx: LeadToolContext, estimate: BatchEstimate, submis
  * the writer would refuse does not ask: its execute answers the refusal.
  */
 async function asksPerson(ctx: LeadToolContext, input: unknown, toolCallId: string): Promise<boolean> {
-  const submission = submissionOf(input, `${ctx.runId}:${toolCallId}`);
-  if ("error" in submission) return false;
   try {
-    const estimate = await estimateBatch(ctx.db, submitArgs(ctx, submission, toolCallId));
-    if (!needsConfirmation(ctx, estimate, submission)) return false;
+    const args = await callArgs(ctx, input, toolCallId);
+    if ("error" in args) return false;
+    const estimate = await estimateBatch(ctx.db, args);
+    if (!needsConfirmation(ctx, estimate, args.input)) return false;
     ctx.approvalDetails?.set(toolCallId, estimate);
     return true;
   } catch (err) {
@@ -183,6 +192,9 @@ export function createBatchTaskTool(ctx: LeadToolContext) {
       "Use it when the user asks to process a list, file or collection item by item and wants the results as a " +
       "dataset (for the thread's uploaded files, pass files: a glob, with {{file}} in prompt_template); " +
       "use task or agent_swarm when you need the answers yourself to continue. " +
+      "To run a batch's items again with a changed prompt_template, model, sub-agent, output_schema or checks (all of them, " +
+      "or only: {verdict: \"failed\"}), pass variant_of: its batch_id and only what changes, no items; then compare_batches " +
+      "tells what got better or worse. " +
       "The receipt carries the batch's cost estimate; a batch estimated over the configured amount waits for the user's approval first. " +
       `Limits: at most ${b.max_items_per_batch} items, max_live_items up to ${b.max_live_items_per_batch} ` +
       `(default ${b.default_max_live_items}), max_running_items up to ${b.max_running_items_per_batch} ` +
@@ -196,19 +208,20 @@ export function createBatchTaskTool(ctx: LeadToolContext) {
             "No batch worker is running, so a batch would never start. Tell the user to start one (npm run worker) " +
             "or do the work with task / agent_swarm instead.",
         };
-      const submission = submissionOf(input, `${ctx.runId}:${toolCallId}`);
-      if ("error" in submission) return submission;
-      const estimate = await estimateBatch(ctx.db, submitArgs(ctx, submission, toolCallId));
+      const args = await callArgs(ctx, input, toolCallId);
+      if ("error" in args) return args;
+      const estimate = await estimateBatch(ctx.db, args);
       let chosen: keyof typeof CHOSEN | undefined;
-      if (needsConfirmation(ctx, estimate, submission)) {
+      if (needsConfirmation(ctx, estimate, args.input)) {
         // Over the threshold it runs only as a person approved it, with the arguments they saw.
         const { option } = await approvedLeadCall(ctx.db, { threadId: ctx.threadId, toolCallId, input });
         chosen = option === "pilot" ? "pilot" : "run";
       }
-      const toSubmit = chosen === "pilot" ? { ...submission, pilot: CARD_PILOT_ITEMS } : submission;
-      const { batch, created } = await submitBatch(ctx.db, submitArgs(ctx, toSubmit, toolCallId));
+      const toSubmit = chosen === "pilot" ? { ...args, input: { ...args.input, pilot: CARD_PILOT_ITEMS } } : args;
+      const { batch, created } = await submitBatch(ctx.db, toSubmit);
       return {
         ...compactBatch(batch),
+        ...(batch.variantOf ? { variant_of: batch.variantOf } : {}),
         created,
         max_live_items: batch.maxLiveItems,
         max_running_items: batch.maxRunningItems,
@@ -301,7 +314,7 @@ export function createBatchResultsTool(ctx: LeadToolContext) {
 /**
  * The batch tools this response may offer: none when batches are disabled or the database
  * does not answer; batch_task only while a worker is alive; batch_status as well when the
- * thread already has batches.
+ * thread already has batches, batch_results and compare_batches only then.
  */
 export async function createBatchTools(ctx: LeadToolContext): Promise<ToolSet> {
   if (!ctx.config.subagent_batches.enabled || !ctx.config.subagents.enabled) return {};
@@ -310,7 +323,7 @@ export async function createBatchTools(ctx: LeadToolContext): Promise<ToolSet> {
     return {
       ...(alive ? { batch_task: createBatchTaskTool(ctx) } : {}),
       ...(alive || history ? { batch_status: createBatchStatusTool(ctx) } : {}),
-      ...(history ? { batch_results: createBatchResultsTool(ctx) } : {}),
+      ...(history ? { batch_results: createBatchResultsTool(ctx), compare_batches: createCompareBatchesTool(ctx) } : {}),
     };
   } catch (err) {
     log.warn({ err }, "batch tools unavailable: the database did not answer");
