@@ -51,6 +51,10 @@ export function buildLeadSystemPrompt(config: FlotillaConfig, toolNames: readonl
   if (has("batch_status")) modes.push("- `batch_status`: progress and counts of the thread's batches.");
   if (has("batch_results"))
     modes.push("- `batch_results`: bounded pages of a batch's item results, for a synthesis once it has settled.");
+  if (has("compare_batches"))
+    modes.push(
+      "- `compare_batches`: what changed between two runs of the same items (a batch and its variant: `batch_task` with `variant_of`): improved, regressed, each check, cost.",
+    );
   if (modes.length) lines.push("", "Delegation tools:", ...modes);
   if (has("task")) lines.push("", delegationPromptSection(config));
   lines.push("", "Be concise. Never invent results of work that has not run.");
