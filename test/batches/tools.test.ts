@@ -42,11 +42,11 @@ describe("batch_task and batch_status", () => {
     const disabled = await context(testConfig({ subagent_batches: { enabled: false } }));
     expect(Object.keys(await createBatchTools(disabled))).toEqual([]);
 
-    // History without a worker: status only (read-only), no submissions.
+    // History without a worker: the read-only tools (status, results, comparisons), no submissions.
     const tools = await createBatchTools(ctx);
     await exec(tools, "batch_task", { items: ["a"] });
     await markStopped(t.db, WORKER);
-    expect(Object.keys(await createBatchTools(ctx))).toEqual(["batch_status", "batch_results"]);
+    expect(Object.keys(await createBatchTools(ctx))).toEqual(["batch_status", "batch_results", "compare_batches"]);
   });
 
   it("batch_task returns a receipt at once, keyed by run and tool call, and tells the model not to re-submit", async () => {
