@@ -165,6 +165,9 @@ test("Download CSV: results.csv has the header and every row", async () => {
     "cost_usd",
     "duration_ms",
     "error",
+    "review_state",
+    "review_note",
+    "reviewed_output",
   ]);
   // The status says what the screen says.
   expect(parsed.data.map((r) => r.status)).toEqual(["Done", "Done", "Done"]);

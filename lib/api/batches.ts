@@ -21,7 +21,7 @@ import {
   outputSchemaSchema,
   verdictSchema,
 } from "./batch-data";
-import { batchReviewsSchema, itemReviewSchema } from "./reviews";
+import { batchReviewsSchema, itemReviewSchema, reviewStateSchema } from "./reviews";
 import { toolCallRecordSchema } from "./runs";
 
 /**
@@ -237,6 +237,11 @@ export const resultLineSchema = z
     output: z.unknown(),
     checks: z.array(checkResultSchema),
     verdict: verdictSchema.nullable(),
+    /** A person's review: null when the item was never queued for one. */
+    review_state: reviewStateSchema.nullable(),
+    review_note: z.string().nullable(),
+    /** The person's corrected answer, kept beside the model's `output` (null: none). */
+    reviewed_output: z.unknown(),
     usage: usageSchema,
   })
   .strict();

@@ -55,7 +55,7 @@ export function exportPool(): postgres.Sql {
  * result leaves the server). to_json escapes text exactly as JSON.stringify does (quote,
  * backslash, \b \f \n \r \t, other control characters as lowercase \u00xx, nothing else), and
  * the keys come in the wire schema's order, so each line is byte for byte what JSON.stringify
- * writes (test/api/export-exactness.test.ts); `expected`, `output` and `checks` are compact JSON
+ * writes (test/api/export-exactness.test.ts); `expected`, `output`, `checks` and `reviewed_output` are compact JSON
  * (flotilla_json_text, server/batches/sql/export.sql), their numbers as jsonb writes them (which
  * differs from JSON.stringify only in exponent form: 1e-7, 1e21); an item without them never
  * calls that function (a call costs microseconds a row even for null). A page takes rows after
@@ -85,11 +85,14 @@ function jsonlPage(filter: ExportFilter): string {
       || ',"output":' || ${jsonValueText("output")}
       || ',"checks":' || case when checks is null then '[]' else flotilla_json_text(checks) end
       || ',"verdict":' || coalesce(to_json(verdict)::text, 'null')
+      || ',"review_state":' || coalesce(to_json(review_state)::text, 'null')
+      || ',"review_note":' || coalesce(to_json(review_note)::text, 'null')
+      || ',"reviewed_output":' || ${jsonValueText("reviewed_output")}
       || ',"usage":{"input_tokens":' || input_tokens || ',"output_tokens":' || output_tokens
       || ',"cached_input_tokens":' || cached_input_tokens || ',"cache_write_tokens":' || cache_write_tokens || '}}',
          position,
          case when octet_length(result) > ${LARGE_RESULT_BYTES} then result end
-    from (${pageRows("item_key, input, expected, position, status, attempts, result, error, output, checks, verdict, input_tokens, output_tokens, cached_input_tokens, cache_write_tokens", filter)}) page
+    from (${pageRows("item_key, input, expected, position, status, attempts, result, error, output, checks, verdict, review_state, review_note, reviewed_output, input_tokens, output_tokens, cached_input_tokens, cache_write_tokens", filter)}) page
    where before < $4
    order by position`;
 }
@@ -116,7 +119,8 @@ function pageRows(columns: string, filter: ExportFilter): string {
   return `select ${columns},
                  coalesce(sum(octet_length(item_key) + octet_length(input) + coalesce(octet_length(result), 0)
                               + coalesce(octet_length(error), 0) + coalesce(pg_column_size(output), 0)
-                              + coalesce(pg_column_size(expected), 0))
+                              + coalesce(pg_column_size(expected), 0) + coalesce(octet_length(review_note), 0)
+                              + coalesce(pg_column_size(reviewed_output), 0))
                             over (order by position rows between unbounded preceding and 1 preceding), 0) as before
             from subagent_batch_items
            where ${where.join(" and ")}
@@ -442,6 +446,9 @@ export function csvColumns(plan: CsvPlan): string[] {
     "cost_usd",
     "duration_ms",
     "error",
+    "review_state",
+    "review_note",
+    "reviewed_output",
   ];
 }
 
@@ -519,13 +526,16 @@ function csvPage(plan: CsvPlan, filter: ExportFilter, raw: boolean): { page: str
     "cost_usd::text",
     `coalesce(${cell.number("round(extract(epoch from finished_at - started_at) * 1000)::bigint::text")}, '')`,
     cell.text("error"),
+    "coalesce(review_state, '')",
+    cell.text("review_note"),
+    cell.json("reviewed_output"),
   ];
   // Joined from an array, not with ||: a schema of thousands of properties would nest the
   // expression past PostgreSQL's stack depth. No cell is null (array_to_string would drop it).
   // An object item's input is its fields as compact JSON; an explicit prompt among them is not JSON.
   const fields = objects ? "case when left(input, 1) = '{' then flotilla_jsonb_or_null(input) end" : "null::jsonb";
   const columns =
-    "item_key, input, expected, position, status, attempts, result, error, output, checks, verdict, input_tokens, output_tokens, cached_input_tokens, cache_write_tokens, cost_usd, started_at, finished_at";
+    "item_key, input, expected, position, status, attempts, result, error, output, checks, verdict, input_tokens, output_tokens, cached_input_tokens, cache_write_tokens, cost_usd, started_at, finished_at, review_state, review_note, reviewed_output";
   const page = `
   select array_to_string(array[${cells.join(", ")}], ','), position, null::text
     from (select *, ${fields} as fields

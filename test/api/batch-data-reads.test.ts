@@ -322,6 +322,9 @@ describe("results.csv", () => {
       "cost_usd",
       "duration_ms",
       "error",
+      "review_state",
+      "review_note",
+      "reviewed_output",
     ]);
     expect(rows).toHaveLength(3);
     const cell = (row: string[], name: string) => row[header!.indexOf(name)];
@@ -390,6 +393,9 @@ describe("results.csv", () => {
       "cost_usd",
       "duration_ms",
       "error",
+      "review_state",
+      "review_note",
+      "reviewed_output",
     ]);
     expect(parsed.data.slice(1).map((r) => [r[2], r[3]])).toEqual([
       ["plain", ""],

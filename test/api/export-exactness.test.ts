@@ -52,6 +52,9 @@ interface Expected {
   output: unknown;
   checks: unknown[];
   verdict: string | null;
+  review_state: string | null;
+  review_note: string | null;
+  reviewed_output: unknown;
   usage: { input_tokens: number; output_tokens: number; cached_input_tokens: number; cache_write_tokens: number };
 }
 
@@ -76,8 +79,9 @@ async function exportText(batchId: string, options: { fetchRows?: number; fetchB
 }
 
 async function expectedLines(batchId: string): Promise<string> {
-  const rows = await tdb.sql<{ item_key: string; position: number; status: string; attempts: number; result: string | null; error: string | null; input_tokens: string; output_tokens: string; cached_input_tokens: string; cache_write_tokens: string; input: string; expected: unknown; output: unknown; checks: unknown[] | null; verdict: string | null }[]>`
-    select item_key, position, status, attempts, result, error, input_tokens, output_tokens, cached_input_tokens, cache_write_tokens, input, expected, output, checks, verdict
+  const rows = await tdb.sql<{ item_key: string; position: number; status: string; attempts: number; result: string | null; error: string | null; input_tokens: string; output_tokens: string; cached_input_tokens: string; cache_write_tokens: string; input: string; expected: unknown; output: unknown; checks: unknown[] | null; verdict: string | null; review_state: string | null; review_note: string | null; reviewed_output: unknown }[]>`
+    select item_key, position, status, attempts, result, error, input_tokens, output_tokens, cached_input_tokens, cache_write_tokens, input, expected, output, checks, verdict,
+           review_state, review_note, reviewed_output
       from subagent_batch_items where batch_id = ${batchId} order by position`;
   return rows
     .map((r) => {
@@ -93,6 +97,9 @@ async function expectedLines(batchId: string): Promise<string> {
         output: r.output,
         checks: r.checks ?? [],
         verdict: r.verdict,
+        review_state: r.review_state,
+        review_note: r.review_note,
+        reviewed_output: r.reviewed_output,
         usage: {
           input_tokens: Number(r.input_tokens),
           output_tokens: Number(r.output_tokens),
@@ -123,7 +130,7 @@ describe("results.jsonl bytes", () => {
     expect((await exportText(batchId)).text).toBe(await expectedLines(batchId));
   });
 
-  it("writes output and checks as compact JSON, as JSON.stringify writes the stored value", async () => {
+  it("writes output, checks and a reviewed output as compact JSON, as JSON.stringify writes the stored value", async () => {
     const outputs: unknown[] = [
       { label: "positive", score: 0.75, tags: ["a", "b, c"], nested: { deep: [1, [2, {}], { "k: v": "x\"y" }] } },
       "plain string",
@@ -142,9 +149,13 @@ describe("results.jsonl bytes", () => {
     const batchId = await submit("outputs", outputs.map((_, i) => ({ item_key: `o${i}`, prompt: "x" })));
     for (const [i, output] of outputs.entries()) {
       const checks = i % 2 ? [{ name: "label", passed: false, reason: 'said "no", twice' }, { name: "score", passed: true, score: 0.5 }] : null;
+      // Every third item unreviewed, then accepted with the answer as a correction, then rejected with a note.
+      const review = ([null, "accepted", "rejected"] as const)[i % 3]!;
       await tdb.sql`
         update subagent_batch_items set status = 'succeeded', output = ${output === null ? null : JSON.stringify(output)}::jsonb,
-               checks = ${checks ? JSON.stringify(checks) : null}::jsonb, verdict = ${checks ? "failed" : null}
+               checks = ${checks ? JSON.stringify(checks) : null}::jsonb, verdict = ${checks ? "failed" : null},
+               review_state = ${review}, review_note = ${review === "rejected" ? `no: "${i}"\n\u2028` : null},
+               reviewed_output = ${review === "accepted" && output !== null ? JSON.stringify(output) : null}::jsonb
          where batch_id = ${batchId} and position = ${i + 1}`;
     }
     expect((await exportText(batchId)).text).toBe(await expectedLines(batchId));

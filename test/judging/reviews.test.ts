@@ -1,14 +1,17 @@
 import { sql } from "drizzle-orm";
+import Papa from "papaparse";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import type { BatchProjection, ItemPage } from "@/lib/api/batches";
+import { type BatchProjection, type ItemPage, resultLineSchema } from "@/lib/api/batches";
 import type { ReviewPage } from "@/lib/api/review-queue";
 import type { ItemReview } from "@/lib/api/reviews";
+import { exportPool } from "@/server/http/export";
 import { resolveModel } from "@/server/models/index";
 import { createSubagentRuntime } from "@/server/runtime/admission";
 import { BatchWorker } from "@/server/worker/loop";
 import { call, errorOf, makeThread, makeUser, rowCounts, setupApiDatabase, type TestUser, workerAlive } from "../api/helpers";
 import { testConfig } from "../batches/support";
 import type { TestDatabase } from "../helpers/db";
+import { send, startWebServer, type WebServer } from "../helpers/web-server";
 
 /**
  * Reviews through the HTTP routes, items run by a real worker: a submission's review policy
@@ -170,5 +173,64 @@ describe("reviews", () => {
     expect((await get<BatchProjection>(`${base()}/${all}`)).reviews.pending).toBe(4);
     const bad = await call("POST", base(), { token: owner.token, json: { submission_key: "r5", items: ["x"], review: { when: "sample" } } });
     expect((await errorOf(bad)).message).toBe('review.rate: is required when "when" is "sample"');
+  });
+});
+
+describe("reviews in the downloads", () => {
+  let server: WebServer;
+
+  beforeAll(async () => {
+    server = await startWebServer();
+  });
+
+  afterAll(async () => {
+    await server.close();
+    await exportPool().end({ timeout: 5 });
+  });
+
+  /** One request over real HTTP as the owner (a POST when json is given): its body, once it answered 200. */
+  const http = async (path: string, json?: unknown) => {
+    const res = await send(server, path, { headers: { authorization: `Bearer ${owner.token}` }, json });
+    expect(res.status, `${path}: ${res.body.slice(0, 300)}`).toBe(200);
+    return res.body;
+  };
+
+  /** A person's note that would start a formula in a spreadsheet. */
+  const NOTE = '=HYPERLINK("http://evil.test","no, it is \\"yes\\"")';
+
+  it("results.jsonl and results.csv carry review_state, review_note and reviewed_output as decided (the note formula-guarded in CSV)", async () => {
+    const batchId = await submit("r6", { review: { when: "failed" } });
+    await settled(batchId);
+    const queue = JSON.parse(await http(`/api/reviews?batch_id=${batchId}`)) as ReviewPage;
+    const entry = (key: string) => queue.items.find((e) => e.item_key === key)!;
+    const decide = (key: string, body: Record<string, unknown>) =>
+      http(`${base()}/${batchId}/items/${entry(key).item_id}/review`, { ...body, version: entry(key).review.version });
+    await decide("b", { decision: "accept", output: { label: "yes" } });
+    await decide("c", { decision: "reject", note: NOTE });
+
+    const jsonl = await http(`${base()}/${batchId}/results.jsonl`);
+    const lines = jsonl.trimEnd().split("\n").map((l) => resultLineSchema.parse(JSON.parse(l)));
+    const review = (l: (typeof lines)[number]) => [l.item_key, l.output, l.review_state, l.review_note, l.reviewed_output];
+    expect(lines.map(review)).toEqual([
+      ["a", { label: "yes" }, null, null, null],
+      ["b", { label: "no" }, "accepted", null, { label: "yes" }],
+      ["c", { label: "no" }, "rejected", NOTE, null],
+      ["d", { label: "yes" }, null, null, null],
+    ]);
+
+    const csvRows = async (query: string) => {
+      const parsed = Papa.parse<string[]>(await http(`${base()}/${batchId}/results.csv${query}`), { skipEmptyLines: true });
+      expect(parsed.errors).toEqual([]);
+      const [header, ...rows] = parsed.data as [string[], ...string[][]];
+      expect(header.slice(-4)).toEqual(["error", "review_state", "review_note", "reviewed_output"]);
+      return rows.map((r) => [r[0], ...r.slice(-3)]);
+    };
+    expect(await csvRows("")).toEqual([
+      ["a", "", "", ""],
+      ["b", "accepted", "", '{"label":"yes"}'],
+      ["c", "rejected", `'${NOTE}`, ""],
+      ["d", "", "", ""],
+    ]);
+    expect((await csvRows("?raw=1"))[2]).toEqual(["c", "rejected", NOTE, ""]);
   });
 });

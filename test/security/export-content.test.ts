@@ -112,6 +112,9 @@ describe("results.csv for a spreadsheet", () => {
       "cost_usd",
       "duration_ms",
       "error",
+      "review_state",
+      "review_note",
+      "reviewed_output",
     ]);
     expect(rows.map((r) => r.item_key)).toEqual(["'=key()", "k1", "k2", "k3", "k4", "k5", "plain"]);
     for (const [i, f] of FORMULAS.entries()) {
@@ -276,7 +279,7 @@ describe("expected in the downloads", () => {
     const res = await http("POST", `/api/threads/${threadId}/subagent-batches`, alice, { submission_key: "strings", items: ["a", "b"] });
     const id = ((await res.json()) as { id: string }).id;
     const csv = await (await http("GET", `/api/threads/${threadId}/subagent-batches/${id}/results.csv`, alice)).text();
-    expect(csv.split("\r\n")[0]).toBe('"item_key","status","input","result","verdict","attempts","input_tokens","output_tokens","cached_input_tokens","cache_write_tokens","cost_usd","duration_ms","error"');
+    expect(csv.split("\r\n")[0]).toBe('"item_key","status","input","result","verdict","attempts","input_tokens","output_tokens","cached_input_tokens","cache_write_tokens","cost_usd","duration_ms","error","review_state","review_note","reviewed_output"');
     const jsonl = await (await http("GET", `/api/threads/${threadId}/subagent-batches/${id}/results.jsonl`, alice)).text();
     expect(jsonl.trimEnd().split("\n").map((l) => JSON.parse(l).expected)).toEqual([null, null]);
   });
