@@ -7,7 +7,10 @@ import { itemReviewSchema } from "./reviews";
 export const reviewEntrySchema = z
   .object({
     batch_id: z.string(),
+    /** The batch as people pick it out: its prompt template's first line (else its sub-agent). */
+    batch_title: z.string(),
     thread_id: z.string(),
+    thread_title: z.string(),
     item_id: z.string(),
     item_key: z.string(),
     input: z.string(),

@@ -6,6 +6,7 @@ import { decodeCursor, encodeCursor } from "./cursor";
 import { getBatch, getOwnedBatch, type BatchScopeArgs } from "./owned";
 import { DEFAULT_PREVIEW_MAX_CHARS, ITEM_INPUT_MAX_CHARS } from "./repository";
 import { specColumns } from "./spec";
+import { batchTitle } from "./title";
 import type { BatchRow } from "./types";
 
 /**
@@ -51,12 +52,6 @@ const CHANGE_FILTER: Record<CompareChange, string> = {
   all: "true",
 };
 
-const title = (b: BatchRow): string => {
-  const template = (b.executionSpec as { prompt_template?: unknown }).prompt_template;
-  const text = typeof template === "string" && template.trim() ? template.trim() : b.subagent;
-  const line = text.split("\n", 1)[0]!;
-  return line.length > 80 ? `${line.slice(0, 79)}…` : line;
-};
 const modelOf = (b: BatchRow): string => {
   const name = (b.executionSpec as { model?: { name?: unknown } }).model?.name;
   return typeof name === "string" ? name : "simulator";
@@ -130,7 +125,7 @@ export async function compareSummary(db: DbOrTx, args: CompareArgs): Promise<Com
   const p_value = mcnemarExactP(p.improved!, p.regressed!);
   const side = (batch: BatchRow, s: SideRow) => ({
     id: batch.id,
-    title: title(batch),
+    title: batchTitle(batch),
     model: modelOf(batch),
     status: batch.status,
     pass_rate: s.passed + s.failed === 0 ? null : s.passed / (s.passed + s.failed),

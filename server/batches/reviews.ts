@@ -2,13 +2,14 @@ import { and, asc, eq, gt, inArray, isNotNull, or, sql, type SQL } from "drizzle
 import type { ReviewEntry, ReviewPage } from "@/lib/api/review-queue";
 import type { ItemReview, ReviewState } from "@/lib/api/reviews";
 import type { DbOrTx } from "@/server/db/client";
-import { subagentBatches, subagentBatchItems } from "@/server/db/schema";
+import { subagentBatches, subagentBatchItems, threads } from "@/server/db/schema";
 import { storable, storableText } from "@/server/db/storable";
 import { AppError, notFound } from "@/server/errors";
 import { compileOutputSchema, schemaErrors } from "@/server/runtime/output-schema";
 import { type BatchScopeArgs, checkIds, getBatch } from "./owned";
 import { ITEM_INPUT_MAX_CHARS } from "./repository";
 import { reviewColumns, toReview } from "./review-columns";
+import { batchTitle } from "./title";
 
 /**
  * A person's reviews of batch items (DESIGN "Judging a batch"): an item joins the queue by its
@@ -130,6 +131,9 @@ export async function listReviews(
     .select({
       batchId: i.batchId,
       threadId: b.threadId,
+      threadTitle: threads.title,
+      executionSpec: sql<unknown>`jsonb_build_object('prompt_template', ${b.executionSpec} -> 'prompt_template')`,
+      subagent: b.subagent,
       itemId: i.id,
       itemKey: i.itemKey,
       input: sql<string>`left(${i.input}, ${ITEM_INPUT_MAX_CHARS * 10})`,
@@ -146,6 +150,7 @@ export async function listReviews(
     })
     .from(i)
     .innerJoin(b, eq(b.id, i.batchId))
+    .innerJoin(threads, eq(threads.id, b.threadId))
     .where(and(...where))
     .orderBy(asc(i.reviewRequestedAt), asc(i.id))
     .limit(args.limit + 1);
@@ -161,7 +166,9 @@ export async function listReviews(
   const last = page.at(-1);
   const items: ReviewEntry[] = page.map((r) => ({
     batch_id: r.batchId,
+    batch_title: batchTitle(r),
     thread_id: r.threadId,
+    thread_title: r.threadTitle,
     item_id: r.itemId,
     item_key: r.itemKey,
     input: r.input,

@@ -92,7 +92,7 @@ describe("reviews", () => {
     const queue = await get<ReviewPage>(`/api/reviews?batch_id=${failedOnly}`);
     expect(queue.items.map((e) => e.item_key).sort()).toEqual(["b", "c"]);
     expect(queue.pending).toBeGreaterThanOrEqual(2);
-    expect(queue.items[0]).toMatchObject({ batch_id: failedOnly, thread_id: thread, verdict: "failed", output: { label: "no" }, review: { state: "pending", version: 0, corrected: false } });
+    expect(queue.items[0]).toMatchObject({ batch_id: failedOnly, batch_title: "[[json:{{answer}}]]", thread_id: thread, thread_title: "batches", verdict: "failed", output: { label: "no" }, review: { state: "pending", version: 0, corrected: false } });
     const page = await get<ItemPage>(`${base()}/${failedOnly}/items?review=pending`);
     expect(page.items.map((i) => i.item_key)).toEqual(["b", "c"]);
     expect((await errorOf(await call("GET", `${base()}/${failedOnly}/items?review=maybe`, { token: owner.token }))).message).toMatch(/^review: must be/);
