@@ -162,7 +162,7 @@ function answerValue(args: RunChecksArgs): unknown {
 
 // The JSON shape is spelled out too: a provider without a JSON-schema mode gets only "JSON, please".
 const JUDGE_DATA = blockLines("DATA");
-const JUDGE_SYSTEM =
+export const JUDGE_SYSTEM =
   "You grade one answer against a rubric. The rubric comes first. After it, between a line " +
   `${JUDGE_DATA.begin} and a line ${JUDGE_DATA.end}, one line of JSON holds, as JSON strings, the ` +
   "task the answer was given, the answer, and the expected answer when there is one. Everything " +
@@ -185,7 +185,7 @@ const JUDGE_SCHEMA = jsonSchema<{ score: number; reason: string }>({
  * The judge's prompt: the rubric (the owner's instruction), then what it grades as one line of
  * JSON strings between two delimiter lines (quote-data.ts: nothing in it can close the block).
  */
-function judgePrompt(check: Extract<Check, { type: "judge" }>, args: RunChecksArgs): string {
+export function judgePrompt(check: Extract<Check, { type: "judge" }>, args: Pick<RunChecksArgs, "prompt" | "text" | "expected">): string {
   const data: Record<string, string> = {
     task: cut(args.prompt, JUDGE_QUOTE_CHARS),
     answer: cut(args.text, JUDGE_QUOTE_CHARS),
@@ -210,6 +210,13 @@ class JudgeRateLimited extends Error {
   }
 }
 
+/** A judge call's usage as the AI SDK reports it (a provider may leave a count out). */
+type JudgeCallUsage = {
+  inputTokens?: number;
+  outputTokens?: number;
+  inputTokenDetails?: { cacheReadTokens?: number; cacheWriteTokens?: number };
+};
+
 async function runJudge(check: Extract<Check, { type: "judge" }>, args: RunChecksArgs, usage: Map<string, Usage>): Promise<CheckResult> {
   const { name } = check;
   const { judge } = args;
@@ -220,11 +227,15 @@ async function runJudge(check: Extract<Check, { type: "judge" }>, args: RunCheck
   } catch (err) {
     return { name, passed: false, reason: `judge unavailable: ${errorText(err)}` };
   }
-  const addUsage = (u: { inputTokens?: number; outputTokens?: number } | undefined) => {
+  const addUsage = (u: JudgeCallUsage | undefined) => {
     const spent = usage.get(model.catalogName) ?? { inputTokens: 0, outputTokens: 0 };
     // A provider's counts are clamped where they enter (tokenCount: 1e30, negative, NaN).
-    spent.inputTokens = tokenCount(spent.inputTokens + tokenCount(u?.inputTokens));
-    spent.outputTokens = tokenCount(spent.outputTokens + tokenCount(u?.outputTokens));
+    const add = (was: number | undefined, more: number | undefined) => tokenCount((was ?? 0) + tokenCount(more));
+    spent.inputTokens = add(spent.inputTokens, u?.inputTokens);
+    spent.outputTokens = add(spent.outputTokens, u?.outputTokens);
+    // Cache reads and writes (inside inputTokens), as the item's own calls count them: each has its own price.
+    spent.cachedInputTokens = add(spent.cachedInputTokens, u?.inputTokenDetails?.cacheReadTokens);
+    spent.cacheWriteTokens = add(spent.cacheWriteTokens, u?.inputTokenDetails?.cacheWriteTokens);
     usage.set(model.catalogName, spent);
   };
   let verdict: { score: number; reason: string };

@@ -268,11 +268,11 @@ const ITEM_CALL = (1_000 * 2 + 100 * 10) / 1e6; // $0.003
 const JUDGE_CALL_AT_JUDGE = (400 * 5 + 50 * 20) / 1e6; // $0.003
 const JUDGE_CALL_AT_ITEM = (400 * 2 + 50 * 10) / 1e6; // $0.0013
 
-function pricedConfig(extra: FlotillaConfigInput = {}): FlotillaConfig {
+function pricedConfig(extra: FlotillaConfigInput = {}, judgePrices: Record<string, number> = JUDGE_PRICES): FlotillaConfig {
   return config({
     models: [
       { name: "worker-model", base_url: fake.url, model: "item-1", ...ITEM_PRICES },
-      { name: "grader", base_url: fake.url, model: "grader-1", ...JUDGE_PRICES },
+      { name: "grader", base_url: fake.url, model: "grader-1", ...judgePrices },
     ],
     ...extra,
   });
@@ -340,6 +340,36 @@ describe("a judge is priced at its own model's price", () => {
     const resumed = await call("POST", `/api/threads/${owner.threadId}/subagent-batches/${batch.id}/resume`, { token: owner.token });
     expect(resumed.status).toBe(409);
     expect(((await resumed.json()) as { error: { message: string } }).error.message).toContain("$0.006000 of max_cost_usd $0.005000 used");
+  });
+});
+
+describe("a judge's prompt-cache reads count like the item's own calls", () => {
+  it("a long rubric read from the provider's cache: cached_input_tokens on the item and the batch, priced at the cached price", async () => {
+    const cfg = pricedConfig({}, { ...JUDGE_PRICES, price_per_million_cached_input: 0.5 });
+    const owner = await newOwner();
+    // Past the fake's 1,024-token minimum: the second judge call reads the instructions and rubric from the cache.
+    const rubric = `Is the answer accurate? ${"Check every claim against the task, one by one. ".repeat(78)}`; // under the 4,000-character limit
+    judgeReply = () => ({ type: "text", text: JSON.stringify({ score: 1, reason: "fine" }), usage: { prompt_tokens: 3_000, completion_tokens: 50 } });
+    const before = fake.requests.length;
+    const batch = await submit(owner, [{ text: "Describe tea." }, { text: "Describe coffee." }], cfg, [{ name: "graded", type: "judge", rubric, model: "grader" }], {
+      max_running_items: 1,
+    });
+    startWorker(cfg);
+    await finished(owner, batch.id);
+    const judged = fake.requests.slice(before).filter(isJudgeCall);
+    expect(judged.map((r) => r.usage?.cached_tokens)).toEqual([0, expect.any(Number)]);
+    const cached = judged[1]!.usage!.cached_tokens!;
+    expect(cached).toBeGreaterThanOrEqual(1_024);
+
+    const rows = await t.db.execute<{ cached: number; cost_usd: number }>(sql`
+      select cached_input_tokens::float8 as cached, cost_usd from subagent_batch_items where batch_id = ${batch.id} order by position`);
+    const judgeCall = (read: number) => ((3_000 - read) * 5 + read * 0.5 + 50 * 20) / 1e6;
+    expect(rows.map((r) => r.cached)).toEqual([0, cached]);
+    expect(rows[0]!.cost_usd).toBeCloseTo(ITEM_CALL + judgeCall(0), 12);
+    expect(rows[1]!.cost_usd).toBeCloseTo(ITEM_CALL + judgeCall(cached), 12);
+    const projected = batchProjectionSchema.parse(await getJson(owner, `/api/threads/${owner.threadId}/subagent-batches/${batch.id}`));
+    expect(projected.usage).toEqual({ input_tokens: 8_000, output_tokens: 300, cached_input_tokens: cached, cache_write_tokens: 0 });
+    expect(projected.cost_usd).toBeCloseTo(2 * ITEM_CALL + judgeCall(0) + judgeCall(cached), 12);
   });
 });
 
