@@ -64,7 +64,7 @@ function DecidedNote({ decided }: { decided: DecidedChatApproval }) {
   );
 }
 
-/** A batch_task's estimate: items, tokens, and what it costs live and on the provider's batch lane. */
+/** A batch_task's estimate: items, tokens, what it costs live and on the provider's batch lane, and its judges' share. */
 function EstimateFacts({ estimate }: { estimate: BatchEstimate }) {
   const rows: [string, string][] = [
     ["Items", formatCount(estimate.items)],
@@ -75,6 +75,9 @@ function EstimateFacts({ estimate }: { estimate: BatchEstimate }) {
     ["Live", formatUsd(estimate.cost_usd.live)],
     ["Batch lane", estimate.cost_usd.provider_batch === undefined ? "not offered by this model" : formatUsd(estimate.cost_usd.provider_batch)],
   ];
+  // Judges run live on either lane; their tokens and cost are in the rows above.
+  if (estimate.judges)
+    rows.push(["Judges", `${formatCount(estimate.judges.calls)} ${estimate.judges.calls === 1 ? "call" : "calls"}, ${formatUsd(estimate.judges.cost_usd)} (included above)`]);
   return (
     <dl data-testid="approval-estimate" className="grid grid-cols-[auto_1fr] gap-x-3 gap-y-0.5 rounded-md border border-amber-200 bg-white p-2 text-xs">
       {rows.map(([label, value]) => (

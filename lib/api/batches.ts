@@ -509,7 +509,9 @@ export const settlementsSeenSchema = z.object({ cleared: z.number() }).strict();
  * at ~4 characters a token ("approx"); output at the definition's max_output_tokens, else 500 an
  * item. `cached_input_tokens` (inside `input_tokens`): the shared prefix every item after the
  * first reads from the provider's cache. `provider_batch`: the same on the provider's batch lane
- * (present for openai and anthropic entries).
+ * (present for openai and anthropic entries). Judge checks add one call an item each, on the
+ * judge's model at its price, live on either lane: counted in the totals, and `judges` says how
+ * much of them they are (present only when the batch has judge checks).
  */
 export const batchEstimateSchema = z
   .object({
@@ -519,6 +521,7 @@ export const batchEstimateSchema = z
     output_tokens: z.number(),
     tokens_method: z.enum(["tiktoken", "approx"]),
     cost_usd: z.object({ live: z.number(), provider_batch: z.number().optional() }).strict(),
+    judges: z.object({ calls: z.number(), input_tokens: z.number(), output_tokens: z.number(), cost_usd: z.number() }).strict().optional(),
   })
   .strict();
 export type BatchEstimate = z.infer<typeof batchEstimateSchema>;

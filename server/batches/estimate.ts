@@ -1,9 +1,11 @@
 import type { Tiktoken } from "js-tiktoken/lite";
+import type { Check } from "@/lib/api/batch-data";
 import type { BatchEstimate } from "@/lib/api/batches";
 import type { FlotillaConfig, ModelProvider } from "@/lib/config";
 import type { DbOrTx } from "@/server/db/client";
 import { type CatalogEntry, catalogEntries } from "@/server/models/catalog";
 import { turnEvery } from "@/server/runtime/next-turn";
+import { JUDGE_SYSTEM, judgePrompt } from "./checks";
 import type { ItemRow } from "./insert-items";
 import { prepareSubmission, type SubmitBatchArgs } from "./submit";
 
@@ -13,11 +15,14 @@ import { prepareSubmission, type SubmitBatchArgs } from "./submit";
  * nothing written), then its prompts are counted. The template's text before its first
  * placeholder (with the sub-agent's system prompt, which comes before it) is the shared prefix:
  * counted once, and read from the provider's cache by every item after the first where the
- * provider caches a prefix that long.
+ * provider caches a prefix that long. A judge check adds one call an item on its own model, at
+ * that model's price, live on either lane.
  */
 
 /** Output tokens an item is assumed to write when its definition sets no max_output_tokens. */
 export const DEFAULT_OUTPUT_TOKENS_PER_ITEM = 500;
+/** Output tokens a judge call is assumed to write: its verdict as JSON, a score and a short reason. */
+export const JUDGE_OUTPUT_TOKENS = 100;
 
 type Provider = ModelProvider | "simulator";
 
@@ -143,6 +148,63 @@ export async function estimateRows(args: {
   };
 }
 
+type JudgeCheck = Extract<Check, { type: "judge" }>;
+/** The judges' part of an estimate, and how their tokens were counted. */
+export type JudgesEstimate = NonNullable<BatchEstimate["judges"]> & { tokens_method: BatchEstimate["tokens_method"] };
+
+/**
+ * The judges' calls: one per judge check and item, on the check's model (else the batch's), its
+ * input the judge's instructions and its prompt (rubric, the item's prompt, its expected) with
+ * the answer at the item's output estimate, its output JUDGE_OUTPUT_TOKENS. Counted as uncached
+ * input (a judge's prompt carries no cache mark) and priced live: a provider batch's judges run
+ * on the live lane. Null without judge checks.
+ */
+export async function estimateJudges(args: {
+  rows: readonly ItemRow[];
+  checks: readonly Check[];
+  /** The answer each judge reads, in tokens: the item's output estimate. */
+  answerTokens: number;
+  /** The pricing of the model a check's judge runs on. */
+  pricingOf: (check: JudgeCheck) => EstimatePricing;
+}): Promise<JudgesEstimate | null> {
+  const judges = args.checks.filter((c): c is JudgeCheck => c.type === "judge");
+  if (judges.length === 0) return null;
+  const breathe = turnEvery(20);
+  let input = 0;
+  let cost = 0;
+  let method: BatchEstimate["tokens_method"] = "tiktoken";
+  for (const check of judges) {
+    const pricing = args.pricingOf(check);
+    const counter = await tokenCounter(pricing);
+    if (counter.method === "approx") method = "approx";
+    const perCall = counter.count(JUDGE_SYSTEM) + args.answerTokens;
+    let checkInput = 0;
+    for (const row of args.rows) {
+      checkInput += perCall + counter.count(judgePrompt(check, { prompt: row.prompt, text: "", expected: row.expected }));
+      await breathe();
+    }
+    input += checkInput;
+    cost += (checkInput * pricing.input + args.rows.length * JUDGE_OUTPUT_TOKENS * pricing.output) / 1_000_000;
+  }
+  const calls = judges.length * args.rows.length;
+  return { calls, input_tokens: input, output_tokens: calls * JUDGE_OUTPUT_TOKENS, cost_usd: usd(cost), tokens_method: method };
+}
+
+/** An items' estimate with its judges' calls added: their tokens in the totals, their live cost on both lanes. */
+export function withJudges(estimate: BatchEstimate, judges: JudgesEstimate | null): BatchEstimate {
+  if (!judges) return estimate;
+  const { tokens_method, ...counted } = judges;
+  const { live, provider_batch } = estimate.cost_usd;
+  return {
+    ...estimate,
+    input_tokens: estimate.input_tokens + judges.input_tokens,
+    output_tokens: estimate.output_tokens + judges.output_tokens,
+    tokens_method: tokens_method === "approx" ? "approx" : estimate.tokens_method,
+    cost_usd: { live: usd(live + judges.cost_usd), ...(provider_batch !== undefined ? { provider_batch: usd(provider_batch + judges.cost_usd) } : {}) },
+    judges: counted,
+  };
+}
+
 /** The catalog entry a spec's model name refers to (by catalog name, else by model id, as the price snapshot reads it). */
 function entryOf(config: FlotillaConfig, name: string): CatalogEntry | undefined {
   const entries = catalogEntries(config);
@@ -157,17 +219,27 @@ export async function estimateBatch(db: DbOrTx, args: SubmitBatchArgs): Promise<
   const prepared = await prepareSubmission(db, args, { replay: false });
   if ("replay" in prepared) throw new Error("estimateBatch: prepareSubmission answered a replay");
   const { rows, spec } = prepared;
-  const entry = entryOf(args.config, spec.model.name);
-  const pricing: EstimatePricing = entry
-    ? estimatePricing(entry)
-    : { provider: "openai-compatible", model: spec.model.name, input: 0, output: 0, cachedInput: 0, cacheWrite: 0, batchDiscount: null };
-  return estimateRows({
+  const pricingOf = (name: string): EstimatePricing => {
+    const entry = entryOf(args.config, name);
+    return entry
+      ? estimatePricing(entry)
+      : { provider: "openai-compatible", model: name, input: 0, output: 0, cachedInput: 0, cacheWrite: 0, batchDiscount: null };
+  };
+  const maxOutputTokens = maxOutputTokensOf(args.definition);
+  const items = await estimateRows({
     rows,
     systemPrompt: spec.subagent.system_prompt,
     template: args.input.prompt_template,
-    pricing,
-    maxOutputTokens: maxOutputTokensOf(args.definition),
+    pricing: pricingOf(spec.model.name),
+    maxOutputTokens,
   });
+  const judges = await estimateJudges({
+    rows,
+    checks: spec.checks,
+    answerTokens: maxOutputTokens ?? DEFAULT_OUTPUT_TOKENS_PER_ITEM,
+    pricingOf: (check) => pricingOf(check.model ?? spec.model.name),
+  });
+  return withJudges(items, judges);
 }
 
 /** A definition's max_output_tokens, where its definitions carry one. */

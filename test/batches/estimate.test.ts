@@ -4,7 +4,16 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { batchEstimateSchema } from "@/lib/api/batches";
 import { getSubagentDefinition } from "@/server/agent/registry";
 import { getConfig } from "@/server/config/load";
-import { type EstimatePricing, estimateRows, sharedPrefix } from "@/server/batches/estimate";
+import { JUDGE_SYSTEM, judgePrompt } from "@/server/batches/checks";
+import {
+  DEFAULT_OUTPUT_TOKENS_PER_ITEM,
+  type EstimatePricing,
+  estimateJudges,
+  estimateRows,
+  JUDGE_OUTPUT_TOKENS,
+  sharedPrefix,
+  withJudges,
+} from "@/server/batches/estimate";
 import { makeThread, makeUser, setupApiDatabase, type TestUser } from "../api/helpers";
 import { startWebServer, type WebServer } from "../helpers/web-server";
 
@@ -13,12 +22,17 @@ import { startWebServer, type WebServer } from "../helpers/web-server";
  * OpenAI-compatible entry serving an OpenAI model id (counted with tiktoken, checked against
  * the tokenizer itself), the same 400s as the submission route for the same bad bodies with
  * nothing written, CSV and NDJSON bodies, another user's thread 404, and the time a
- * 5,000-item CSV takes. The caching and batch-lane arithmetic is checked on estimateRows with
- * native providers' prices.
+ * 5,000-item CSV takes; judge checks add their calls, each on its own model at its price. The
+ * caching and batch-lane arithmetic is checked on estimateRows with native providers' prices.
  */
 
 const PRICES = { price_per_million_input: 2.5, price_per_million_output: 10 };
-process.env.FLOTILLA__MODELS = JSON.stringify([{ name: "gpt", base_url: "http://127.0.0.1:9/v1", model: "gpt-4o-mini", ...PRICES }]);
+/** A judge's model: not an OpenAI model id, so counted at ~4 characters a token. */
+const GRADER_PRICES = { price_per_million_input: 1, price_per_million_output: 4 };
+process.env.FLOTILLA__MODELS = JSON.stringify([
+  { name: "gpt", base_url: "http://127.0.0.1:9/v1", model: "gpt-4o-mini", ...PRICES },
+  { name: "grader", base_url: "http://127.0.0.1:9/v1", model: "grader-1", ...GRADER_PRICES },
+]);
 process.env.FLOTILLA__DEFAULT_MODEL = "gpt";
 for (const k of ["MODEL_BASE_URL", "MODEL_API_KEY", "MODEL_NAME"]) delete process.env[k];
 
@@ -123,6 +137,46 @@ describe("POST .../subagent-batches/estimate", () => {
     expect(missing.status).toBe(404);
   });
 
+  it("adds each judge check's calls on its own model at its price, counted in the totals; other checks cost nothing", async () => {
+    const template = "Label the sentiment: {{text}}";
+    const items = [
+      { text: "Great value", expected: "positive" },
+      { text: "Broke on day two", expected: "negative" },
+    ];
+    const graded = { name: "graded", type: "judge", rubric: "Is the label right for the text?", model: "grader" } as const;
+    const self = { name: "self_graded", type: "judge", rubric: "Is it one word?" } as const;
+    const regex = { name: "one_word", type: "regex", pattern: "^\\w+$" } as const;
+    const before = await batchCount();
+    const plain = batchEstimateSchema.parse((await post("/estimate", { submission_key: "j0", prompt_template: template, items, checks: [regex] })).body);
+    expect(plain.judges).toBeUndefined();
+    const res = await post("/estimate", { submission_key: "j1", prompt_template: template, items, checks: [graded, self, regex] });
+    expect(res.status).toBe(200);
+    const judged = batchEstimateSchema.parse(res.body);
+
+    // Each judge reads its instructions, its prompt (rubric, the item's prompt, the expected) and an answer at the output estimate.
+    const judgeInput = (check: typeof graded | typeof self, count: (s: string) => number) =>
+      items.reduce(
+        (n, item) =>
+          n + count(JUDGE_SYSTEM) + DEFAULT_OUTPUT_TOKENS_PER_ITEM + count(judgePrompt(check, { prompt: `Label the sentiment: ${item.text}`, text: "", expected: item.expected })),
+        0,
+      );
+    const gradedInput = judgeInput(graded, (s) => Math.ceil(s.length / 4));
+    const selfInput = judgeInput(self, tokens);
+    const out = 2 * JUDGE_OUTPUT_TOKENS;
+    const judgesCost = (gradedInput * 1 + out * 4 + selfInput * 2.5 + out * 10) / 1e6;
+    expect(judged.judges).toEqual({ calls: 4, input_tokens: gradedInput + selfInput, output_tokens: 2 * out, cost_usd: expect.closeTo(judgesCost, 5) });
+    expect(judged).toMatchObject({
+      items: 2,
+      input_tokens: plain.input_tokens + gradedInput + selfInput,
+      output_tokens: plain.output_tokens + 2 * out,
+      // The grader is counted at ~4 characters a token: the whole estimate is approximate.
+      tokens_method: "approx",
+    });
+    // Each figure is rounded to the millionth of a dollar.
+    expect(judged.cost_usd.live).toBeCloseTo(plain.cost_usd.live + judgesCost, 5);
+    expect(await batchCount()).toBe(before);
+  });
+
   it("estimates a 5,000-item CSV (measured)", async () => {
     const rows = Array.from({ length: 5_000 }, (_, i) => `item-${i},"Review number ${i}: the product arrived ${i % 7} days late, and the box was ${i % 2 ? "damaged" : "fine"}."`);
     const body = `item_key,text\n${rows.join("\n")}\n`;
@@ -161,6 +215,30 @@ describe("estimateRows: caching and the batch lane", () => {
     const live = ((e.input_tokens - 9 * cacheable - cacheable) * 3 + 9 * cacheable * 0.3 + cacheable * 3.75 + 5_000 * 15) / 1e6;
     expect(e.cost_usd.live).toBeCloseTo(live, 6);
     expect(e.cost_usd.provider_batch).toBeCloseTo(live * 0.5, 6);
+  });
+
+  it("judges run live on either lane: their cost is added whole to the provider batch's", async () => {
+    const prefix = "x".repeat(8_000);
+    const items = rows(4, prefix);
+    const e = await estimateRows({ rows: items, systemPrompt: "sys!", template: `${prefix}{{item}}`, pricing: anthropic });
+    const rubric = "Accurate? ".repeat(40);
+    const judges = await estimateJudges({
+      rows: items,
+      checks: [{ name: "judged", type: "judge", rubric }],
+      answerTokens: 200,
+      pricingOf: () => anthropic,
+    });
+    const perCall = (row: (typeof items)[number]) =>
+      Math.ceil(JUDGE_SYSTEM.length / 4) + 200 + Math.ceil(judgePrompt({ name: "judged", type: "judge", rubric }, { prompt: row.prompt, text: "" }).length / 4);
+    const input = items.reduce((n, row) => n + perCall(row), 0);
+    // Uncached: a judge's prompt carries no cache mark.
+    const cost = (input * 3 + 4 * JUDGE_OUTPUT_TOKENS * 15) / 1e6;
+    expect(judges).toEqual({ calls: 4, input_tokens: input, output_tokens: 400, cost_usd: expect.closeTo(cost, 6), tokens_method: "approx" });
+    const both = withJudges(e, judges);
+    expect(both.cached_input_tokens).toBe(e.cached_input_tokens);
+    expect(both.cost_usd.live).toBeCloseTo(e.cost_usd.live + cost, 6);
+    expect(both.cost_usd.provider_batch).toBeCloseTo(e.cost_usd.provider_batch! + cost, 6);
+    expect(await estimateJudges({ rows: items, checks: [{ name: "r", type: "regex", pattern: "x" }], answerTokens: 200, pricingOf: () => anthropic })).toBeNull();
   });
 
   it("no cache below the provider's minimum, nor for one item; the simulator is free and has no lane", async () => {
