@@ -1,9 +1,9 @@
 import { eq } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { subagentBatches } from "@/server/db/schema";
-import { makeThread, makeUser, setupApiDatabase, type TestUser, workerAlive } from "../api/helpers";
-import { type LeadChat, leadChat, type ToolPart } from "../helpers/lead-chat";
-import { startWebServer, type WebServer } from "../helpers/web-server";
+import { makeThread, setupApiDatabase, type TestUser, workerAlive } from "../api/helpers";
+import { type LeadChat, startLeadChat, type ToolPart } from "../helpers/lead-chat";
+import type { WebServer } from "../helpers/web-server";
 import { waitUntil } from "../loop/support";
 
 /**
@@ -27,12 +27,7 @@ let bob: TestUser;
 let chat: LeadChat;
 
 beforeAll(async () => {
-  server = await startWebServer({
-    preload: ["/api/threads/[threadId]/chat", "/api/threads/[threadId]/approvals", "/api/threads/[threadId]/approvals/[approvalId]"],
-  });
-  alice = await makeUser(t, "alice");
-  bob = await makeUser(t, "bob");
-  chat = leadChat(server, t, alice);
+  ({ server, alice, bob, chat } = await startLeadChat(t));
   await workerAlive(t);
 });
 afterAll(async () => {

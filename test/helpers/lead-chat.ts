@@ -3,10 +3,10 @@ import { expect } from "vitest";
 import { type ChatApproval, chatApprovalsSchema } from "@/lib/api/approvals";
 import { loadMessages } from "@/server/chat/messages";
 import { chatStreams } from "@/server/db/schema";
-import type { TestUser } from "../api/helpers";
+import { makeUser, type TestUser } from "../api/helpers";
 import { waitUntil } from "../loop/support";
 import type { TestDatabase } from "./db";
-import type { WebServer } from "./web-server";
+import { startWebServer, type WebServer } from "./web-server";
 
 /**
  * A person talking to the lead over a real socket (the simulator answers; `[[tool:NAME {json}]]`
@@ -76,4 +76,17 @@ export function leadChat(server: WebServer, t: TestDatabase, user: TestUser): Le
     },
   };
   return chat;
+}
+
+/** A chat suite's cast: the web server (the chat and approval routes loaded, and `preload`), alice talking to the lead, and bob. */
+export async function startLeadChat(
+  t: TestDatabase,
+  preload: string[] = [],
+): Promise<{ server: WebServer; alice: TestUser; bob: TestUser; chat: LeadChat }> {
+  const server = await startWebServer({
+    preload: ["/api/threads/[threadId]/chat", "/api/threads/[threadId]/approvals", "/api/threads/[threadId]/approvals/[approvalId]", ...preload],
+  });
+  const alice = await makeUser(t, "alice");
+  const bob = await makeUser(t, "bob");
+  return { server, alice, bob, chat: leadChat(server, t, alice) };
 }

@@ -2,10 +2,10 @@ import type { ChildProcess } from "node:child_process";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { BatchProjection } from "@/lib/api/batches";
 import type { CompareSummary } from "@/lib/api/compare";
-import { call, errorOf, makeThread, makeUser, setupApiDatabase, type TestUser } from "../api/helpers";
+import { call, errorOf, makeThread, setupApiDatabase, type TestUser } from "../api/helpers";
 import { spawnWorker, stopWorker } from "../compat/support";
-import { type LeadChat, leadChat } from "../helpers/lead-chat";
-import { startWebServer, type WebServer } from "../helpers/web-server";
+import { type LeadChat, startLeadChat } from "../helpers/lead-chat";
+import type { WebServer } from "../helpers/web-server";
 import { waitUntil } from "../loop/support";
 
 /**
@@ -55,12 +55,7 @@ async function toolResult(tool: string, input: Record<string, unknown>, threadId
 }
 
 beforeAll(async () => {
-  server = await startWebServer({
-    preload: ["/api/threads/[threadId]/chat", "/api/threads/[threadId]/approvals/[approvalId]", "/api/threads/[threadId]/subagent-batches/[batchId]/compare/[otherId]"],
-  });
-  alice = await makeUser(t, "alice");
-  bob = await makeUser(t, "bob");
-  chat = leadChat(server, t, alice);
+  ({ server, alice, bob, chat } = await startLeadChat(t, ["/api/threads/[threadId]/subagent-batches/[batchId]/compare/[otherId]"]));
   worker = spawnWorker(t);
   // batch_task is offered only while a worker is alive.
   await waitUntil("the worker's heartbeat", async () => ((await t.sql`select 1 from worker_heartbeats`).length > 0 ? true : undefined));
