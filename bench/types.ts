@@ -8,8 +8,10 @@ export interface BenchRow {
   baseline: number;
   /** ours / baseline. */
   ratio: number;
-  /** Highest acceptable ratio. */
+  /** Highest acceptable ratio; with `tolerance`, the ratio the row must hit. */
   target: number;
+  /** An exact target: the row passes only when |ratio - target| <= tolerance (its ratio printed in full). */
+  tolerance?: number;
 }
 
 export interface BenchModule {

@@ -1,5 +1,5 @@
 import { type ChildProcess, spawn } from "node:child_process";
-import { readFileSync } from "node:fs";
+import { readdirSync, readFileSync } from "node:fs";
 import type { Sql } from "postgres";
 
 /**
@@ -46,12 +46,53 @@ export async function stopBenchWorkers(children: ChildProcess[]): Promise<void> 
   );
 }
 
+/** The fields of /proc/PID/stat after the command name (field 3 of stat is index 0). */
+function statFields(pid: number): string[] {
+  const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+  return stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+}
+
+const ticksToMs = (ticks: number) => (ticks * 1000) / 100; // USER_HZ is 100 on Linux
+
 /** CPU time (user + system) of a process so far, in ms: the kernel counters process.cpuUsage() reads, from /proc/PID/stat. */
 export function processCpuMs(pid: number): number {
-  const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-  const ticks = Number(fields[11]) + Number(fields[12]); // utime, stime (fields 14 and 15 of stat)
-  return (ticks * 1000) / 100; // USER_HZ is 100 on Linux
+  const fields = statFields(pid);
+  return ticksToMs(Number(fields[11]) + Number(fields[12])); // utime, stime (fields 14 and 15 of stat)
+}
+
+/**
+ * CPU time (user + system, every thread) of a process and all its descendants so far, in ms: the
+ * live ones' own counters, and what their exited children left in cutime and cstime.
+ */
+export function processTreeCpuMs(pid: number): number {
+  const parentOf = new Map<number, number>();
+  for (const entry of readdirSync("/proc")) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      parentOf.set(Number(entry), Number(statFields(Number(entry))[1]));
+    } catch {
+      // exited meanwhile
+    }
+  }
+  const tree = new Set([pid]);
+  for (let grew = true; grew; ) {
+    grew = false;
+    for (const [child, parent] of parentOf)
+      if (tree.has(parent) && !tree.has(child)) {
+        tree.add(child);
+        grew = true;
+      }
+  }
+  let ticks = 0;
+  for (const p of tree) {
+    try {
+      const f = statFields(p);
+      ticks += Number(f[11]) + Number(f[12]) + Number(f[13]) + Number(f[14]); // utime, stime, cutime, cstime
+    } catch {
+      // exited meanwhile: its time is in its parent's cutime once reaped
+    }
+  }
+  return ticksToMs(ticks);
 }
 
 /** Until `count` workers have a live heartbeat (their startup done). */
