@@ -5,7 +5,7 @@ import type { FlotillaConfigInput } from "@/lib/config";
 import { batchSubagent } from "@/server/agent/registry";
 import { cancelBatch, getBatch, pauseBatch, resumeBatch } from "@/server/batches/repository";
 import { submitBatch } from "@/server/batches/submit";
-import { type FakeAnthropic, startFakeAnthropic } from "../helpers/fake-anthropic";
+import { type AnthropicHandler, defaultAnthropicHandler, type FakeAnthropic, startFakeAnthropic } from "../helpers/fake-anthropic";
 import { type FakeOpenAI, startFakeOpenAI } from "../helpers/fake-openai";
 import { addAnthropicBatches, addOpenAIBatches, type BatchControls, type FakeBatches } from "../helpers/fake-provider-batches";
 import { createTestDatabase, type TestDatabase } from "../helpers/db";
@@ -14,8 +14,9 @@ import { counterDrift, makeOwner, sleep, testConfig } from "./support";
 /**
  * `lane: "provider_batch"` through real worker processes (server/worker/main.ts) against the fake
  * providers' batch endpoints: prices at the batch discount, no slot while at the provider, pause,
- * cancel at the provider, expiry back to the live lane or failed, and a poller killed with SIGKILL
- * mid-poll whose provider batch another worker takes over, nothing lost or settled twice.
+ * cancel at the provider, expiry back to the live lane or failed, typed results (a repair turn
+ * live), errored requests retried within max_attempts, and a poller killed with SIGKILL mid-poll
+ * whose provider batch another worker takes over, nothing lost or settled twice.
  */
 
 let t: TestDatabase;
@@ -25,9 +26,25 @@ const children = new Set<ChildProcess>();
 const PRICES = { price_per_million_input: 3, price_per_million_output: 15 };
 const SYSTEM = "You label things. Answer with one word.";
 
+const REPAIRED = { label: "repaired" };
+
+/**
+ * Typed requests (output_config.format, or the forced json tool) answer `{"label": X}` for an
+ * item reading `label=X` (`label=NUMBER`: 7, which the schema refuses), and the repair turn
+ * REPAIRED; everything else as the default fake.
+ */
+const typedOrDefault: AnthropicHandler = (req, index) => {
+  const body = req.body;
+  if (!body?.output_config?.format && !body?.tools?.some((tool) => tool.name === "json")) return defaultAnthropicHandler(req, index);
+  const last = JSON.stringify(body.messages?.at(-1)?.content ?? "");
+  if (last.includes("not valid against the required JSON Schema")) return { type: "text", text: JSON.stringify(REPAIRED) };
+  const label = /label=(\w+)/.exec(last)?.[1] ?? "none";
+  return { type: "text", text: JSON.stringify({ label: label === "NUMBER" ? 7 : label }) };
+};
+
 beforeAll(async () => {
   t = await createTestDatabase();
-  anthropic = await startFakeAnthropic();
+  anthropic = await startFakeAnthropic({ handler: typedOrDefault });
   openai = await startFakeOpenAI();
 });
 
@@ -289,6 +306,73 @@ describe("lane: provider_batch through real workers", () => {
     const done = await until("the batch to finish", () => batchRow(owner, batch.id), terminal);
     expect(done).toMatchObject({ status: "failed", failedCount: 3 });
     for (const r of await items(batch.id)) expect(r.error).toMatch(/^provider_batch_expired/);
+  }, 150_000);
+
+  it("typed results: each answer read and validated as live; one the schema refuses gets its repair turn live, at the live price", async () => {
+    controls(anthropicBatches, {});
+    const owner = await makeOwner(t.db);
+    const schema = { type: "object", properties: { label: { type: "string" } }, required: ["label"], additionalProperties: false };
+    const before = anthropic.requests.length;
+    const batch = await submit(owner, { key: "typed", n: 3, over: { items: ["label=hardware", "label=software", "label=NUMBER"], output_schema: schema } });
+    spawnWorker();
+    const done = await until("the batch to finish", () => batchRow(owner, batch.id), terminal);
+    expect(done).toMatchObject({ status: "completed", succeededCount: 3 });
+    const rows = await t.db.execute<{ output: unknown; attempts: number; input_tokens: number; output_tokens: number; cost_usd: number }>(
+      sql`select output, attempts, input_tokens::int, output_tokens::int, cost_usd from subagent_batch_items where batch_id = ${batch.id} order by position`,
+    );
+    expect(rows.map((r) => r.output)).toEqual([{ label: "hardware" }, { label: "software" }, REPAIRED]);
+    expect(rows.map((r) => r.attempts)).toEqual([1, 1, 1]);
+    // The three requests went in one provider batch; only the repair turn was a live call.
+    const seen = anthropic.requests.slice(before);
+    expect(seen.filter((r) => r.path === "/v1/messages/batches")).toHaveLength(1);
+    const live = seen.filter((r) => r.path === "/v1/messages");
+    expect(live).toHaveLength(1);
+    expect(JSON.stringify(live[0]!.body?.messages)).toContain("not valid against the required JSON Schema");
+    // Answered in the batch: half price. The repaired one: its batch response at half price, the live repair turn in full.
+    for (const r of rows.slice(0, 2)) expect(Math.abs(r.cost_usd - ((r.input_tokens * 3 + r.output_tokens * 15) / 1e6) * 0.5)).toBeLessThan(1e-15);
+    const repair = live[0]!.usage as { input_tokens: number; output_tokens: number };
+    const repairCost = (repair.input_tokens * 3 + repair.output_tokens * 15) / 1e6;
+    const batchPart = ((rows[2]!.input_tokens - repair.input_tokens) * 3 + (rows[2]!.output_tokens - repair.output_tokens) * 15) / 1e6;
+    expect(Math.abs(rows[2]!.cost_usd - (batchPart * 0.5 + repairCost))).toBeLessThan(1e-12);
+    expect(await counterDrift(t.db, batch.id)).toEqual({});
+  }, 150_000);
+
+  it("an errored request is retried in the next provider batch within max_attempts, and fails once they are spent", async () => {
+    const owner = await makeOwner(t.db);
+    const batch = await submit(owner, { key: "errored", n: 6 });
+    const ids = (await items(batch.id)).map((r) => r.id);
+    // The first item's request errors once, the second's every time (max_attempts 3).
+    const errors = new Map<string, number>();
+    controls(anthropicBatches, {
+      errorIf: (customId) => {
+        const n = (errors.get(customId) ?? 0) + 1;
+        errors.set(customId, n);
+        return customId === ids[1] || (customId === ids[0] && n === 1);
+      },
+    });
+    spawnWorker();
+    const done = await until("the batch to finish", () => batchRow(owner, batch.id), terminal);
+    expect(done).toMatchObject({ status: "completed", succeededCount: 5, failedCount: 1 });
+    const rows = await items(batch.id);
+    expect(rows.map((r) => [r.status, r.attempts])).toEqual([
+      ["succeeded", 2],
+      ["failed", 3],
+      ["succeeded", 1],
+      ["succeeded", 1],
+      ["succeeded", 1],
+      ["succeeded", 1],
+    ]);
+    expect(rows[1]!.error).toMatch(/^provider_batch_error: api_error: the fake failed this request/);
+    // Each retry went out in a provider batch of its own: 6 requests, then the 2 that errored, then the 1 still erroring.
+    const pbs = await t.db.execute<{ state: string; requests: number; succeeded: number; errored: number }>(
+      sql`select state, requests, succeeded, errored from provider_batches where batch_id = ${batch.id} order by created_at`,
+    );
+    expect(pbs).toEqual([
+      { state: "settled", requests: 6, succeeded: 4, errored: 2 },
+      { state: "settled", requests: 2, succeeded: 1, errored: 1 },
+      { state: "settled", requests: 1, succeeded: 0, errored: 1 },
+    ]);
+    expect(await counterDrift(t.db, batch.id)).toEqual({});
   }, 150_000);
 
   it("SIGKILL of the poller mid-poll: a second worker takes the lease over and finishes; nothing lost or settled twice, never two pollers at once", async () => {
