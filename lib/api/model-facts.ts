@@ -20,7 +20,7 @@ export interface BatchSettledNotice {
   batch_id: string;
   thread_id: string;
   subagent: string;
-  /** The batch status at settlement: completed, failed or cancelled. */
+  /** The batch status at settlement: completed, failed or cancelled; paused when its pilot's items have run. */
   status: string;
   /** 1 for the first settlement; more after retries re-opened the batch. */
   settlement: number;
@@ -40,6 +40,11 @@ export interface BatchSettledNotice {
   checks: Array<{ name: string; passed: number; failed: number }>;
   /** The first items (in position order) whose verdict is failed, with their failed checks' reasons. */
   check_failures: Array<{ item_key: string; checks: Array<{ name: string; reason: string | null }> }>;
+}
+
+/** The batch paused after its pilot (its first N items ran; the rest wait for the person). */
+export function isPilotPause(n: BatchSettledNotice): boolean {
+  return n.status === "paused";
 }
 
 /**

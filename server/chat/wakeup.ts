@@ -1,5 +1,5 @@
 import { eq, sql } from "drizzle-orm";
-import { type BatchSettledNotice, checkFailureLine, checkPassRate, noticeOptions } from "@/lib/api/model-facts";
+import { type BatchSettledNotice, checkFailureLine, checkPassRate, isPilotPause, noticeOptions } from "@/lib/api/model-facts";
 import { getConfig } from "@/server/config/load";
 import { type Db, getDatabase } from "@/server/db/client";
 import { subagentBatches } from "@/server/db/schema";
@@ -15,10 +15,11 @@ import { type ClaimedWakeup, claimDue, runClaimed, type WakeupKind, type WakeupO
 export { WAKEUP_LEASE_SECONDS, WAKEUP_MAX_ATTEMPTS, WAKEUP_PER_USER_LIMIT, type WakeupOptions } from "./lead-wakeup";
 
 /**
- * Waking the lead when a batch it submitted settles — exactly once per settlement.
+ * Waking the lead when a batch it submitted settles — exactly once per settlement — and once when
+ * it pauses after its pilot (settled_status "paused", under the settlement_seq it paused at).
  *
- * The settling transaction (whichever process: a worker's settle, lease recovery, a web cancel)
- * inserts a pending row into batch_wakeups, unique per (batch_id, settlement_seq). Only web
+ * The settling (or pilot-pausing) transaction (whichever process: a worker's settle, lease
+ * recovery, a web cancel) inserts a pending row into batch_wakeups, unique per (batch_id, settlement_seq). Only web
  * processes run wake-ups (they have the lead agent and the chat); workers only ever write the
  * row. A web process claims and runs it as one wake-up (lead-wakeup.ts: under the thread's
  * stream lock, exactly once, a notice instead over the quota or chat.max_system_turns, retried
@@ -151,8 +152,13 @@ export async function buildWakeupNotice(
 
 /** The notice as the lead model reads it: the bounded facts, and what to do with them. */
 export function wakeupNoticeText(n: BatchSettledNotice): string {
+  const pilot = isPilotPause(n);
+  const ran = n.succeeded + n.failed + n.cancelled;
   const lines = [
-    `[Automatic notice, not a user message] Durable batch ${n.batch_id} (sub-agent ${n.subagent}) ${n.status}.`,
+    pilot
+      ? `[Automatic notice, not a user message] Durable batch ${n.batch_id} (sub-agent ${n.subagent}) paused after its pilot: ` +
+        `its first ${ran} items ran, and the other ${n.total - ran} wait until the user resumes it.`
+      : `[Automatic notice, not a user message] Durable batch ${n.batch_id} (sub-agent ${n.subagent}) ${n.status}.`,
     `Items: ${n.total} total, ${n.succeeded} succeeded, ${n.failed} failed, ${n.cancelled} cancelled.`,
     `Usage: ${n.usage.input_tokens} input + ${n.usage.output_tokens} output tokens, cost $${n.cost_usd.toFixed(4)}.`,
   ];
@@ -169,8 +175,11 @@ export function wakeupNoticeText(n: BatchSettledNotice): string {
     for (const f of n.check_failures) lines.push(`- ${checkFailureLine(f)}`);
   }
   lines.push(
-    "Read results with batch_results(batch_id, status?, verdict?, cursor?, limit?) as needed, then tell the user in a short " +
-      "message what the batch produced and what (if anything) needs their attention. Do not resubmit the batch.",
+    pilot
+      ? "Read the pilot's results with batch_results(batch_id, status?, verdict?, cursor?, limit?) as needed, then tell the user " +
+          "in a short message how the pilot went and that resuming the batch in the batch panel runs the rest. Do not resume or resubmit the batch."
+      : "Read results with batch_results(batch_id, status?, verdict?, cursor?, limit?) as needed, then tell the user in a short " +
+          "message what the batch produced and what (if anything) needs their attention. Do not resubmit the batch.",
   );
   return lines.join("\n");
 }
@@ -181,8 +190,8 @@ async function batchReport(db: Db, row: WakeupRow): Promise<WakeupReport | undef
   if (!batch) return undefined;
   const notice = await buildWakeupNotice(db, batch, row.settled_status, row.settlement_seq);
   const settled =
-    `Batch ${row.batch_id} ${row.settled_status} (${batch.succeededCount} succeeded, ${batch.failedCount} failed, ` +
-    `${batch.cancelledCount} cancelled of ${batch.total})`;
+    `Batch ${row.batch_id} ${isPilotPause(notice) ? "paused after its pilot" : row.settled_status} (${batch.succeededCount} succeeded, ` +
+    `${batch.failedCount} failed, ${batch.cancelledCount} cancelled of ${batch.total})`;
   const elsewhere = "Its results are in the batch panel and in results.jsonl.";
   return {
     messageId: wakeupMessageId(row.batch_id, row.settlement_seq),

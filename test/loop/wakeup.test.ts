@@ -262,6 +262,47 @@ describe("wake-up on settlement", () => {
   }, 60_000);
 });
 
+describe("wake-up after a pilot", () => {
+  it("wakes the lead once when the batch pauses after its pilot, with how the pilot went, and again when the rest settles", async () => {
+    workers.spawn(WORKER_ENV);
+    await workers.waitAlive(1);
+    const threadId = await makeThread(t, user);
+    const items = ["p1 [[sleep:10]]", "p2 [[fail]]", "p3 [[sleep:10]]", "p4 [[sleep:10]]", "p5 [[sleep:10]]"];
+    const batch = await leadBatch(threadId, items, config, { pilot: 3 });
+    const wake = (what: string) =>
+      waitUntil(what, async () => ((await runOneWakeup({ db: t.db, config, owner: "in-test" })) ? true : undefined), 60_000, 50);
+    await wake("the pilot's wake-up");
+    const paused = await getProjection(user.token, threadId, batch.id);
+    expect(paused).toMatchObject({ status: "paused", pause_reason: "pilot", counts: { succeeded: 2, failed: 1 } });
+    expect(await wakeRows(batch.id)).toMatchObject([{ settlement_seq: 0, settled_status: "paused", attempts: 1, last_error: null }]);
+    const [pilot] = await wakeMessages(threadId);
+    expect(pilot!.metadata).toMatchObject({ trigger: "batch_settled", batch_id: batch.id });
+    const short = batch.id.slice(0, 8);
+    expect(pilot!.text).toContain(`Batch ${short} paused after its pilot: 2 of its first 3 items succeeded, 1 failed.`);
+    expect(pilot!.text).toMatch(/- 1 item \(item-2\): Simulated model failure/);
+    expect(pilot!.text).toContain("resume the batch there to run the other 2 items.");
+    expect(pilot!.text).not.toMatch(/Automatic notice|finished/);
+    const [run] = await t.db.execute<{ prompt: string }>(sql`
+      select prompt from agent_runs where thread_id = ${threadId} and kind = 'lead' order by created_at limit 1`);
+    expect(run!.prompt).toContain(`Durable batch ${batch.id} (sub-agent general) paused after its pilot: its first 3 items ran, and the other 2 wait`);
+    // Nothing more to wake for while it waits for the person.
+    expect(await runOneWakeup({ db: t.db, config, owner: "in-test" })).toBe(false);
+
+    // Resumed, the rest runs and the settlement wakes the lead as any settlement does.
+    const resumed = await call("POST", `/api/threads/${threadId}/subagent-batches/${batch.id}/resume`, { token: user.token });
+    expect(resumed.status).toBe(200);
+    await settledStatus(threadId, batch.id);
+    await wake("the settlement's wake-up");
+    expect((await wakeRows(batch.id)).map((r) => [r.settlement_seq, r.settled_status])).toEqual([
+      [0, "paused"],
+      [1, "completed"],
+    ]);
+    const msgs = await wakeMessages(threadId);
+    expect(msgs).toHaveLength(2);
+    expect(msgs[1]!.text).toContain(`Batch ${short} finished: 4 of 5 items succeeded, 1 failed.`);
+  }, 120_000);
+});
+
 describe("wake-up of a batch with checks", () => {
   it("gives the pass rate per check and the first failing reasons, and the simulator's reply repeats those lines", async () => {
     workers.spawn(WORKER_ENV);

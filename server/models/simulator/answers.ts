@@ -1,5 +1,5 @@
 import type { LanguageModelV3ToolResultOutput } from "@ai-sdk/provider";
-import { type BatchSettledNotice, checkFailureLine, checkPassRate, readToolOutput } from "@/lib/api/model-facts";
+import { type BatchSettledNotice, checkFailureLine, checkPassRate, isPilotPause, readToolOutput } from "@/lib/api/model-facts";
 import type { ChildrenSettledNotice } from "@/lib/api/subagents";
 import { stripDirectives } from "./directives";
 import { outputToText } from "./prompt";
@@ -200,7 +200,10 @@ export function batchSettledAnswer(n: BatchSettledNotice): string {
   const items = plural(n.total, "item");
   const others = [n.failed ? `${n.failed} failed` : "", n.cancelled ? `${n.cancelled} cancelled` : ""].filter(Boolean).join(", ");
   let head: string;
-  if (n.status === "cancelled")
+  const ran = n.succeeded + n.failed + n.cancelled;
+  if (isPilotPause(n))
+    head = `${name} paused after its pilot: ${n.succeeded} of its first ${plural(ran, "item")} succeeded${others ? `, ${others}` : ""}.`;
+  else if (n.status === "cancelled")
     head = `${name} was cancelled${again}: ${n.succeeded} of ${items} had succeeded before it stopped${others ? `, ${others}` : ""}.`;
   else if (n.succeeded === n.total) head = `${name} finished${again}: ${n.total === 1 ? "its item" : `all ${items}`} succeeded.`;
   else head = `${name} finished${again}: ${n.succeeded} of ${items} succeeded${others ? `, ${others}` : ""}.`;
@@ -223,6 +226,13 @@ export function batchSettledAnswer(n: BatchSettledNotice): string {
   if (n.check_failures.length > 0)
     paragraphs.push(["First items that failed a check:", ...n.check_failures.map((f) => `- ${checkFailureLine(f)}`)].join("\n"));
   const jsonl = `/api/threads/${n.thread_id}/subagent-batches/${n.batch_id}/results.jsonl`;
+  if (isPilotPause(n)) {
+    const rest = n.total - ran;
+    paragraphs.push(
+      `The pilot's results are in the batch panel and in [results.jsonl](${jsonl}). If they look right, resume the batch there to run the other ${plural(rest, "item")}.`,
+    );
+    return paragraphs.join("\n\n");
+  }
   const retry = n.failed > 0 ? " The failed items can be retried from there." : "";
   paragraphs.push(`Every item's result is in the batch panel; download them all as [results.jsonl](${jsonl}).${retry}`);
   return paragraphs.join("\n\n");
