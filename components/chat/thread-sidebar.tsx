@@ -6,6 +6,7 @@ import { signOut } from "next-auth/react";
 import { type ReactNode, useCallback, useEffect, useRef, useState } from "react";
 import { Button } from "@/components/ui/button";
 import { SettledBadge } from "@/components/batches/notifications";
+import { usePendingReviews } from "@/components/review/api";
 import { NewThreadButton } from "./new-thread-button";
 import { ThreadsMenuButton, useThreadsDrawer } from "./threads-drawer";
 import { useDismiss } from "./use-dismiss";
@@ -84,6 +85,7 @@ function AccountFooter({ email, pathname }: { email: string; pathname: string })
         {email}
       </p>
       <div className="flex items-center gap-3">
+        <ReviewLink current={pathname === "/review"} />
         {link("/workers", "Workers")}
         {link("/settings", "Settings")}
         <Button variant="ghost" size="sm" className="ml-auto" onClick={() => signOut({ callbackUrl: "/signin" })}>
@@ -91,6 +93,27 @@ function AccountFooter({ email, pathname }: { email: string; pathname: string })
         </Button>
       </div>
     </div>
+  );
+}
+
+/** The review queue, with how many items wait in it (a badge only when some do). */
+function ReviewLink({ current }: { current: boolean }) {
+  const pending = usePendingReviews();
+  return (
+    <Link
+      href="/review"
+      aria-current={current ? "page" : undefined}
+      className="inline-flex items-center gap-1 text-xs font-medium text-zinc-600 hover:text-zinc-900 aria-[current=page]:text-zinc-900"
+    >
+      Review
+      {pending ? (
+        <span data-testid="review-pending-count" className="rounded-full bg-amber-100 px-1.5 text-[10px] leading-4 font-semibold text-amber-900 tabular-nums">
+          <span className="sr-only">, </span>
+          {pending}
+          <span className="sr-only"> waiting</span>
+        </span>
+      ) : null}
+    </Link>
   );
 }
 
