@@ -83,8 +83,9 @@ export function controlBatch(threadId: string, batchId: string, action: BatchAct
   return sendJson(batchProjectionSchema, `${batchPath(threadId, batchId)}/${action}`, "batch");
 }
 
-export function retryItem(threadId: string, batchId: string, itemId: string): Promise<ItemRetryResponse> {
-  return sendJson(itemRetryResponseSchema, `${itemPath(threadId, batchId, itemId)}/retry`, "retried item");
+/** Retries one item; with `input`, a corrected one (checked like a submission item: a 400 names the field). */
+export function retryItem(threadId: string, batchId: string, itemId: string, input?: unknown): Promise<ItemRetryResponse> {
+  return sendJson(itemRetryResponseSchema, `${itemPath(threadId, batchId, itemId)}/retry`, "retried item", input === undefined ? undefined : { input });
 }
 
 /** What the draft would cost (writes nothing; a 400 is the submission's own refusal). */

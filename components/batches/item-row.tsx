@@ -1,18 +1,16 @@
 "use client";
 
-import { useMutation, useQueryClient } from "@tanstack/react-query";
 import { memo, useId, useState } from "react";
 import { ItemToolCalls } from "@/components/tool-calls";
-import type { BatchProjection, BatchStatus, ItemProjection } from "@/lib/api/batches";
+import type { BatchStatus, ItemProjection } from "@/lib/api/batches";
 import { formatTime, formatUsage } from "@/lib/format";
 import { cellText, inputFields } from "@/lib/result-columns";
-import { retryItem } from "./api";
 import { checkReason } from "./check-mark";
-import { type PageChain, replaceItem } from "./item-pages";
-import { batchKeys } from "./panel-state";
+import { RetryInputEditor } from "./retry-input-editor";
 import { errorMessage, NO_WORKER_TITLE } from "./shared";
 import { canRetryItem, ITEM_STATES } from "./status";
 import { StatusBadge, VerdictBadge } from "./ui";
+import { useRetryItem } from "./use-retry-item";
 import { buttonClasses } from "@/components/ui/button";
 import { Spinner } from "@/components/ui/spinner";
 
@@ -74,21 +72,11 @@ export const ItemRow = memo(function ItemRow({
   /** The table's column count (the Retry column is there only while a loaded item can use it). */
   columns: number;
 }) {
-  const qc = useQueryClient();
   const [open, setOpen] = useState(false);
   const detailId = useId();
   const names = itemNames(item);
 
-  const retry = useMutation({
-    mutationFn: () => retryItem(threadId, batchId, item.id),
-    onSuccess: ({ item: fresh, batch }) => {
-      qc.setQueriesData<PageChain>({ queryKey: batchKeys.items(threadId, batchId) }, (c) => (c ? replaceItem(c, fresh) : c));
-      // The batch reopens: the panel polls it (and its items) again at once.
-      qc.setQueryData<BatchProjection[]>(batchKeys.list(threadId), (list) => list?.map((b) => (b.id === batch.id ? batch : b)));
-    },
-    onError: () => setOpen(true),
-    onSettled: () => qc.invalidateQueries({ queryKey: batchKeys.list(threadId) }),
-  });
+  const retry = useRetryItem(threadId, batchId, item.id, () => setOpen(true));
   const canRetry = canRetryItem(item.status, batchStatus, workerAlive) && !retry.isPending;
 
   return (
@@ -133,7 +121,7 @@ export const ItemRow = memo(function ItemRow({
                 disabled={!canRetry}
                 title={workerAlive ? undefined : NO_WORKER_TITLE}
                 aria-busy={retry.isPending || undefined}
-                onClick={() => retry.mutate()}
+                onClick={() => retry.mutate(undefined)}
                 className={buttonClasses("secondary", "xs")}
               >
                 {retry.isPending ? <Spinner className="size-3" /> : null}
@@ -152,6 +140,7 @@ export const ItemRow = memo(function ItemRow({
               retryError={retry.isError ? errorMessage(retry.error) : null}
               threadId={threadId}
               batchId={batchId}
+              canRetry={canRetryItem(item.status, batchStatus, workerAlive)}
             />
           ) : null}
         </td>
@@ -191,12 +180,15 @@ function ItemDetail({
   retryError,
   threadId,
   batchId,
+  canRetry,
 }: {
   item: ItemProjection;
   maxAttempts: number;
   retryError: string | null;
   threadId: string;
   batchId: string;
+  /** A worker runs and the batch takes retries (the editor's Retry is disabled otherwise). */
+  canRetry: boolean;
 }) {
   const block = "mt-0.5 rounded border bg-white p-2 font-sans whitespace-pre-wrap wrap-anywhere";
   return (
@@ -222,6 +214,7 @@ function ItemDetail({
       <section>
         <h5 className="font-medium text-zinc-600">Input</h5>
         <InputDetail input={item.input} block={block} />
+        {item.status === "failed" ? <RetryInputEditor item={item} threadId={threadId} batchId={batchId} canRetry={canRetry} /> : null}
       </section>
       {item.error ? (
         <section>

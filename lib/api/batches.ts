@@ -211,8 +211,17 @@ export const itemProjectionSchema = z
   .strict();
 export type ItemProjection = z.infer<typeof itemProjectionSchema>;
 
-/** GET .../items/{item_id}: the row plus the tool calls of its latest run (bounded previews). */
-export const itemDetailSchema = itemProjectionSchema.extend({ tool_call_list: z.array(toolCallRecordSchema) }).strict();
+/** GET .../items/{item_id}: the row plus the tool calls of its latest run (bounded previews) and the whole input to edit. */
+export const itemDetailSchema = itemProjectionSchema
+  .extend({
+    tool_call_list: z.array(toolCallRecordSchema),
+    /**
+     * The item whole, as `POST .../items/{item_id}/retry { input }` takes it: an object item's
+     * fields with its `expected`, `{ prompt }` for an explicit prompt, else the input text.
+     */
+    editable_input: z.unknown(),
+  })
+  .strict();
 export type ItemDetail = z.infer<typeof itemDetailSchema>;
 
 export const itemPageSchema = z.object({ items: z.array(itemProjectionSchema), next_cursor: z.string().nullable() }).strict();

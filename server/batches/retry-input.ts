@@ -1,5 +1,6 @@
 import { and, eq, ne, sql } from "drizzle-orm";
 import {
+  ITEM_PLACEHOLDER,
   isProblem,
   itemsProblem,
   type Locator,
@@ -9,10 +10,12 @@ import {
   totalProblem,
 } from "@/lib/batch-rules";
 import type { FlotillaConfig } from "@/lib/config";
+import { inputFields } from "@/lib/result-columns";
 import type { DbOrTx } from "@/server/db/client";
 import { subagentBatchItems } from "@/server/db/schema";
 import { AppError } from "@/server/errors";
 import type { ItemRow } from "./insert-items";
+import { specColumns } from "./spec";
 import { itemRows } from "./submit";
 import type { BatchRow } from "./types";
 
@@ -77,4 +80,21 @@ export async function assertCorrectedTotal(
   const total = Number(others?.chars ?? 0) + args.after.length;
   const problem = totalProblem(total, submissionLimits(args.config.subagent_batches), "input");
   if (problem) throw new AppError("payload_too_large", problemText(problem));
+}
+
+/**
+ * What "Edit input and retry" starts from: the item as a corrected input would send it back
+ * (correctedItem reads it the same way). An object item is its fields with its `expected`, so
+ * a retry keeps what the checks compare with; an explicit prompt in a batch with a template is
+ * `{ prompt }`, which the template is not filled around again; else the whole input text.
+ */
+export function editableInput(
+  batch: Pick<BatchRow, "executionSpec">,
+  item: { prompt: string; input: string; expected: unknown },
+): unknown {
+  const fields = specColumns(batch).inputFields.length > 0 ? inputFields(item.input) : null;
+  if (fields) return item.expected === null || item.expected === undefined ? fields : { ...fields, expected: item.expected };
+  const template = (batch.executionSpec as { prompt_template?: unknown }).prompt_template;
+  if (typeof template === "string" && template !== ITEM_PLACEHOLDER && item.prompt === item.input) return { prompt: item.input };
+  return item.input;
 }

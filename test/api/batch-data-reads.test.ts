@@ -675,6 +675,35 @@ describe("item retry with a corrected input", () => {
     expect(ok.status).toBe(200);
   });
 
+  it("gives each item whole in its detail as editable_input, which sent back unchanged rebuilds the same prompt, input and expected", async () => {
+    const long = `Paris ${"and its suburbs ".repeat(30)}`;
+    const cases: [unknown[], Record<string, unknown>, unknown[]][] = [
+      [[long, { item_key: "own", prompt: "explicit prompt" }], { prompt_template: "Weather in {{item}}?" }, [long, { prompt: "explicit prompt" }]],
+      [
+        [{ city: "Lyon", n: 2, expected: { label: "pos" } }, { city: "Nice", n: 1 }],
+        { prompt_template: "Weather in {{city}} for {{n}} days" },
+        [{ city: "Lyon", n: 2, expected: { label: "pos" } }, { city: "Nice", n: 1 }],
+      ],
+      [["just the prompt"], {}, ["just the prompt"]],
+    ];
+    for (const [items, extra, editables] of cases) {
+      const batch = await submit(items, extra);
+      for (const [i, editable] of editables.entries()) {
+        await settle(batch.id, i + 1, { status: "failed", error: "x" });
+        const itemId = await itemIdAt(tdb, batch.id, i + 1);
+        const detail = itemDetailSchema.parse((await getJson(`${batchPath(batch.id)}/items/${itemId}`)).body);
+        expect(detail.editable_input).toEqual(editable);
+        const row = () => tdb.sql<{ prompt: string; input: string; expected: unknown }[]>`select prompt, input, expected from subagent_batch_items where id = ${itemId}`;
+        const [before] = await row();
+        const res = await retryItem(batch.id, itemId, { input: detail.editable_input });
+        expect(res.status, await res.clone().text()).toBe(200);
+        expect((await row())[0]).toEqual(before);
+      }
+      // Out of the user's active batches again (quotas.max_active_batches) before the next one.
+      expect((await call("POST", `${batchPath(batch.id)}/cancel`, { token: alice.token })).status).toBe(200);
+    }
+  });
+
   it("is 404 for another user", async () => {
     const batch = await submit(["a"]);
     await settle(batch.id, 1, { status: "failed", error: "x" });
