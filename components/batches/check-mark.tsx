@@ -36,6 +36,28 @@ export function checkReason(result: CheckResult): string {
   return [score, result.reason ?? ""].filter(Boolean).join(" · ");
 }
 
+/** Each check's outcome with its reason in full, one a line (an item's detail, the review page). */
+export function CheckList({ checks, itemTestId, className = "" }: { checks: readonly CheckResult[]; itemTestId: string; className?: string }) {
+  return (
+    <ul className={`flex flex-col gap-0.5 ${className}`}>
+      {checks.map((c) => (
+        <li key={c.name} data-testid={itemTestId} data-passed={c.passed} className="flex min-w-0 gap-1.5">
+          <span aria-hidden className={`font-semibold ${c.passed ? "text-emerald-700" : "text-red-700"}`}>
+            {c.passed ? "✓" : "✗"}
+          </span>
+          <span className="min-w-0 wrap-anywhere">
+            <span className="font-mono font-medium text-zinc-900">{c.name}</span>{" "}
+            <span className="text-zinc-600">
+              {c.passed ? "passed" : "failed"}
+              {checkReason(c) ? ` · ${checkReason(c)}` : ""}
+            </span>
+          </span>
+        </li>
+      ))}
+    </ul>
+  );
+}
+
 function ReasonButton({ result, word, mark, why }: { result: CheckResult; word: string; mark: React.ReactNode; why: string }) {
   const id = useId();
   const button = useRef<HTMLButtonElement>(null);

@@ -5,11 +5,11 @@ import { ItemToolCalls } from "@/components/tool-calls";
 import type { BatchStatus, ItemProjection } from "@/lib/api/batches";
 import { formatTime, formatUsage } from "@/lib/format";
 import { cellText, inputFields } from "@/lib/result-columns";
-import { checkReason } from "./check-mark";
+import { CheckList } from "./check-mark";
 import { RetryInputEditor } from "./retry-input-editor";
 import { errorMessage, NO_WORKER_TITLE } from "./shared";
 import { canRetryItem, ITEM_STATES } from "./status";
-import { StatusBadge, VerdictBadge } from "./ui";
+import { FieldList, StatusBadge, VerdictBadge } from "./ui";
 import { useRetryItem } from "./use-retry-item";
 import { buttonClasses } from "@/components/ui/button";
 import { Spinner } from "@/components/ui/spinner";
@@ -32,14 +32,11 @@ function InputDetail({ input, block }: { input: string; block: string }) {
   const fields = inputFields(input);
   if (fields)
     return (
-      <dl data-testid="item-detail-input" className={`${block} grid grid-cols-[auto_1fr] gap-x-3 gap-y-1 border-zinc-200 text-zinc-800`}>
-        {Object.entries(fields).map(([name, value]) => (
-          <div key={name} className="contents">
-            <dt className="font-mono text-zinc-500">{name}:</dt>
-            <dd className="whitespace-pre-wrap wrap-anywhere">{cellText(value) || "—"}</dd>
-          </div>
-        ))}
-      </dl>
+      <FieldList
+        fields={fields}
+        testId="item-detail-input"
+        className={`${block} grid grid-cols-[auto_1fr] gap-x-3 gap-y-1 border-zinc-200 text-zinc-800`}
+      />
     );
   return (
     <pre data-testid="item-detail-input" className={`${block} border-zinc-200 text-zinc-800`}>
@@ -247,22 +244,7 @@ function ItemChecks({ item }: { item: ItemProjection }) {
       <h5 className="flex items-center gap-2 font-medium text-zinc-600">
         Checks <VerdictBadge verdict={item.verdict} />
       </h5>
-      <ul className="mt-0.5 flex flex-col gap-0.5 rounded border border-zinc-200 bg-white p-2">
-        {item.checks.map((c) => (
-          <li key={c.name} data-testid="item-detail-check" data-passed={c.passed} className="flex min-w-0 gap-1.5">
-            <span aria-hidden className={`font-semibold ${c.passed ? "text-emerald-700" : "text-red-700"}`}>
-              {c.passed ? "✓" : "✗"}
-            </span>
-            <span className="min-w-0 wrap-anywhere">
-              <span className="font-mono font-medium text-zinc-900">{c.name}</span>{" "}
-              <span className="text-zinc-600">
-                {c.passed ? "passed" : "failed"}
-                {checkReason(c) ? ` · ${checkReason(c)}` : ""}
-              </span>
-            </span>
-          </li>
-        ))}
-      </ul>
+      <CheckList checks={item.checks} itemTestId="item-detail-check" className="mt-0.5 rounded border border-zinc-200 bg-white p-2" />
     </section>
   );
 }

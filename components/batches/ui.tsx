@@ -2,6 +2,7 @@
 
 import type { Verdict } from "@/lib/api/batch-data";
 import type { BatchStatus, ItemStatus } from "@/lib/api/batches";
+import { cellText } from "@/lib/result-columns";
 import { errorMessage } from "./shared";
 import { batchStatusText, ITEM_STATES, type OutcomeCounts } from "./status";
 
@@ -125,5 +126,19 @@ export function VerdictBadge({ verdict }: { verdict: Verdict | null }) {
     >
       {verdict}
     </span>
+  );
+}
+
+/** An object item's fields as a name: value list, never as the JSON they are stored in. */
+export function FieldList({ fields, className, testId }: { fields: Record<string, unknown>; className: string; testId?: string }) {
+  return (
+    <dl data-testid={testId} className={className}>
+      {Object.entries(fields).map(([name, value]) => (
+        <div key={name} className="contents">
+          <dt className="font-mono text-zinc-500">{name}:</dt>
+          <dd className="whitespace-pre-wrap wrap-anywhere">{cellText(value) || "—"}</dd>
+        </div>
+      ))}
+    </dl>
   );
 }

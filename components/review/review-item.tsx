@@ -1,9 +1,9 @@
 import Link from "next/link";
 import type { ReactNode } from "react";
 import type { ReviewEntry } from "@/lib/api/review-queue";
-import { cellText, inputFields } from "@/lib/result-columns";
-import { checkReason } from "@/components/batches/check-mark";
-import { StatusBadge, VerdictBadge } from "@/components/batches/ui";
+import { inputFields } from "@/lib/result-columns";
+import { CheckList } from "@/components/batches/check-mark";
+import { FieldList, StatusBadge, VerdictBadge } from "@/components/batches/ui";
 
 /**
  * What a reviewer reads of one queued item: where it comes from, its input, what was expected,
@@ -36,14 +36,7 @@ export function ReviewItem({ entry }: { entry: ReviewEntry }) {
 
       <Block title="Input" testId="review-input">
         {fields ? (
-          <dl className="grid grid-cols-[auto_minmax(0,1fr)] gap-x-3 gap-y-1">
-            {Object.entries(fields).map(([name, value]) => (
-              <div key={name} className="contents">
-                <dt className="font-mono text-zinc-500">{name}:</dt>
-                <dd className="whitespace-pre-wrap wrap-anywhere">{cellText(value) || "—"}</dd>
-              </div>
-            ))}
-          </dl>
+          <FieldList fields={fields} className="grid grid-cols-[auto_minmax(0,1fr)] gap-x-3 gap-y-1" />
         ) : (
           <pre className="font-sans whitespace-pre-wrap wrap-anywhere">{entry.input || "—"}</pre>
         )}
@@ -73,20 +66,7 @@ export function ReviewItem({ entry }: { entry: ReviewEntry }) {
 
       {entry.checks.length > 0 ? (
         <Block title="Checks" testId="review-checks">
-          <ul className="space-y-1">
-            {entry.checks.map((c) => (
-              <li key={c.name} data-testid="review-check" data-passed={c.passed} className="flex min-w-0 gap-1.5">
-                <span aria-hidden className={`font-semibold ${c.passed ? "text-emerald-700" : "text-red-700"}`}>
-                  {c.passed ? "✓" : "✗"}
-                </span>
-                <span className="min-w-0 wrap-anywhere">
-                  <span className="font-mono font-medium text-zinc-900">{c.name}</span>{" "}
-                  <span className="text-zinc-600">{c.passed ? "passed" : "failed"}</span>
-                  {checkReason(c) ? <span className="block text-zinc-600">{checkReason(c)}</span> : null}
-                </span>
-              </li>
-            ))}
-          </ul>
+          <CheckList checks={entry.checks} itemTestId="review-check" />
         </Block>
       ) : null}
     </div>
