@@ -92,7 +92,7 @@ test.afterAll(async () => {
 
 test("1400×900 and 390×844: /review shows one pending item with its input, expected, output and the judge's reason", async () => {
   await page.goto(`/threads/${thread}`);
-  const link = page.getByRole("complementary", { name: "Threads" }).getByRole("link", { name: /^Review/ });
+  const link = page.getByRole("complementary", { name: "Threads" }).locator('a[href="/review"]');
   await expect(link.getByTestId("review-pending-count")).toHaveText(/4/);
   await link.click();
   await expect(page).toHaveURL(/\/review$/);
