@@ -3,6 +3,7 @@ import path from "node:path";
 import { expect, type Locator, type Page, test } from "@playwright/test";
 import { createThreadViaApi, signedInAccount } from "./support/auth";
 import { SCREENSHOT_DIR } from "./support/env";
+import { expectFits } from "./support/fit";
 import { startWorker, stopAllWorkers } from "./support/worker";
 
 /**
@@ -40,26 +41,6 @@ async function submit(p: Page, threadId: string, data: Record<string, unknown>):
 async function batchState(p: Page, threadId: string, batchId: string) {
   const res = await p.request.get(`/api/threads/${threadId}/subagent-batches/${batchId}`);
   return (await res.json()) as { status: string; counts: { succeeded: number } };
-}
-
-/** Every box inside `scope` stays within it horizontally, and `scope` within the viewport. */
-async function expectFits(scope: Locator, viewportWidth: number) {
-  const problems = await scope.evaluate((root, vw) => {
-    const out: string[] = [];
-    const outer = root.getBoundingClientRect();
-    if (outer.right > vw + 1) out.push(`the section ends at ${Math.round(outer.right)} px, past the ${vw} px window`);
-    for (const el of root.querySelectorAll<HTMLElement>("*")) {
-      const r = el.getBoundingClientRect();
-      if (r.width === 0 || r.height === 0 || el.closest(".sr-only")) continue;
-      if (r.right > outer.right + 1 || r.left < outer.left - 1)
-        out.push(`${el.tagName.toLowerCase()} "${(el.textContent ?? "").trim().slice(0, 30)}" spans ${Math.round(r.left)}..${Math.round(r.right)}`);
-    }
-    // Headers are read whole (no "ATTEM").
-    for (const th of root.querySelectorAll<HTMLElement>("th"))
-      if (th.scrollWidth > th.clientWidth + 1) out.push(`header "${th.textContent}" is cut`);
-    return out;
-  }, viewportWidth);
-  expect(problems).toEqual([]);
 }
 
 /** Retry is on screen, inside the window, and answers a click at once. */

@@ -201,7 +201,7 @@ const errorBody = (reply: Extract<FakeReply, { type: "error" }>) =>
   reply.body ?? { type: "error", error: { type: "api_error", message: `HTTP ${reply.status}` } };
 
 export async function startFakeAnthropic(
-  options: { handler?: AnthropicHandler; minCacheTokens?: number } = {},
+  options: { handler?: AnthropicHandler; minCacheTokens?: number; port?: number } = {},
 ): Promise<FakeAnthropic> {
   const handler = options.handler ?? defaultAnthropicHandler;
   const cache = new BreakpointCache(options.minCacheTokens ?? 1024);
@@ -223,6 +223,7 @@ export async function startFakeAnthropic(
       },
     ],
     (res) => sendJson(res, 404, { type: "error", error: { type: "not_found_error", message: "Not found" } }),
+    options.port,
   );
   return {
     url: `${server.origin}/v1`,

@@ -55,9 +55,11 @@ export function sendJson(res: ServerResponse, status: number, body: unknown, hea
   res.end(JSON.stringify(body));
 }
 
+/** `port` 0 (the default) takes a free one; a browser test's server is configured with a fixed one. */
 export async function startFakeServer(
   routes: Route[],
   notFound: (res: ServerResponse) => void = (res) => sendJson(res, 404, { error: { message: "not found" } }),
+  port = 0,
 ): Promise<FakeServer> {
   const table = [...routes];
   const requests: RecordedRequest[] = [];
@@ -101,10 +103,13 @@ export async function startFakeServer(
       }
     });
   });
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const { port } = server.address() as AddressInfo;
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(port, "127.0.0.1", resolve);
+  });
+  const bound = (server.address() as AddressInfo).port;
   return {
-    origin: `http://127.0.0.1:${port}`,
+    origin: `http://127.0.0.1:${bound}`,
     requests,
     route: (route) => {
       table.push(route);
