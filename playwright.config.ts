@@ -1,4 +1,5 @@
 import { defineConfig } from "@playwright/test";
+import { PRICED_SUBAGENT_DEFINITION, pricedModelEntry, UNCALLED_BASE_URL } from "./e2e/support/priced-model";
 
 /**
  * Browser tests run the production build (`npm start`) in Debian's Chromium against a fresh
@@ -97,8 +98,11 @@ export default defineConfig({
           require_approval: ["clock"],
         },
         E2E_LABELER,
+        // The chat's cost card (e2e/batch-confirm.spec.ts): batches that name this sub-agent run
+        // on a priced model, so they cost more than confirm_over_usd and ask; none other does.
+        PRICED_SUBAGENT_DEFINITION,
       ]),
-      FLOTILLA__MODELS: JSON.stringify(E2E_FAKE_MODELS),
+      FLOTILLA__MODELS: JSON.stringify([...E2E_FAKE_MODELS, pricedModelEntry(UNCALLED_BASE_URL)]),
       // The specs stand behind a "proxy" on loopback so each API registration can come from its
       // own address (e2e/support/auth.ts): sixty specs registering from one address would meet
       // the per-address registration limit (30 an hour) that test/security checks.
