@@ -1,6 +1,6 @@
 import { z } from "zod";
 import { SUBAGENT_NAME_MAX_CHARS } from "@/lib/batch-rules";
-import { verdictSchema } from "./batch-data";
+import { checkSchema, outputSchemaSchema, verdictSchema } from "./batch-data";
 import { itemStatusSchema, promptTemplateSchema, submissionFieldsShape, submitChecksSchema, submitOutputSchemaSchema } from "./batches";
 
 /**
@@ -31,3 +31,21 @@ export const variantRequestSchema = z
   })
   .strict();
 export type VariantRequest = z.infer<typeof variantRequestSchema>;
+
+/**
+ * GET .../subagent-batches/{id}/variant: the settings a variant of this batch starts from (the
+ * New batch dialog opens prefilled with them), and the model catalog's names to choose from.
+ */
+export const variantDraftSchema = z
+  .object({
+    subagent: z.string(),
+    model: z.string(),
+    /** null: the items were explicit prompts (or files), not a template's fill. */
+    prompt_template: z.string().nullable(),
+    output_schema: outputSchemaSchema.nullable(),
+    checks: z.array(checkSchema),
+    max_running_items: z.number(),
+    models: z.array(z.string()),
+  })
+  .strict();
+export type VariantDraft = z.infer<typeof variantDraftSchema>;

@@ -1,9 +1,10 @@
 import { batchProjectionSchema } from "@/lib/api/batches";
-import { variantRequestSchema } from "@/lib/api/variants";
+import { variantDraftSchema, variantRequestSchema } from "@/lib/api/variants";
 import { batchSubagent } from "@/server/agent/registry";
 import { projectBatch } from "@/server/batches/projection";
 import { submitBatch } from "@/server/batches/submit";
 import { planVariant } from "@/server/batches/variant";
+import { variantDraft } from "@/server/batches/variant-draft";
 import { recordSubmittedBatch } from "@/server/chat/batch-receipt";
 import { batchScope, project } from "@/server/http/batch-scope";
 import { handle, json, readJson } from "@/server/http/route";
@@ -11,6 +12,12 @@ import { handle, json, readJson } from "@/server/http/route";
 export const dynamic = "force-dynamic";
 
 type Ctx = { params: Promise<{ threadId: string; batchId: string }> };
+
+/** The settings a variant starts from (the New batch dialog's prefill) and the catalog's model names. */
+export const GET = handle(async (req: Request, ctx: Ctx) => {
+  const { db, config, userId, threadId, batchId } = await batchScope(req, await ctx.params);
+  return json(project(variantDraftSchema, await variantDraft(db, { userId, threadId, batchId, config })));
+});
 
 /**
  * A variant: the batch's items run again with a changed template, model, schema, checks, pilot or lane
