@@ -84,7 +84,8 @@ function AccountFooter({ email, pathname }: { email: string; pathname: string })
       <p data-testid="account-email" className="text-xs break-all text-zinc-600" title={email}>
         {email}
       </p>
-      <div className="flex items-center gap-3">
+      {/* Wraps rather than squeezing: with a pending count, "Sign out" no longer fits beside the links on one line. */}
+      <div className="flex flex-wrap items-center gap-x-2.5 gap-y-1">
         <ReviewLink current={pathname === "/review"} />
         {link("/workers", "Workers")}
         {link("/settings", "Settings")}

@@ -7,17 +7,29 @@ import { CLIENT_ADDRESS_HEADER, isTrusted, normalizeAddress, resolveClientAddres
 /**
  * The socket-level policy in front of the web process (scripts/web.ts) and of the tests' real
  * HTTP server (test/helpers/web-server.ts): it decides each request's client address, cuts
- * request bodies that arrive too slowly, and files each connection for a route to cut. Plain Node, no server-only: a script loads it.
+ * request bodies that arrive too slowly and responses the client stopped reading, and files each
+ * connection for a route to cut. Plain Node, no server-only: a script loads it.
  */
 
 /** A body slower than this over the window is answered 408 and its connection closed. */
 export const SLOW_BODY = { windowMs: 30_000, minBytesPerSecond: 1024 };
+
+/**
+ * A response with bytes queued for a client that took none of them for this long loses its
+ * connection. Next waits for every write of a streamed body to drain, so without this a download
+ * (compare.csv, a file, an export) whose client never reads holds its socket, its queued bytes
+ * and the stream behind them for ever. A response that is only quiet (a chat stream between
+ * chunks) has nothing queued and is never cut.
+ */
+export const STALLED_READER_MS = 30_000;
 
 export interface FrontDoorOptions {
   /** CIDRs (or single addresses) whose X-Forwarded-For is believed (`http.trusted_proxies`). */
   trustedProxies?: readonly string[];
   /** Tests only: a shorter window. */
   slowBody?: { windowMs: number; minBytesPerSecond: number };
+  /** Tests only: a shorter STALLED_READER_MS. */
+  stalledReaderMs?: number;
 }
 
 type Listener = (req: http.IncomingMessage, res: http.ServerResponse) => void;
@@ -49,6 +61,7 @@ export function frontDoor(handler: Listener, options: FrontDoorOptions = {}): Fr
   const windowTicks = 30;
   const tickMs = windowMs / windowTicks;
   const minBytesPerWindow = (minBytesPerSecond * windowMs) / 1000;
+  const stalledReaderMs = options.stalledReaderMs ?? STALLED_READER_MS;
   const uploads = new Set<Upload>();
   let clock: NodeJS.Timeout | undefined;
 
@@ -100,6 +113,10 @@ export function frontDoor(handler: Listener, options: FrontDoorOptions = {}): Fr
     if (!peer || !isTrusted(trusted, normalizeAddress(peer))) delete req.headers["x-forwarded-for"];
     // So a route that cuts its response can close the connection (server/http/connections.ts).
     fileConnection(req, res);
+    // The socket's idle timer: a write the client drains, or any byte it sends, restarts it.
+    res.setTimeout(stalledReaderMs, () => {
+      if ((res.socket?.writableLength ?? 0) > 0) res.socket?.destroy();
+    });
     if (hasBody(req)) {
       uploads.add({ req, res, samples: [req.socket.bytesRead] });
       clock ??= setInterval(tick, tickMs).unref();
