@@ -8,13 +8,14 @@ import exitHook from "async-exit-hook";
 import { randomBytes } from "node:crypto";
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { createServer } from "node:net";
+import os from "node:os";
 import path from "node:path";
 import { inspect } from "node:util";
 import postgres from "postgres";
 import { ConfigError, loadConfig } from "../server/config/load";
 import { assertConfiguredOutputSchemas } from "../server/runtime/output-schema";
 import { EMBEDDED_PORT, type EmbeddedServer, startEmbeddedPostgres } from "../server/db/embedded";
-import { recoverLeasesOfPreviousRun } from "../server/batches/claim";
+import { recoverLeasesOfDeadWorker, recoverLeasesOfPreviousRun } from "../server/batches/claim";
 import { createDatabase } from "../server/db/client";
 import { migrateDatabase } from "../server/db/migrate";
 
@@ -164,7 +165,20 @@ async function main() {
   exitHook((done) => void stopChildren().then(done, done));
   // A process that exits on its own comes back after a pause that doubles (1 s .. 30 s) while it
   // keeps failing, and starts again from 1 s once it has stayed up for a minute.
-  const supervise = (name: string, args: string[]) => {
+  // A worker that exits on its own handed nothing back (SIGKILL by its watchdog, a crash): its
+  // items return to the queue now, not after a full lease. A clean exit hands them back itself.
+  const recoverDeadWorker = async (name: string, pid: number) => {
+    const db = createDatabase(databaseUrl, { max: 1, applicationName: "flotilla-start", statementTimeoutMs: 10_000, lockTimeoutMs: 5_000 });
+    try {
+      const { requeued, failed } = await recoverLeasesOfDeadWorker(db.db, { host: os.hostname(), pid });
+      if (requeued + failed > 0) log(`returned ${requeued + failed} items ${name} held to the queue`);
+    } catch (err) {
+      console.error(`[flotilla] the items ${name} held wait for their leases to expire: ${describeFailure(err)}`);
+    } finally {
+      await db.close();
+    }
+  };
+  const supervise = (name: string, args: string[], onDied?: (pid: number) => Promise<void>) => {
     let delay = RESTART_MIN_MS;
     const start = () => {
       const startedAt = Date.now();
@@ -180,7 +194,8 @@ async function main() {
         if (stopping) return;
         if (Date.now() - startedAt >= HEALTHY_MS) delay = RESTART_MIN_MS;
         console.error(`[flotilla] ${name} exited (${why}); restarting in ${delay / 1000} s`);
-        setTimeout(() => !stopping && start(), delay);
+        const recovered = why !== "code 0" && child.pid !== undefined ? onDied?.(child.pid) : undefined;
+        setTimeout(() => void Promise.resolve(recovered).then(() => !stopping && start()), delay);
         delay = Math.min(delay * 2, RESTART_MAX_MS);
       };
       child.on("exit", (code, signal) => onGone(signal ?? `code ${code}`));
@@ -191,8 +206,8 @@ async function main() {
 
   supervise("web", [path.join(root, "scripts", "web.ts")]);
   const workers = Number(process.env.FLOTILLA_WORKERS ?? 1);
-  // Their leased items return to the queue on lease expiry.
-  for (let n = 1; n <= workers; n++) supervise(`worker ${n}`, [path.join(root, "server", "worker", "main.ts")]);
+  for (let n = 1; n <= workers; n++)
+    supervise(`worker ${n}`, [path.join(root, "server", "worker", "main.ts")], (pid) => recoverDeadWorker(`worker ${n}`, pid));
   log(`Flotilla is running at http://localhost:${port}`);
 
 }

@@ -299,6 +299,32 @@ export async function recoverLeasesOfPreviousRun(db: DbOrTx): Promise<{ requeued
     update subagent_batch_items set lease_expires_at = now() - interval '1 millisecond'
      where status in ('leased', 'running') and lease_expires_at > now()`);
   await db.execute(sql`update worker_heartbeats set stopped_at = last_heartbeat_at, running = 0 where stopped_at is null`);
+  return recoverUntilNoneLeft(db);
+}
+
+/**
+ * For `npm start`'s supervisor, when a worker it started has exited without handing its rows
+ * back (its watchdog's SIGKILL, an out-of-memory kill, a crash): that process writes nothing
+ * more, so the leases of the worker that heartbeated as `host`:`pid` are expired and recovered
+ * now rather than after subagent_batches.lease_seconds (120 s by default). Called before the
+ * restart, so no new process can have the pid yet.
+ */
+export async function recoverLeasesOfDeadWorker(
+  db: DbOrTx,
+  args: { host: string; pid: number },
+): Promise<{ requeued: number; failed: number }> {
+  await db.execute(sql`
+    with dead as (
+      update worker_heartbeats set stopped_at = last_heartbeat_at, running = 0
+       where kind = 'worker' and host = ${args.host} and pid = ${args.pid} and stopped_at is null
+       returning id
+    )
+    update subagent_batch_items set lease_expires_at = now() - interval '1 millisecond'
+     where lease_owner in (select id from dead) and status in ('leased', 'running') and lease_expires_at > now()`);
+  return recoverUntilNoneLeft(db);
+}
+
+async function recoverUntilNoneLeft(db: DbOrTx): Promise<{ requeued: number; failed: number }> {
   const total = { requeued: 0, failed: 0 };
   for (;;) {
     const r = await recoverExpiredLeases(db);

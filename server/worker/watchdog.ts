@@ -7,7 +7,8 @@ import { Worker } from "node:worker_threads";
  * the loop stamps the time into shared memory each time a pass ends (`progress`), and the thread,
  * which needs nothing from the main thread, kills the process once the stamp is older than
  * `stallMs`. It writes its reason straight to stderr first. `npm start` (scripts/start.ts)
- * restarts a worker that exits, and the killed worker's leases expire like any dead worker's.
+ * restarts a worker that exits and first returns the killed worker's items to the queue (a worker
+ * run without it: its leases expire like any dead worker's).
  */
 export interface Watchdog {
   /** The loop made progress now. */

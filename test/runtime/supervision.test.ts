@@ -4,6 +4,9 @@ import net from "node:net";
 import os from "node:os";
 import path from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
+import { batchSubagent } from "@/server/agent/registry";
+import { submitBatch } from "@/server/batches/submit";
+import { makeOwner, SIM_MODEL, testConfig } from "../batches/support";
 import { createTestDatabase } from "../helpers/db";
 import { freePort } from "../helpers/free-port";
 
@@ -129,8 +132,28 @@ describe("npm start supervises its processes", () => {
       expect(childrenOf(pid).worker).toBe(first.worker);
       expect(flotilla.child.exitCode).toBeNull();
 
+      // The worker dies holding leases (items that sleep 60 s): its items go back to the queue at
+      // once, not after the 120 s lease, and are not left under the dead process's name.
+      const owner = await makeOwner(tdb.db);
+      const config = testConfig();
+      await submitBatch(tdb.db, {
+        ...batchSubagent(config, undefined),
+        ...owner,
+        input: { submission_key: "held", items: ["[[sleep:60000]] one", "[[sleep:60000]] two"] },
+        config,
+        model: SIM_MODEL,
+      });
+      const heldBy = async () =>
+        (await tdb.sql<{ owner: string | null; status: string }[]>`select lease_owner as owner, status from subagent_batch_items`).filter(
+          (r) => r.owner?.includes(`:${first.worker}:`),
+        );
+      await until("the worker running both items", async () => ((await heldBy()).filter((r) => r.status === "running").length === 2 ? true : undefined), 30_000, flotilla);
       // The worker dies twice in a row: 1 s, then 2 s.
+      const killedAt = Date.now();
       process.kill(first.worker!, "SIGKILL");
+      await until("the dead worker's items back in the queue", async () => ((await heldBy()).length === 0 ? true : undefined), 5_000, flotilla);
+      expect(Date.now() - killedAt).toBeLessThan(5_000);
+      await until("the return logged", () => (/returned 2 items worker 1 held to the queue/.test(flotilla.output()) ? true : undefined), 5_000, flotilla);
       const second = await until("a new worker", () => {
         const worker = childrenOf(pid).worker;
         return worker && worker !== first.worker ? worker : undefined;
