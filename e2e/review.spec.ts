@@ -13,7 +13,8 @@ import { startWorker, stopAllWorkers } from "./support/worker";
  * checks fail three items (two wrong labels, one judge's 0 with its reason) and whose fourth item
  * fails for good. /review shows them one at a time: a correction the schema refuses (400 inline),
  * an accepted correction, a rejection with a note, j / k, the a and r keys, a decision somebody
- * else made first (409), and the empty queue. Then the failed item is retried with an edited input.
+ * else made first (409), the empty queue, and an item sent back to the queue that keeps its
+ * correction. Then the failed item is retried with an edited input.
  */
 
 mkdirSync(SCREENSHOT_DIR, { recursive: true });
@@ -195,6 +196,21 @@ test("the a and r keys decide; a decision somebody made first is a 409 that move
 
   const states = Object.fromEntries((await resultLines()).map((l) => [l.item_key, l.review_state]));
   expect(states).toEqual({ fine: null, "wrong-1": "accepted", "wrong-2": "rejected", [keyed]: "accepted", [last]: "accepted" });
+});
+
+test("an item sent back to the queue keeps its earlier correction when it is accepted again without the editor", async () => {
+  const items = await page.request.get(`/api/threads/${thread}/subagent-batches/${batchId}/items?limit=50`);
+  expect(items.status()).toBe(200);
+  const wrong1 = ((await items.json()) as { items: { id: string; item_key: string }[] }).items.find((i) => i.item_key === "wrong-1")!;
+  const again = await page.request.post(`/api/threads/${thread}/subagent-batches/${batchId}/items/${wrong1.id}/review`, { data: { request: true } });
+  expect(again.status(), await again.text()).toBe(200);
+  await page.goto("/review");
+  await expect(queueKey()).toHaveText("wrong-1");
+  await expect(decision().getByLabel("Corrected output")).toHaveCount(0);
+  await page.keyboard.press("a");
+  await expect(page.getByTestId("review-notice")).toHaveText("Accepted wrong-1 with a corrected output.");
+  const line = (await resultLines()).find((l) => l.item_key === "wrong-1")!;
+  expect(line).toMatchObject({ review_state: "accepted", reviewed_output: { label: "positive" } });
 });
 
 test("1400×900 and 390×844: Edit input and retry on a failed item: a 400 names the field inline, a corrected input runs", async () => {

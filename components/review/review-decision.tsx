@@ -60,8 +60,9 @@ export function ReviewDecision({
   async function decide(decision: Decision) {
     if (busy) return;
     let output: unknown;
-    // Left as the model wrote it, the model's answer stands: nothing is corrected.
-    if (editing && draft !== modelText) {
+    // Left as the model wrote it, the model's answer stands: nothing is corrected. An earlier
+    // correction stands too unless the person opens the editor and puts the model's answer back.
+    if (editing ? draft !== modelText : entry.reviewed_output !== undefined) {
       const parsed = parseDraft(draft, typed, "output");
       if ("error" in parsed) {
         setOutputError(parsed.error);
