@@ -208,6 +208,25 @@ describe("lane: provider_batch through real workers", () => {
     expect(await counterDrift(t.db, batch.id)).toEqual({});
   }, 150_000);
 
+  it("anthropic: a long shared prefix is marked for the prompt cache in the batch's requests, as a live item marks it", async () => {
+    controls(anthropicBatches, { finishAfterPolls: 0 });
+    const owner = await makeOwner(t.db);
+    const before = anthropic.requests.length;
+    // Past Anthropic's 1,024-token minimum (about 4,096 characters) with the system prompt.
+    const prefix = `Label this support ticket. ${"Tickets about screens, keyboards or cables are hardware. ".repeat(90)}Ticket: `;
+    const batch = await submit(owner, { key: "cached-prefix", n: 3, over: { prompt_template: `${prefix}{{item}}` } });
+    spawnWorker();
+    expect(await until("the batch to finish", () => batchRow(owner, batch.id), terminal)).toMatchObject({ status: "completed", succeededCount: 3 });
+    const created = anthropic.requests.slice(before).filter((r) => r.path === "/v1/messages/batches");
+    const reqs = (created[0]!.body as { requests: { params: { messages: { role: string; content: unknown }[] } }[] }).requests;
+    expect(reqs).toHaveLength(3);
+    for (const r of reqs)
+      expect(r.params.messages[0]!.content).toEqual([
+        { type: "text", text: expect.stringMatching(/^Label this support ticket\. .*Ticket:/), cache_control: { type: "ephemeral" } },
+        { type: "text", text: expect.stringMatching(/thing \d$/) },
+      ]);
+  }, 150_000);
+
   it("openai: a JSONL file with purpose batch, then a batch on /v1/chat/completions; no live call, priced at the discount", async () => {
     controls(openaiBatches, { finishAfterPolls: 1 });
     const owner = await makeOwner(t.db);

@@ -29,7 +29,7 @@ import type { SubagentRuntime } from "@/server/runtime/admission";
 import { Coalescer } from "../coalesce";
 import { checkAnswer, type ItemRunResult, withFeedback } from "../execute";
 import { type BatchResult, type BatchRequest, batchApiFor, type ProviderBatchApi } from "./providers";
-import { answerReader, requestBuilder } from "./requests";
+import { answerReader, lanePromptCache, requestBuilder } from "./requests";
 
 /**
  * The provider lane of a worker: sends the items of `lane: "provider_batch"` batches to the
@@ -160,7 +160,7 @@ export class ProviderLane {
   private async send(taken: Taken, ctx: Context): Promise<void> {
     const release = (which: string[], error: string | null, delaySeconds: number) =>
       releaseItems(this.o.db, { owner: this.o.workerId, providerBatchId: taken.providerBatchId, ids: which, error, delaySeconds });
-    const build = requestBuilder(ctx.provider, ctx.entry, ctx.spec);
+    const build = requestBuilder(ctx.provider, ctx.entry, ctx.spec, lanePromptCache(ctx.entry, ctx.spec, taken.batchId));
     const requests: BatchRequest[] = [];
     const overflow: string[] = [];
     let bytes = 0;
@@ -219,7 +219,7 @@ export class ProviderLane {
   /** Settles every result of an ended provider batch, a chunk at a time, then what had none. */
   private async settle(pb: LeasedProviderBatch, ctx: Context & { status: string }): Promise<void> {
     const atProvider = new Set(await itemsAtProvider(this.o.db, pb.id));
-    const settle = this.settler(ctx);
+    const settle = this.settler(ctx, pb.batchId);
     let chunk: BatchResult[] = [];
     for await (const result of ctx.api.results(pb.externalId!)) {
       if (this.stopped) return;
@@ -271,12 +271,12 @@ export class ProviderLane {
   }
 
   /** How one held item's result settles: a live answer's settlement, priced at the batch discount. */
-  private settler(ctx: Context): (item: ClaimedItem, result: BatchResult) => Promise<Settlement | null> {
+  private settler(ctx: Context, batchId: string): (item: ClaimedItem, result: BatchResult) => Promise<Settlement | null> {
     const { spec } = ctx;
     const b = this.o.config.subagent_batches;
     const limits = { maxResultChars: b.max_result_chars, previewMaxChars: b.result_preview_max_chars };
     const liveModel = this.liveModel(spec.model.name);
-    const read = answerReader(ctx.entry, spec, liveModel?.model ?? unavailableModel(spec.model.name));
+    const read = answerReader(ctx.entry, spec, liveModel?.model ?? unavailableModel(spec.model.name), lanePromptCache(ctx.entry, spec, batchId));
     const price = spec.prices[spec.model.name] ?? { input: 0, output: 0 };
     const prices = snapshotPrices(price);
     const priced = (u: Usage) => costUsd(prices, u);

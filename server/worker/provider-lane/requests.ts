@@ -1,9 +1,11 @@
 import type { LanguageModelV3 } from "@ai-sdk/provider";
 import type { ModelMessage, StepResult, ToolSet } from "ai";
 import { answerWithModel, askModel, type ModelCall } from "@/server/agent/executor/model-call";
+import type { PromptCache } from "@/server/agent/executor/prompt-cache";
 import { addStepUsage, NO_USAGE } from "@/server/agent/executor/usage";
 import { typedOutput } from "@/server/agent/structured-output";
 import type { SubagentUsage } from "@/lib/api/subagents";
+import { sharedPrefix } from "@/lib/batch-rules";
 import type { BatchProvider } from "@/server/batches/provider-lane/store";
 import { type ExecutionSpec, snapshotDefinition } from "@/server/batches/spec";
 import type { CatalogEntry } from "@/server/models/catalog";
@@ -56,10 +58,26 @@ function transportModel(entry: CatalogEntry, fetch: Fetch): LanguageModelV3 {
 
 const json = (body: unknown) => new Response(JSON.stringify(body), { status: 200, headers: { "content-type": "application/json" } });
 
+/**
+ * The prompt cache as a live item of the batch uses it (server/worker/execute.ts): the shared
+ * prefix marked for Anthropic, which also caches within a Message Batch, and OpenAI's
+ * `prompt_cache_key`.
+ */
+export function lanePromptCache(entry: CatalogEntry, spec: ExecutionSpec, batchId: string): PromptCache {
+  return { provider: entry.provider, modelId: entry.model, key: `flotilla:${batchId}`, sharedPrefix: sharedPrefix(spec.prompt_template) };
+}
+
 /** The model call of an item as the live executor makes it (no tools: the lane allows none). */
-function itemCall(spec: ExecutionSpec, model: LanguageModelV3, signal: AbortSignal, onStep: ModelCall["onStep"]): ModelCall {
+function itemCall(
+  spec: ExecutionSpec,
+  model: LanguageModelV3,
+  signal: AbortSignal,
+  onStep: ModelCall["onStep"],
+  promptCache: PromptCache,
+): ModelCall {
   const def = snapshotDefinition(spec);
   return {
+    promptCache,
     model,
     system: def.systemPrompt,
     tools: {},
@@ -76,7 +94,7 @@ const userMessage = (prompt: string): ModelMessage[] => [{ role: "user", content
 /**
  * Builds the request body of each prompt, one at a time (the transport holds one body at a time).
  */
-export function requestBuilder(provider: BatchProvider, entry: CatalogEntry, spec: ExecutionSpec) {
+export function requestBuilder(provider: BatchProvider, entry: CatalogEntry, spec: ExecutionSpec, promptCache: PromptCache) {
   let captured: Record<string, unknown> | undefined;
   const reply = emptyReply(provider, entry.model);
   const fetch: Fetch = async (_url, init) => {
@@ -87,7 +105,7 @@ export function requestBuilder(provider: BatchProvider, entry: CatalogEntry, spe
   const signal = new AbortController().signal;
   return async (prompt: string): Promise<Record<string, unknown>> => {
     captured = undefined;
-    await askModel(itemCall(spec, model, signal, () => {}), userMessage(prompt), false);
+    await askModel(itemCall(spec, model, signal, () => {}, promptCache), userMessage(prompt), false);
     if (!captured) throw new Error("the model call sent no request");
     return captured;
   };
@@ -112,7 +130,7 @@ export interface ReadAnswer {
  * Reads each result body through the model call stage. `live` serves any call after the first
  * (the repair turn of a typed answer that did not validate). One answer at a time.
  */
-export function answerReader(entry: CatalogEntry, spec: ExecutionSpec, live: LanguageModelV3) {
+export function answerReader(entry: CatalogEntry, spec: ExecutionSpec, live: LanguageModelV3, promptCache: PromptCache) {
   let body: unknown;
   const fetch: Fetch = async () => json(body);
   const replayed = transportModel(entry, fetch);
@@ -138,7 +156,7 @@ export function answerReader(entry: CatalogEntry, spec: ExecutionSpec, live: Lan
       usage = addStepUsage(usage, step.usage);
     };
     try {
-      const outcome = await answerWithModel(itemCall(spec, model, args.signal, onStep), userMessage(args.prompt));
+      const outcome = await answerWithModel(itemCall(spec, model, args.signal, onStep, promptCache), userMessage(args.prompt));
       switch (outcome.kind) {
         case "answered":
           return { status: "completed", text: outcome.answer.text, output: outcome.output, typed: outcome.typed, stopReason: outcome.answer.stopReason, usage, batchUsage };
