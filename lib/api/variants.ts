@@ -1,12 +1,13 @@
 import { z } from "zod";
 import { SUBAGENT_NAME_MAX_CHARS } from "@/lib/batch-rules";
 import { checkSchema, outputSchemaSchema, verdictSchema } from "./batch-data";
-import { itemStatusSchema, promptTemplateSchema, submissionFieldsShape, submitChecksSchema, submitOutputSchemaSchema } from "./batches";
+import { itemStatusSchema, promptTemplateSchema, reviewPolicySchema, submissionFieldsShape, submitChecksSchema, submitOutputSchemaSchema } from "./batches";
 
 /**
  * POST .../subagent-batches/{id}/variant: the same items (keys, fields, expected) run again with
- * what is given changed; every other setting as the original's. `only` picks the items by how
- * they ended in the original.
+ * what is given changed; every other setting as the original's (its review policy too, never its
+ * reviews). `output_schema: null` and `review: null` drop the original's; `checks: []` drops its
+ * checks. `only` picks the items by how they ended in the original.
  */
 export const variantRequestSchema = z
   .object({
@@ -15,8 +16,9 @@ export const variantRequestSchema = z
     /** A catalog model name for every item (wins over the sub-agent definition's model). */
     model: z.string().min(1, "must not be empty").max(100, "must be at most 100 characters").optional(),
     subagent: z.string().min(1, "must not be empty").max(SUBAGENT_NAME_MAX_CHARS, `must be at most ${SUBAGENT_NAME_MAX_CHARS} characters`).optional(),
-    output_schema: submitOutputSchemaSchema.optional(),
+    output_schema: submitOutputSchemaSchema.nullable().optional(),
     checks: submitChecksSchema.optional(),
+    review: reviewPolicySchema.nullable().optional(),
     max_running_items: submissionFieldsShape.max_running_items,
     pilot: submissionFieldsShape.pilot,
     /** Default: the original's lane. */

@@ -13,7 +13,7 @@ import type { SubmitBatchArgs } from "./submit";
 /**
  * A variant's submission, built from its original (DESIGN "Judging a batch"): the original's
  * items (keys, fields, expected) in their order, or those `only` picks, and every setting the
- * request does not change. It then goes through the submission's own door (submitBatch), so it
+ * request does not change (the review policy included; the reviews are the original's alone). It then goes through the submission's own door (submitBatch), so it
  * is checked exactly as a submission and written in one transaction. Both doors that make
  * variants (the variant route, the lead's batch_task with variant_of) plan them here.
  */
@@ -96,10 +96,15 @@ export async function planVariant(db: DbOrTx, args: VariantDoor): Promise<Varian
     ...(request.pilot === undefined ? {} : { pilot: request.pilot }),
     lane: request.lane ?? spec.lane ?? "live",
   };
-  const outputSchema = request.output_schema ?? spec.output_schema;
+  const outputSchema = request.output_schema === undefined ? spec.output_schema : request.output_schema;
   if (outputSchema !== undefined && outputSchema !== null) input.output_schema = outputSchema as SubmitBatchInput["output_schema"];
   const checks = request.checks ?? spec.checks;
   if (checks && checks.length > 0) input.checks = checks as SubmitBatchInput["checks"];
+  const review =
+    request.review === undefined
+      ? original.reviewWhen && { when: original.reviewWhen, ...(original.reviewRate === null ? {} : { rate: original.reviewRate }) }
+      : request.review;
+  if (review) input.review = review;
   const subagent = args.resolveSubagent(subagentName);
   return {
     userId: args.userId,

@@ -198,6 +198,37 @@ describe("variants", () => {
     expect(await live.json()).toMatchObject({ variant_of: pb, lane: "live", total: 2 });
   });
 
+  it("keeps the original's review policy and output schema unless given; null drops either", async () => {
+    const schema = { type: "object", properties: { label: { type: "string" } }, required: ["label"] };
+    const res = await post(base(), {
+      submission_key: "rv-1",
+      items: ["a", "b"],
+      prompt_template: '[[json:{"label":"x"}]]{{item}}',
+      output_schema: schema,
+      review: { when: "sample", rate: 0.5 },
+    });
+    expect(res.status, await res.clone().text()).toBe(201);
+    const first = ((await res.json()) as BatchProjection).id;
+    const settings = async (id: string) =>
+      (
+        await t.db.execute<{ review_when: string | null; review_rate: number | null; schema: unknown }>(
+          sql`select review_when, review_rate, execution_spec->'output_schema' as schema from subagent_batches where id = ${id}`,
+        )
+      )[0]!;
+
+    const kept = (await (await post(`${base()}/${first}/variant`, { submission_key: "rv-2" })).json()) as BatchProjection;
+    expect(await settings(kept.id)).toEqual({ review_when: "sample", review_rate: 0.5, schema });
+    const changed = (await (await post(`${base()}/${first}/variant`, { submission_key: "rv-3", review: { when: "all" } })).json()) as BatchProjection;
+    expect(await settings(changed.id)).toMatchObject({ review_when: "all", review_rate: null });
+    const dropped = await post(`${base()}/${first}/variant`, { submission_key: "rv-4", review: null, output_schema: null, prompt_template: "[[echo]]{{item}}" });
+    expect(dropped.status, await dropped.clone().text()).toBe(201);
+    expect(await settings(((await dropped.json()) as BatchProjection).id)).toEqual({ review_when: null, review_rate: null, schema: null });
+    // A policy given is checked as a submission checks it.
+    const bad = await post(`${base()}/${first}/variant`, { submission_key: "rv-5", review: { when: "sample" } });
+    expect(bad.status).toBe(400);
+    expect((await errorOf(bad)).message).toMatch(/^review\.rate: is required/);
+  });
+
   it("is 404 for a batch of someone else", async () => {
     const theirs = await makeThread(t, stranger);
     const res = await post(`/api/threads/${theirs}/subagent-batches/${original}/variant`, { submission_key: "steal" }, stranger.token);
