@@ -3,7 +3,7 @@ import type { AuthOptions } from "next-auth";
 import CredentialsProvider from "next-auth/providers/credentials";
 import { getDatabase } from "@/server/db/client";
 import { log } from "@/server/log";
-import { clientAddress } from "@/server/http/client-address";
+import { clientAddress } from "@/server/net/client-address";
 import { limitSignIn, RateLimitedError } from "./limits";
 import { authSecret } from "./secret";
 import { createSession, endSession } from "./sessions";

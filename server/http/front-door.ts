@@ -2,7 +2,7 @@ import http from "node:http";
 import { type Span, SpanStatusCode } from "@opentelemetry/api";
 import { inSpan, SpanKind, startSpan } from "../telemetry";
 import { fileConnection } from "./connections";
-import { CLIENT_ADDRESS_HEADER, isTrusted, normalizeAddress, resolveClientAddress, trustedProxyList } from "./client-address";
+import { CLIENT_ADDRESS_HEADER, isTrusted, normalizeAddress, resolveClientAddress, trustedProxyList } from "../net/client-address";
 
 /**
  * The socket-level policy in front of the web process (scripts/web.ts) and of the tests' real

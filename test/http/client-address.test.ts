@@ -1,6 +1,6 @@
 import type { AddressInfo } from "node:net";
 import { afterEach, describe, expect, it } from "vitest";
-import { CLIENT_ADDRESS_HEADER, clientAddress } from "@/server/http/client-address";
+import { CLIENT_ADDRESS_HEADER, clientAddress } from "@/server/net/client-address";
 import { createFrontDoorServer, type FrontDoorOptions } from "@/server/http/front-door";
 import { send } from "../helpers/web-server";
 

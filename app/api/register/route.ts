@@ -1,4 +1,4 @@
-import { clientAddress } from "@/server/http/client-address";
+import { clientAddress } from "@/server/net/client-address";
 import { registerUser, registrationSchema } from "@/server/auth/registration";
 import { getConfig } from "@/server/config/load";
 import { getDatabase } from "@/server/db/client";
