@@ -1,5 +1,5 @@
 import path from "node:path";
-import { E2E_DATA_DIR, E2E_PG_PORT, E2E_PORT } from "../../playwright.config";
+import { E2E_DATA_DIR, E2E_PG_PORT, E2E_PORT } from "./ports";
 import { readEmbeddedPassword } from "../../server/db/embedded-credentials";
 
 /**
