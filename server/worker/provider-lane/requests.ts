@@ -1,3 +1,4 @@
+import { randomBytes } from "node:crypto";
 import type { LanguageModelV3 } from "@ai-sdk/provider";
 import type { ModelMessage, StepResult, ToolSet } from "ai";
 import { answerWithModel, askModel, type ModelCall } from "@/server/agent/executor/model-call";
@@ -93,23 +94,56 @@ const userMessage = (prompt: string): ModelMessage[] => [{ role: "user", content
 
 /**
  * Builds the request body of each prompt, one at a time (the transport holds one body at a time).
+ * The items of a batch differ only in their prompt's text after the shared prefix, so the model
+ * call stage builds one body with a marker there, and each item's body is that text with the
+ * marker replaced by its own (JSON-escaped): a model call through the AI SDK cost about 0.25 ms
+ * of CPU an item and most of the lane's garbage. Each builder checks the template against the
+ * model call stage on its first VERIFIED items and uses the stage itself for any prompt the
+ * template cannot take, or for all of them if a check ever differs.
  */
 export function requestBuilder(provider: BatchProvider, entry: CatalogEntry, spec: ExecutionSpec, promptCache: PromptCache) {
-  let captured: Record<string, unknown> | undefined;
+  let captured: string | undefined;
   const reply = emptyReply(provider, entry.model);
   const fetch: Fetch = async (_url, init) => {
-    captured = JSON.parse(String(init?.body ?? "{}")) as Record<string, unknown>;
+    captured = String(init?.body ?? "{}");
     return json(reply);
   };
   const model = transportModel(entry, fetch);
   const signal = new AbortController().signal;
-  return async (prompt: string): Promise<Record<string, unknown>> => {
+  const viaModelCall = async (prompt: string): Promise<string> => {
     captured = undefined;
     await askModel(itemCall(spec, model, signal, () => {}, promptCache), userMessage(prompt), false);
-    if (!captured) throw new Error("the model call sent no request");
+    if (captured === undefined) throw new Error("the model call sent no request");
     return captured;
   };
+
+  const prefix = promptCache.sharedPrefix ?? "";
+  const marker = `flotillaitem${randomBytes(12).toString("hex")}`;
+  /** The body's text around the marker; null when the template is not used (yet undefined: not built). */
+  let template: [string, string] | null | undefined;
+  let verified = 0;
+  const fromTemplate = (prompt: string): string | null => {
+    if (!template || !prompt.startsWith(prefix) || prompt.length === prefix.length) return null;
+    return template[0] + JSON.stringify(prompt.slice(prefix.length)).slice(1, -1) + template[1];
+  };
+  return async (prompt: string): Promise<Record<string, unknown>> => {
+    if (template === undefined) {
+      const parts = (await viaModelCall(prefix + marker)).split(marker);
+      template = parts.length === 2 ? [parts[0]!, parts[1]!] : null;
+    }
+    const built = fromTemplate(prompt);
+    if (built !== null && verified >= VERIFIED) return JSON.parse(built) as Record<string, unknown>;
+    const body = await viaModelCall(prompt);
+    if (built !== null) {
+      if (built === body) verified++;
+      else template = null;
+    }
+    return JSON.parse(body) as Record<string, unknown>;
+  };
 }
+
+/** Items whose templated body must equal the model call stage's before the template alone builds them. */
+const VERIFIED = 2;
 
 /** An answer read from a provider batch's result, as the live model call would have ended. */
 export interface ReadAnswer {
