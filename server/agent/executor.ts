@@ -1,3 +1,4 @@
+import { matchingAs } from "@/server/runtime/pattern-thread";
 import { type ModelMessage, type ToolSet, wrapLanguageModel } from "ai";
 import type { SubagentRunStatus, SubagentStatusUpdate, SubagentUsage } from "@/lib/api/subagents";
 import type { Db } from "@/server/db/client";
@@ -34,7 +35,8 @@ export type { ApprovalRequest, RunErrorClass, SubagentRunStatus, SubagentStatusU
 
 export function runSubagent(db: Db, opts: RunSubagentOptions): Promise<SubagentRunResult> {
   const traced = { agent: opts.definition.name, model: opts.model.name, threadId: opts.threadId, runId: opts.runId };
-  return traceAgentRun(traced, () => runSubagentInSpan(db, opts));
+  // Its typed answer's matching jobs wait in its owner's queue (pattern-thread.ts).
+  return matchingAs(opts.userId, () => traceAgentRun(traced, () => runSubagentInSpan(db, opts)));
 }
 
 async function runSubagentInSpan(db: Db, opts: RunSubagentOptions): Promise<SubagentRunResult> {

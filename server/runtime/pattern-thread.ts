@@ -1,3 +1,4 @@
+import { AsyncLocalStorage } from "node:async_hooks";
 import { readFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { Worker } from "node:worker_threads";
@@ -17,7 +18,9 @@ import { PATTERN_CACHE_BYTES, PATTERN_INSTRUCTION_BYTES, PATTERN_MACHINE_BYTES, 
  * cache bounded by size as the process does (pattern-cache.ts), and an Ajv a draft that it
  * drops with its validators every SCHEMA_CACHE_SIZE schemas (Ajv keeps all it compiled); its
  * heap is capped and it runs at a lower CPU priority than the event loop. A job's time limit
- * starts when the thread has loaded and warmed up.
+ * starts when the thread has loaded and warmed up. The thread is shared by every user of the
+ * process, so jobs wait in one queue per owner (matchingAs, around an item's run and checks) and
+ * the thread takes the owners in turn: one user's many slow matches delay another's by one job.
  */
 
 export const MATCH_TIME_LIMIT_MS = 2_000;
@@ -145,6 +148,7 @@ type ThreadJob = { pattern: string; bits: number } | { schema: string; json: str
 
 interface Job {
   job: ThreadJob;
+  owner: string;
   /** The text several match jobs share (sent once); none for a schema's. */
   subject?: string;
   resolve: (answer: unknown) => void;
@@ -154,7 +158,52 @@ interface Job {
 let thread: Worker | null = null;
 /** The thread has loaded its modules (a job's time limit starts when it is sent). */
 let ready = false;
-const queue: Job[] = [];
+/** Waiting jobs by owner; owners are taken in turn (a Map keeps the order owners joined in). */
+const queues = new Map<string, Job[]>();
+/** Whose jobs the thread serves: runs and checks set it (matchingAs); none is one shared owner. */
+const owners = new AsyncLocalStorage<string>();
+
+/** Runs `fn` with its matching jobs queued as `owner`'s (a user id), taken in turn with other owners'. */
+export function matchingAs<T>(owner: string, fn: () => T): T {
+  return owners.run(owner, fn);
+}
+
+function queueOf(owner: string): Job[] {
+  let q = queues.get(owner);
+  if (!q) {
+    q = [];
+    queues.set(owner, q);
+  }
+  return q;
+}
+
+/** The owner the thread served last: another owner with jobs waiting goes first. */
+let lastOwner: string | undefined;
+
+/**
+ * The next owner's first job with every job of that owner on the same subject: the owner waiting
+ * longest, passing over the one just served while anyone else waits; it then goes to the back.
+ */
+function takeNext(): Job[] | undefined {
+  let owner: string | undefined;
+  for (const key of queues.keys())
+    if (key !== lastOwner || owner === undefined) {
+      owner = key;
+      if (key !== lastOwner) break;
+    }
+  if (owner === undefined) return undefined;
+  const q = queues.get(owner)!;
+  queues.delete(owner);
+  const first = q.shift()!;
+  const jobs = [first];
+  if (first.subject !== undefined)
+    for (let i = 0; i < q.length; )
+      if (q[i]!.subject === first.subject) jobs.push(...q.splice(i, 1));
+      else i++;
+  if (q.length > 0) queues.set(owner, q);
+  lastOwner = owner;
+  return jobs;
+}
 /** The jobs sent to the thread together (one subject), how many it has answered, the current one's deadline. */
 let running: { jobs: Job[]; answered: number; timer: NodeJS.Timeout } | null = null;
 
@@ -221,13 +270,15 @@ function answer(w: Worker, outcome: { answer?: unknown; error?: string }): void 
 function fail(err: Error): void {
   const r = running;
   if (!r) {
-    for (const job of queue.splice(0)) job.reject(err);
+    for (const q of queues.values()) for (const job of q) job.reject(err);
+    queues.clear();
     return;
   }
   running = null;
   clearTimeout(r.timer);
   r.jobs[r.answered]!.reject(err);
-  queue.unshift(...r.jobs.slice(r.answered + 1));
+  const rest = r.jobs.slice(r.answered + 1);
+  if (rest.length > 0) queueOf(rest[0]!.owner).unshift(...rest);
   next();
 }
 
@@ -284,16 +335,12 @@ function start(): Worker {
  * isolate collect garbage for hundreds of ms).
  */
 function next(): void {
-  if (running || queue.length === 0) return;
+  if (running || queues.size === 0) return;
   thread ??= start();
   if (!ready) return; // sent when the thread says it is ready
-  const first = queue.shift();
-  if (!first) return;
-  const jobs = [first];
-  if (first.subject !== undefined)
-    for (let i = 0; i < queue.length; )
-      if (queue[i]!.subject === first.subject) jobs.push(...queue.splice(i, 1));
-      else i++;
+  const jobs = takeNext();
+  if (!jobs) return;
+  const first = jobs[0]!;
   const w = thread;
   running = { jobs, answered: 0, timer: deadline(w) };
   w.postMessage({ subject: first.subject, jobs: jobs.map((j) => j.job) });
@@ -301,7 +348,8 @@ function next(): void {
 
 function enqueue(job: ThreadJob, subject?: string): Promise<unknown> {
   return new Promise((resolve, reject) => {
-    queue.push({ job, subject, resolve, reject });
+    const owner = owners.getStore() ?? "";
+    queueOf(owner).push({ job, owner, subject, resolve, reject });
     next();
   });
 }

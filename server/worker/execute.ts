@@ -1,3 +1,4 @@
+import { matchingAs } from "@/server/runtime/pattern-thread";
 import { runSubagent } from "@/server/agent/executor";
 import type { FlotillaConfig } from "@/lib/config";
 import { approvalDecisions } from "@/server/batches/approvals";
@@ -46,7 +47,9 @@ export function subagentItemExecutor(args: {
   durableSteps?: boolean;
 }): ItemExecutor {
   const compat = compatItemExecutor(args);
-  return async (ctx) => {
+  // An item's checks and typed answer match in its owner's turn of the shared thread (pattern-thread.ts).
+  return (ctx) => matchingAs(ctx.spec.caller.user_id, () => executeItem(ctx));
+  async function executeItem(ctx: Parameters<ItemExecutor>[0]): ReturnType<ItemExecutor> {
     const { item, spec, signal, onStarted } = ctx;
     const traced = { "flotilla.batch.id": item.batchId, "flotilla.item.id": item.id };
     if (spec.kind !== "subagent")
@@ -116,7 +119,7 @@ export function subagentItemExecutor(args: {
       }
     }
     return out;
-  };
+  }
 }
 
 type CheckContext = {

@@ -1,3 +1,4 @@
+import { matchingAs } from "@/server/runtime/pattern-thread";
 import type { LanguageModelV3 } from "@ai-sdk/provider";
 import type { FlotillaConfig } from "@/lib/config";
 import { settleItems } from "@/server/batches/claim";
@@ -263,7 +264,7 @@ export class ProviderLane {
     const byId = new Map(rest.map((r) => [r.customId, r]));
     const settlements: Settlement[] = [];
     for (const item of held) {
-      const s = await settle(item, byId.get(item.id)!);
+      const s = await matchingAs(ctx.spec.caller.user_id, () => settle(item, byId.get(item.id)!));
       if (s) settlements.push(s);
     }
     await settleItems(this.o.db, { workerId: this.o.workerId, settlements, maxDeferrals: this.o.config.rate_limits.max_deferrals });
