@@ -9,7 +9,7 @@ import { startWorker, stopAllWorkers } from "./support/worker";
  * The README's tour of the screens, step by step, in real Chromium against the production build,
  * a real worker and the simulator: the chat with a delegated task, the New batch dialog with a
  * CSV and its "Output and checks" section, the batch's Results (in the panel, and at full
- * width), and batch items waiting for approval. Each step is asserted; its screenshot (1400×900) goes to e2e/screenshots/, and with
+ * width), batch items waiting for approval, and an answer waiting for a person's review. Each step is asserted; its screenshot (1400×900) goes to e2e/screenshots/, and with
  * TOUR_SCREENSHOTS=1 to docs/screenshots/, where the README shows them.
  */
 
@@ -91,12 +91,18 @@ test("2. New batch: a CSV of records, and Output and checks", async () => {
   await shot(page, "2-new-batch");
 });
 
+/** The worked example's thread and batch (step 3), which the judging steps go on with. */
+let spam: { thread: string; batch: string };
+
 test("3. Results: fields, checks and verdicts; the batch's receipt in the chat", async () => {
   const dialog = page.getByRole("dialog", { name: "New batch" });
   await dialog.getByRole("button", { name: "Start batch" }).click();
   await expect(dialog).toHaveCount(0);
   const detail = detailOf(page);
   await expect(detail).toHaveAttribute("data-status", "completed", { timeout: 90_000 });
+  const thread = new URL(page.url()).pathname.split("/")[2]!;
+  const listed = await page.request.get(`/api/threads/${thread}/subagent-batches`);
+  spam = { thread, batch: ((await listed.json()) as { batches: { id: string }[] }).batches[0]!.id };
   await expect(detail.getByTestId("check-summary")).toContainText("label_matches 2 of 4 passed");
   await expect(detail.getByTestId("check-summary")).toContainText("polite 3 of 4 passed");
   await expect(detail.locator('[data-testid="result-row"][data-item-key="m1"]')).toHaveAttribute("data-verdict", "passed");
@@ -147,4 +153,17 @@ test("4. Approvals: batch items wait for a person before a matching tool runs", 
   await shot(page, "4-approvals");
   await waiting.getByRole("button", { name: "Approve all 3" }).click();
   await expect(detailOf(page)).toHaveAttribute("data-status", "completed", { timeout: 60_000 });
+});
+
+test("5. Review: an answer its checks failed waits for a person, with the judge's reasons", async () => {
+  const base = `/api/threads/${spam.thread}/subagent-batches/${spam.batch}`;
+  const items = (await (await page.request.get(`${base}/items?limit=10`)).json()) as { items: { id: string; item_key: string }[] };
+  const m2 = items.items.find((i) => i.item_key === "m2")!;
+  const queued = await page.request.post(`${base}/items/${m2.id}/review`, { data: { request: true } });
+  expect(queued.status(), await queued.text()).toBe(200);
+  await page.goto("/review");
+  await expect(page.getByTestId("review-item-key")).toHaveText("m2");
+  await expect(page.getByRole("complementary", { name: "Threads" }).getByTestId("review-pending-count")).toContainText("1");
+  await expect(page.getByRole("region", { name: "Decision" }).getByRole("button", { name: "Accept" })).toBeVisible();
+  await shot(page, "5-review");
 });
