@@ -1,10 +1,7 @@
-/**
- * What a batch is called where people pick it out (the comparison, the review queue): batches
- * have no name, so the first line of the prompt template (else the sub-agent), cut to 80.
- */
+import { titleFrom } from "@/lib/batch-title";
+
+/** A batch's title from its spec's prompt template, else its sub-agent (`lib/batch-title.ts`, which the browser uses too). */
 export function batchTitle(b: { executionSpec: unknown; subagent: string }): string {
   const template = (b.executionSpec as { prompt_template?: unknown } | null)?.prompt_template;
-  const text = typeof template === "string" && template.trim() ? template.trim() : b.subagent;
-  const line = text.split("\n", 1)[0]!;
-  return line.length > 80 ? `${line.slice(0, 79)}…` : line;
+  return titleFrom(typeof template === "string" ? template : null, b.subagent);
 }
