@@ -28,6 +28,7 @@ import { threadMessagesSchema } from "@/lib/api/chat";
 import { fetchJson, sendJson } from "@/lib/api/client";
 import type { BatchSubmission } from "@/lib/api/files";
 import type { ChatMessage } from "@/lib/api/chat";
+import { type VariantDraft, type VariantRequest, variantDraftSchema } from "@/lib/api/variants";
 
 /** The batch panel's calls, each through lib/api/client with its lib/api projection schema. */
 
@@ -95,6 +96,21 @@ export function estimateBatch(threadId: string, input: BatchSubmission, signal?:
 
 export function submitBatch(threadId: string, input: BatchSubmission): Promise<BatchProjection> {
   return sendJson(batchProjectionSchema, base(threadId), "batch", input);
+}
+
+/** The settings a variant of the batch starts from (the New batch dialog's prefill) and the catalog's model names. */
+export function fetchVariantDraft(threadId: string, batchId: string, signal?: AbortSignal): Promise<VariantDraft> {
+  return fetchJson(variantDraftSchema, `${batchPath(threadId, batchId)}/variant`, "variant settings", { signal });
+}
+
+/** The batch's items run again with what the request changes (a 400 names the field, as a submission's). */
+export function submitVariant(threadId: string, batchId: string, request: VariantRequest): Promise<BatchProjection> {
+  return sendJson(batchProjectionSchema, `${batchPath(threadId, batchId)}/variant`, "batch", request);
+}
+
+/** The page comparing batch a (of this thread) with b, item by item. */
+export function comparePagePath(threadId: string, a: string, b: string): string {
+  return `/threads/${encodeURIComponent(threadId)}/batches/${encodeURIComponent(a)}/compare/${encodeURIComponent(b)}`;
 }
 
 export function updateBudget(

@@ -5,11 +5,13 @@ import { useDeferredValue, useEffect, useId, useMemo, useRef, useState } from "r
 import { FilesBatchSource, type FilesSelection } from "@/components/files/batch-source";
 import { type BatchProjection, type Features, MAX_PILOT_ITEMS } from "@/lib/api/batches";
 import { type BatchSubmission, FILE_PLACEHOLDER } from "@/lib/api/files";
+import type { VariantRequest } from "@/lib/api/variants";
 import { ITEM_PLACEHOLDER, submissionLimits, submissionRefusal } from "@/lib/batch-rules";
-import { fetchFeatures, submitBatch } from "../api";
+import { fetchFeatures, submitBatch, submitVariant } from "../api";
 import { budgetBody, fieldClass, labelClass } from "../budget";
 import { askChatToLook, batchKeys } from "../panel-state";
 import { errorMessage } from "../shared";
+import { ErrorText } from "../ui";
 import { buttonClasses } from "@/components/ui/button";
 import { Spinner } from "@/components/ui/spinner";
 import { detectFormat, draftPrompt, type ItemsFormat, parseItemsInput } from "./items-input";
@@ -21,6 +23,15 @@ import { parseChecksText, parseOutputSchemaText } from "./typed-input";
 import { TextArea } from "./text-area";
 import { TypedOutputSection, useTypedCompile } from "./typed-output";
 import { type CostDraft, EstimateView, initialCostDraft, pilotValue, refusedByEstimate, RunOptions, type RunExtras, useBatchEstimate } from "./cost";
+import {
+  ModelField,
+  serverFieldError,
+  type VariantItemsChoice,
+  VariantItems,
+  type VariantOf,
+  variantChanges,
+  variantProblems,
+} from "./variant";
 
 const PREVIEW_COUNT = 3;
 
@@ -28,37 +39,54 @@ function optionalInt(value: string): number | undefined {
   return value.trim() === "" ? undefined : Number(value);
 }
 
-/** Starts a batch without the chat: source, sub-agent, template, items (pasted, uploaded or files), limits, preview, submit. */
+/** JSON text for a prefilled field ("" for nothing). */
+const jsonText = (value: unknown) => (value === null || value === undefined ? "" : JSON.stringify(value));
+
+/**
+ * Starts a batch without the chat: source, sub-agent, template, items (pasted, uploaded or files),
+ * limits, preview, submit. With `variantOf` it is "Run a variant…": prefilled from the batch's
+ * settings, its items the batch's own (variant.tsx), submitted to POST .../variant.
+ */
 export function NewBatchDialog({
   threadId,
   onClose,
   onCreated,
+  variantOf,
 }: {
   threadId: string;
   onClose: () => void;
   onCreated: (batch: BatchProjection) => void;
+  variantOf?: VariantOf;
 }) {
+  const draft = variantOf?.draft;
   const qc = useQueryClient();
   const features = useQuery({ queryKey: batchKeys.features, queryFn: ({ signal }) => fetchFeatures(signal) });
   const limits = features.data?.batches;
   const ref = useRef<HTMLDialogElement>(null);
   const ids = { title: useId(), count: useId() };
 
-  const [subagent, setSubagent] = useState<string>("");
-  const [template, setTemplate] = useState(ITEM_PLACEHOLDER);
+  const [subagent, setSubagent] = useState<string>(draft?.subagent ?? "");
+  const [model, setModel] = useState(draft?.model ?? "");
+  const [variantItems, setVariantItems] = useState<VariantItemsChoice>("all");
+  const [template, setTemplate] = useState(draft ? (draft.prompt_template ?? "") : ITEM_PLACEHOLDER);
   const [text, setText] = useState("");
   const [file, setFile] = useState<ItemsFile | null>(null);
   const [format, setFormat] = useState<ItemsFormat | "auto">("auto");
-  const [limitsDraft, setLimitsDraft] = useState<LimitsDraft>({ maxLive: "", maxRunning: "", maxTokens: "", maxCost: "" });
+  const [limitsDraft, setLimitsDraft] = useState<LimitsDraft>({
+    maxLive: "",
+    maxRunning: draft ? String(draft.max_running_items) : "",
+    maxTokens: "",
+    maxCost: "",
+  });
   // "From files": a glob over the thread's workspace instead of typed items.
   const [fromFiles, setFromFiles] = useState(false);
   const [glob, setGlob] = useState("**");
   const [selection, setSelection] = useState<FilesSelection | null>(null);
   // "Output and checks": JSON text, read on every edit.
-  const [schemaText, setSchemaText] = useState("");
-  const [checksText, setChecksText] = useState("");
-  // Pilot and lane.
-  const [cost, setCost] = useState<CostDraft>(initialCostDraft);
+  const [schemaText, setSchemaText] = useState(() => jsonText(draft?.output_schema));
+  const [checksText, setChecksText] = useState(() => (draft?.checks.length ? jsonText(draft.checks) : ""));
+  // Pilot and lane (a variant's lane starts as its original's).
+  const [cost, setCost] = useState<CostDraft>(() => ({ ...initialCostDraft(), ...(variantOf ? { lane: variantOf.batch.lane } : {}) }));
   // One idempotency key per draft: a repeated click or a retry after a lost answer replays, an edit starts afresh.
   const keyRef = useRef<string | null>(null);
 
@@ -70,6 +98,8 @@ export function NewBatchDialog({
   const extras: RunExtras = {
     ...(pilot.value !== undefined ? { pilot: pilot.value } : {}),
     ...(laneAllowed && cost.lane === "provider_batch" ? { lane: "provider_batch" as const } : {}),
+    // A variant's lane is its original's unless given: say "live" when that is what the dialog shows.
+    ...(variantOf?.batch.lane === "provider_batch" && !(laneAllowed && cost.lane === "provider_batch") ? { lane: "live" as const } : {}),
   };
   const source = useDeferredValue(file ? file.text : text);
   const effective = format === "auto" ? detectFormat(file?.name ?? null, source) : format;
@@ -81,9 +111,26 @@ export function NewBatchDialog({
   const checks = useMemo(() => parseChecksText(checksText), [checksText]);
   // Well-formed JSON is then compiled as the server would (Ajv, RE2), in a chunk loaded on demand.
   const compiled = useTypedCompile(outputSchema.value, checks.value);
-  const schemaError = outputSchema.error ?? compiled.schemaError;
-  const checksError = checks.error ?? compiled.checksError;
-  const typedError = schemaError ?? checksError ?? (compiled.pending ? "checking" : null);
+  // A variant's own problems, then what the server refused (shown under the field it names).
+  const variantProblem = draft ? variantProblems(draft, { template, outputSchema: outputSchema.value }, schemaText) : null;
+  const submit = useMutation({
+    mutationFn: (body: BatchSubmission | VariantRequest) =>
+      variantOf ? submitVariant(threadId, variantOf.batch.id, body as VariantRequest) : submitBatch(threadId, body as BatchSubmission),
+    onSuccess: (batch) => {
+      qc.setQueryData<BatchProjection[]>(batchKeys.list(threadId), (list) => [batch, ...(list ?? []).filter((b) => b.id !== batch.id)]);
+      void qc.invalidateQueries({ queryKey: batchKeys.list(threadId) });
+      // The server stored the batch's receipt in the thread (and may have titled it): the chat shows it.
+      askChatToLook(qc, threadId);
+      onCreated(batch);
+    },
+  });
+  const refusal = variantOf ? serverFieldError(submit.error) : null;
+  const refusedAt = (field: NonNullable<typeof refusal>["field"]) => (refusal?.field === field ? refusal.message : null);
+  const schemaError = outputSchema.error ?? compiled.schemaError ?? variantProblem?.schema ?? refusedAt("schema");
+  const checksError = checks.error ?? compiled.checksError ?? refusedAt("checks");
+  const templateError = variantProblem?.template ?? refusedAt("template");
+  const typedError =
+    outputSchema.error ?? compiled.schemaError ?? variantProblem?.schema ?? checks.error ?? compiled.checksError ?? (compiled.pending ? "checking" : null);
   const built = limits
     ? buildSubmission(
         {
@@ -104,7 +151,9 @@ export function NewBatchDialog({
         },
       )
     : null;
-  const problem = fromFiles
+  const problem = variantOf
+    ? (variantProblem?.template ?? null)
+    : fromFiles
     ? (selection?.problem ?? budget.error ?? null)
     : (parsed.error ??
       (parsed.items.length > 0
@@ -112,23 +161,13 @@ export function NewBatchDialog({
         : null) ??
       null);
 
-  const submit = useMutation({
-    mutationFn: (body: BatchSubmission) => submitBatch(threadId, body),
-    onSuccess: (batch) => {
-      qc.setQueryData<BatchProjection[]>(batchKeys.list(threadId), (list) => [batch, ...(list ?? []).filter((b) => b.id !== batch.id)]);
-      void qc.invalidateQueries({ queryKey: batchKeys.list(threadId) });
-      // The server stored the batch's receipt in the thread (and may have titled it): the chat shows it.
-      askChatToLook(qc, threadId);
-      onCreated(batch);
-    },
-  });
   const { reset } = submit;
 
   // biome-ignore lint/correctness/useExhaustiveDependencies: any edit of the draft invalidates its key
   useEffect(() => {
     keyRef.current = null;
     reset();
-  }, [chosenSubagent, template, source, effective, limitsDraft, fromFiles, glob, schemaText, checksText, cost]);
+  }, [chosenSubagent, model, variantItems, template, source, effective, limitsDraft, fromFiles, glob, schemaText, checksText, cost]);
 
   useEffect(() => {
     const d = ref.current;
@@ -137,8 +176,23 @@ export function NewBatchDialog({
   }, []);
 
   // The submission the draft makes (its key aside), or null while the draft has a problem of its own.
-  const complete = (fromFiles ? !!selection && selection.count > 0 : !!built?.body) && !problem && !typedError;
-  const draftBody: BatchSubmission | null = !complete
+  const complete = (variantOf ? true : fromFiles ? !!selection && selection.count > 0 : !!built?.body) && !problem && !typedError;
+  const variantBody: VariantRequest | null =
+    draft && complete
+      ? {
+          submission_key: "",
+          ...variantChanges(draft, {
+            subagent: chosenSubagent,
+            model,
+            template,
+            outputSchema: outputSchema.value,
+            checks: checks.value,
+            maxRunningItems,
+            items: variantItems,
+          }),
+        }
+      : null;
+  const draftBody: BatchSubmission | null = !complete || variantOf
     ? null
     : fromFiles
       ? {
@@ -156,6 +210,7 @@ export function NewBatchDialog({
         ? { ...built.body, ...budget.body }
         : null;
   // The estimate is of the whole batch on the chosen lane (a pilot runs the first items of the same).
+  // (A variant has no estimate of its own: the dialog says what its original cost.)
   const estimate = useBatchEstimate(
     threadId,
     draftBody ? ({ ...draftBody, submission_key: "estimate", ...(extras.lane ? { lane: extras.lane } : {}) } as BatchSubmission) : null,
@@ -163,11 +218,12 @@ export function NewBatchDialog({
   const refused = refusedByEstimate(estimate.error) && !estimate.waiting;
 
   // A typo in Output schema or Checks shows under its field and holds the batch back, as does a draft the estimate refused.
-  const canSubmit = draftBody !== null && !pilot.error && !refused && !submit.isPending;
+  const body = variantBody ?? draftBody;
+  const canSubmit = body !== null && !pilot.error && !refused && !submit.isPending;
   const onSubmit = () => {
-    if (!canSubmit || !draftBody) return;
+    if (!canSubmit || !body) return;
     keyRef.current ??= newSubmissionKey();
-    submit.mutate({ ...draftBody, ...extras, submission_key: keyRef.current } as BatchSubmission);
+    submit.mutate({ ...body, ...extras, submission_key: keyRef.current } as BatchSubmission | VariantRequest);
   };
 
   return (
@@ -176,6 +232,7 @@ export function NewBatchDialog({
       aria-labelledby={ids.title}
       onClose={onClose}
       data-testid="new-batch-dialog"
+      data-variant-of={variantOf?.batch.id}
       className="m-auto max-h-[calc(100dvh-2rem)] w-[min(40rem,calc(100vw-2rem))] overflow-y-auto rounded-lg bg-white p-0 text-sm text-zinc-900 shadow-xl backdrop:bg-zinc-900/40"
     >
       <form
@@ -188,29 +245,41 @@ export function NewBatchDialog({
       >
         <div className="flex items-center gap-2">
           <h3 id={ids.title} className="text-base font-semibold">
-            New batch
+            {variantOf ? "Run a variant" : "New batch"}
           </h3>
           <button type="button" onClick={() => ref.current?.close()} className={buttonClasses("secondary", "sm", "ml-auto")}>
             Close
           </button>
         </div>
 
-        <ItemsSourceSwitch
+        {variantOf ? (
+          <VariantItems variantOf={variantOf} value={variantItems} onChange={setVariantItems} error={refusedAt("items")} />
+        ) : (
+          <ItemsSourceSwitch
+            fromFiles={fromFiles}
+            onChange={(files) => {
+              setFromFiles(files);
+              // Swap the untouched default template for the other mode's placeholder.
+              if (template === (files ? ITEM_PLACEHOLDER : FILE_PLACEHOLDER)) setTemplate(files ? FILE_PLACEHOLDER : ITEM_PLACEHOLDER);
+            }}
+          />
+        )}
+        <SubagentField subagents={subagents} value={chosenSubagent} onChange={setSubagent} error={refusedAt("subagent")} />
+        {draft ? <ModelField models={draft.models} value={model} onChange={setModel} error={refusedAt("model")} /> : null}
+        <TemplateField
+          value={template}
+          onChange={setTemplate}
           fromFiles={fromFiles}
-          onChange={(files) => {
-            setFromFiles(files);
-            // Swap the untouched default template for the other mode's placeholder.
-            if (template === (files ? ITEM_PLACEHOLDER : FILE_PLACEHOLDER)) setTemplate(files ? FILE_PLACEHOLDER : ITEM_PLACEHOLDER);
-          }}
+          error={templateError}
+          variantFields={variantOf ? variantOf.batch.input_fields : undefined}
+          ownPrompts={draft?.prompt_template === null}
         />
-        <SubagentField subagents={subagents} value={chosenSubagent} onChange={setSubagent} />
-        <TemplateField value={template} onChange={setTemplate} fromFiles={fromFiles} />
 
-        {fromFiles ? (
+        {fromFiles && !variantOf ? (
           <FilesBatchSource threadId={threadId} glob={glob} template={template} onGlobChange={setGlob} onSelection={setSelection} />
         ) : null}
         <ItemsInput
-          hidden={fromFiles}
+          hidden={fromFiles || !!variantOf}
           text={text}
           onText={setText}
           file={file}
@@ -227,9 +296,15 @@ export function NewBatchDialog({
           schemaError={schemaError}
           checksError={checksError}
           expectedColumn={!fromFiles && parsed.expected}
+          open={!!variantOf && (schemaText !== "" || checksText !== "")}
         />
-        <LimitsSection limits={limits} draft={limitsDraft} onChange={(next) => setLimitsDraft((d) => ({ ...d, ...next }))} />
-        {fromFiles ? null : (
+        <LimitsSection
+          limits={limits}
+          draft={limitsDraft}
+          onChange={(next) => setLimitsDraft((d) => ({ ...d, ...next }))}
+          runningOnly={!!variantOf}
+        />
+        {fromFiles || variantOf ? null : (
           <DraftSummary
             countId={ids.count}
             parsed={parsed}
@@ -243,12 +318,14 @@ export function NewBatchDialog({
           draft={cost}
           onChange={(next) => setCost((c) => ({ ...c, ...next }))}
           laneAllowed={laneAllowed}
-          pilotError={pilot.error}
+          pilotError={pilot.error ?? refusedAt("pilot")}
           maxPilot={MAX_PILOT_ITEMS}
         />
-        <EstimateView estimate={estimate.data} error={estimate.error} waiting={estimate.waiting} blocked={draftBody === null} />
+        {variantOf ? null : (
+          <EstimateView estimate={estimate.data} error={estimate.error} waiting={estimate.waiting} blocked={draftBody === null} />
+        )}
 
-        {submit.isError ? (
+        {submit.isError && (!variantOf || refusal?.field === "other") ? (
           <p role="alert" className="rounded-md bg-red-50 px-2 py-1.5 text-xs text-red-800 ring-1 ring-red-200 ring-inset">
             {errorMessage(submit.error)}
           </p>
@@ -257,7 +334,7 @@ export function NewBatchDialog({
         <div className="flex justify-end gap-2">
           <button type="submit" disabled={!canSubmit} className={buttonClasses("primary", "sm")}>
             {submit.isPending ? <Spinner /> : null}
-            Start batch
+            {variantOf ? "Start variant" : "Start batch"}
           </button>
         </div>
       </form>
@@ -269,10 +346,12 @@ function SubagentField({
   subagents,
   value,
   onChange,
+  error,
 }: {
   subagents: Features["subagents"];
   value: string;
   onChange: (name: string) => void;
+  error?: string | null;
 }) {
   const id = useId();
   return (
@@ -288,11 +367,28 @@ function SubagentField({
         ))}
       </select>
       <p className="text-xs text-zinc-600">{subagents.find((s) => s.name === value)?.description}</p>
+      {error ? <ErrorText error={error} /> : null}
     </div>
   );
 }
 
-function TemplateField({ value, onChange, fromFiles }: { value: string; onChange: (v: string) => void; fromFiles: boolean }) {
+function TemplateField({
+  value,
+  onChange,
+  fromFiles,
+  error,
+  variantFields,
+  ownPrompts,
+}: {
+  value: string;
+  onChange: (v: string) => void;
+  fromFiles: boolean;
+  error?: string | null;
+  /** A variant's items' field names ([] for plain items); undefined for a new batch. */
+  variantFields?: string[];
+  /** A variant of items given as prompts, which no template fills. */
+  ownPrompts?: boolean;
+}) {
   return (
     <TextArea
       label="Prompt template"
@@ -300,7 +396,28 @@ function TemplateField({ value, onChange, fromFiles }: { value: string; onChange
       autoFocus
       value={value}
       onChange={(e) => onChange(e.target.value)}
+      error={error}
       hint={
+        variantFields !== undefined ? (
+          ownPrompts ? (
+            "The items were given as prompts of their own: they run as written."
+          ) : variantFields.length > 0 ? (
+            <>
+              The items&apos; fields:{" "}
+              {variantFields.map((f, i) => (
+                <span key={f}>
+                  {i > 0 ? ", " : ""}
+                  <code className="font-mono">{`{{${f}}}`}</code>
+                </span>
+              ))}
+              .
+            </>
+          ) : (
+            <>
+              <code className="font-mono">{ITEM_PLACEHOLDER}</code> is replaced by each item.
+            </>
+          )
+        ) : (
         <>
           <code className="font-mono">{fromFiles ? FILE_PLACEHOLDER : ITEM_PLACEHOLDER}</code> is replaced by each{" "}
           {fromFiles ? "file's path." : "item."}
@@ -310,6 +427,7 @@ function TemplateField({ value, onChange, fromFiles }: { value: string; onChange
             a CSV's other columns are fields: <code className="font-mono">{"{{column}}"}</code> is replaced by its value.
           </span>
         </>
+        )
       }
     />
   );

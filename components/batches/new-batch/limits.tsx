@@ -14,10 +14,13 @@ export function LimitsSection({
   limits,
   draft,
   onChange,
+  runningOnly = false,
 }: {
   limits: Features["batches"] | undefined;
   draft: LimitsDraft;
   onChange: (next: Partial<LimitsDraft>) => void;
+  /** A variant: only max running items is its own (live items and the budget are its original's). */
+  runningOnly?: boolean;
 }) {
   const ids = { live: useId(), running: useId() };
   const fields = [
@@ -30,6 +33,26 @@ export function LimitsSection({
       default: limits?.default_max_running_items,
     },
   ] as const;
+  if (runningOnly) {
+    const f = fields[1];
+    return (
+      <details className="rounded-md border border-zinc-200 px-2 py-1">
+        <summary className="cursor-pointer text-xs font-medium text-zinc-700">Limits</summary>
+        <div className="grid grid-cols-1 gap-2 py-2 sm:grid-cols-2">
+          <NumberField
+            id={f.id}
+            label={f.label}
+            min={1}
+            max={f.max}
+            value={draft[f.key]}
+            onChange={(v) => onChange({ [f.key]: v })}
+            placeholder={f.default !== undefined ? `default ${f.default}` : ""}
+          />
+        </div>
+        <p className="mb-1 text-xs text-zinc-500">Max live items and the budget are the original batch&apos;s.</p>
+      </details>
+    );
+  }
   return (
     <details className="rounded-md border border-zinc-200 px-2 py-1">
       <summary className="cursor-pointer text-xs font-medium text-zinc-700">Limits and budget</summary>

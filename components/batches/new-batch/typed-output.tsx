@@ -42,6 +42,7 @@ export function TypedOutputSection({
   schemaError,
   checksError,
   expectedColumn,
+  open = false,
 }: {
   schema: string;
   checks: string;
@@ -51,9 +52,11 @@ export function TypedOutputSection({
   checksError: string | null;
   /** Whether the items carry `expected` (an equals check compares with it). */
   expectedColumn: boolean;
+  /** Opened from the start (a variant's prefilled schema and checks are shown, not folded away). */
+  open?: boolean;
 }) {
   return (
-    <details className="rounded-md border border-zinc-200 px-2 py-1">
+    <details open={open || undefined} className="rounded-md border border-zinc-200 px-2 py-1">
       <summary className="cursor-pointer text-xs font-medium text-zinc-700">Output and checks</summary>
       <div className="flex flex-col gap-3 py-2">
         <TextArea
