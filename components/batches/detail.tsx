@@ -13,6 +13,7 @@ import { BudgetSection } from "./budget";
 import { LaneSection } from "./lane";
 import { etaText, WaitingNotice } from "./waiting";
 import { WaitingApprovals } from "./approvals";
+import { BatchMenu } from "./batch-menu";
 import { BulkRetry } from "./bulk-retry";
 import { ConfirmCancel } from "./confirm-cancel";
 import { batchKeys } from "./panel-state";
@@ -215,6 +216,8 @@ export function BatchDetail({
         </fieldset>
         <BulkRetry threadId={threadId} batch={batch} workerAlive={workerAlive} kind="failed" onlyWhenNeeded />
       </div>
+
+      <BatchMenu threadId={threadId} batch={batch} workerAlive={workerAlive} />
 
       {error ? (
         <p role="alert" className="rounded-md bg-red-50 px-2 py-1.5 text-xs text-red-800 ring-1 ring-red-200 ring-inset">
