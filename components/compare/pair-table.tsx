@@ -63,6 +63,7 @@ export function PairTable({
           Change
           <select
             id={selectId}
+            aria-label="Change"
             value={change}
             onChange={(e) => onChange(e.target.value as CompareChange)}
             className="rounded-md border border-zinc-300 bg-white px-2 py-1 text-sm text-zinc-900 focus-visible:outline-2 focus-visible:outline-sky-600"
@@ -96,7 +97,7 @@ export function PairTable({
           data-ready={ready ? "true" : "false"}
           className={`block w-full border-collapse text-left text-xs transition-opacity md:table md:table-fixed ${pairs.isPlaceholderData ? "opacity-60" : ""}`}
         >
-          <colgroup>
+          <colgroup className="max-md:hidden">
             <col className="md:w-36" />
             <col />
             <col />
