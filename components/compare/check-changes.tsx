@@ -1,8 +1,20 @@
 import type { CompareSummary } from "@/lib/api/compare";
 import { formatCount } from "@/lib/format";
 
-const cell = "px-3 py-1.5 tabular-nums whitespace-nowrap";
-const head = "px-3 py-1.5 align-bottom font-medium";
+const cell = "px-2 py-1.5 tabular-nums whitespace-nowrap sm:px-3";
+const head = "px-2 py-1.5 align-bottom font-medium sm:px-3";
+
+/** "A passed / failed", shortened to "A ✓ / ✗" on a phone so a check's name keeps its room. */
+function SideHead({ side }: { side: "A" | "B" }) {
+  return (
+    <>
+      <span className="sm:hidden" aria-hidden>
+        {side} ✓ / ✗
+      </span>
+      <span className="max-sm:sr-only">{side} passed / failed</span>
+    </>
+  );
+}
 
 /** Each check's passes and failures on both sides, and the items it improved or regressed on. */
 export function CheckChanges({ checks }: { checks: CompareSummary["checks"] }) {
@@ -19,8 +31,12 @@ export function CheckChanges({ checks }: { checks: CompareSummary["checks"] }) {
           <thead className="bg-zinc-50 text-zinc-600">
             <tr>
               <th scope="col" className={head}>Check</th>
-              <th scope="col" className={head}>A passed / failed</th>
-              <th scope="col" className={head}>B passed / failed</th>
+              <th scope="col" className={head}>
+                <SideHead side="A" />
+              </th>
+              <th scope="col" className={head}>
+                <SideHead side="B" />
+              </th>
               <th scope="col" className={head}>Improved</th>
               <th scope="col" className={head}>Regressed</th>
             </tr>
@@ -28,7 +44,7 @@ export function CheckChanges({ checks }: { checks: CompareSummary["checks"] }) {
           <tbody>
             {checks.map((c) => (
               <tr key={c.name} data-testid="compare-check-row" data-check={c.name} className="border-t border-zinc-100">
-                <th scope="row" className="px-3 py-1.5 font-mono font-medium break-all text-zinc-900">
+                <th scope="row" className="min-w-28 px-2 py-1.5 font-mono font-medium wrap-anywhere text-zinc-900 sm:px-3">
                   {c.name}
                 </th>
                 <td className={cell}>
