@@ -62,7 +62,7 @@ export function BatchMenu({ threadId, batch, workerAlive }: { threadId: string; 
   const noOther = candidates.length === 0;
 
   return (
-    <div className="flex min-w-0 flex-col gap-2">
+    <div data-testid="batch-menu" className="flex min-w-0 flex-col gap-2">
       <fieldset aria-label="Batch menu" className="flex min-w-0 flex-wrap items-center gap-1.5">
         <span title={workerAlive ? undefined : NO_WORKER_TITLE}>
           <button
