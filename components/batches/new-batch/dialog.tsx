@@ -112,7 +112,7 @@ export function NewBatchDialog({
   // Well-formed JSON is then compiled as the server would (Ajv, RE2), in a chunk loaded on demand.
   const compiled = useTypedCompile(outputSchema.value, checks.value);
   // A variant's own problems, then what the server refused (shown under the field it names).
-  const variantProblem = draft ? variantProblems(draft, { template, outputSchema: outputSchema.value }, schemaText) : null;
+  const variantProblem = draft ? variantProblems(draft, { template }) : null;
   const submit = useMutation({
     mutationFn: (body: BatchSubmission | VariantRequest) =>
       variantOf ? submitVariant(threadId, variantOf.batch.id, body as VariantRequest) : submitBatch(threadId, body as BatchSubmission),
@@ -126,11 +126,11 @@ export function NewBatchDialog({
   });
   const refusal = variantOf ? serverFieldError(submit.error) : null;
   const refusedAt = (field: NonNullable<typeof refusal>["field"]) => (refusal?.field === field ? refusal.message : null);
-  const schemaError = outputSchema.error ?? compiled.schemaError ?? variantProblem?.schema ?? refusedAt("schema");
+  const schemaError = outputSchema.error ?? compiled.schemaError ?? refusedAt("schema");
   const checksError = checks.error ?? compiled.checksError ?? refusedAt("checks");
   const templateError = variantProblem?.template ?? refusedAt("template");
   const typedError =
-    outputSchema.error ?? compiled.schemaError ?? variantProblem?.schema ?? checks.error ?? compiled.checksError ?? (compiled.pending ? "checking" : null);
+    outputSchema.error ?? compiled.schemaError ?? checks.error ?? compiled.checksError ?? (compiled.pending ? "checking" : null);
   const built = limits
     ? buildSubmission(
         {
@@ -185,7 +185,7 @@ export function NewBatchDialog({
             subagent: chosenSubagent,
             model,
             template,
-            outputSchema: outputSchema.value,
+            outputSchema: schemaText.trim() === "" ? null : outputSchema.value,
             checks: checks.value,
             maxRunningItems,
             items: variantItems,

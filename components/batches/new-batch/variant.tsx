@@ -37,7 +37,8 @@ export interface VariantValues {
   subagent: string;
   model: string;
   template: string;
-  outputSchema: OutputSchema | undefined;
+  /** null: the field was emptied, and the variant drops the original's schema. */
+  outputSchema: OutputSchema | null | undefined;
   checks: Check[] | undefined;
   maxRunningItems: number | undefined;
   items: VariantItemsChoice;
@@ -63,15 +64,10 @@ export function variantChanges(draft: VariantDraft, v: VariantValues): Omit<Vari
   return out;
 }
 
-/** A problem the variant's own fields have before anything is sent (null: none). */
-export function variantProblems(draft: VariantDraft, v: Pick<VariantValues, "template" | "outputSchema">, schemaText: string) {
+/** A problem the variant's own fields have before anything is sent (null: none). An emptied schema is not one: it drops the schema. */
+export function variantProblems(draft: VariantDraft, v: Pick<VariantValues, "template">) {
   return {
     template: draft.prompt_template !== null && v.template.trim() === "" ? "Prompt template: must not be empty." : null,
-    // A request cannot take a schema away: it is the original's unless another is given.
-    schema:
-      draft.output_schema !== null && schemaText.trim() === ""
-        ? "Output schema: a variant keeps its original's schema; edit it rather than empty it."
-        : null,
   };
 }
 
