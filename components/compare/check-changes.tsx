@@ -44,7 +44,7 @@ export function CheckChanges({ checks }: { checks: CompareSummary["checks"] }) {
           <tbody>
             {checks.map((c) => (
               <tr key={c.name} data-testid="compare-check-row" data-check={c.name} className="border-t border-zinc-100">
-                <th scope="row" className="min-w-28 px-2 py-1.5 font-mono font-medium wrap-anywhere text-zinc-900 sm:px-3">
+                <th scope="row" className="min-w-32 px-2 py-1.5 font-mono font-medium wrap-anywhere text-zinc-900 sm:px-3">
                   {c.name}
                 </th>
                 <td className={cell}>
