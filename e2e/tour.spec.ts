@@ -9,7 +9,8 @@ import { startWorker, stopAllWorkers } from "./support/worker";
  * The README's tour of the screens, step by step, in real Chromium against the production build,
  * a real worker and the simulator: the chat with a delegated task, the New batch dialog with a
  * CSV and its "Output and checks" section, the batch's Results (in the panel, and at full
- * width), batch items waiting for approval, and an answer waiting for a person's review. Each step is asserted; its screenshot (1400×900) goes to e2e/screenshots/, and with
+ * width), batch items waiting for approval, a variant compared item by item, and an answer
+ * waiting for a person's review. Each step is asserted; its screenshot (1400×900) goes to e2e/screenshots/, and with
  * TOUR_SCREENSHOTS=1 to docs/screenshots/, where the README shows them.
  */
 
@@ -155,7 +156,29 @@ test("4. Approvals: batch items wait for a person before a matching tool runs", 
   await expect(detailOf(page)).toHaveAttribute("data-status", "completed", { timeout: 60_000 });
 });
 
-test("5. Review: an answer its checks failed waits for a person, with the judge's reasons", async () => {
+test("5. Judging: a variant of the worked example, compared item by item", async () => {
+  // The simulator answers a schema's first enum value: listing ham first plays a model that says ham.
+  const variant = await page.request.post(`/api/threads/${spam.thread}/subagent-batches/${spam.batch}/variant`, {
+    data: { submission_key: `tour-variant-${Date.now()}`, output_schema: { ...SCHEMA, properties: { ...SCHEMA.properties, label: { enum: ["ham", "spam"] } } } },
+  });
+  expect(variant.status(), await variant.text()).toBe(201);
+  const variantId = ((await variant.json()) as { id: string }).id;
+  await page.goto(`/threads/${spam.thread}`);
+  const detail = detailOf(page);
+  await expect(detail).toHaveAttribute("data-status", "completed", { timeout: 90_000 });
+  await expect(detail).toContainText(variantId.slice(0, 8));
+  await detail.getByRole("button", { name: "Compare with…" }).click();
+  await detail.getByTestId("compare-candidate").first().click();
+  await expect(page).toHaveURL(new RegExp(`/batches/${spam.batch}/compare/${variantId}$`));
+  await expect(page.getByTestId("compare-improved")).toHaveText("2 improved");
+  await expect(page.getByTestId("compare-regressed")).toHaveText("1 regressed");
+  await expect(page.getByTestId("compare-p-words")).toHaveText(/^Not a clear difference/);
+  // Every label changed: m3 failed in both, but its answer differs too.
+  await expect(page.getByTestId("pair-row")).toHaveCount(4);
+  await shot(page, "5-compare");
+});
+
+test("6. Review: an answer its checks failed waits for a person, with the judge's reasons", async () => {
   const base = `/api/threads/${spam.thread}/subagent-batches/${spam.batch}`;
   const items = (await (await page.request.get(`${base}/items?limit=10`)).json()) as { items: { id: string; item_key: string }[] };
   const m2 = items.items.find((i) => i.item_key === "m2")!;
@@ -165,5 +188,5 @@ test("5. Review: an answer its checks failed waits for a person, with the judge'
   await expect(page.getByTestId("review-item-key")).toHaveText("m2");
   await expect(page.getByRole("complementary", { name: "Threads" }).getByTestId("review-pending-count")).toContainText("1");
   await expect(page.getByRole("region", { name: "Decision" }).getByRole("button", { name: "Accept" })).toBeVisible();
-  await shot(page, "5-review");
+  await shot(page, "6-review");
 });
