@@ -5,7 +5,7 @@ import { type ReactNode, useId } from "react";
 import type { BatchProjection, ItemProjection } from "@/lib/api/batches";
 import { formatCount } from "@/lib/format";
 import { buttonClasses } from "@/components/ui/button";
-import { Spinner } from "@/components/ui/spinner";
+import { LoadMoreButton } from "@/components/ui/load-more";
 import { matchingCount, type TableFilter } from "./toolbar";
 import { ErrorText } from "./ui";
 import { useItemPages } from "./use-item-pages";
@@ -125,16 +125,7 @@ function Pager({
           </button>
         ) : null}
         {nextCursor !== null ? (
-          <button
-            type="button"
-            onClick={() => loadMore.mutate()}
-            disabled={loadMore.isPending}
-            aria-busy={loadMore.isPending || undefined}
-            className={buttonClasses("secondary", "sm", "ml-auto")}
-          >
-            {loadMore.isPending ? <Spinner /> : null}
-            Load more
-          </button>
+          <LoadMoreButton loading={loadMore.isPending} onLoad={() => loadMore.mutate()} />
         ) : shown > 0 ? (
           <span data-testid={`${name}-end`} className="ml-auto">
             End of list

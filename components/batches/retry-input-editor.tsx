@@ -6,7 +6,7 @@ import type { ItemProjection } from "@/lib/api/batches";
 import { draftText, parseDraft } from "@/lib/value-draft";
 import { buttonClasses } from "@/components/ui/button";
 import { Spinner } from "@/components/ui/spinner";
-import { ValueEditor } from "@/components/ui/value-editor";
+import { useValueDraft, ValueEditor } from "@/components/ui/value-editor";
 import { fetchItemDetail } from "./api";
 import { errorMessage, NO_WORKER_TITLE } from "./shared";
 import { useRetryItem } from "./use-retry-item";
@@ -59,14 +59,14 @@ function LoadedInput(props: EditorProps) {
 
 function InputDraft({ item, threadId, batchId, canRetry, onClose, start }: EditorProps & { start: unknown }) {
   const json = typeof start !== "string";
-  const [draft, setDraft] = useState(() => draftText(start, json));
-  const [error, setError] = useState<string | null>(null);
+  const input = useValueDraft(() => draftText(start, json));
+  const { setError } = input;
   const retry = useRetryItem(threadId, batchId, item.id);
   const id = useId();
 
   function submit(e: FormEvent) {
     e.preventDefault();
-    const parsed = parseDraft(draft, json, "input");
+    const parsed = parseDraft(input.value, json, "input");
     if ("error" in parsed) {
       setError(parsed.error);
       return;
@@ -85,12 +85,9 @@ function InputDraft({ item, threadId, batchId, canRetry, onClose, start }: Edito
             ? "JSON: the item's fields (and expected), or { \"prompt\": … }, checked as a submitted item would be. The earlier attempts stay."
             : "The text that fills the batch's prompt template, checked as a submitted item would be. The earlier attempts stay."
         }
-        value={draft}
-        onChange={(text) => {
-          setDraft(text);
-          setError(null);
-        }}
-        error={error}
+        value={input.value}
+        onChange={input.onChange}
+        error={input.error}
         json={json}
         rows={json ? 8 : 4}
       />

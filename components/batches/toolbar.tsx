@@ -1,5 +1,6 @@
 "use client";
 
+import { Options } from "@/components/ui/field";
 import { type Verdict, verdictSchema } from "@/lib/api/batch-data";
 import { type BatchProjection, type ItemStatus, itemStatusSchema } from "@/lib/api/batches";
 import { buttonClasses } from "@/components/ui/button";
@@ -91,11 +92,7 @@ function FilterSelect({
         className="rounded-md border border-zinc-300 bg-white px-2 py-1 text-sm focus-visible:outline-2 focus-visible:outline-sky-600"
       >
         <option value="all">{all}</option>
-        {options.map((o) => (
-          <option key={o.value} value={o.value}>
-            {o.label}
-          </option>
-        ))}
+        <Options options={options} />
       </select>
     </label>
   );

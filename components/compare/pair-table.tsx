@@ -5,7 +5,7 @@ import { COMPARE_CHANGES, type CompareChange, type CompareSummary } from "@/lib/
 import { formatCount } from "@/lib/format";
 import { ErrorText } from "@/components/batches/ui";
 import { buttonClasses } from "@/components/ui/button";
-import { Spinner } from "@/components/ui/spinner";
+import { LoadMoreButton } from "@/components/ui/load-more";
 import { type CompareIds, compareCsvUrl, useComparePairs } from "./api";
 import { PairRow } from "./pair-row";
 
@@ -145,16 +145,7 @@ export function PairTable({
           {matching !== null ? ` of ${formatCount(Math.max(matching, items.length))}` : ""}
         </span>
         {pairs.hasNextPage ? (
-          <button
-            type="button"
-            onClick={() => void pairs.fetchNextPage()}
-            disabled={pairs.isFetchingNextPage}
-            aria-busy={pairs.isFetchingNextPage || undefined}
-            className={buttonClasses("secondary", "sm", "ml-auto")}
-          >
-            {pairs.isFetchingNextPage ? <Spinner /> : null}
-            Load more
-          </button>
+          <LoadMoreButton loading={pairs.isFetchingNextPage} onLoad={() => void pairs.fetchNextPage()} />
         ) : items.length > 0 && ready ? (
           <span data-testid="pair-end" className="ml-auto">
             End of list

@@ -6,9 +6,10 @@ import { REVIEW_NOTE_MAX_CHARS } from "@/lib/api/reviews";
 import { ApiError } from "@/lib/api/client";
 import { draftText, parseDraft } from "@/lib/value-draft";
 import { errorMessage } from "@/components/batches/shared";
+import { ErrorText } from "@/components/batches/ui";
 import { Button } from "@/components/ui/button";
 import { Spinner } from "@/components/ui/spinner";
-import { ValueEditor } from "@/components/ui/value-editor";
+import { useValueDraft, ValueEditor } from "@/components/ui/value-editor";
 import { decideReview } from "./api";
 
 type Decision = "accept" | "reject";
@@ -40,8 +41,8 @@ export function ReviewDecision({
   const modelText = draftText(entry.output, typed);
   const [note, setNote] = useState("");
   const [editing, setEditing] = useState(false);
-  const [draft, setDraft] = useState(() => (entry.reviewed_output === undefined ? modelText : draftText(entry.reviewed_output, typed)));
-  const [outputError, setOutputError] = useState<string | null>(null);
+  const output = useValueDraft(() => (entry.reviewed_output === undefined ? modelText : draftText(entry.reviewed_output, typed)));
+  const { value: draft, setError: setOutputError } = output;
   const [formError, setFormError] = useState<string | null>(null);
   const [busy, setBusy] = useState<Decision | null>(null);
   const editor = useRef<HTMLTextAreaElement>(null);
@@ -134,11 +135,8 @@ export function ReviewDecision({
               : "The answer's text. Left as it is, the model's answer stands."
           }
           value={draft}
-          onChange={(text) => {
-            setDraft(text);
-            setOutputError(null);
-          }}
-          error={outputError}
+          onChange={output.onChange}
+          error={output.error}
           json={typed}
         />
       ) : (
@@ -146,11 +144,7 @@ export function ReviewDecision({
           Edit output <Key>e</Key>
         </Button>
       )}
-      {formError ? (
-        <p role="alert" className="text-sm wrap-anywhere text-red-700">
-          {formError}
-        </p>
-      ) : null}
+      {formError ? <ErrorText error={formError} className="wrap-anywhere" /> : null}
       <div className="flex flex-wrap gap-2">
         <Button aria-keyshortcuts="a" disabled={busy !== null} onClick={() => void decide("accept")}>
           {busy === "accept" ? <Spinner className="size-3.5" /> : null}

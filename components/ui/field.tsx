@@ -15,3 +15,12 @@ export function Field({ label, id, ...props }: InputHTMLAttributes<HTMLInputElem
     </div>
   );
 }
+
+/** A select's options, each a value and what it says. */
+export function Options({ options }: { options: readonly { value: string; label: string }[] }) {
+  return options.map((o) => (
+    <option key={o.value} value={o.value}>
+      {o.label}
+    </option>
+  ));
+}

@@ -1,6 +1,20 @@
 "use client";
 
-import type { Ref } from "react";
+import { type Ref, useState } from "react";
+
+/**
+ * The text of a value being edited and its refusal: editing clears the refusal, which a check or
+ * the server's 400 sets. `value`, `onChange` and `error` go to ValueEditor as they are.
+ */
+export function useValueDraft(initial: () => string) {
+  const [value, setValue] = useState(initial);
+  const [error, setError] = useState<string | null>(null);
+  const onChange = (text: string) => {
+    setValue(text);
+    setError(null);
+  };
+  return { value, onChange, error, setError };
+}
 
 /**
  * A labelled editor for one value (JSON or text) with its refusal under it: the server's 400

@@ -1,6 +1,7 @@
 import { useId, useState } from "react";
 import { buttonClasses } from "@/components/ui/button";
 import { fieldClass, labelClass } from "../budget";
+import { ErrorText } from "../ui";
 import type { ItemsFormat } from "./items-input";
 
 const MAX_FILE_BYTES = 20 * 1024 * 1024;
@@ -109,11 +110,7 @@ export function ItemsInput({
           <span className="text-xs text-zinc-500">.txt, .csv or .jsonl, up to {MAX_FILE_BYTES / 1024 / 1024} MB</span>
         )}
       </div>
-      {fileError ? (
-        <p role="alert" className="text-xs text-red-700">
-          {fileError}
-        </p>
-      ) : null}
+      {fileError ? <ErrorText error={fileError} /> : null}
       <div className="flex items-center gap-2">
         <label htmlFor={ids.format} className={labelClass}>
           Format

@@ -33,54 +33,39 @@ export function LimitsSection({
       default: limits?.default_max_running_items,
     },
   ] as const;
-  if (runningOnly) {
-    const f = fields[1];
-    return (
-      <details className="rounded-md border border-zinc-200 px-2 py-1">
-        <summary className="cursor-pointer text-xs font-medium text-zinc-700">Limits</summary>
-        <div className="grid grid-cols-1 gap-2 py-2 sm:grid-cols-2">
-          <NumberField
-            id={f.id}
-            label={f.label}
-            min={1}
-            max={f.max}
-            value={draft[f.key]}
-            onChange={(v) => onChange({ [f.key]: v })}
-            placeholder={f.default !== undefined ? `default ${f.default}` : ""}
-          />
-        </div>
-        <p className="mb-1 text-xs text-zinc-500">Max live items and the budget are the original batch&apos;s.</p>
-      </details>
-    );
-  }
+  const field = (f: (typeof fields)[number]) => (
+    <NumberField
+      key={f.id}
+      id={f.id}
+      label={f.label}
+      min={1}
+      max={f.max}
+      value={draft[f.key]}
+      onChange={(v) => onChange({ [f.key]: v })}
+      placeholder={f.default !== undefined ? `default ${f.default}` : ""}
+    />
+  );
   return (
     <details className="rounded-md border border-zinc-200 px-2 py-1">
-      <summary className="cursor-pointer text-xs font-medium text-zinc-700">Limits and budget</summary>
-      <div className="grid grid-cols-1 gap-2 py-2 sm:grid-cols-2">
-        {fields.map((f) => (
-          <NumberField
-            key={f.id}
-            id={f.id}
-            label={f.label}
-            min={1}
-            max={f.max}
-            value={draft[f.key]}
-            onChange={(v) => onChange({ [f.key]: v })}
-            placeholder={f.default !== undefined ? `default ${f.default}` : ""}
+      <summary className="cursor-pointer text-xs font-medium text-zinc-700">{runningOnly ? "Limits" : "Limits and budget"}</summary>
+      <div className="grid grid-cols-1 gap-2 py-2 sm:grid-cols-2">{runningOnly ? field(fields[1]) : fields.map(field)}</div>
+      {runningOnly ? (
+        <p className="mb-1 text-xs text-zinc-500">Max live items and the budget are the original batch&apos;s.</p>
+      ) : (
+        <>
+          <BudgetInputs
+            tokens={draft.maxTokens}
+            cost={draft.maxCost}
+            onTokens={(maxTokens) => onChange({ maxTokens })}
+            onCost={(maxCost) => onChange({ maxCost })}
+            placeholder="no limit"
           />
-        ))}
-      </div>
-      <BudgetInputs
-        tokens={draft.maxTokens}
-        cost={draft.maxCost}
-        onTokens={(maxTokens) => onChange({ maxTokens })}
-        onCost={(maxCost) => onChange({ maxCost })}
-        placeholder="no limit"
-      />
-      <p className="mt-2 mb-1 text-xs text-zinc-500">
-        The batch pauses when its items reach the budget; items already running finish, so it can end up to max running
-        items × one item over.
-      </p>
+          <p className="mt-2 mb-1 text-xs text-zinc-500">
+            The batch pauses when its items reach the budget; items already running finish, so it can end up to max running
+            items × one item over.
+          </p>
+        </>
+      )}
     </details>
   );
 }

@@ -1,5 +1,6 @@
 "use client";
 
+import { Options } from "@/components/ui/field";
 import { useId } from "react";
 import type { Check, OutputSchema, Verdict } from "@/lib/api/batch-data";
 import type { BatchProjection, ItemStatus } from "@/lib/api/batches";
@@ -132,11 +133,7 @@ export function VariantItems({
             Run
           </label>
           <select id={id} value={value} onChange={(e) => onChange(e.target.value as VariantItemsChoice)} className={`${fieldClass} min-w-0 flex-1`}>
-            {offered.map((o) => (
-              <option key={o.value} value={o.value}>
-                {o.label}
-              </option>
-            ))}
+            <Options options={offered} />
           </select>
         </div>
       ) : null}
