@@ -58,16 +58,16 @@ async function gatewayFirstToken(p: Product): Promise<number> {
   return first;
 }
 
-async function probe(adminUrl: string, env: Record<string, string>, label: string): Promise<BenchRow> {
+export async function probe(adminUrl: string, env: Record<string, string>, label: string, rounds = ROUNDS): Promise<BenchRow> {
   const bdb = await freshDatabase(adminUrl);
   let product: Product | undefined;
   try {
     product = await startProduct(bdb.url, 1, 8, env);
     await gatewayFirstToken(product); // warm-up: route compilation caches, prepared statements
     const gateway: number[] = [];
-    for (let i = 0; i < ROUNDS; i++) gateway.push(await gatewayFirstToken(product));
+    for (let i = 0; i < rounds; i++) gateway.push(await gatewayFirstToken(product));
     const { stdout } = await run_(process.execPath, ["--import", "tsx", "bench/chat-probe.ts"], {
-      env: benchEnv({ ...env, CHAT_BENCH_ROUNDS: String(ROUNDS) }),
+      env: benchEnv({ ...env, CHAT_BENCH_ROUNDS: String(rounds) }),
       maxBuffer: 1 << 20,
     });
     const { direct } = jsonLine<{ direct: number[] }>(stdout, "direct");

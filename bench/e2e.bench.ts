@@ -147,9 +147,10 @@ async function runOverHttp(p: Product, threadId: string, n: number): Promise<num
 
 /** Items of the efficiency rows (E2E_EFF_ITEMS runs fewer for a quick check). */
 const EFF_ITEMS = Number(process.env.E2E_EFF_ITEMS ?? 1_000);
-const IDEAL_S = (EFF_ITEMS * 0.2) / 64;
+const idealSeconds = (items: number) => (items * 0.2) / 64;
 
-async function efficiency(adminUrl: string, workers: number, slots: number, graphileSeconds: number): Promise<BenchRow> {
+export async function efficiency(adminUrl: string, workers: number, slots: number, graphileSeconds: number, items = EFF_ITEMS): Promise<BenchRow> {
+  const IDEAL_S = idealSeconds(items);
   const bdb = await freshDatabase(adminUrl);
   let product: Product | undefined;
   try {
@@ -162,9 +163,9 @@ async function efficiency(adminUrl: string, workers: number, slots: number, grap
     if (t.status !== 201) throw new Error(`create thread: HTTP ${t.status} ${await t.text()}`);
     const { id: threadId } = (await t.json()) as { id: string };
     await runOverHttp(product, threadId, 128); // warm-up: route compilation caches, module loading and JIT in the workers
-    const seconds = await runOverHttp(product, threadId, EFF_ITEMS);
+    const seconds = await runOverHttp(product, threadId, items);
     return {
-      metric: `npm start + HTTP: ${EFF_ITEMS} items x [[sleep:200]], cap 64, ${workers} worker(s) x ${slots} slots: wall s vs graphile-worker's (efficiency ${(IDEAL_S / seconds).toFixed(2)} vs ${(IDEAL_S / graphileSeconds).toFixed(2)}, ${(EFF_ITEMS / seconds).toFixed(0)} items/s)`,
+      metric: `npm start + HTTP: ${items} items x [[sleep:200]], cap 64, ${workers} worker(s) x ${slots} slots: wall s vs graphile-worker's (efficiency ${(IDEAL_S / seconds).toFixed(2)} vs ${(IDEAL_S / graphileSeconds).toFixed(2)}, ${(items / seconds).toFixed(0)} items/s)`,
       ours: seconds,
       baseline: graphileSeconds,
       ratio: seconds / graphileSeconds,
@@ -181,7 +182,7 @@ async function efficiency(adminUrl: string, workers: number, slots: number, grap
  * configuration. The runner is up and idle before the jobs are added (as our workers are before
  * the batch is submitted); wall = add_jobs → the jobs table empty (every completion written).
  */
-async function graphileEfficiency(adminUrl: string): Promise<number> {
+export async function graphileEfficiency(adminUrl: string, items = EFF_ITEMS): Promise<number> {
   const bdb = await freshDatabase(adminUrl);
   const quiet = new Logger(() => (level, message) => {
     if (message.includes("terminating connection due to administrator command")) return;
@@ -228,7 +229,7 @@ async function graphileEfficiency(adminUrl: string): Promise<number> {
         }
       };
       await round(128); // warm-up, as ours
-      return await round(EFF_ITEMS);
+      return await round(items);
     } finally {
       await runner.stop();
     }
@@ -257,8 +258,7 @@ const pct = (sorted: number[], p: number) => sorted[Math.min(sorted.length - 1, 
  * latency 0): the batch's created_at → its item's started_at (the worker's running mark; both the
  * database's clock), and the POST's own latency as the client sees it. E2E_LATENCY_ROUNDS (100).
  */
-async function addToStart(adminUrl: string): Promise<BenchRow[]> {
-  const rounds = Number(process.env.E2E_LATENCY_ROUNDS ?? 100);
+export async function addToStart(adminUrl: string, rounds = Number(process.env.E2E_LATENCY_ROUNDS ?? 100)): Promise<BenchRow[]> {
   const bdb = await freshDatabase(adminUrl);
   const reader = postgres(bdb.url, { max: 1, onnotice: () => {} });
   let product: Product | undefined;
@@ -317,6 +317,7 @@ export async function run(): Promise<BenchRow[]> {
   const rows: BenchRow[] = [];
   try {
     if (parts.has("eff")) {
+      const IDEAL_S = idealSeconds(EFF_ITEMS);
       const graphile = await graphileEfficiency(server.adminUrl);
       rows.push({
         metric: `graphile-worker 0.17.3, localQueue 500, completeJobBatchDelay 0: ${EFF_ITEMS} jobs x 200 ms, concurrency 64: wall s vs ideal ${IDEAL_S.toFixed(3)} s (efficiency ${(IDEAL_S / graphile).toFixed(2)})`,

@@ -1,7 +1,8 @@
 /**
  * `npm run bench`: runs every registered benchmark module and prints one table.
  * A module exports `name` and `run(): Promise<BenchRow[]>`; add yours to MODULES.
- * `npm run bench -- --check` exits non-zero when a row misses its target.
+ * `npm run bench -- --check` exits non-zero when a row misses its target. A module that exports
+ * `onlyByName` (the guard) runs only when named, and always checks.
  */
 
 import os from "node:os";
@@ -25,6 +26,7 @@ const MODULES: Array<() => Promise<BenchModule>> = [
   () => import("./caching.bench"),
   () => import("./compare.bench"),
   () => import("./provider-batch.bench"),
+  () => import("./guard.bench"),
 ];
 
 function fmt(n: number): string {
@@ -39,14 +41,15 @@ const meets = (r: BenchRow) => (r.tolerance === undefined ? r.ratio <= r.target 
 
 async function main() {
   const only = process.argv.slice(2).filter((a) => !a.startsWith("--"));
-  const check = process.argv.includes("--check");
+  let check = process.argv.includes("--check");
   // Each row beside the load average when its module returned it (1, 5, 15 min): a figure taken
   // on a busy machine says so.
   const rows: Array<BenchRow & { module: string; load: string }> = [];
   for (const importModule of MODULES) {
-    const mod = await importModule();
+    const mod: BenchModule & { onlyByName?: boolean } = await importModule();
     // A module is chosen by the start of its name: `batch` does not also run `provider-batch`.
-    if (only.length && !only.some((o) => mod.name.startsWith(o))) continue;
+    if (only.length ? !only.some((o) => mod.name.startsWith(o)) : mod.onlyByName) continue;
+    if (mod.onlyByName) check = true;
     process.stderr.write(`running ${mod.name} ...\n`);
     const got = await mod.run();
     const load = os.loadavg().map((l) => l.toFixed(2)).join(" ");

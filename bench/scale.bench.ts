@@ -63,7 +63,7 @@ async function timed(fn: () => Promise<unknown>): Promise<number> {
 const prompt = (i: number) => `Classify record ${i}: ${"lorem ipsum ".repeat(6)}`;
 const ndjson = (n: number) => Array.from({ length: n }, (_, i) => `${JSON.stringify({ item_key: `rec-${i}`, prompt: prompt(i) })}\n`).join("");
 
-type Scope = { userId: string; threadId: string; token: string; database: Database; url: string; web: Web };
+export type Scope = { userId: string; threadId: string; token: string; database: Database; url: string; web: Web };
 
 const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
 
@@ -94,10 +94,10 @@ async function submitHttp(scope: Scope, body: string): Promise<string> {
   return (JSON.parse(res.text) as { id: string }).id;
 }
 
-async function submission(scope: Scope): Promise<BenchRow> {
+export async function submission(scope: Scope, n = BIG): Promise<BenchRow> {
   const { database } = scope;
-  const body = ndjson(BIG);
-  const items = Array.from({ length: BIG }, (_, i) => ({ item_key: `rec-${i}`, prompt: prompt(i) }));
+  const body = ndjson(n);
+  const items = Array.from({ length: n }, (_, i) => ({ item_key: `rec-${i}`, prompt: prompt(i) }));
   await database.sql.unsafe(
     `create table plain_items (id uuid primary key default gen_random_uuid(), batch_id uuid not null, position int not null,
       item_key text not null, prompt text not null, status text not null)`,
@@ -120,7 +120,7 @@ async function submission(scope: Scope): Promise<BenchRow> {
   const o = median(ours);
   const p = median(plain);
   return {
-    metric: `scale: submit ${BIG} items as NDJSON over HTTP (${(body.length / 1e6).toFixed(0)} MB): ms vs one INSERT ... SELECT FROM unnest of the same rows into a plain table`,
+    metric: `scale: submit ${n} items as NDJSON over HTTP (${(body.length / 1e6).toFixed(0)} MB): ms vs one INSERT ... SELECT FROM unnest of the same rows into a plain table`,
     ours: o,
     baseline: p,
     ratio: o / p,
@@ -178,9 +178,8 @@ async function reads(scope: Scope): Promise<BenchRow[]> {
   ];
 }
 
-async function exportRow(scope: Scope): Promise<BenchRow> {
+export async function exportRow(scope: Scope, n = Number(process.env.SCALE_EXPORT_ITEMS ?? BIG)): Promise<BenchRow> {
   const { database } = scope;
-  const n = Number(process.env.SCALE_EXPORT_ITEMS ?? BIG);
   const big = await submitInProcess(scope, n);
   await database.db.execute(sql`update subagent_batch_items set status = 'succeeded', attempts = 1, input_tokens = 12, output_tokens = 40,
       result = 'Record ' || position || E':\\n' || repeat('classified as routine; ', 10), finished_at = now() where batch_id = ${big.id}`);
@@ -305,8 +304,7 @@ async function claimRow(scope: Scope): Promise<BenchRow> {
   return { metric: `scale: claim 32 items (promoting pending rows): ms with ${BIG} pending vs 1000 pending`, ours: big, baseline: small, ratio: big / small, target: 1.3 };
 }
 
-async function runRow(scope: Scope): Promise<BenchRow[]> {
-  const n = Number(process.env.SCALE_RUN_ITEMS ?? BIG);
+export async function runRow(scope: Scope, n = Number(process.env.SCALE_RUN_ITEMS ?? BIG)): Promise<BenchRow[]> {
   const workers = spawnBenchWorkers({ databaseUrl: scope.url, count: 1, slots: 64, env: { FLOTILLA__SIMULATOR__LATENCY_MS: "0" } });
   try {
     // Started (modules loaded) before the CPU count begins.
@@ -340,14 +338,12 @@ async function runRow(scope: Scope): Promise<BenchRow[]> {
   }
 }
 
-export async function run(): Promise<BenchRow[]> {
-  const server = await benchServer();
+export type ScalePart = (s: Scope) => Promise<BenchRow | BenchRow[]>;
+
+/** Each part in a fresh database (of adminUrl's server, else a new one) with its own web process (scripts/web.ts). */
+export async function runParts(parts: ScalePart[], adminUrl?: string): Promise<BenchRow[]> {
+  const server = adminUrl ? { adminUrl, stop: async () => {} } : await benchServer();
   const rows: BenchRow[] = [];
-  const all = { submit: submission, read: reads, export: exportRow, csv: csvRow, claim: claimRow, run: runRow };
-  const only = new Set((process.env.SCALE_BENCH ?? Object.keys(all).join(",")).split(","));
-  const parts = Object.entries(all)
-    .filter(([k]) => only.has(k))
-    .map(([, f]) => f as (s: Scope) => Promise<BenchRow | BenchRow[]>);
   try {
     for (const part of parts) {
       const bdb = await freshDatabase(server.adminUrl);
@@ -372,4 +368,10 @@ export async function run(): Promise<BenchRow[]> {
     await server.stop();
   }
   return rows;
+}
+
+export async function run(): Promise<BenchRow[]> {
+  const all: Record<string, ScalePart> = { submit: submission, read: reads, export: exportRow, csv: csvRow, claim: claimRow, run: runRow };
+  const only = new Set((process.env.SCALE_BENCH ?? Object.keys(all).join(",")).split(","));
+  return runParts(Object.entries(all).filter(([k]) => only.has(k)).map(([, f]) => f));
 }

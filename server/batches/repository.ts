@@ -6,6 +6,7 @@ import type { BatchStatus } from "@/lib/api/batches";
 import type { BatchRetry } from "@/lib/api/batches";
 import { configSchema, type FlotillaConfig } from "@/lib/config";
 import type { DbOrTx } from "@/server/db/client";
+import { inIndexOrder } from "@/server/db/index-order";
 import { subagentBatches, subagentBatchItems } from "@/server/db/schema";
 import { ITEM_STATUSES, type ItemStatus } from "@/server/db/schema/batches";
 import { AppError, notFound } from "@/server/errors";
@@ -159,7 +160,8 @@ export async function listItems(
   const verdicts = verdict === "passed" ? batch.verdictPassedCount : batch.verdictFailedCount;
   if (verdict && verdicts === 0) return { items: [], nextCursor: null };
   const i = subagentBatchItems;
-  const rows = await db
+  // In index order: the page reads only its rows even before the batch's rows are analyzed.
+  const rows = await inIndexOrder(db, (tx) => tx
     .select(itemSummaryColumns(args.previewMaxChars))
     .from(i)
     // The status as a literal (it is one of ITEM_STATUSES), so the planner can pick that
@@ -175,7 +177,7 @@ export async function listItems(
       ),
     )
     .orderBy(asc(i.position))
-    .limit(limit + 1);
+    .limit(limit + 1));
   const more = rows.length > limit;
   const items = (more ? rows.slice(0, limit) : rows).map((r) => ({
     ...r,

@@ -5,6 +5,7 @@ import { resultColumns } from "@/lib/result-columns";
 import { ITEM_STATES } from "@/lib/item-states";
 import { parseItemStatus, parseVerdict } from "@/server/batches/repository";
 import { createDatabase, type Database, databaseUrlFromEnv } from "@/server/db/client";
+import { INDEX_ORDER_ONLY } from "@/server/db/index-order";
 import type { ItemStatus } from "@/server/db/schema";
 import { AppError } from "@/server/errors";
 import { log } from "@/server/log";
@@ -218,16 +219,6 @@ const TAKE_SLOT = `select case ${Array.from(
   (_, i) => `when pg_try_advisory_xact_lock(hashtextextended('flotilla:export:' || $1::text || ':${i}', 0)) then ${i}`,
 ).join(" ")} end as slot`;
 
-/**
- * Every page walks a (batch_id, position) index in order, whatever the statistics say. On a
- * freshly loaded batch that autovacuum has not analyzed yet, the planner estimated 517 of 100,000
- * rows and chose a bitmap scan and a sort of the whole rest of the batch for every page: 216 ms a
- * page, an export 15x psql's COPY (issue 44). Every filter has an index in position order (the
- * position index, or its status's or the failed verdict's partial index), so forbidding the sort
- * leaves only the plan that reads just the page.
- */
-const ORDERED_PLANS = "select set_config('enable_sort', 'off', true), set_config('enable_bitmapscan', 'off', true)";
-
 export interface ExportArgs {
   batchId: string;
   /** The owner: an export holds one of this user's slots. */
@@ -349,7 +340,7 @@ function exportStream(
             // The client may have gone while the export waited for a connection of the pool.
             check();
             const [held] = await tx.unsafe<{ slot: number | null }[]>(TAKE_SLOT, [args.userId]);
-            await tx.unsafe(ORDERED_PLANS);
+            await tx.unsafe(INDEX_ORDER_ONLY);
             // Held elsewhere: by this user's exports in other web processes.
             if (held?.slot === null || held?.slot === undefined) throw tooManyExports();
             const deadline = setTimeout(() => {
