@@ -184,7 +184,9 @@ export async function exportRow(scope: Scope, n = Number(process.env.SCALE_EXPOR
   await database.db.execute(sql`update subagent_batch_items set status = 'succeeded', attempts = 1, input_tokens = 12, output_tokens = 40,
       result = 'Record ' || position || E':\\n' || repeat('classified as routine; ', 10), finished_at = now() where batch_id = ${big.id}`);
   const url = `${scope.web.base}/api/threads/${scope.threadId}/subagent-batches/${big.id}/results.jsonl`;
-  const query = `select item_key, position, status, attempts, result, error, input_tokens, output_tokens, input
+  // Every column the export writes (issue 44: the review and cache columns joined the export, not the baseline).
+  const query = `select item_key, input, position, status, attempts, result, error, expected, output, checks, verdict,
+      review_state, review_note, reviewed_output, input_tokens, output_tokens, cached_input_tokens, cache_write_tokens
     from subagent_batch_items where batch_id = '${big.id}' order by position`;
   const ours: number[] = [];
   const copy: number[] = [];
