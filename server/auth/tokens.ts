@@ -1,5 +1,5 @@
 import { createHash, randomBytes } from "node:crypto";
-import { and, desc, eq, gt, isNull, lt, or, sql } from "drizzle-orm";
+import { and, desc, eq, gt, isNull, or, sql } from "drizzle-orm";
 import { z } from "zod";
 import type { DbOrTx } from "@/server/db/client";
 import { apiTokens, users } from "@/server/db/schema";
@@ -107,24 +107,25 @@ export async function revokeApiToken(db: DbOrTx, args: { userId: string; tokenId
   if (deleted.length === 0) throw new AppError("not_found", "token not found");
 }
 
-/** The owner of a valid, unexpired token, otherwise null. Records last use at most once a minute. */
+/**
+ * The owner of a valid, unexpired token, otherwise null. Records last use at most once a minute,
+ * in the same statement as the lookup: every API request pays one round trip for its token, not
+ * two (issue 44: the chat's first token waited on both).
+ */
 export async function userIdForToken(db: DbOrTx, token: string): Promise<string | null> {
   if (!TOKEN_PATTERN.test(token)) return null;
   const tokenHash = hashToken(token);
-  const [row] = await db
-    .select({ id: apiTokens.id, userId: apiTokens.userId })
-    .from(apiTokens)
-    .where(and(eq(apiTokens.tokenHash, tokenHash), liveToken))
-    .limit(1);
-  if (!row) return null;
-  await db
-    .update(apiTokens)
-    .set({ lastUsedAt: sql`now()` })
-    .where(
-      and(
-        eq(apiTokens.id, row.id),
-        or(isNull(apiTokens.lastUsedAt), lt(apiTokens.lastUsedAt, sql`now() - interval '1 minute'`)),
-      ),
-    );
-  return row.userId;
+  const rows = await db.execute<{ user_id: string }>(sql`
+    with found as (
+      select ${apiTokens.id} as id, ${apiTokens.userId} as user_id, ${apiTokens.lastUsedAt} as last_used_at
+        from ${apiTokens}
+       where ${apiTokens.tokenHash} = ${tokenHash} and ${liveToken}
+       limit 1
+    ), touched as (
+      update ${apiTokens} set last_used_at = now()
+        from found
+       where ${apiTokens.id} = found.id and (found.last_used_at is null or found.last_used_at < now() - interval '1 minute')
+    )
+    select user_id from found`);
+  return rows[0]?.user_id ?? null;
 }
