@@ -1,12 +1,11 @@
-import { createUIMessageStreamResponse } from "ai";
 import { type BusyPolicy, busyPolicySchema, CHAT_MAX_BODY_BYTES, chatRequestSchema, type QueuedMessage } from "@/lib/api/chat";
 import { requireUser } from "@/server/auth/authenticate";
 import { assertDailyTokenQuota } from "@/server/batches/budget";
 import { postUserMessage } from "@/server/chat/lead-run";
-import { readChatStream } from "@/server/chat/streams";
 import { getConfig } from "@/server/config/load";
 import { getDatabase } from "@/server/db/client";
 import { AppError, zodMessage } from "@/server/errors";
+import { chatStreamResponse } from "@/server/http/chat-stream";
 import { handle, json, readJson } from "@/server/http/route";
 import { resolveModel } from "@/server/models";
 
@@ -49,5 +48,5 @@ export const POST = handle(async (req: Request, ctx: Ctx) => {
     requested,
   });
   if (posted.kind === "queued") return json({ queued: true, position: posted.position } satisfies QueuedMessage, 202);
-  return createUIMessageStreamResponse({ stream: readChatStream(db, { streamId: posted.streamId }) });
+  return chatStreamResponse(db, posted.streamId);
 });

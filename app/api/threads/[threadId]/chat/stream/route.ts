@@ -1,8 +1,8 @@
-import { createUIMessageStreamResponse } from "ai";
 import { requireUser } from "@/server/auth/authenticate";
-import { activeStreamOf, readChatStream } from "@/server/chat/streams";
+import { activeStreamOf } from "@/server/chat/streams";
 import { getThreadForUser } from "@/server/chat/threads";
 import { getDatabase } from "@/server/db/client";
+import { chatStreamResponse } from "@/server/http/chat-stream";
 import { handle } from "@/server/http/route";
 
 export const dynamic = "force-dynamic";
@@ -18,5 +18,5 @@ export const GET = handle(async (req: Request, ctx: Ctx) => {
   const thread = await getThreadForUser(db, { userId, threadId });
   const active = await activeStreamOf(db, { threadId: thread.id });
   if (!active) return new Response(null, { status: 204 });
-  return createUIMessageStreamResponse({ stream: readChatStream(db, { streamId: active.id }) });
+  return chatStreamResponse(db, active.id);
 });
