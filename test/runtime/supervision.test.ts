@@ -5,6 +5,7 @@ import os from "node:os";
 import path from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { batchSubagent } from "@/server/agent/registry";
+import { claimItems, markRunning } from "@/server/batches/claim";
 import { submitBatch } from "@/server/batches/submit";
 import { makeOwner, SIM_MODEL, testConfig } from "../batches/support";
 import { createTestDatabase } from "../helpers/db";
@@ -12,7 +13,8 @@ import { freePort } from "../helpers/free-port";
 
 /**
  * `npm start` itself (node --import tsx scripts/start.ts) as a real process tree: a web or
- * worker process that dies comes back, with the pause doubling while it keeps dying; SIGTERM
+ * worker process that dies comes back, with the pause doubling while it keeps dying, and only
+ * what it held goes back to the queue (never what another process with its host and pid holds); SIGTERM
  * still stops everything; and a start whose embedded database port is taken says which port and
  * how to choose another. The web process serves the production build (`next build`), which the
  * restart test needs in place (CI builds before the browser tests; locally, `npx next build`).
@@ -107,7 +109,12 @@ describe("npm start supervises its processes", () => {
       const port = await freePort();
       const dataDir = mkdtempSync(path.join(os.tmpdir(), "flotilla-supervision-"));
       cleanups.push(() => rmSync(dataDir, { recursive: true, force: true }));
-      const flotilla = startFlotilla({ DATABASE_URL: tdb.url, PORT: String(port), FLOTILLA_DATA_DIR: dataDir });
+      const flotilla = startFlotilla({
+        DATABASE_URL: tdb.url,
+        PORT: String(port),
+        FLOTILLA_DATA_DIR: dataDir,
+        FLOTILLA__SUBAGENT_RUNTIME__MAX_RUNNING: "2",
+      });
       const pid = flotilla.child.pid!;
       cleanups.push(async () => {
         if (flotilla.child.exitCode === null) {
@@ -143,17 +150,44 @@ describe("npm start supervises its processes", () => {
         config,
         model: SIM_MODEL,
       });
-      const heldBy = async () =>
+      // The supervisor gave the worker its id: it is the worker's heartbeat and lease owner.
+      const workerId = await until(
+        "the worker's heartbeat",
+        async () => (await tdb.sql<{ id: string }[]>`select id from worker_heartbeats where kind = 'worker' and pid = ${first.worker!}`)[0]?.id,
+        30_000,
+        flotilla,
+      );
+      const heldBy = async (id: string) =>
         (await tdb.sql<{ owner: string | null; status: string }[]>`select lease_owner as owner, status from subagent_batch_items`).filter(
-          (r) => r.owner?.includes(`:${first.worker}:`),
+          (r) => r.owner === id,
         );
-      await until("the worker running both items", async () => ((await heldBy()).filter((r) => r.status === "running").length === 2 ? true : undefined), 30_000, flotilla);
+      await until("the worker running both items", async () => ((await heldBy(workerId)).filter((r) => r.status === "running").length === 2 ? true : undefined), 30_000, flotilla);
+
+      // Another worker, alive, in a container with the same hostname where its pid is this
+      // worker's pid here (its id in the old form, host:pid:random), runs two items of its own.
+      const twin = `${os.hostname()}:${first.worker}:7a1e`;
+      await tdb.sql`insert into worker_heartbeats (id, kind, host, pid, version, capacity) values (${twin}, 'worker', ${os.hostname()}, ${first.worker!}, 'v', 2)`;
+      const { batch: theirs } = await submitBatch(tdb.db, {
+        ...batchSubagent(config, undefined),
+        ...owner,
+        input: { submission_key: "twin", items: ["[[sleep:60000]] three", "[[sleep:60000]] four"] },
+        config,
+        model: SIM_MODEL,
+      });
+      // This worker's two slots are busy (subagent_runtime.max_running 2): the twin claims both.
+      const claimed = await claimItems(tdb.db, { workerId: twin, limit: 2, leaseSeconds: 600 });
+      expect(claimed.map((c) => c.batchId)).toEqual([theirs.id, theirs.id]);
+      expect(await markRunning(tdb.db, { workerId: twin, leaseSeconds: 600, items: claimed })).toHaveProperty("size", 2);
+
       // The worker dies twice in a row: 1 s, then 2 s.
       const killedAt = Date.now();
       process.kill(first.worker!, "SIGKILL");
-      await until("the dead worker's items back in the queue", async () => ((await heldBy()).length === 0 ? true : undefined), 5_000, flotilla);
+      await until("the dead worker's items back in the queue", async () => ((await heldBy(workerId)).length === 0 ? true : undefined), 5_000, flotilla);
       expect(Date.now() - killedAt).toBeLessThan(5_000);
       await until("the return logged", () => (/returned 2 items worker 1 held to the queue/.test(flotilla.output()) ? true : undefined), 5_000, flotilla);
+      // The twin keeps its items and reads as alive: nothing was matched on host and pid.
+      expect((await heldBy(twin)).map((r) => r.status)).toEqual(["running", "running"]);
+      expect((await tdb.sql<{ stopped_at: Date | null }[]>`select stopped_at from worker_heartbeats where id = ${twin}`)[0]?.stopped_at).toBeNull();
       const second = await until("a new worker", () => {
         const worker = childrenOf(pid).worker;
         return worker && worker !== first.worker ? worker : undefined;
