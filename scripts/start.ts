@@ -17,6 +17,7 @@ import { assertConfiguredOutputSchemas } from "../server/runtime/output-schema";
 import { EMBEDDED_PORT, type EmbeddedServer, startEmbeddedPostgres } from "../server/db/embedded";
 import { recoverLeasesOfDeadWorker, recoverLeasesOfPreviousRun } from "../server/batches/claim";
 import { createDatabase } from "../server/db/client";
+import { markStopped } from "../server/runtime/heartbeat";
 import { migrateDatabase } from "../server/db/migrate";
 
 const root = process.cwd();
@@ -188,6 +189,11 @@ async function main() {
           const { requeued, failed } = await recoverLeasesOfDeadWorker(db, { instanceId });
           if (requeued + failed > 0) log(`returned ${requeued + failed} items ${name} held to the queue`);
         });
+  // A web process that died mid-reply left its runs `running` under its id, and its heartbeat is
+  // fresh for a minute more: said stopped here, before the next web starts, that web's startup
+  // recovery ends them at once (server/startup.ts), so the thread answers again.
+  const recoverDeadWeb = (_name: string, instanceId: string) =>
+    withDatabase("the dead web process's replies end at the next restart after a minute", (db) => markStopped(db, instanceId));
   const supervise = (name: string, args: string[], onDied: (name: string, instanceId: string, why: string) => Promise<void>) => {
     let delay = RESTART_MIN_MS;
     const start = () => {
@@ -215,7 +221,7 @@ async function main() {
     start();
   };
 
-  supervise("web", [path.join(root, "scripts", "web.ts")], async () => {});
+  supervise("web", [path.join(root, "scripts", "web.ts")], recoverDeadWeb);
   const workers = Number(process.env.FLOTILLA_WORKERS ?? 1);
   for (let n = 1; n <= workers; n++)
     supervise(`worker ${n}`, [path.join(root, "server", "worker", "main.ts")], recoverDeadWorker);

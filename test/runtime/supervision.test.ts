@@ -5,6 +5,9 @@ import os from "node:os";
 import path from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { batchSubagent } from "@/server/agent/registry";
+import { createApiToken } from "@/server/auth/tokens";
+import { createUser } from "@/server/auth/users";
+import { createThread } from "@/server/chat/threads";
 import { claimItems, markRunning } from "@/server/batches/claim";
 import { submitBatch } from "@/server/batches/submit";
 import { makeOwner, SIM_MODEL, testConfig } from "../batches/support";
@@ -207,6 +210,112 @@ describe("npm start supervises its processes", () => {
       expect(alive(back)).toBe(false);
       expect(alive(third)).toBe(false);
       expect(await healthy(port)).toBeUndefined();
+    },
+  );
+
+  it.skipIf(!hasBuild)(
+    "a web process killed in the middle of a reply: the reply ends interrupted, the thread's next message is answered at once after the restart, and an approved batch card whose continuation died shows its batch",
+    { timeout: 240_000 },
+    async () => {
+      const tdb = await createTestDatabase({ max: 2 });
+      const port = await freePort();
+      const dataDir = mkdtempSync(path.join(os.tmpdir(), "flotilla-web-crash-"));
+      cleanups.push(() => rmSync(dataDir, { recursive: true, force: true }));
+      // Every batch_task asks the person first (the simulator is free; 0 always asks).
+      const flotilla = startFlotilla({
+        DATABASE_URL: tdb.url,
+        PORT: String(port),
+        FLOTILLA_DATA_DIR: dataDir,
+        FLOTILLA__SUBAGENT_BATCHES__CONFIRM_OVER_USD: "0",
+      });
+      cleanups.push(async () => {
+        if (flotilla.child.exitCode === null) {
+          flotilla.child.kill("SIGTERM");
+          await flotilla.exited;
+        }
+      });
+      await until("first health answer", () => healthy(port), 120_000, flotilla);
+
+      const user = await createUser(tdb.db, { email: `crash-${Date.now()}@example.test`, password: "correct horse battery" });
+      const token = await createApiToken(tdb.db, { userId: user.id });
+      const thread = await createThread(tdb.db, { userId: user.id, title: "crash" });
+      const say = (id: string, text: string) =>
+        fetch(`http://127.0.0.1:${port}/api/threads/${thread.id}/chat`, {
+          method: "POST",
+          headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
+          body: JSON.stringify({ message: { id, role: "user", parts: [{ type: "text", text }] } }),
+        });
+
+      // A slow reply (the simulator spreads it over a minute): once its first words arrived, the web process dies.
+      const cut = await say("m1", "[[sleep:60000]] tell me a long story");
+      expect(cut.status).toBe(200);
+      const reader = cut.body!.getReader();
+      let streamed = "";
+      while (!streamed.includes('"text-delta"')) {
+        const { value, done } = await reader.read();
+        if (done) throw new Error(`the reply ended before its first words: ${streamed}`);
+        streamed += new TextDecoder().decode(value);
+      }
+      const runOf = async () => (await tdb.sql<{ status: string }[]>`select status from agent_runs where thread_id = ${thread.id} and kind = 'lead' order by created_at limit 1`)[0]?.status;
+      expect(await runOf()).toBe("running");
+      const web = childrenOf(flotilla.child.pid!).web!;
+      process.kill(web, "SIGKILL");
+      await reader.read().then(
+        () => reader.cancel().catch(() => {}),
+        () => {},
+      );
+      await until("a new web process", () => {
+        const next = childrenOf(flotilla.child.pid!).web;
+        return next && next !== web ? next : undefined;
+      }, 30_000, flotilla);
+      await until("health after the restart", () => healthy(port), 120_000, flotilla);
+
+      // The new web process took the dead one's reply for what it is: interrupted, the thread free.
+      const back = Date.now();
+      const next = await say("m2", "are you still there?");
+      expect(next.status, await next.clone().text()).toBe(200);
+      expect(await next.text()).toContain('"text-delta"');
+      expect(Date.now() - back).toBeLessThan(15_000);
+      expect(await runOf()).toBe("interrupted");
+      const replies = await tdb.sql<{ id: string }[]>`select id from messages where thread_id = ${thread.id} and role = 'assistant' order by created_at`;
+      expect(replies.length).toBe(2); // the note that the cut reply was interrupted, and the answer
+
+      // An approved batch card whose continuation dies: the batch was submitted, then the web
+      // process died while the model waited before its next step. Its card shows that batch.
+      const cardThread = await createThread(tdb.db, { userId: user.id, title: "card" });
+      const api = (p: string, body?: unknown) =>
+        fetch(`http://127.0.0.1:${port}/api/threads/${cardThread.id}/${p}`, {
+          method: body === undefined ? "GET" : "POST",
+          headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
+          ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+        });
+      const ask = await api("chat", { message: { id: "c1", role: "user", parts: [{ type: "text", text: "batch x3: review ticket {{item}} [[wait-after-step:1:60000]]" }] } });
+      expect(ask.status).toBe(200);
+      await ask.text();
+      const card = await until("the approval card", async () => {
+        const { approvals } = (await (await api("approvals")).json()) as { approvals: { id: string; tool: string }[] };
+        return approvals.find((a) => a.tool === "batch_task");
+      }, 30_000, flotilla);
+      expect((await api(`approvals/${card.id}`, { decision: "approve" })).status).toBe(200);
+      const batchId = await until("the batch submitted", async () => (await tdb.sql<{ id: string }[]>`select id from subagent_batches where thread_id = ${cardThread.id}`)[0]?.id, 30_000, flotilla);
+      const cardOf = async () => {
+        const rows = await tdb.sql<{ parts: { type: string; state?: string; output?: { batch_id?: string } }[] }[]>`
+          select parts from messages where thread_id = ${cardThread.id} and role = 'assistant'`;
+        return rows.flatMap((r) => r.parts).find((p) => p.type === "tool-batch_task");
+      };
+      expect((await cardOf())?.state).toBe("approval-responded");
+      const web2 = childrenOf(flotilla.child.pid!).web!;
+      process.kill(web2, "SIGKILL");
+      await until("a third web process", () => {
+        const n = childrenOf(flotilla.child.pid!).web;
+        return n && n !== web2 ? n : undefined;
+      }, 30_000, flotilla);
+      await until("health after the second restart", () => healthy(port), 120_000, flotilla);
+      const shown = await until("the card settled", async () => {
+        const part = await cardOf();
+        return part?.state !== "approval-responded" ? part : undefined;
+      }, 10_000, flotilla);
+      expect(shown).toMatchObject({ state: "output-available", output: { batch_id: batchId } });
     },
   );
 
