@@ -3,6 +3,7 @@ import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import net from "node:net";
 import os from "node:os";
 import path from "node:path";
+import postgres from "postgres";
 import { afterAll, describe, expect, it } from "vitest";
 import { batchSubagent } from "@/server/agent/registry";
 import { createApiToken } from "@/server/auth/tokens";
@@ -214,7 +215,7 @@ describe("npm start supervises its processes", () => {
   );
 
   it.skipIf(!hasBuild)(
-    "a web process killed in the middle of a reply: the reply ends interrupted, the thread's next message is answered at once after the restart, and an approved batch card whose continuation died shows its batch",
+    "a web process killed in the middle of a reply: the reply ends interrupted, the thread's next message is answered at once after the restart, and an approved batch card whose continuation died shows its batch or that it was not carried out",
     { timeout: 240_000 },
     async () => {
       const tdb = await createTestDatabase({ max: 2 });
@@ -316,6 +317,66 @@ describe("npm start supervises its processes", () => {
         return part?.state !== "approval-responded" ? part : undefined;
       }, 10_000, flotilla);
       expect(shown).toMatchObject({ state: "output-available", output: { batch_id: batchId } });
+
+      // An approved card whose continuation dies before its batch is written (a second session
+      // holds the batches' table, so the submission waits): after the restart it shows as not
+      // carried out, and nothing was submitted.
+      const lostThread = await createThread(tdb.db, { userId: user.id, title: "lost" });
+      const lostApi = (p: string, body?: unknown) =>
+        fetch(`http://127.0.0.1:${port}/api/threads/${lostThread.id}/${p}`, {
+          method: body === undefined ? "GET" : "POST",
+          headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
+          ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+        });
+      const lostAsk = await lostApi("chat", { message: { id: "l1", role: "user", parts: [{ type: "text", text: "batch x3: check ticket {{item}}" }] } });
+      expect(lostAsk.status).toBe(200);
+      await lostAsk.text();
+      const lostCard = await until("the second approval card", async () => {
+        const { approvals } = (await (await lostApi("approvals")).json()) as { approvals: { id: string; tool: string }[] };
+        return approvals.find((a) => a.tool === "batch_task");
+      }, 30_000, flotilla);
+      const holder = postgres(tdb.url, { max: 1, onnotice: () => {} });
+      let locked!: () => void;
+      let release!: () => void;
+      const lockTaken = new Promise<void>((resolve) => (locked = resolve));
+      const released = new Promise<void>((resolve) => (release = resolve));
+      const held = holder.begin(async (tx) => {
+        await tx`lock table subagent_batches in exclusive mode`;
+        locked();
+        await released;
+      });
+      try {
+        await lockTaken;
+        expect((await lostApi(`approvals/${lostCard.id}`, { decision: "approve" })).status).toBe(200);
+        await until("the submission waiting on the lock", async () => {
+          const [row] = await tdb.sql<{ n: number }[]>`select count(*)::int as n from pg_stat_activity
+            where datname = current_database() and wait_event_type = 'Lock' and application_name = 'flotilla-web'`;
+          return row!.n > 0 ? true : undefined;
+        }, 30_000, flotilla);
+        const web3 = childrenOf(flotilla.child.pid!).web!;
+        process.kill(web3, "SIGKILL");
+        await until("a fourth web process", () => {
+          const n = childrenOf(flotilla.child.pid!).web;
+          return n && n !== web3 ? n : undefined;
+        }, 30_000, flotilla);
+      } finally {
+        release();
+        await held;
+        await holder.end({ timeout: 5 });
+      }
+      await until("health after the third restart", () => healthy(port), 120_000, flotilla);
+      const lostPart = async () => {
+        const rows = await tdb.sql<{ parts: { type: string; state?: string; errorText?: string }[] }[]>`
+          select parts from messages where thread_id = ${lostThread.id} and role = 'assistant'`;
+        return rows.flatMap((r) => r.parts).find((p) => p.type === "tool-batch_task");
+      };
+      const notRun = await until("the lost card settled", async () => {
+        const part = await lostPart();
+        return part?.state !== "approval-responded" ? part : undefined;
+      }, 10_000, flotilla);
+      expect(notRun).toMatchObject({ state: "output-error" });
+      expect(notRun?.errorText).toMatch(/^Not carried out: .*nothing was submitted/);
+      expect(await tdb.sql`select id from subagent_batches where thread_id = ${lostThread.id}`).toHaveLength(0);
     },
   );
 
