@@ -216,7 +216,7 @@ describe("npm start supervises its processes", () => {
 
   it.skipIf(!hasBuild)(
     "a web process killed in the middle of a reply: the reply ends interrupted, the thread's next message is answered at once after the restart, and an approved batch card whose continuation died shows its batch or that it was not carried out",
-    { timeout: 240_000 },
+    { timeout: 420_000 },
     async () => {
       const tdb = await createTestDatabase({ max: 2 });
       const port = await freePort();
