@@ -13,6 +13,6 @@ import os from "node:os";
  */
 const globalForInstance = globalThis as unknown as { __flotillaInstanceId?: string };
 globalForInstance.__flotillaInstanceId ??=
-  process.env.FLOTILLA_INSTANCE_ID || `${os.hostname()}:${process.pid}:${randomBytes(6).toString("hex")}`;
+  process.env.FLOTILLA_INSTANCE_ID || `${os.hostname()}:${process.pid}:${randomBytes(3).toString("hex")}`;
 export const INSTANCE_ID: string = globalForInstance.__flotillaInstanceId;
 export const VERSION = process.env.npm_package_version ?? "0.1.0";
