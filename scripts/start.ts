@@ -17,6 +17,7 @@ import { assertConfiguredOutputSchemas } from "../server/runtime/output-schema";
 import { EMBEDDED_PORT, type EmbeddedServer, startEmbeddedPostgres } from "../server/db/embedded";
 import { recoverLeasesOfDeadWorker, recoverLeasesOfPreviousRun } from "../server/batches/claim";
 import { createDatabase } from "../server/db/client";
+import { markStopped } from "../server/runtime/heartbeat";
 import { migrateDatabase } from "../server/db/migrate";
 
 const root = process.cwd();
@@ -165,26 +166,42 @@ async function main() {
   exitHook((done) => void stopChildren().then(done, done));
   // A process that exits on its own comes back after a pause that doubles (1 s .. 30 s) while it
   // keeps failing, and starts again from 1 s once it has stayed up for a minute.
-  // A worker that exits on its own handed nothing back (SIGKILL by its watchdog, a crash): its
-  // items return to the queue now, not after a full lease. A clean exit hands them back itself.
-  const recoverDeadWorker = async (name: string, pid: number) => {
+  // Each child gets an id of its own (FLOTILLA_INSTANCE_ID: its lease owner, run owner and
+  // heartbeat id, server/runtime/instance.ts), and a child that died is named by it alone: host
+  // and pid are not unique (containers from one image share a hostname and may share pids).
+  const instanceIdOf = (name: string) => `${os.hostname()}:${name.replace(/\s+/g, "-")}:${randomBytes(8).toString("hex")}`;
+  const withDatabase = async (what: string, work: (db: ReturnType<typeof createDatabase>["db"]) => Promise<void>) => {
     const db = createDatabase(databaseUrl, { max: 1, applicationName: "flotilla-start", statementTimeoutMs: 10_000, lockTimeoutMs: 5_000 });
     try {
-      const { requeued, failed } = await recoverLeasesOfDeadWorker(db.db, { host: os.hostname(), pid });
-      if (requeued + failed > 0) log(`returned ${requeued + failed} items ${name} held to the queue`);
+      await work(db.db);
     } catch (err) {
-      console.error(`[flotilla] the items ${name} held wait for their leases to expire: ${describeFailure(err)}`);
+      console.error(`[flotilla] ${what}: ${describeFailure(err)}`);
     } finally {
       await db.close();
     }
   };
-  const supervise = (name: string, args: string[], onDied?: (pid: number) => Promise<void>) => {
+  // A worker that exits on its own handed nothing back (SIGKILL by its watchdog, a crash): its
+  // items return to the queue now, not after a full lease. A clean exit hands them back itself.
+  const recoverDeadWorker = (name: string, instanceId: string, why: string) =>
+    why === "code 0"
+      ? Promise.resolve()
+      : withDatabase(`the items ${name} held wait for their leases to expire`, async (db) => {
+          const { requeued, failed } = await recoverLeasesOfDeadWorker(db, { instanceId });
+          if (requeued + failed > 0) log(`returned ${requeued + failed} items ${name} held to the queue`);
+        });
+  // A web process that died mid-reply left its runs `running` under its id, and its heartbeat is
+  // fresh for a minute more: said stopped here, before the next web starts, that web's startup
+  // recovery ends them at once (server/startup.ts), so the thread answers again.
+  const recoverDeadWeb = (_name: string, instanceId: string) =>
+    withDatabase("the dead web process's replies end at the next restart after a minute", (db) => markStopped(db, instanceId));
+  const supervise = (name: string, args: string[], onDied: (name: string, instanceId: string, why: string) => Promise<void>) => {
     let delay = RESTART_MIN_MS;
     const start = () => {
       const startedAt = Date.now();
+      const instanceId = instanceIdOf(name);
       // node --import tsx, not the tsx CLI: the CLI relays signals itself and SIGKILLs a child that
       // is still shutting down, while web and worker need their SIGTERM/SIGINT handlers to stop cleanly.
-      const child = spawn(process.execPath, ["--import", "tsx", ...args], { stdio: "inherit", env });
+      const child = spawn(process.execPath, ["--import", "tsx", ...args], { stdio: "inherit", env: { ...env, FLOTILLA_INSTANCE_ID: instanceId } });
       children.push(child);
       let gone = false;
       const onGone = (why: string) => {
@@ -194,8 +211,8 @@ async function main() {
         if (stopping) return;
         if (Date.now() - startedAt >= HEALTHY_MS) delay = RESTART_MIN_MS;
         console.error(`[flotilla] ${name} exited (${why}); restarting in ${delay / 1000} s`);
-        const recovered = why !== "code 0" && child.pid !== undefined ? onDied?.(child.pid) : undefined;
-        setTimeout(() => void Promise.resolve(recovered).then(() => !stopping && start()), delay);
+        const recovered = onDied(name, instanceId, why);
+        setTimeout(() => void recovered.then(() => !stopping && start()), delay);
         delay = Math.min(delay * 2, RESTART_MAX_MS);
       };
       child.on("exit", (code, signal) => onGone(signal ?? `code ${code}`));
@@ -204,10 +221,10 @@ async function main() {
     start();
   };
 
-  supervise("web", [path.join(root, "scripts", "web.ts")]);
+  supervise("web", [path.join(root, "scripts", "web.ts")], recoverDeadWeb);
   const workers = Number(process.env.FLOTILLA_WORKERS ?? 1);
   for (let n = 1; n <= workers; n++)
-    supervise(`worker ${n}`, [path.join(root, "server", "worker", "main.ts")], (pid) => recoverDeadWorker(`worker ${n}`, pid));
+    supervise(`worker ${n}`, [path.join(root, "server", "worker", "main.ts")], recoverDeadWorker);
   log(`Flotilla is running at http://localhost:${port}`);
 
 }

@@ -1,6 +1,7 @@
 import "server-only";
 import { and, eq, inArray, sql } from "drizzle-orm";
 import { recoverInterruptedRuns } from "@/server/agent/runs";
+import { settleDeadContinuations } from "@/server/chat/approval-continuation";
 import { insertMessage } from "@/server/chat/messages";
 import { closeAbandonedStreams } from "@/server/chat/streams";
 import { type DbOrTx, getDatabase } from "@/server/db/client";
@@ -36,6 +37,7 @@ export async function recoverOnStartup(startedAt: Date = new Date()): Promise<st
     if (interrupted.length) {
       log.warn({ count: interrupted.length, run_ids: interrupted }, "finalized runs left active by a previous process as interrupted");
       await noteInterruptedRuns(db, interrupted);
+      await settleDeadContinuations(db, await threadsOfLeadRuns(db, interrupted));
     }
     // Their resumable streams end too (readers stop waiting, the threads take messages again).
     await closeAbandonedStreams(db);
@@ -44,6 +46,15 @@ export async function recoverOnStartup(startedAt: Date = new Date()): Promise<st
     log.error({ err }, "restart recovery of agent runs failed");
     return [];
   }
+}
+
+/** The threads of the lead runs among `runIds`. */
+async function threadsOfLeadRuns(db: DbOrTx, runIds: string[]): Promise<string[]> {
+  const rows = await db
+    .select({ threadId: agentRuns.threadId })
+    .from(agentRuns)
+    .where(and(inArray(agentRuns.id, runIds), eq(agentRuns.kind, "lead")));
+  return rows.flatMap((r) => (r.threadId ? [r.threadId] : []));
 }
 
 const PROMPT_EXCERPT = 80;

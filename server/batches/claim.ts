@@ -305,22 +305,17 @@ export async function recoverLeasesOfPreviousRun(db: DbOrTx): Promise<{ requeued
 /**
  * For `npm start`'s supervisor, when a worker it started has exited without handing its rows
  * back (its watchdog's SIGKILL, an out-of-memory kill, a crash): that process writes nothing
- * more, so the leases of the worker that heartbeated as `host`:`pid` are expired and recovered
- * now rather than after subagent_batches.lease_seconds (120 s by default). Called before the
- * restart, so no new process can have the pid yet.
+ * more, so the leases it held under `instanceId` (the id the supervisor gave it) are expired and
+ * recovered now rather than after subagent_batches.lease_seconds (120 s by default). Never by
+ * host and pid: another live worker (another container with the same hostname) may have both.
  */
-export async function recoverLeasesOfDeadWorker(
-  db: DbOrTx,
-  args: { host: string; pid: number },
-): Promise<{ requeued: number; failed: number }> {
+export async function recoverLeasesOfDeadWorker(db: DbOrTx, args: { instanceId: string }): Promise<{ requeued: number; failed: number }> {
   await db.execute(sql`
-    with dead as (
-      update worker_heartbeats set stopped_at = last_heartbeat_at, running = 0
-       where kind = 'worker' and host = ${args.host} and pid = ${args.pid} and stopped_at is null
-       returning id
-    )
+    update worker_heartbeats set stopped_at = last_heartbeat_at, running = 0
+     where id = ${args.instanceId} and stopped_at is null`);
+  await db.execute(sql`
     update subagent_batch_items set lease_expires_at = now() - interval '1 millisecond'
-     where lease_owner in (select id from dead) and status in ('leased', 'running') and lease_expires_at > now()`);
+     where lease_owner = ${args.instanceId} and status in ('leased', 'running') and lease_expires_at > now()`);
   return recoverUntilNoneLeft(db);
 }
 

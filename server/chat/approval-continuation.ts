@@ -3,8 +3,8 @@ import type { ChatMessage } from "@/lib/api/chat";
 import type { FlotillaConfig } from "@/lib/config";
 import { claimContinuation, expireChatApprovals, openLeadApprovals, threadsToContinue } from "@/server/agent/chat-approvals";
 import { deniedText } from "@/server/batches/approvals";
-import type { Db } from "@/server/db/client";
-import { messages, threads } from "@/server/db/schema";
+import type { Db, DbOrTx } from "@/server/db/client";
+import { messages, subagentBatches, threads } from "@/server/db/schema";
 import { log } from "@/server/log";
 import type { ResolvedModel } from "@/server/models/types";
 import { runLocked, type StartedLeadRun, sweepThreads, tryLockThread } from "./lead-run";
@@ -111,4 +111,62 @@ export async function sweepChatApprovals(db: Db, lead: Lead): Promise<number> {
   await expireChatApprovals(db, lead.config.tools.approval_timeout_seconds);
   const threadIds = await threadsToContinue(db, SWEEP_LIMIT);
   return sweepThreads(threadIds, (threadId) => continueDecidedReply(db, { ...lead, threadId }), "could not continue a reply after its approvals");
+}
+
+/** What an approved call's card says when the reply that was to run it died first. */
+const NOT_CARRIED_OUT =
+  "Not carried out: the server stopped before this approved call finished, so its result is unknown and nothing continues it. Ask again to run it.";
+const BATCH_NOT_SUBMITTED = "Not carried out: the server stopped before this approved batch was submitted; nothing was submitted. Ask again to run it.";
+
+/**
+ * Restart recovery, for the threads of the lead runs it interrupted: an approved call whose
+ * continuation died stays `approval-responded` in the stored reply (its batch card would say
+ * "Submitting batch…" for ever, and its decision is already carried, so nothing runs it). Each
+ * such call is settled in the reply: a batch_task whose batch exists (its submission key ends in
+ * the call's id) shows that batch; any other call shows as not carried out. Returns how many.
+ */
+export async function settleDeadContinuations(db: DbOrTx, threadIds: readonly string[]): Promise<number> {
+  let settled = 0;
+  for (const threadId of new Set(threadIds)) {
+    const replies = await db
+      .select({ id: messages.id, parts: messages.parts, metadata: messages.metadata })
+      .from(messages)
+      .where(
+        and(
+          eq(messages.threadId, threadId),
+          eq(messages.role, "assistant"),
+          sql`${messages.parts} @> ${JSON.stringify([{ state: "approval-responded" }])}::jsonb`,
+        ),
+      );
+    for (const reply of replies) {
+      const parts: Part[] = [];
+      for (const p of reply.parts as Part[]) {
+        if (p.state !== "approval-responded" || !p.toolCallId) {
+          parts.push(p);
+          continue;
+        }
+        const [batch] =
+          p.type === "tool-batch_task"
+            ? await db
+                .select({ id: subagentBatches.id, total: subagentBatches.total })
+                .from(subagentBatches)
+                .where(and(eq(subagentBatches.threadId, threadId), sql`${subagentBatches.submissionKey} like ${`%:${p.toolCallId}`}`))
+                .limit(1)
+            : [];
+        parts.push(
+          batch
+            ? {
+                ...p,
+                state: "output-available",
+                output: { batch_id: batch.id, total: batch.total, message: `Batch ${batch.id} was submitted before the server stopped.` },
+              }
+            : { ...p, state: "output-error", errorText: p.type === "tool-batch_task" ? BATCH_NOT_SUBMITTED : NOT_CARRIED_OUT },
+        );
+        settled++;
+      }
+      const message = { id: reply.id, role: "assistant", parts, metadata: reply.metadata } as unknown as ChatMessage;
+      await saveMessage(db, { threadId, message });
+    }
+  }
+  return settled;
 }

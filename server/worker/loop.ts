@@ -48,7 +48,8 @@ import { HEARTBEAT_INTERVAL_MS, markStopped, writeHeartbeat } from "@/server/run
  * A pass PostgreSQL refuses (a row it cannot store) settles its rows one at a time, so only the
  * refusing item fails (`storage_refused`, server/worker/settle.ts). While passes fail the worker
  * writes no heartbeat, and once they have failed for STUCK_AFTER_MS it calls `onStuck` (the
- * entrypoint exits, and `npm start` starts a new worker).
+ * entrypoint exits, and `npm start` starts a new worker). A pass that gave up waiting on a lock
+ * another session holds is no such failure: the worker waits it out (`waitsOnLock`).
  */
 
 export interface BatchWorkerOptions {
@@ -135,6 +136,9 @@ export class BatchWorker {
   /** When the first of the passes failing since the last one that succeeded failed. */
   private failingSince: number | undefined;
   private stuck = false;
+  /** Since when passes give up waiting on a lock someone else holds, and when that was last logged. */
+  private waitingSince: number | undefined;
+  private lockWaitLoggedAt: number | undefined;
   private timers: ReturnType<typeof setInterval>[] = [];
   private unlisten: (() => Promise<void>) | undefined;
   /** Items of provider_batch batches: sent to the provider's batch API, polled, settled (no slot while there). */
@@ -172,6 +176,10 @@ export class BatchWorker {
           options.onPassEnded?.();
         }),
       (err) => {
+        if (isLockWait(err)) {
+          this.waitsOnLock(err);
+          return;
+        }
         this.failingSince ??= Date.now();
         const failingForMs = Date.now() - this.failingSince;
         if (isStatementTimeout(err))
@@ -337,7 +345,7 @@ export class BatchWorker {
       // so one row PostgreSQL cannot store fails alone instead of failing every pass after it.
       this.marks.unshift(...marks);
       // A pass past its timeout says nothing about its rows: they go out again in the next one.
-      if (isDatabaseUnavailable(err) || isStatementTimeout(err) || settlements.length === 0) this.settlements.unshift(...settlements);
+      if (isDatabaseUnavailable(err) || isStatementTimeout(err) || isLockWait(err) || settlements.length === 0) this.settlements.unshift(...settlements);
       else await this.settleEach(settlements, err);
       throw err;
     }
@@ -374,6 +382,28 @@ export class BatchWorker {
   private passesWork(): void {
     this.failingSince = undefined;
     this.stuck = false;
+    if (this.waitingSince !== undefined)
+      this.log.info({ waited_ms: Date.now() - this.waitingSince }, "worker passes go on after waiting on a lock");
+    this.waitingSince = undefined;
+  }
+
+  /**
+   * A pass that gave up waiting for a lock another session holds (a `lock table`, a row held open
+   * in psql, a long migration) failed through no fault of this worker, and a new worker would
+   * wait on the same lock: it is retried at the next poll for as long as the lock is held, its
+   * rows kept, the heartbeat going on, logged when the wait starts and every half minute, and it
+   * never counts toward the restart of a worker whose passes keep failing.
+   */
+  private waitsOnLock(err: unknown): void {
+    const now = Date.now();
+    const starts = this.waitingSince === undefined;
+    this.waitingSince ??= now;
+    if (!starts && now - (this.lockWaitLoggedAt ?? 0) < LOCK_WAIT_LOG_MS) return;
+    this.lockWaitLoggedAt = now;
+    this.log.warn(
+      { err, waiting_for_ms: now - this.waitingSince },
+      "worker pass waits on a lock another session holds; retrying at the next poll (not a failure of this worker)",
+    );
   }
 
   /** The fallback of a refused pass (settle.ts): the refusing items fail with `storage_refused`, the others settle. */
@@ -545,14 +575,27 @@ export function stallMsOf(config: FlotillaConfig): number {
   return Math.max(b.worker_stall_seconds * 1000, 3 * b.poll_interval_seconds * 1000);
 }
 
-/** PostgreSQL cancelled the statement at statement_timeout (57014) or lock_timeout (55P03). */
-function isStatementTimeout(err: unknown, depth = 0): boolean {
+/** The SQLSTATE of `err` or of an error in its cause chain (drizzle wraps the driver's) is one of `codes`. */
+function hasCode(err: unknown, codes: readonly string[], depth = 0): boolean {
   if (!err || typeof err !== "object" || depth > 5) return false;
   const code = errorCodeOf(err);
-  if (code === "57014" || code === "55P03") return true;
+  if (code && codes.includes(code)) return true;
   const cause = (err as { cause?: unknown }).cause;
-  return cause !== undefined && cause !== err && isStatementTimeout(cause, depth + 1);
+  return cause !== undefined && cause !== err && hasCode(cause, codes, depth + 1);
 }
+
+/** PostgreSQL cancelled the statement at statement_timeout (57014) or lock_timeout (55P03). */
+const isStatementTimeout = (err: unknown) => hasCode(err, ["57014", "55P03"]);
+
+/**
+ * Waiting on someone else: lock_timeout (55P03, lock_not_available) or chosen as a deadlock's
+ * victim (40P01). The worker's statement_timeout stays above its lock_timeout (./main.ts), so a
+ * lock wait ends as 55P03 and a statement_timeout is the pass's own slowness.
+ */
+const isLockWait = (err: unknown) => hasCode(err, ["55P03", "40P01"]);
+
+/** How often a worker still waiting on a lock says so. */
+const LOCK_WAIT_LOG_MS = 30_000;
 
 /** Round-robin across batches, so slots taking from the local queue keep the claim's fair shares. */
 function interleaveByBatch(items: ClaimedItem[]): ClaimedItem[] {

@@ -13,7 +13,8 @@ import { startWatchdog } from "./watchdog";
  * Worker entrypoint: `npm run worker`. Never imports Next.js. Runs the batch worker against
  * DATABASE_URL until SIGTERM / SIGINT, then stops claiming, aborts its local runs, hands their
  * rows back to `queued` (attempt restored), marks its heartbeat stopped and exits. A worker whose
- * passes keep failing for a minute does the same and exits with 1; one whose loop stalls (no pass
+ * passes keep failing for a minute does the same and exits with 1 (passes that wait on a lock
+ * another session holds are not failing: they wait it out); one whose loop stalls (no pass
  * ends for subagent_batches.worker_stall_seconds) is killed by its watchdog (./watchdog.ts).
  */
 async function main() {
@@ -31,11 +32,14 @@ async function main() {
   await initTelemetry("flotilla-worker");
   const b = config.subagent_batches;
   // Every statement of the worker is bounded, so a pass waiting on a lock or a slow query is
-  // abandoned (and retried by the loop) instead of holding the loop forever.
+  // abandoned (and retried by the loop) instead of holding the loop forever. The lock wait ends
+  // first (at most nine tenths of the statement's time): a lock someone else holds is waited out,
+  // while a pass too slow on its own counts toward a restart (./loop.ts).
+  const statementTimeoutMs = b.worker_statement_timeout_seconds * 1000;
   const database = createDatabase(databaseUrlFromEnv(), {
     applicationName: "flotilla-worker",
-    statementTimeoutMs: b.worker_statement_timeout_seconds * 1000,
-    lockTimeoutMs: b.worker_lock_timeout_seconds * 1000,
+    statementTimeoutMs,
+    lockTimeoutMs: Math.min(b.worker_lock_timeout_seconds * 1000, statementTimeoutMs * 0.9),
   });
   await startWorkerOps({ database, config }); // shared rate limiter, metrics gauges + port
   // Passes failing for a minute: exit non-zero, so `npm start` (scripts/start.ts) starts a fresh worker.
