@@ -15,8 +15,11 @@ export interface SubagentUsage {
   cachedInputTokens?: number;
   /** Input tokens written to the provider's prompt cache. */
   cacheWriteTokens?: number;
-  /** A provider reported a count out of range (negative, or past TOKEN_COUNT_MAX): it was clamped. */
-  clamped?: boolean;
+  /**
+   * A provider reported a count out of range (negative, NaN, or past CALL_TOKENS_MAX for one
+   * call): that count is not counted (0), and the run's answer is refused (`invalid_usage`).
+   */
+  outOfRange?: boolean;
 }
 
 /**
@@ -26,10 +29,25 @@ export interface SubagentUsage {
  */
 export const TOKEN_COUNT_MAX = 1_000_000_000_000;
 
-/** Whether a count a provider reported is out of what tokenCount keeps as it is (left out is not). */
+/**
+ * The most tokens one model call may report: ten times the largest context window there is.
+ * More is no count at all (a broken or hostile provider), and billing it would spend every
+ * budget and quota at once.
+ */
+export const CALL_TOKENS_MAX = 100_000_000;
+
+/** Whether a count a provider reported for one call is out of range (left out is not). */
 export function outOfRange(n: number | undefined): boolean {
-  return n !== undefined && (Number.isNaN(n) || n < 0 || n > TOKEN_COUNT_MAX);
+  return n !== undefined && (Number.isNaN(n) || n < 0 || n > CALL_TOKENS_MAX);
 }
+
+/** A count a provider reported for one call, as it is counted: 0 when it is out of range. */
+export function callTokenCount(n: number | undefined): number {
+  return outOfRange(n) ? 0 : tokenCount(n);
+}
+
+/** Why an answer whose provider reported counts out of range is refused (its error, class `invalid_usage`). */
+export const INVALID_USAGE_ERROR = `invalid_usage: the provider reported token counts out of range (negative, or more than ${CALL_TOKENS_MAX.toLocaleString("en-US")} for one call); the answer is refused and those counts are not billed`;
 
 /** A token count as stored: a whole number from 0 to TOKEN_COUNT_MAX, whatever a provider sent (negative, NaN, 1e30). */
 export function tokenCount(n: number | undefined): number {

@@ -1,6 +1,6 @@
 import { matchingAs } from "@/server/runtime/pattern-thread";
 import { type ModelMessage, type ToolSet, wrapLanguageModel } from "ai";
-import type { SubagentRunStatus, SubagentStatusUpdate, SubagentUsage } from "@/lib/api/subagents";
+import { INVALID_USAGE_ERROR, type SubagentRunStatus, type SubagentStatusUpdate, type SubagentUsage } from "@/lib/api/subagents";
 import type { Db } from "@/server/db/client";
 import { AbortReason, AppError, abortKind, errorText } from "@/server/errors";
 import { log } from "@/server/log";
@@ -18,7 +18,7 @@ import { type RunEnding, RunRow, runResult, type SettledStatus } from "./executo
 import { type DurableSteps, durableSteps, stepLeaseLost } from "./executor/steps";
 import { askForApproval, childApprovalGate, runToolset } from "./executor/toolset";
 import type { DelegatingRun, RunSubagentOptions, SubagentRunResult } from "./executor/types";
-import { addStepUsage, clampNote, NO_USAGE } from "./executor/usage";
+import { addStepUsage, NO_USAGE } from "./executor/usage";
 import "./prompt-schema";
 import { type TypedOutput, typedOutput } from "./structured-output";
 
@@ -267,9 +267,13 @@ class SubagentRun {
   /** Settlement: the final row (or the row handed back to the worker), then the result. */
   private async settle(status: SettledStatus, ending: RunEnding): Promise<SubagentRunResult> {
     const { opts, row, recorder } = this;
-    if (this.usage.clamped) {
-      this.log().warn({ usage: this.usage }, "a provider reported token counts out of range; stored clamped");
-      ending = { ...ending, stopReason: clampNote(ending.stopReason) };
+    if (this.usage.outOfRange) {
+      // Absurd counts are not billed, and the answer that came with them is not taken.
+      this.log().warn({ usage: this.usage }, "a provider reported token counts out of range; the answer is refused");
+      if (status === "completed") {
+        status = "failed";
+        ending = { stopReason: "invalid_usage", error: INVALID_USAGE_ERROR, errorClass: "invalid_usage", transcript: ending.transcript };
+      } else ending = { ...ending, stopReason: `${ending.stopReason ?? "stop"}; invalid_usage` };
     }
     const final = {
       status,

@@ -13,7 +13,7 @@ import { blockLines, dataBlock } from "./quote-data";
 import { PATTERN_READ_MAX_CHARS, readBound } from "@/server/runtime/pattern-cache";
 import { MatchTimeout, matchPattern } from "@/server/runtime/pattern-thread";
 import type { Usage } from "./settlement";
-import { tokenCount } from "@/lib/api/subagents";
+import { callTokenCount, INVALID_USAGE_ERROR, outOfRange, tokenCount } from "@/lib/api/subagents";
 
 /**
  * The checks of a batch on one finished answer (DESIGN.md "Batches that produce data"): regex
@@ -227,10 +227,14 @@ async function runJudge(check: Extract<Check, { type: "judge" }>, args: RunCheck
   } catch (err) {
     return { name, passed: false, reason: `judge unavailable: ${errorText(err)}` };
   }
+  let absurd = false;
   const addUsage = (u: JudgeCallUsage | undefined) => {
     const spent = usage.get(model.catalogName) ?? { inputTokens: 0, outputTokens: 0 };
-    // A provider's counts are clamped where they enter (tokenCount: 1e30, negative, NaN).
-    const add = (was: number | undefined, more: number | undefined) => tokenCount((was ?? 0) + tokenCount(more));
+    // A count out of range (1e30, negative, NaN) counts nothing, and the verdict is refused below.
+    const add = (was: number | undefined, more: number | undefined) => {
+      if (outOfRange(more)) absurd = true;
+      return tokenCount((was ?? 0) + callTokenCount(more));
+    };
     spent.inputTokens = add(spent.inputTokens, u?.inputTokens);
     spent.outputTokens = add(spent.outputTokens, u?.outputTokens);
     // Cache reads and writes (inside inputTokens), as the item's own calls count them: each has its own price.
@@ -255,6 +259,7 @@ async function runJudge(check: Extract<Check, { type: "judge" }>, args: RunCheck
     if (classifyModelError(err) === "rate_limit") throw new JudgeRateLimited(name, model.endpoint, err);
     return { name, passed: false, reason: `judge error: ${cut(errorText(err), REASON_VALUE_CHARS * 2)}` };
   }
+  if (absurd) return { name, passed: false, reason: `judge error: ${INVALID_USAGE_ERROR}` };
   const score = verdict?.score;
   if (typeof score !== "number" || !Number.isFinite(score) || score < 0 || score > 1)
     return { name, passed: false, reason: `judge error: its score ${show(score)} is not a number from 0 to 1` };

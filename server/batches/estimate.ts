@@ -1,9 +1,9 @@
-import type { Tiktoken } from "js-tiktoken/lite";
 import type { Check } from "@/lib/api/batch-data";
 import type { BatchEstimate } from "@/lib/api/batches";
 import type { FlotillaConfig, ModelProvider } from "@/lib/config";
 import type { DbOrTx } from "@/server/db/client";
 import { type CatalogEntry, catalogEntries } from "@/server/models/catalog";
+import { tokenCounter } from "@/server/models/token-count";
 import { turnEvery } from "@/server/runtime/next-turn";
 import { JUDGE_SYSTEM, judgePrompt } from "./checks";
 import type { ItemRow } from "./insert-items";
@@ -51,42 +51,6 @@ export function estimatePricing(entry: CatalogEntry): EstimatePricing {
   };
 }
 
-/** An OpenAI model (tiktoken counts it exactly): a native openai entry, or a compatible one serving an OpenAI model id. */
-const OPENAI_MODEL_ID = /^(gpt-|chatgpt-|o1|o3|o4)/i;
-function isOpenAiModel(p: Pick<EstimatePricing, "provider" | "model">): boolean {
-  return p.provider === "openai" || (p.provider === "openai-compatible" && OPENAI_MODEL_ID.test(p.model));
-}
-
-/** The encoding an OpenAI model id uses: o200k_base from gpt-4o and the o-series on, cl100k_base before. */
-function encodingOf(model: string): "o200k_base" | "cl100k_base" {
-  return /^(gpt-3\.5|gpt-4(?!o|\.))/i.test(model) ? "cl100k_base" : "o200k_base";
-}
-
-// One encoder per encoding per process: its ranks are megabytes, loaded on first use only.
-const encoders = new Map<string, Promise<Tiktoken>>();
-function encoder(name: "o200k_base" | "cl100k_base"): Promise<Tiktoken> {
-  let found = encoders.get(name);
-  if (!found) {
-    found = (async () => {
-      const { Tiktoken } = await import("js-tiktoken/lite");
-      const ranks = name === "o200k_base" ? await import("js-tiktoken/ranks/o200k_base") : await import("js-tiktoken/ranks/cl100k_base");
-      return new Tiktoken(ranks.default);
-    })();
-    encoders.set(name, found);
-    found.catch(() => encoders.delete(name));
-  }
-  return found;
-}
-
-type Counter = (text: string) => number;
-const approxTokens: Counter = (text) => Math.ceil(text.length / 4);
-
-async function tokenCounter(pricing: EstimatePricing): Promise<{ count: Counter; method: BatchEstimate["tokens_method"] }> {
-  if (!isOpenAiModel(pricing)) return { count: approxTokens, method: "approx" };
-  const enc = await encoder(encodingOf(pricing.model));
-  return { count: (text) => (text === "" ? 0 : enc.encode(text, [], []).length), method: "tiktoken" };
-}
-
 /** The least prefix a provider caches, in tokens (null: it does not cache): Anthropic's Haiku models 2,048, its others and OpenAI 1,024. */
 function cacheMinimum(p: EstimatePricing): number | null {
   if (p.provider === "anthropic") return /haiku/i.test(p.model) ? 2_048 : 1_024;
@@ -103,7 +67,7 @@ export function sharedPrefix(template: string | undefined): string {
 
 const usd = (n: number) => Math.round(n * 1e6) / 1e6;
 
-/** Counts and prices prepared rows (pure apart from loading an encoder once). */
+/** Counts and prices prepared rows (pure apart from loading an encoding once: server/models/token-count.ts). */
 export async function estimateRows(args: {
   rows: readonly ItemRow[];
   systemPrompt: string;
@@ -114,8 +78,8 @@ export async function estimateRows(args: {
   const { rows, pricing } = args;
   const { count, method } = await tokenCounter(pricing);
   const prefix = sharedPrefix(args.template);
-  const systemTokens = count(args.systemPrompt);
-  const prefixTokens = count(prefix);
+  const systemTokens = await count(args.systemPrompt);
+  const prefixTokens = await count(prefix);
   const breathe = turnEvery(20);
   let input = 0;
   let sharing = 0;
@@ -123,8 +87,8 @@ export async function estimateRows(args: {
     // The prefix is the same text in every prompt that starts with it: counted once, the rest per item.
     if (prefix !== "" && row.prompt.startsWith(prefix)) {
       sharing++;
-      input += systemTokens + prefixTokens + count(row.prompt.slice(prefix.length));
-    } else input += systemTokens + count(row.prompt);
+      input += systemTokens + prefixTokens + (await count(row.prompt.slice(prefix.length)));
+    } else input += systemTokens + (await count(row.prompt));
     await breathe();
   }
   const cacheable = systemTokens + (sharing > 0 ? prefixTokens : 0);
@@ -177,10 +141,10 @@ export async function estimateJudges(args: {
     const pricing = args.pricingOf(check);
     const counter = await tokenCounter(pricing);
     if (counter.method === "approx") method = "approx";
-    const perCall = counter.count(JUDGE_SYSTEM) + args.answerTokens;
+    const perCall = (await counter.count(JUDGE_SYSTEM)) + args.answerTokens;
     let checkInput = 0;
     for (const row of args.rows) {
-      checkInput += perCall + counter.count(judgePrompt(check, { prompt: row.prompt, text: "", expected: row.expected }));
+      checkInput += perCall + (await counter.count(judgePrompt(check, { prompt: row.prompt, text: "", expected: row.expected })));
       await breathe();
     }
     input += checkInput;

@@ -5,7 +5,9 @@ import type { DbOrTx } from "@/server/db/client";
 import { subagentBatches, subagentBatchItems, threads } from "@/server/db/schema";
 import { storable, storableText } from "@/server/db/storable";
 import { AppError, notFound } from "@/server/errors";
-import { compileOutputSchema, schemaErrors } from "@/server/runtime/output-schema";
+import { jsonValueProblem } from "@/lib/batch-rules";
+import { prepareOutputSchema, validateAnswer } from "@/server/runtime/output-schema";
+import { matchingAs } from "@/server/runtime/pattern-thread";
 import { type BatchScopeArgs, checkIds, getBatch } from "./owned";
 import { ITEM_INPUT_MAX_CHARS } from "./repository";
 import { reviewColumns, toReview } from "./review-columns";
@@ -50,12 +52,26 @@ export interface Decision {
   version: number;
 }
 
-/** Decides one item's review at the version the person saw: 409 and nothing decided when it moved on. */
+/**
+ * The most a corrected answer may hold: 64 KiB of JSON (a fixed cap, outside the storage quota;
+ * four times an `expected`, which a corrected answer becomes in a golden set).
+ */
+export const REVIEW_OUTPUT_MAX_BYTES = 64 * 1024;
+
+/**
+ * Decides one item's review at the version the person saw: 409 and nothing decided when it moved
+ * on. The version and state are read before a corrected answer is checked, so a stale decision
+ * costs one lookup whatever it carries; the answer is then bounded (depth, size) and validated as
+ * a model's answer is (inline when small, else in the matching thread under its time limit).
+ */
 export async function decideReview(db: DbOrTx, scope: ItemScope & Decision): Promise<ItemReview> {
   checkIds(scope);
   const batch = await getBatch(db, scope);
-  const schema = (batch.executionSpec as { output_schema?: unknown }).output_schema;
-  if (scope.output !== undefined) checkCorrected(scope.output, schema);
+  if (scope.output !== undefined) {
+    assertDecidable(await itemExists(db, batch.id, scope.itemId), scope.version);
+    const schema = (batch.executionSpec as { output_schema?: unknown }).output_schema;
+    await matchingAs(scope.userId, () => checkCorrected(scope.output, schema));
+  }
   const i = subagentBatchItems;
   const [row] = await db
     .update(i)
@@ -72,20 +88,33 @@ export async function decideReview(db: DbOrTx, scope: ItemScope & Decision): Pro
     )
     .returning(reviewColumns());
   if (row) return toReview(row)!;
-  const current = await itemExists(db, batch.id, scope.itemId);
-  if (!(FINISHED as readonly string[]).includes(current.status))
-    throw new AppError("conflict", "item: has not finished yet; review it once it has an answer");
-  throw new AppError("conflict", `version: the review is at version ${current.reviewVersion} now (someone decided since); reload it and decide again`);
+  assertDecidable(await itemExists(db, batch.id, scope.itemId), scope.version);
+  throw new AppError("conflict", "version: the review moved on meanwhile; reload it and decide again");
 }
 
-/** A corrected answer must be what the batch asks for: valid against its output_schema, else a string. */
-function checkCorrected(output: unknown, schema: unknown): void {
+/** 409 when the item has not finished or its review is at another version. */
+function assertDecidable(current: { status: string; reviewVersion: number }, version: number): void {
+  if (!(FINISHED as readonly string[]).includes(current.status))
+    throw new AppError("conflict", "item: has not finished yet; review it once it has an answer");
+  if (current.reviewVersion !== version)
+    throw new AppError("conflict", `version: the review is at version ${current.reviewVersion} now (someone decided since); reload it and decide again`);
+}
+
+/**
+ * A corrected answer must be what the batch asks for: valid against its output_schema, else a
+ * string; nested at most MAX_JSON_DEPTH levels and at most REVIEW_OUTPUT_MAX_BYTES as JSON, with
+ * text jsonb stores, as a submission's `expected` is.
+ */
+async function checkCorrected(output: unknown, schema: unknown): Promise<void> {
+  const problem = jsonValueProblem(output, REVIEW_OUTPUT_MAX_BYTES);
+  if (problem) throw new AppError("validation_failed", `output: ${problem}`);
   if (schema === undefined || schema === null) {
     if (typeof output !== "string") throw new AppError("validation_failed", "output: must be a string (this batch's answers are text)");
     return;
   }
-  const validate = compileOutputSchema(schema);
-  if (!validate(output)) throw new AppError("validation_failed", `output: does not match the batch's output_schema: ${schemaErrors(validate)}`);
+  const checked = await validateAnswer(prepareOutputSchema(schema), JSON.stringify(output), output);
+  if (!checked.ok)
+    throw new AppError("validation_failed", checked.timedOut ? `output: ${checked.errors}` : `output: does not match the batch's output_schema: ${checked.errors}`);
 }
 
 async function itemExists(db: DbOrTx, batchId: string, itemId: string): Promise<{ status: string; reviewVersion: number }> {

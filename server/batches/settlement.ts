@@ -125,9 +125,10 @@ export const DEFAULT_RATE_LIMIT_DELAY_MS = 5_000;
 
 /**
  * Failures another attempt would only repeat: an answer still invalid against the output schema
- * after its repair turn (the executor's `invalid_output`).
+ * after its repair turn (the executor's `invalid_output`), an answer refused for the token
+ * counts its provider reported (`invalid_usage`: another call would be paid for and refused again).
  */
-const FINAL_ERROR_CLASSES: ReadonlySet<string> = new Set(["invalid_output"]);
+const FINAL_ERROR_CLASSES: ReadonlySet<string> = new Set(["invalid_output", "invalid_usage"]);
 
 /** Only the fields set, so batches without typed results or checks send nothing more per item. */
 function itemData(r: ItemData): ItemData {

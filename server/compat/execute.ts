@@ -15,7 +15,7 @@ import { type CompatRequest, type CompatResponseFormat, SUBAGENT_MODEL_PREFIX } 
 import { errorText } from "@/server/errors";
 import { readTypedAnswer, repairRequest, typedOutput } from "@/server/agent/structured-output";
 import { prepareOutputSchema } from "@/server/runtime/output-schema";
-import { tokenCount } from "@/lib/api/subagents";
+import { callTokenCount, INVALID_USAGE_ERROR, outOfRange, tokenCount } from "@/lib/api/subagents";
 
 /**
  * Runs one item of a compatible batch: its stored request (server/compat/requests.ts) goes to
@@ -33,7 +33,7 @@ import { tokenCount } from "@/lib/api/subagents";
  * format as its output schema); still invalid, the request fails with `invalid_output: ...`.
  */
 
-const NO_USAGE = { inputTokens: 0, outputTokens: 0 };
+const NO_USAGE: { inputTokens: number; outputTokens: number; outOfRange?: boolean } = { inputTokens: 0, outputTokens: 0 };
 /** `json_object`: any JSON object. */
 const ANY_OBJECT = { type: "object" };
 
@@ -157,14 +157,10 @@ export function compatItemExecutor(args: { db: Db; model?: ResolvedModel; runtim
     try {
       await onStarted();
       let answer = await ask(request.messages);
-      const done = (fields: Partial<ItemRunResult>): ItemRunResult => ({
-        status: "completed",
-        text: answer.text,
-        usage,
-        model: request.model,
-        stopReason: answer.stopReason,
-        ...fields,
-      });
+      const done = (fields: Partial<ItemRunResult>): ItemRunResult =>
+        usage.outOfRange
+          ? { status: "failed", text: "", usage, model: request.model, stopReason: "invalid_usage", error: INVALID_USAGE_ERROR, errorClass: "invalid_usage" }
+          : { status: "completed", text: answer.text, usage, model: request.model, stopReason: answer.stopReason, ...fields };
       if (!json) return done({});
       let read = await readTypedAnswer(answer.text, json.schema, "response_format");
       if (!read.ok && !read.final) {
@@ -194,11 +190,16 @@ export function compatItemExecutor(args: { db: Db; model?: ResolvedModel; runtim
 }
 
 function addUsage(
-  sum: { inputTokens: number; outputTokens: number },
+  sum: { inputTokens: number; outputTokens: number; outOfRange?: boolean },
   u: { inputTokens?: number | undefined; outputTokens?: number | undefined } | undefined,
 ) {
-  // A provider's counts are clamped where they enter (tokenCount: 1e30, negative, NaN).
-  return { inputTokens: tokenCount(sum.inputTokens + tokenCount(u?.inputTokens)), outputTokens: tokenCount(sum.outputTokens + tokenCount(u?.outputTokens)) };
+  // A count out of range (1e30, negative, NaN) counts nothing, and the answer is refused (execute).
+  const invalid = sum.outOfRange === true || outOfRange(u?.inputTokens) || outOfRange(u?.outputTokens);
+  return {
+    ...(invalid ? { outOfRange: true } : {}),
+    inputTokens: tokenCount(sum.inputTokens + callTokenCount(u?.inputTokens)),
+    outputTokens: tokenCount(sum.outputTokens + callTokenCount(u?.outputTokens)),
+  };
 }
 
 function failed(model: string | null, error: string): ItemRunResult {

@@ -7,7 +7,7 @@ export type ModelErrorClass = "rate_limit" | "timeout" | "aborted" | "provider" 
  * Why a run failed: a model error class, a tool group / model this process cannot provide, or a
  * typed answer still invalid against its output schema after the repair turn.
  */
-export type RunErrorClass = ModelErrorClass | "tool_unavailable" | "model_unavailable" | "invalid_output";
+export type RunErrorClass = ModelErrorClass | "tool_unavailable" | "model_unavailable" | "invalid_output" | "invalid_usage";
 
 const MAX_DEPTH = 5;
 

@@ -8,7 +8,7 @@ import { ConfigError } from "../config/load";
 import { AppError } from "../errors";
 import { nextTurn } from "./next-turn";
 import { rememberPattern, testPattern } from "./pattern-cache";
-import { AJV_OPTIONS, MATCH_TIME_LIMIT_MS, MatchTimeout, validateInThread } from "./pattern-thread";
+import { AJV_OPTIONS, MatchTimeout, VALIDATION_RETRY_LIMIT_MS, validateInThread } from "./pattern-thread";
 import { SchemaWorkRefusal, schemaEvaluations } from "./schema-work";
 
 /**
@@ -315,7 +315,9 @@ export type AnswerValidation = { ok: true } | { ok: false; errors: string; timed
 /**
  * A parsed answer (`value`, from the JSON text `json`) against a prepared schema: inline when its
  * work is small, else in the matching thread within MATCH_TIME_LIMIT_MS, compiling included
- * (server/runtime/pattern-thread.ts). `label` names the schema in a timeout's reason.
+ * (server/runtime/pattern-thread.ts); one that times out there is checked once more within
+ * VALIDATION_RETRY_LIMIT_MS (a large answer on a loaded machine is not refused for the load).
+ * `label` names the schema in a timeout's reason.
  */
 export async function validateAnswer(schema: PreparedSchema, json: string, value: unknown, label = "output_schema"): Promise<AnswerValidation> {
   if (schema.evaluations * json.length * (schema.maxProgram + KEYWORD_WORK) <= INLINE_WORK) {
@@ -323,11 +325,14 @@ export async function validateAnswer(schema: PreparedSchema, json: string, value
     return { ok: false, errors: schemaErrors(schema.validate) };
   }
   try {
-    const checked = await validateInThread(schema.text, json, MAX_ERRORS);
+    const checked = await validateInThread(schema.text, json, MAX_ERRORS).catch((err) => {
+      if (!(err instanceof MatchTimeout)) throw err;
+      return validateInThread(schema.text, json, MAX_ERRORS, VALIDATION_RETRY_LIMIT_MS);
+    });
     return checked.valid ? { ok: true } : { ok: false, errors: errorsText(checked.errors, checked.count) };
   } catch (err) {
     if (err instanceof MatchTimeout)
-      return { ok: false, errors: `${label} validation took longer than ${MATCH_TIME_LIMIT_MS / 1000} s`, timedOut: true };
+      return { ok: false, errors: `${label} validation took longer than ${VALIDATION_RETRY_LIMIT_MS / 1000} s`, timedOut: true };
     return { ok: false, errors: `/ could not be checked against the schema (${err instanceof Error ? err.message : "error"})` };
   }
 }

@@ -24,6 +24,11 @@ import { PATTERN_CACHE_BYTES, PATTERN_INSTRUCTION_BYTES, PATTERN_MACHINE_BYTES, 
  */
 
 export const MATCH_TIME_LIMIT_MS = 2_000;
+/**
+ * A typed answer that timed out is checked once more under this limit before it fails for good:
+ * a large legitimate answer on a loaded machine gets a second chance (output-schema.ts).
+ */
+export const VALIDATION_RETRY_LIMIT_MS = 4 * MATCH_TIME_LIMIT_MS;
 /** Characters × program instructions matched inline: RE2 takes up to ~20 ns for each. */
 const INLINE_WORK = 1_000_000;
 const SCHEMA_CACHE_SIZE = 32;
@@ -149,6 +154,8 @@ type ThreadJob = { pattern: string; bits: number } | { schema: string; json: str
 interface Job {
   job: ThreadJob;
   owner: string;
+  /** The job's time limit (ms of the thread's CPU time). */
+  limitMs: number;
   /** The text several match jobs share (sent once); none for a schema's. */
   subject?: string;
   resolve: (answer: unknown) => void;
@@ -210,7 +217,7 @@ let running: { jobs: Job[]; answered: number; timer: NodeJS.Timeout } | null = n
 /** The thread's Linux task id (its CPU time is read from /proc), or 0 where there is none. */
 let threadTid = 0;
 /** A job's limit is CPU time; its wall time at most this many times the limit (a loaded machine starves a background thread). */
-const WALL_FACTOR = 5;
+export const WALL_FACTOR = 5;
 
 /** The thread's CPU time so far (ms), or null where it cannot be read. */
 function threadCpuMs(): number | null {
@@ -227,25 +234,25 @@ function threadCpuMs(): number | null {
 const CLOCK_TICKS = 100;
 
 /**
- * The current job's limit: MATCH_TIME_LIMIT_MS of the thread's CPU time (wall time where that
- * cannot be read), and at most WALL_FACTOR times that of wall time.
+ * The current job's limit: `limitMs` of the thread's CPU time (wall time where that cannot be
+ * read), and at most WALL_FACTOR times that of wall time.
  */
-function deadline(w: Worker): NodeJS.Timeout {
+function deadline(w: Worker, limitMs: number): NodeJS.Timeout {
   const cpuAtStart = threadCpuMs();
   const sentAt = performance.now();
   const arm = (delay: number): NodeJS.Timeout =>
     setTimeout(() => {
       const cpu = threadCpuMs();
       const used = cpu === null || cpuAtStart === null ? performance.now() - sentAt : cpu - cpuAtStart;
-      const wallLeft = MATCH_TIME_LIMIT_MS * WALL_FACTOR - (performance.now() - sentAt);
-      if (used < MATCH_TIME_LIMIT_MS && wallLeft > 0 && running) {
-        running.timer = arm(Math.max(50, Math.min(MATCH_TIME_LIMIT_MS - used, wallLeft)));
+      const wallLeft = limitMs * WALL_FACTOR - (performance.now() - sentAt);
+      if (used < limitMs && wallLeft > 0 && running) {
+        running.timer = arm(Math.max(50, Math.min(limitMs - used, wallLeft)));
         return;
       }
       stop(w);
-      fail(new MatchTimeout(`did not finish within ${MATCH_TIME_LIMIT_MS / 1000} s`));
+      fail(new MatchTimeout(`did not finish within ${limitMs / 1000} s`));
     }, delay);
-  return arm(MATCH_TIME_LIMIT_MS);
+  return arm(limitMs);
 }
 
 /** The thread's answer for the current job; the next one gets its own deadline. */
@@ -256,7 +263,7 @@ function answer(w: Worker, outcome: { answer?: unknown; error?: string }): void 
   const job = r.jobs[r.answered++]!;
   if (outcome.error !== undefined) job.reject(new Error(outcome.error));
   else job.resolve(outcome.answer);
-  if (r.answered < r.jobs.length) r.timer = deadline(w);
+  if (r.answered < r.jobs.length) r.timer = deadline(w, r.jobs[r.answered]!.limitMs);
   else {
     running = null;
     next();
@@ -342,14 +349,14 @@ function next(): void {
   if (!jobs) return;
   const first = jobs[0]!;
   const w = thread;
-  running = { jobs, answered: 0, timer: deadline(w) };
+  running = { jobs, answered: 0, timer: deadline(w, first.limitMs) };
   w.postMessage({ subject: first.subject, jobs: jobs.map((j) => j.job) });
 }
 
-function enqueue(job: ThreadJob, subject?: string): Promise<unknown> {
+function enqueue(job: ThreadJob, subject?: string, limitMs = MATCH_TIME_LIMIT_MS): Promise<unknown> {
   return new Promise((resolve, reject) => {
     const owner = owners.getStore() ?? "";
-    queueOf(owner).push({ job, owner, subject, resolve, reject });
+    queueOf(owner).push({ job, owner, limitMs, subject, resolve, reject });
     next();
   });
 }
@@ -382,8 +389,8 @@ export type ThreadValidation = { valid: true } | { valid: false; errors: ErrorOb
 /**
  * `json` (one JSON value's text) validated against the output schema whose JSON text is
  * `schema`, in the thread (its first `maxErrors` errors and how many there were). Rejects with
- * MatchTimeout past the time limit (compiling included), else with why it could not be checked.
+ * MatchTimeout past `limitMs` (compiling included), else with why it could not be checked.
  */
-export function validateInThread(schema: string, json: string, maxErrors: number): Promise<ThreadValidation> {
-  return enqueue({ schema, json, maxErrors }) as Promise<ThreadValidation>;
+export function validateInThread(schema: string, json: string, maxErrors: number, limitMs = MATCH_TIME_LIMIT_MS): Promise<ThreadValidation> {
+  return enqueue({ schema, json, maxErrors }, undefined, limitMs) as Promise<ThreadValidation>;
 }

@@ -1,6 +1,6 @@
 import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { TOKEN_COUNT_MAX } from "@/lib/api/subagents";
+import { INVALID_USAGE_ERROR } from "@/lib/api/subagents";
 import { batchProjectionSchema, itemPageSchema } from "@/lib/api/batches";
 import { makeThread, makeUser, setupApiDatabase, type TestUser } from "../api/helpers";
 import { multipartBody } from "../helpers/multipart";
@@ -9,18 +9,22 @@ import { startWebServer, type WebServer } from "../helpers/web-server";
 import { waitUntil, Workers } from "../loop/support";
 
 /**
- * Token counts beyond bigint (issue 38), black box: a real socket, a real worker process,
- * PostgreSQL, and a local OpenAI-compatible endpoint that reports absurd usage (1e30 prompt
- * tokens, a negative or fractional completion count). The counts are clamped where usage enters
- * (TOKEN_COUNT_MAX), and the items settle at once, through the sub-agent executor, a judge and
- * the /v1 batch path alike; none waits for its lease to expire.
+ * Token counts a provider reports absurdly (issues 38 and 46), black box: a real socket, a real
+ * worker process, PostgreSQL, and a local OpenAI-compatible endpoint that reports 1e30 prompt
+ * tokens, 9e11 (under the old storage clamp), or a negative completion count. Such an answer is
+ * refused (`invalid_usage`, not retried) and its counts are not billed: they used to be clamped
+ * to 1e12 and counted, so one item spent a batch's budget at once. The items settle at once,
+ * through the sub-agent executor, a judge and the /v1 batch path alike.
  */
 
 const fake = await startFakeOpenAI({
   handler: (req: RecordedRequest): FakeReply => {
     const format = req.body?.response_format as { json_schema?: { name?: string } } | undefined;
     if (format?.json_schema) return { type: "text", text: JSON.stringify({ score: 0.9, reason: "fine" }), usage: { prompt_tokens: 1e30, completion_tokens: -5 } };
-    return { type: "text", text: "an answer", usage: { prompt_tokens: 1e30, completion_tokens: 1e30 } };
+    const asked = JSON.stringify(req.body?.messages ?? []);
+    if (asked.includes("absurd")) return { type: "text", text: "an answer", usage: { prompt_tokens: 1e30, completion_tokens: 1e30 } };
+    if (asked.includes("huge")) return { type: "text", text: "an answer", usage: { prompt_tokens: 9e11, completion_tokens: 10 } };
+    return { type: "text", text: "an answer", usage: { prompt_tokens: 10, completion_tokens: 5 } };
   },
 });
 const models = [{ name: "worker-model", base_url: fake.url, model: "item-1", price_per_million_input: 2, price_per_million_output: 10 }];
@@ -57,12 +61,23 @@ async function send(method: string, path: string, init: { json?: unknown; body?:
   return { status: res.status, body: (await res.json()) as Record<string, unknown> };
 }
 
-describe("a provider reporting token counts beyond bigint", () => {
-  it("batch items (answer and judge) settle at once with their counts clamped", async () => {
+describe("a provider reporting absurd token counts", () => {
+  it("batch items: such an answer fails with invalid_usage and bills nothing, so the budget is not spent; a judge's such verdict is refused", async () => {
     const thread = await makeThread(tdb, alice);
     const started = Date.now();
     const made = await send("POST", `/api/threads/${thread}/subagent-batches`, {
-      json: { submission_key: "absurd", items: ["one", "two", "three"], checks: [{ name: "ok", type: "judge", rubric: "Any answer." }] },
+      json: {
+        submission_key: "absurd",
+        items: [
+          { item_key: "absurd", prompt: "absurd one" },
+          { item_key: "huge", prompt: "huge two" },
+          { item_key: "fine", prompt: "fine three" },
+        ],
+        checks: [{ name: "ok", type: "judge", rubric: "Any answer." }],
+        // One item billed at a clamped 1e12 tokens ($2,000,000 at $2 a million) spent this at once.
+        max_cost_usd: 1,
+        max_running_items: 1,
+      },
     });
     expect(made.status, JSON.stringify(made.body)).toBe(201);
     const path = `/api/threads/${thread}/subagent-batches/${made.body.id}`;
@@ -70,34 +85,32 @@ describe("a provider reporting token counts beyond bigint", () => {
       "the batch to settle",
       async () => {
         const b = batchProjectionSchema.parse((await send("GET", path)).body);
-        return ["completed", "failed"].includes(b.status) ? b : undefined;
+        return ["completed", "failed", "paused"].includes(b.status) ? b : undefined;
       },
       45_000,
     );
     expect(Date.now() - started).toBeLessThan(45_000);
-    expect(batch).toMatchObject({ status: "completed", counts: { succeeded: 3 } });
+    expect(batch).toMatchObject({ status: "completed", pause_reason: null, counts: { succeeded: 1, failed: 2 } });
     const { items } = itemPageSchema.parse((await send("GET", `${path}/items`)).body);
-    for (const item of items) {
-      expect(item, JSON.stringify(item.checks)).toMatchObject({ status: "succeeded", attempts: 1, verdict: "passed" });
-      // The answer's and the judge's input each clamped; the negative count is 0.
-      expect(item.usage.input_tokens).toBe(2 * TOKEN_COUNT_MAX);
-      expect(item.usage.output_tokens).toBe(TOKEN_COUNT_MAX);
-    }
-    expect(batch.usage.input_tokens).toBe(6 * TOKEN_COUNT_MAX);
-    // Each item and its run settle with a note saying the counts were clamped.
-    const notes = await tdb.db.execute<{ item: string; run: string }>(sql`
-      select i.stop_reason as item, r.stop_reason as run
-        from subagent_batch_items i join agent_runs r on r.id = i.run_id where i.batch_id = ${made.body.id}`);
-    expect(notes).toHaveLength(3);
-    for (const n of notes) {
-      expect(n.item).toMatch(/token counts the provider reported were out of range and are stored clamped/);
-      expect(n.run).toBe(n.item);
-    }
+    const byKey = new Map(items.map((i) => [i.item_key, i]));
+    // Refused, not retried; a count out of range is not counted, one in range (huge's 10 completion tokens) is.
+    expect(byKey.get("absurd")).toMatchObject({ status: "failed", attempts: 1, error: INVALID_USAGE_ERROR, usage: { input_tokens: 0, output_tokens: 0 } });
+    expect(byKey.get("huge")).toMatchObject({ status: "failed", attempts: 1, error: INVALID_USAGE_ERROR, usage: { input_tokens: 0, output_tokens: 10 } });
+    // The answer counts; its judge's absurd counts do not, and its verdict is refused.
+    expect(byKey.get("fine")).toMatchObject({ status: "succeeded", verdict: "failed", usage: { input_tokens: 10, output_tokens: 5 } });
+    expect(byKey.get("fine")!.checks).toEqual([{ name: "ok", passed: false, reason: `judge error: ${INVALID_USAGE_ERROR}` }]);
+    expect(batch.usage).toMatchObject({ input_tokens: 10, output_tokens: 15 });
+    expect(batch.cost_usd).toBeLessThan(0.01);
+    const notes = await tdb.db.execute<{ key: string; item: string; run: string }>(sql`
+      select i.item_key as key, i.stop_reason as item, r.stop_reason as run
+        from subagent_batch_items i join agent_runs r on r.id = i.run_id where i.batch_id = ${made.body.id} and i.status = 'failed'`);
+    expect(notes).toHaveLength(2);
+    for (const n of notes) expect(n, n.key).toMatchObject({ item: "invalid_usage", run: "invalid_usage" });
   }, 90_000);
 
-  it("a /v1 batch's requests settle at once with their counts clamped", async () => {
+  it("a /v1 batch's requests with such counts settle at once, failed with invalid_usage", async () => {
     const line = (id: string) =>
-      JSON.stringify({ custom_id: id, method: "POST", url: "/v1/chat/completions", body: { model: "worker-model", messages: [{ role: "user", content: id }] } });
+      JSON.stringify({ custom_id: id, method: "POST", url: "/v1/chat/completions", body: { model: "worker-model", messages: [{ role: "user", content: `absurd ${id}` }] } });
     const { body, contentType } = multipartBody([
       { filename: "absurd.jsonl", content: `${line("a")}\n${line("b")}\n`, type: "application/jsonl" },
       { name: "purpose", content: "batch" },
@@ -114,9 +127,10 @@ describe("a provider reporting token counts beyond bigint", () => {
       },
       45_000,
     );
-    expect(done).toMatchObject({ status: "completed", request_counts: { total: 2, completed: 2, failed: 0 } });
-    const out = await fetch(`${server.origin}/v1/files/${done.output_file_id}/content`, { headers: { authorization: `Bearer ${alice.token}` } });
-    const lines = (await out.text()).trim().split("\n").map((l) => JSON.parse(l));
-    for (const l of lines) expect(l.response.body.usage).toMatchObject({ prompt_tokens: TOKEN_COUNT_MAX, completion_tokens: TOKEN_COUNT_MAX });
+    expect(done).toMatchObject({ status: "completed", request_counts: { total: 2, completed: 0, failed: 2 } });
+    const out = await fetch(`${server.origin}/v1/files/${done.error_file_id}/content`, { headers: { authorization: `Bearer ${alice.token}` } });
+    const lines = (await out.text()).trim().split("\n");
+    expect(lines).toHaveLength(2);
+    for (const l of lines) expect(l).toContain("invalid_usage: the provider reported token counts out of range");
   }, 90_000);
 });

@@ -1,4 +1,4 @@
-import { outOfRange, type SubagentUsage, TOKEN_COUNT_MAX, tokenCount } from "@/lib/api/subagents";
+import { callTokenCount, outOfRange, type SubagentUsage, tokenCount } from "@/lib/api/subagents";
 
 /**
  * The usage stage: the tokens a run spent, summed over its model steps as they finish (a run
@@ -21,23 +21,19 @@ export interface StepUsage {
   inputTokenDetails?: { cacheReadTokens?: number | undefined; cacheWriteTokens?: number | undefined };
 }
 
-const add = (a: number | undefined, b: number | undefined) => tokenCount((a ?? 0) + tokenCount(b));
+// A count out of range adds nothing: it is no count (the run's answer is refused, executor.ts).
+const add = (a: number | undefined, b: number | undefined) => tokenCount((a ?? 0) + callTokenCount(b));
 
 export function addStepUsage(total: SubagentUsage, step: StepUsage): SubagentUsage {
   const reported = [step.inputTokens, step.outputTokens, step.inputTokenDetails?.cacheReadTokens, step.inputTokenDetails?.cacheWriteTokens];
-  const clamped = total.clamped === true || reported.some(outOfRange);
+  const invalid = total.outOfRange === true || reported.some(outOfRange);
   return {
-    ...(clamped ? { clamped } : {}),
+    ...(invalid ? { outOfRange: true } : {}),
     inputTokens: add(total.inputTokens, step.inputTokens),
     outputTokens: add(total.outputTokens, step.outputTokens),
     cachedInputTokens: add(total.cachedInputTokens, step.inputTokenDetails?.cacheReadTokens),
     cacheWriteTokens: add(total.cacheWriteTokens, step.inputTokenDetails?.cacheWriteTokens),
   };
-}
-
-/** The note a run whose provider reported counts out of range settles with (its stop_reason). */
-export function clampNote(stopReason: string | null | undefined): string {
-  return `${stopReason ?? "stop"}; token counts the provider reported were out of range and are stored clamped to 0..${TOKEN_COUNT_MAX}`;
 }
 
 /** The sum of several steps' usage. */
