@@ -7,7 +7,8 @@ import { rawDownload } from "../helpers/raw-download";
 import { startWebServer, type WebServer } from "../helpers/web-server";
 
 /**
- * A cut download resets its connection, whichever cut it is (exports.max_seconds, or the front
+ * A cut download resets its connection, whichever cut it is (exports.max_seconds of results.jsonl,
+ * results.csv and compare.csv, or the front
  * door's stalled-reader timer for a file): a client that never reads leaves nothing queued in the
  * server's kernel after the cut (a graceful close kept megabytes and the FIN behind them in
  * FIN-WAIT-1 for as long as the client held on, the client's side ESTABLISHED), and the
@@ -23,6 +24,8 @@ let server: WebServer;
 let user: TestUser;
 let threadId: string;
 let batchId: string;
+/** 5,000 items of 2,000 characters: its comparison with itself is about 20 MB of pairs. */
+let compareBatch: string;
 const FILE_BYTES = 24 * 1024 * 1024;
 
 beforeAll(async () => {
@@ -42,6 +45,14 @@ beforeAll(async () => {
   batchId = ((await res.json()) as { id: string }).id;
   // 20 MB of results: far more than the kernel's buffers hold for a client that never reads.
   await tdb.sql`update subagent_batch_items set status = 'succeeded', result = repeat('r', 100000) where batch_id = ${batchId}`;
+  const many = await fetch(`${server.origin}/api/threads/${threadId}/subagent-batches`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${user.token}`, "content-type": "application/json" },
+    body: JSON.stringify({ submission_key: "reset-compare", items: Array.from({ length: 5_000 }, (_, i) => `item ${i}`) }),
+  });
+  expect(many.status).toBe(201);
+  compareBatch = ((await many.json()) as { id: string }).id;
+  await tdb.sql`update subagent_batch_items set status = 'succeeded', result = repeat('c', 2000) where batch_id = ${compareBatch}`;
   const limits = { maxFileBytes: FILE_BYTES, maxThreadBytes: FILE_BYTES, maxStorageBytes: FILE_BYTES };
   await putFile(tdb.db, { userId: user.userId, threadId, limits }, { path: "big.bin", bytes: Buffer.alloc(FILE_BYTES, 120), contentType: "application/octet-stream" });
 });
@@ -69,6 +80,7 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const downloads = {
   "results.jsonl (exports.max_seconds)": () => `/api/threads/${threadId}/subagent-batches/${batchId}/results.jsonl`,
   "results.csv (exports.max_seconds)": () => `/api/threads/${threadId}/subagent-batches/${batchId}/results.csv`,
+  "compare.csv (exports.max_seconds)": () => `/api/threads/${threadId}/subagent-batches/${compareBatch}/compare/${compareBatch}/compare.csv`,
   "a file (the stalled-reader timer)": () => `/api/threads/${threadId}/files/big.bin`,
 };
 
