@@ -108,6 +108,9 @@ export const configSchema = z
         on_expiry: z.enum(["live", "fail"]).default("live"),
         // The poller's lease on a provider_batches row; a crashed poller's lapses and another takes over.
         lease_seconds: num(1, 3_600, 120),
+        // A provider batch not ended this long after it was taken is cancelled at the provider and its
+        // requests end here as expired ones (on_expiry): the providers' 24 h completion window and an hour.
+        deadline_seconds: num(1, 604_800, 90_000),
       })
       .strict()
       .prefault({}),

@@ -36,8 +36,8 @@ const outcome = (x: string) => `case
   when ${x}.status = 'failed' then 'failed'
   else 'none' end`;
 
-// What changed between a pair (rows aliased a and b).
-const change = `case
+// What changed between a pair (rows aliased a and b, their outcomes oa and ob).
+const changeOf = `case
   when oa = 'pending' or ob = 'pending' then 'pending'
   when oa = 'failed' and ob = 'passed' then 'improved'
   when oa = 'passed' and ob = 'failed' then 'regressed'
@@ -164,15 +164,36 @@ export async function compareSummary(db: DbOrTx, args: CompareArgs): Promise<Com
 export const COMPARE_PAGE_DEFAULT = 50;
 export const COMPARE_PAGE_MAX = 200;
 
+/** What a pair shows of side `x`'s answer: the typed output when short, else the text answer cut to the preview. */
+export const shownOutput = (x: "a" | "b", previewMaxChars: number) =>
+  `case when ${x}.output is not null and length(${x}.output::text) <= ${Math.ceil(previewMaxChars * 1.5) + 2}
+       then ${x}.output
+       else to_jsonb(left(coalesce(${x}.preview, ${x}.result), ${previewMaxChars})) end`;
+
 const sideColumns = (x: "a" | "b", previewMaxChars: number) => `
   ${x}.id as ${x}_id, ${x}.status as ${x}_status, ${x}.verdict as ${x}_verdict,
   coalesce(${x}.checks, '[]'::jsonb) as ${x}_checks, ${x}.cost_usd as ${x}_cost_usd,
   (extract(epoch from (${x}.finished_at - ${x}.started_at)) * 1000)::float8 as ${x}_ms,
-  case when ${x}.output is not null and length(${x}.output::text) <= ${Math.ceil(previewMaxChars * 1.5) + 2}
-       then ${x}.output
-       else to_jsonb(left(coalesce(${x}.preview, ${x}.result), ${previewMaxChars})) end as ${x}_output`;
+  ${shownOutput(x, previewMaxChars)} as ${x}_output`;
 
-const NARROW_COLUMNS = "i.id, i.position, i.item_key, i.status, i.verdict, i.output, i.result";
+/**
+ * One page of matched pairs as SQL, in a's position order, of one kind of change: batch $1's
+ * items after position $2, at most $3, each with the item of the same key in the batch of
+ * `otherParam` (a placeholder), `select` reading the rows aliased a and b and `change`. a is
+ * walked by its position index and b's item looked up by its key index (the lateral subquery's
+ * limit keeps the planner from hashing all of b instead: keys are unique per batch), so a page
+ * costs the rows it walks whatever b's size.
+ */
+export function pairPageSql(select: string, change: CompareChange, otherParam: string): string {
+  return `select ${select}
+    from subagent_batch_items a
+    cross join lateral (select * from subagent_batch_items i where i.batch_id = ${otherParam} and i.item_key = a.item_key limit 1) b
+    cross join lateral (select ${outcome("a")} as oa, ${outcome("b")} as ob) o
+    cross join lateral (select ${changeOf} as change) c
+   where a.batch_id = $1 and a.position > $2 and ${CHANGE_FILTER[change]}
+   order by a.position
+   limit $3`;
+}
 
 type PairRow = Record<string, unknown> & { position: number };
 
@@ -196,11 +217,7 @@ function toPair(r: PairRow): ComparePair {
   };
 }
 
-/**
- * One keyset page of matched pairs in a's position order, of one kind of change. Bounded per
- * page: b's items are hashed by item_key once per page (no index on item_key: it would slow
- * every batch's insert), and only the page's rows reach Node.
- */
+/** One keyset page of matched pairs in a's position order, of one kind of change (pairPageSql). */
 export async function comparePairs(
   db: DbOrTx,
   args: CompareArgs & { change?: CompareChange; cursor?: string | null; limit?: number; previewMaxChars?: number },
@@ -211,29 +228,9 @@ export async function comparePairs(
   const after = args.cursor ? decodeCursor(args.cursor) : -1;
   const { a, b } = await comparedBatches(db, args);
   const preview = args.previewMaxChars ?? DEFAULT_PREVIEW_MAX_CHARS;
-  // Two steps: the page's pairs found over narrow rows (what `change` reads), then their shown
-  // columns read by primary key, so the hash of b's items never carries inputs, checks or previews.
-  const found = await driverOf(db).unsafe<{ a_id: string; b_id: string; change: string }[]>(
-    `select a_id, b_id, change from (
-       select a.position, a.id as a_id, b.id as b_id, ${change} as change
-         from (select ${NARROW_COLUMNS}, ${outcome("i")} as oa from subagent_batch_items i where i.batch_id = $1 and i.position > $3) a
-         join (select ${NARROW_COLUMNS}, ${outcome("i")} as ob from subagent_batch_items i where i.batch_id = $2) b on b.item_key = a.item_key
-     ) p where ${CHANGE_FILTER[args.change ?? "all"]}
-     order by position limit $4`,
-    [a.id, b.id, after, limit + 1],
-  );
-  const rows =
-    found.length === 0
-      ? []
-      : await driverOf(db).unsafe<PairRow[]>(
-          `select f.change, a.position, a.item_key, left(a.input, ${ITEM_INPUT_MAX_CHARS}) as input, a.expected,
-                  ${sideColumns("a", preview)}, ${sideColumns("b", preview)}
-             from jsonb_to_recordset($1::jsonb) as f(a_id uuid, b_id uuid, change text)
-             join subagent_batch_items a on a.id = f.a_id
-             join subagent_batch_items b on b.id = f.b_id
-            order by a.position`,
-          [JSON.stringify(found)],
-        );
+  const select = `c.change, a.position, a.item_key, left(a.input, ${ITEM_INPUT_MAX_CHARS}) as input, a.expected,
+                  ${sideColumns("a", preview)}, ${sideColumns("b", preview)}`;
+  const rows = await driverOf(db).unsafe<PairRow[]>(pairPageSql(select, args.change ?? "all", "$4"), [a.id, after, limit + 1, b.id]);
   const more = rows.length > limit;
   const page = more ? rows.slice(0, limit) : rows;
   const last = page.length > 0 ? page[page.length - 1]!.position : null;

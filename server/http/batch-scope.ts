@@ -70,7 +70,7 @@ export async function comparePageScope(req: Request, params: { threadId: string;
   const scope = await batchScope(req, params);
   const query = parseCompareQuery(new URL(req.url).searchParams);
   const args = { userId: scope.userId, threadId: scope.threadId, batchId: scope.batchId, otherId: parseOtherBatchId(params.otherId) };
-  return { db: scope.db, args, query, previewMaxChars: scope.config.subagent_batches.result_preview_max_chars };
+  return { db: scope.db, config: scope.config, args, query, previewMaxChars: scope.config.subagent_batches.result_preview_max_chars };
 }
 
 export function parseItemId(value: string): string {

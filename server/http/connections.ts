@@ -1,5 +1,6 @@
 import { randomUUID } from "node:crypto";
 import type http from "node:http";
+import type net from "node:net";
 
 /**
  * A response a route cuts must close its connection. Next streams a route's body with a write
@@ -30,11 +31,27 @@ export function connectionKey(req: Request): string | null {
   return req.headers.get(CONNECTION_HEADER);
 }
 
-/** Destroys the connection filed under `key` (nothing if it is gone already). */
+/** Resets the connection filed under `key` (nothing if it is gone already). */
 export function cutConnection(key: string | null | undefined): void {
   if (!key) return;
   const res = registry.get(key);
   registry.delete(key);
-  res?.socket?.destroy();
+  if (res?.socket) resetConnection(res.socket);
   res?.destroy();
+}
+
+/**
+ * Ends a cut response's connection with a TCP reset. A plain destroy closes gracefully: the
+ * kernel keeps every byte still queued for a client that does not read, and the FIN behind
+ * them, for minutes (FIN-WAIT-1, megabytes a connection); a reset drops them at once and tells
+ * the client the response was cut (ECONNRESET), never that it ended.
+ */
+export function resetConnection(socket: net.Socket): void {
+  if (socket.destroyed) return;
+  try {
+    socket.resetAndDestroy();
+  } catch {
+    // Not a TCP socket (no reset to send): close it as before.
+    socket.destroy();
+  }
 }

@@ -258,17 +258,22 @@ export function exportResultsStream(sql: postgres.Sql, args: ExportArgs): Promis
   return exportStream(sql, { ...args, page: jsonlPage(args.filter ?? {}), params: [], eol: Buffer.from("\n") });
 }
 
+/** What an export streams: pages of `page` (its $1..$4 as jsonlPage's, then `params`), after `head`'s one row (a CSV's header). */
+export interface ExportQuery {
+  page: string;
+  params: readonly unknown[];
+  eol: Buffer;
+  head?: { sql: string; params: readonly unknown[] };
+}
+
 /**
- * The stream every export is: `head`, then pages of `page` (its $1..$4 as jsonlPage's, then
- * `params`), each row a finished line followed by `eol`. Resolves once the export holds its
+ * The stream every export is (results.jsonl, results.csv, compare.csv): `head`, then pages of
+ * `page`, each row a finished line followed by `eol`. Resolves once the export holds its
  * snapshot and one of the user's slots (so the route can still answer 429); the stream then
  * errors (the response is cut, never ended as if complete) when the client stalls, goes away, or
  * the export outlives `maxMs`, and each of those releases the connection and the snapshot at once.
  */
-function exportStream(
-  sql: postgres.Sql,
-  args: ExportArgs & { page: string; params: readonly unknown[]; eol: Buffer; head?: Buffer },
-): Promise<ReadableStream<Uint8Array>> {
+export function exportStream(sql: postgres.Sql, args: ExportArgs & ExportQuery): Promise<ReadableStream<Uint8Array>> {
   const byUser = exportsByUser();
   const mine = byUser.get(args.userId) ?? 0;
   if (mine >= EXPORTS_PER_USER) return Promise.reject(tooManyExports());
@@ -356,8 +361,9 @@ function exportStream(
                   .raw() as unknown as Promise<PageRow[]>;
               let rows = Math.min(64, fetchRows);
               if (args.head) {
+                const [[head]] = (await tx.unsafe(args.head.sql, args.head.params as postgres.ParameterOrJSON<never>[]).raw()) as unknown as [[Uint8Array]];
                 await demand();
-                controller.enqueue(exportChunk(args.head));
+                controller.enqueue(exportChunk(asBuffer(head)));
               }
               let next = page(0, rows);
               for (;;) {
@@ -456,19 +462,13 @@ export function csvColumns(plan: CsvPlan): string[] {
 
 /**
  * Every text cell is quoted (`"` doubled), numbers and the fixed words (status, verdict, check
- * outcomes) are not. The file is made to be opened in a spreadsheet: a cell (a header name too)
- * whose text starts with = + - @ (ASCII, full-width or small, after any spaces a spreadsheet
- * trims) or a control character (tab, CR, LF) gets a leading `'` (export.sql), so a
- * spreadsheet shows it as text instead of evaluating it as a formula (OWASP, CSV injection); such
- * a number (a negative one) becomes a quoted text cell. `?raw=1` writes every cell verbatim for
- * programs that read the data, and results.jsonl is always exact.
+ * outcomes) are not. A CSV is made to be opened in a spreadsheet: a cell (a header name too)
+ * that could start a formula gets a leading `'` (flotilla_csv_guard, export.sql: the one place
+ * that rule lives, for every CSV), so a spreadsheet shows it as text instead of evaluating it
+ * (OWASP, CSV injection); such a number (a negative one) becomes a quoted text cell. `?raw=1`
+ * writes every cell verbatim for programs that read the data, and results.jsonl is always exact.
  */
-// biome-ignore lint/suspicious/noControlCharactersInRegex: a control character starting a cell is the point
-const FORMULA_START = /^(?:[\u0000-\u001f\u007f-\u009f]|[ \u00a0\u1680\u2000-\u200b\u2028\u2029\u202f\u205f\u3000\ufeff]*[-=+@\uff1d\uff0b\uff0d\uff20\ufe62\ufe63\ufe66\ufe6b])/;
-export const quoted = (text: string, raw: boolean) => `"${!raw && FORMULA_START.test(text) ? "'" : ""}${text.replaceAll('"', '""')}"`;
-
-/** The SQL of one cell: text as a quoted cell, and a JSON value as one, guarded unless raw (export.sql). */
-const cellSql = (raw: boolean) => ({
+export const cellSql = (raw: boolean) => ({
   text: (column: string) =>
     raw
       ? `coalesce('"' || replace(${column}, '"', '""') || '"', '')`
@@ -477,6 +477,14 @@ const cellSql = (raw: boolean) => ({
   /** A number that is negative only when clocks disagree (a duration). */
   number: (value: string) => (raw ? value : `flotilla_csv_guard_number(${value})`),
 });
+
+/** A CSV's header row (CRLF-terminated), each name a text cell as cellSql writes it. */
+export function csvHead(names: readonly string[], raw: boolean): { sql: string; params: readonly unknown[] } {
+  return {
+    sql: `select array_to_string(array(select ${cellSql(raw).text("t.name")} from jsonb_array_elements_text($1::jsonb) with ordinality as t(name, i) order by t.i), ',') || E'\\r\\n'`,
+    params: [JSON.stringify(names)],
+  };
+}
 
 /** The status column in the screen's words (Done, not succeeded): lib/item-states.ts. */
 const statusCell = `case status ${Object.entries(ITEM_STATES)
@@ -549,7 +557,7 @@ function csvPage(plan: CsvPlan, filter: ExportFilter, raw: boolean): { page: str
 
 /**
  * results.csv (RFC 4180, UTF-8, CRLF): a header row, then one row per item in position order,
- * made for a spreadsheet unless `raw` (see `quoted`).
+ * made for a spreadsheet unless `raw` (see cellSql).
  */
 export function exportCsvStream(
   sql: postgres.Sql,
@@ -560,7 +568,7 @@ export function exportCsvStream(
   return exportStream(sql, {
     ...args,
     ...csvPage(plan, args.filter ?? {}, raw),
-    head: Buffer.from(`${csvColumns(plan).map((name) => quoted(name, raw)).join(",")}\r\n`),
+    head: csvHead(csvColumns(plan), raw),
     eol: Buffer.from("\r\n"),
   });
 }

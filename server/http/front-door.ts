@@ -1,7 +1,7 @@
 import http from "node:http";
 import { type Span, SpanStatusCode } from "@opentelemetry/api";
 import { inSpan, SpanKind, startSpan } from "../telemetry";
-import { fileConnection } from "./connections";
+import { fileConnection, resetConnection } from "./connections";
 import { CLIENT_ADDRESS_HEADER, isTrusted, normalizeAddress, resolveClientAddress, trustedProxyList } from "../net/client-address";
 
 /**
@@ -16,7 +16,7 @@ export const SLOW_BODY = { windowMs: 30_000, minBytesPerSecond: 1024 };
 
 /**
  * A response with bytes queued for a client that took none of them for this long loses its
- * connection. Next waits for every write of a streamed body to drain, so without this a download
+ * connection (reset: connections.ts). Next waits for every write of a streamed body to drain, so without this a download
  * (compare.csv, a file, an export) whose client never reads holds its socket, its queued bytes
  * and the stream behind them for ever. A response that is only quiet (a chat stream between
  * chunks) has nothing queued and is never cut.
@@ -115,7 +115,7 @@ export function frontDoor(handler: Listener, options: FrontDoorOptions = {}): Fr
     fileConnection(req, res);
     // The socket's idle timer: a write the client drains, or any byte it sends, restarts it.
     res.setTimeout(stalledReaderMs, () => {
-      if ((res.socket?.writableLength ?? 0) > 0) res.socket?.destroy();
+      if (res.socket && res.socket.writableLength > 0) resetConnection(res.socket);
     });
     if (hasBody(req)) {
       uploads.add({ req, res, samples: [req.socket.bytesRead] });

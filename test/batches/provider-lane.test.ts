@@ -1,4 +1,5 @@
 import { type ChildProcess, spawn } from "node:child_process";
+import { readFileSync } from "node:fs";
 import { sql } from "drizzle-orm";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import type { FlotillaConfigInput } from "@/lib/config";
@@ -7,7 +8,7 @@ import { cancelBatch, getBatch, pauseBatch, resumeBatch } from "@/server/batches
 import { submitBatch } from "@/server/batches/submit";
 import { type AnthropicHandler, defaultAnthropicHandler, type FakeAnthropic, startFakeAnthropic } from "../helpers/fake-anthropic";
 import { type FakeOpenAI, startFakeOpenAI } from "../helpers/fake-openai";
-import { addAnthropicBatches, addOpenAIBatches, type BatchControls, type FakeBatches } from "../helpers/fake-provider-batches";
+import { addAnthropicBatches, addOpenAIBatches, type BatchControls, type FakeBatches, HONEST } from "../helpers/fake-provider-batches";
 import { createTestDatabase, type TestDatabase } from "../helpers/db";
 import { counterDrift, makeOwner, sleep, testConfig } from "./support";
 
@@ -35,6 +36,8 @@ const REPAIRED = { label: "repaired" };
  */
 const typedOrDefault: AnthropicHandler = (req, index) => {
   const body = req.body;
+  // A provider reporting counts out of range (the lane stores them clamped and says so).
+  if (JSON.stringify(body?.messages ?? "").includes("huge-usage")) return { type: "text", text: "counted", usage: { prompt_tokens: 1e30, completion_tokens: -5 } };
   if (!body?.output_config?.format && !body?.tools?.some((tool) => tool.name === "json")) return defaultAnthropicHandler(req, index);
   const last = JSON.stringify(body.messages?.at(-1)?.content ?? "");
   if (last.includes("not valid against the required JSON Schema")) return { type: "text", text: JSON.stringify(REPAIRED) };
@@ -156,7 +159,7 @@ async function items(batchId: string) {
 }
 
 function controls(fake: FakeBatches, over: Partial<BatchControls>) {
-  Object.assign(fake.controls, { finishAfterPolls: 0, hold: false, perPoll: Number.POSITIVE_INFINITY, errorIf: () => false, pollDelayMs: 0 }, over);
+  Object.assign(fake.controls, { finishAfterPolls: 0, hold: false, perPoll: Number.POSITIVE_INFINITY, errorIf: () => false, pollDelayMs: 0, ...HONEST }, over);
 }
 
 let anthropicBatches: FakeBatches;
@@ -420,4 +423,134 @@ describe("lane: provider_batch through real workers", () => {
     expect(after!.state).toBe("settled");
     expect(await counterDrift(t.db, batch.id)).toEqual({});
   }, 180_000);
+});
+
+describe("a hostile or broken provider does not wedge the lane", () => {
+  const resultsFetches = (before: number) => anthropic.requests.slice(before).filter((r) => r.path.endsWith("/results")).length;
+  const providerBatch = (batchId: string) =>
+    t.db.execute<{ state: string; last_error: string | null; succeeded: number; errored: number; expired: number; cancelled: number }>(
+      sql`select state, last_error, succeeded, errored, expired, cancelled from provider_batches where batch_id = ${batchId} order by created_at`,
+    );
+
+  it("skips and counts results lines that do not parse (one of 10 MB among them): their item ends as one without a result; the file is read once", async () => {
+    const owner = await makeOwner(t.db);
+    const batch = await submit(owner, { key: "malformed", n: 4 });
+    const ids = (await items(batch.id)).map((r) => r.id);
+    controls(anthropicBatches, {
+      resultLines: (lines) => [
+        ...lines.map((l) => (l.includes(ids[1]!) ? `{"custom_id": "${ids[1]}", "result": {"type": "succeeded", "mess` : l)),
+        "x".repeat(10 * 1024 * 1024),
+        '{"custom_id": 5, "result": {"type": "succeeded"}}',
+        "[]",
+      ],
+    });
+    const before = anthropic.requests.length;
+    spawnWorker({ FLOTILLA__PROVIDER_BATCH__ON_EXPIRY: "fail" });
+    const done = await until("the batch to finish", () => batchRow(owner, batch.id), terminal, 60_000);
+    expect(done).toMatchObject({ succeededCount: 3, failedCount: 1 });
+    const rows = await items(batch.id);
+    expect(rows[1]).toMatchObject({ status: "failed", error: expect.stringMatching(/^provider_batch_expired/) });
+    const [pb] = await providerBatch(batch.id);
+    expect(pb).toMatchObject({ state: "settled", last_error: expect.stringMatching(/^4 result line\(s\) could not be read/) });
+    expect(resultsFetches(before)).toBe(1);
+    expect(await counterDrift(t.db, batch.id)).toEqual({});
+  }, 120_000);
+
+  it("openai: streams an output file past 512 MiB (V8's longest string) in bounded memory, with request counts of 1e30", async () => {
+    const owner = await makeOwner(t.db);
+    const batch = await submit(owner, { key: "huge-file", n: 3, model: "gpt" });
+    const MiB = " ".repeat(1024 * 1024);
+    controls(openaiBatches, {
+      // The honest lines, then 600 blank lines of 1 MiB each.
+      resultLines: function* (lines) {
+        yield* lines;
+        for (let i = 0; i < 600; i++) yield MiB;
+      },
+      requestCounts: () => ({ total: 1e30, completed: 1e30, failed: -7 }),
+    });
+    const worker = spawnWorker();
+    let peak = 0;
+    const memory = setInterval(() => {
+      try {
+        const hwm = /VmHWM:\s+(\d+) kB/.exec(readFileSync(`/proc/${worker.pid}/status`, "utf8"));
+        if (hwm) peak = Math.max(peak, Number(hwm[1]) * 1024);
+      } catch {}
+    }, 200);
+    try {
+      const done = await until("the batch to finish", () => batchRow(owner, batch.id), terminal, 90_000);
+      expect(done).toMatchObject({ status: "completed", succeededCount: 3 });
+    } finally {
+      clearInterval(memory);
+    }
+    // The file is never held whole (it was 600 MB): the worker's peak stays far below it.
+    expect(peak).toBeGreaterThan(0);
+    expect(peak, `peak ${Math.round(peak / 1024 / 1024)} MiB`).toBeLessThan(450 * 1024 * 1024);
+    const [pb] = await t.db.execute<{ state: string; succeeded: number; errored: number }>(sql`select state, succeeded, errored from provider_batches where batch_id = ${batch.id}`);
+    expect(pb).toEqual({ state: "settled", succeeded: 50_000, errored: 0 });
+  }, 150_000);
+
+  it("renews its lease while a slow results file arrives (a pass longer than the lease), instead of starting over for ever", async () => {
+    const owner = await makeOwner(t.db);
+    const batch = await submit(owner, { key: "slow-results", n: 6 });
+    controls(anthropicBatches, { lineDelayMs: 700 });
+    const before = anthropic.requests.length;
+    spawnWorker({ FLOTILLA__PROVIDER_BATCH__LEASE_SECONDS: "1" });
+    const done = await until("the batch to finish", () => batchRow(owner, batch.id), terminal, 60_000);
+    expect(done).toMatchObject({ status: "completed", succeededCount: 6 });
+    expect(resultsFetches(before)).toBe(1);
+  }, 120_000);
+
+  it("ends the items of a provider batch that never ends at its deadline (deadline_seconds), cancelling it at the provider", async () => {
+    const owner = await makeOwner(t.db);
+    const batch = await submit(owner, { key: "never-ends", n: 3 });
+    controls(anthropicBatches, { hold: true });
+    spawnWorker({ FLOTILLA__PROVIDER_BATCH__DEADLINE_SECONDS: "3", FLOTILLA__PROVIDER_BATCH__ON_EXPIRY: "fail" });
+    const done = await until("the batch to finish", () => batchRow(owner, batch.id), terminal, 60_000);
+    expect(done).toMatchObject({ status: "failed", failedCount: 3 });
+    for (const r of await items(batch.id)) expect(r.error).toMatch(/^provider_batch_expired/);
+    const [pb] = await t.db.execute<{ state: string; external_id: string; last_error: string }>(sql`select state, external_id, last_error from provider_batches where batch_id = ${batch.id}`);
+    expect(pb).toMatchObject({ state: "settled", last_error: expect.stringMatching(/deadline_seconds \(3 s\)/) });
+    expect(anthropicBatches.cancels).toContain(pb!.external_id);
+  }, 120_000);
+
+  it("always ends a cancelled batch's items, even when the provider fails the cancel and never ends the batch", async () => {
+    const owner = await makeOwner(t.db);
+    const batch = await submit(owner, { key: "cancel-refused", n: 4 });
+    controls(anthropicBatches, { hold: true, cancelFails: true });
+    spawnWorker();
+    await until("the provider batch", () => t.db.execute<{ state: string }>(sql`select state from provider_batches where batch_id = ${batch.id}`), (r) => r[0]?.state === "in_progress");
+    await cancelBatch(t.db, { ...owner, batchId: batch.id });
+    const rows = await until("the items to end", () => items(batch.id), (r) => r.every((i) => i.status === "cancelled"), 60_000);
+    expect(rows).toHaveLength(4);
+    const [pb] = await providerBatch(batch.id);
+    expect(pb).toMatchObject({ state: "settled", last_error: expect.stringMatching(/did not end the cancelled batch/) });
+    expect(await counterDrift(t.db, batch.id)).toEqual({});
+  }, 120_000);
+
+  it("stores a provider's error text cut to a few KB, with configured keys redacted", async () => {
+    const key = "sk-fake-SECRET-0123456789abcdef";
+    const owner = await makeOwner(t.db);
+    const batch = await submit(owner, { key: "error-text", n: 1 });
+    controls(anthropicBatches, { errorIf: () => true, errorMessage: () => `upstream said: your key ${key} is bad. ${"blah ".repeat(200_000)}` });
+    spawnWorker({ FAKE_PROVIDER_KEY: key });
+    await until("the batch to finish", () => batchRow(owner, batch.id), terminal, 90_000);
+    const [row] = await items(batch.id);
+    expect(row!.status).toBe("failed");
+    expect(row!.error).toMatch(/^provider_batch_error: api_error: upstream said: your key \[redacted\] is bad/);
+    expect(row!.error).not.toContain(key);
+    expect(row!.error!.length).toBeLessThan(5_000);
+  }, 150_000);
+
+  it("notes token counts out of range as the live lane does: stored clamped, the stop reason saying so", async () => {
+    const owner = await makeOwner(t.db);
+    const batch = await submit(owner, { key: "clamped", n: 1, over: { items: ["huge-usage"] } });
+    controls(anthropicBatches, {});
+    spawnWorker();
+    expect(await until("the batch to finish", () => batchRow(owner, batch.id), terminal)).toMatchObject({ status: "completed" });
+    const [row] = await t.db.execute<{ stop_reason: string; input_tokens: string; output_tokens: string }>(
+      sql`select stop_reason, input_tokens::text, output_tokens::text from subagent_batch_items where batch_id = ${batch.id}`,
+    );
+    expect(row!.stop_reason).toMatch(/token counts the provider reported were out of range and are stored clamped/);
+    expect(row).toMatchObject({ input_tokens: "1000000000000", output_tokens: "0" });
+  }, 120_000);
 });

@@ -11,7 +11,10 @@ import { type RecordedRequest, sendJson } from "./fake-provider";
  * (POST /v1/messages/batches, GET .../{id}, POST .../{id}/cancel, GET .../{id}/results as JSONL).
  * Each request of a batch is answered by the fake's own `complete` (same handler, same usage and
  * cache). Controls a test sets or calls: finish after N polls, hold until `finishNow`, `expireNow`,
- * requests answered with an error, and requests done per poll (so a cancel can find some done).
+ * requests answered with an error, and requests done per poll (so a cancel can find some done);
+ * and a hostile provider's: results files rewritten (lines that do not parse, huge ones, hundreds
+ * of megabytes), sent slowly, request counts out of range, a cancel that fails, error text of its
+ * choosing.
  */
 
 export interface BatchControls {
@@ -25,6 +28,16 @@ export interface BatchControls {
   errorIf: (customId: string) => boolean;
   /** Each retrieve answers after this long (a poller is caught mid-poll). */
   pollDelayMs: number;
+  /** What the results file holds (Anthropic's results, OpenAI's output file), from its honest lines; streamed. */
+  resultLines: (lines: string[], b: FakeBatch) => Iterable<string>;
+  /** A pause before each line of a results file. */
+  lineDelayMs: number;
+  /** The request counts a retrieve reports, from the honest ones. */
+  requestCounts: (counts: Record<string, unknown>) => Record<string, unknown>;
+  /** The cancel call answers 500 (and cancels nothing). */
+  cancelFails: boolean;
+  /** The error message of a request errorIf fails. */
+  errorMessage: (customId: string) => string;
 }
 
 type Outcome = { kind: "succeeded"; body: unknown } | { kind: "errored"; status: number; message: string } | { kind: "expired" } | { kind: "cancelled" };
@@ -55,8 +68,30 @@ export interface FakeBatches {
   expireNow(id?: string): void;
 }
 
+export const HONEST: Omit<BatchControls, "finishAfterPolls" | "hold" | "perPoll" | "errorIf" | "pollDelayMs"> = {
+  resultLines: (lines) => lines,
+  lineDelayMs: 0,
+  requestCounts: (counts) => counts,
+  cancelFails: false,
+  errorMessage: () => "the fake failed this request",
+};
+
 function newControls(over: Partial<BatchControls>): BatchControls {
-  return { finishAfterPolls: 0, hold: false, perPoll: Number.POSITIVE_INFINITY, errorIf: () => false, pollDelayMs: 0, ...over };
+  return { finishAfterPolls: 0, hold: false, perPoll: Number.POSITIVE_INFINITY, errorIf: () => false, pollDelayMs: 0, ...HONEST, ...over };
+}
+
+/** Writes `lines` as a streamed body (each `\n`-terminated), waiting for the client to drain it and `delayMs` before each line. */
+async function streamLines(res: ServerResponse, lines: Iterable<string>, delayMs: number, contentType: string): Promise<void> {
+  res.writeHead(200, { "content-type": contentType });
+  for (const line of lines) {
+    if (res.destroyed) return;
+    if (delayMs > 0) await new Promise((r) => setTimeout(r, delayMs));
+    if (!res.write(`${line}\n`)) await new Promise<void>((resolve) => {
+      res.once("drain", resolve);
+      res.once("close", resolve);
+    });
+  }
+  res.end();
 }
 
 /** The shared machinery: requests done per poll, the end, cancel and expiry. */
@@ -88,7 +123,7 @@ function batchBook(complete: (body: Record<string, unknown>) => Promise<{ status
         if (b.outcomes.has(r.customId)) continue;
         n--;
         if (controls.errorIf(r.customId)) {
-          b.outcomes.set(r.customId, { kind: "errored", status: 500, message: "the fake failed this request" });
+          b.outcomes.set(r.customId, { kind: "errored", status: 500, message: controls.errorMessage(r.customId) });
           continue;
         }
         const a = await complete(r.body);
@@ -161,7 +196,7 @@ export function addAnthropicBatches(fake: FakeAnthropic, over: Partial<BatchCont
     id: b.id,
     type: "message_batch",
     processing_status: b.state,
-    request_counts: counts(b),
+    request_counts: book.controls.requestCounts(counts(b)),
     created_at: iso(b.createdAt),
     expires_at: iso(b.createdAt + 86_400_000),
     ended_at: b.state === "ended" ? iso(Date.now()) : null,
@@ -201,6 +236,7 @@ export function addAnthropicBatches(fake: FakeAnthropic, over: Partial<BatchCont
     handle(_req, res, ctx) {
       const b = find(res, ctx.match[1]);
       if (!b) return;
+      if (book.controls.cancelFails) return sendJson(res, 500, { type: "error", error: { type: "api_error", message: "the fake could not cancel" } });
       book.cancel(b);
       sendJson(res, 200, view(b));
     },
@@ -208,7 +244,7 @@ export function addAnthropicBatches(fake: FakeAnthropic, over: Partial<BatchCont
   fake.server.route({
     method: "GET",
     path: /^\/v1\/messages\/batches\/([^/]+)\/results$/,
-    handle(_req, res, ctx) {
+    async handle(_req, res, ctx) {
       const b = find(res, ctx.match[1]);
       if (!b) return;
       const lines = b.requests.map((r) => {
@@ -221,8 +257,7 @@ export function addAnthropicBatches(fake: FakeAnthropic, over: Partial<BatchCont
               : { type: o.kind === "cancelled" ? "canceled" : "expired" };
         return JSON.stringify({ custom_id: r.customId, result });
       });
-      res.writeHead(200, { "content-type": "application/binary" });
-      res.end(`${lines.join("\n")}\n`);
+      await streamLines(res, book.controls.resultLines(lines, b), book.controls.lineDelayMs, "application/binary");
     },
   });
   return book;
@@ -251,6 +286,8 @@ function multipart(req: RecordedRequest): { file?: string; fields: Record<string
 export function addOpenAIBatches(fake: FakeOpenAI, over: Partial<BatchControls> = {}): FakeBatches & { files: Map<string, string> } {
   const book: Book = batchBook((body) => fake.complete(body as ChatRequestBody), over);
   const files = new Map<string, string>();
+  /** Output files, served through the results controls. */
+  const outputs = new Map<string, { lines: string[]; batch: FakeBatch }>();
   const meta = new Map<string, { input_file_id: string; output_file_id?: string; error_file_id?: string; metadata: unknown }>();
   const status = (b: FakeBatch) => (b.state === "canceling" ? "cancelling" : b.state === "in_progress" ? "in_progress" : (b.end ?? "completed"));
   const writeFiles = (b: FakeBatch) => {
@@ -273,7 +310,9 @@ export function addOpenAIBatches(fake: FakeOpenAI, over: Partial<BatchControls> 
       files.set(id, `${lines.join("\n")}\n`);
       return id;
     };
-    m.output_file_id = save(out) ?? "";
+    const output = `file-${randomUUID().replaceAll("-", "")}`;
+    outputs.set(output, { lines: out, batch: b });
+    m.output_file_id = output;
     m.error_file_id = save(err);
   };
   const view = (b: FakeBatch) => {
@@ -293,7 +332,7 @@ export function addOpenAIBatches(fake: FakeOpenAI, over: Partial<BatchControls> 
       created_at: Math.floor(b.createdAt / 1000),
       in_progress_at: Math.floor(b.createdAt / 1000),
       expires_at: Math.floor(b.createdAt / 1000) + 86_400,
-      request_counts: { total: b.requests.length, completed: c.succeeded, failed: c.errored + (b.state === "ended" ? 0 : 0) },
+      request_counts: book.controls.requestCounts({ total: b.requests.length, completed: c.succeeded, failed: c.errored }),
       metadata: m.metadata ?? null,
     };
   };
@@ -344,6 +383,7 @@ export function addOpenAIBatches(fake: FakeOpenAI, over: Partial<BatchControls> 
     handle(_req, res, ctx) {
       const b = book.batches.get(ctx.match[1]!);
       if (!b) return notFound(res);
+      if (book.controls.cancelFails) return sendJson(res, 500, { error: { message: "the fake could not cancel", type: "server_error" } });
       book.cancel(b);
       sendJson(res, 200, view(b));
     },
@@ -351,7 +391,9 @@ export function addOpenAIBatches(fake: FakeOpenAI, over: Partial<BatchControls> 
   fake.server.route({
     method: "GET",
     path: /^\/v1\/files\/([^/]+)\/content$/,
-    handle(_req, res, ctx) {
+    async handle(_req, res, ctx) {
+      const output = outputs.get(ctx.match[1]!);
+      if (output) return streamLines(res, book.controls.resultLines(output.lines, output.batch), book.controls.lineDelayMs, "application/octet-stream");
       const text = files.get(ctx.match[1]!);
       if (text === undefined) return notFound(res);
       res.writeHead(200, { "content-type": "application/octet-stream" });

@@ -15,8 +15,8 @@ export interface RawDownload {
   readOne(): void;
   /** Reads everything from now on. */
   readAll(): void;
-  /** The socket closed: `complete` when the body ended with the terminal chunk; `body` de-chunked. */
-  closed: Promise<{ complete: boolean; bytes: number; body: string }>;
+  /** The socket closed: `complete` when the body ended with the terminal chunk; `body` de-chunked; `error` the socket's error code (ECONNRESET for a reset). */
+  closed: Promise<{ complete: boolean; bytes: number; body: string; error?: string }>;
   /** The client goes away. */
   destroy(): void;
   /** The client socket's local port (which the server sees as the peer's), once connected. */
@@ -49,12 +49,15 @@ export function rawDownload(port: number, path: string, headers: Record<string, 
     // Past the status line, read no further than the test says.
     if (!flowing) socket.pause();
   });
-  const closed = new Promise<{ complete: boolean; bytes: number; body: string }>((resolve) => {
-    socket.on("error", () => {});
+  const closed = new Promise<{ complete: boolean; bytes: number; body: string; error?: string }>((resolve) => {
+    let error: string | undefined;
+    socket.on("error", (err: NodeJS.ErrnoException) => {
+      error ??= err.code ?? err.message;
+    });
     socket.on("close", () => {
       resolveStatus(0);
       const all = Buffer.concat(chunks);
-      resolve({ complete: all.subarray(-7).toString("latin1") === "\r\n0\r\n\r\n", bytes: all.length, body: bodyOf(all) });
+      resolve({ complete: all.subarray(-7).toString("latin1") === "\r\n0\r\n\r\n", bytes: all.length, body: bodyOf(all), ...(error ? { error } : {}) });
     });
   });
   return {

@@ -166,9 +166,13 @@ describe("results.csv for a spreadsheet", () => {
 });
 
 describe("formulas behind what a spreadsheet trims, and in full-width forms", () => {
-  /** Each is evaluated by some spreadsheet: leading spaces and line feeds are trimmed, full-width ＝ ＋ － ＠ read as = + - @. */
-  const HIDDEN = [" =1+1", "  @SUM(A1)", "\n=HYPERLINK(\"http://evil.test\")", "\u00a0+1", "\u3000=1", "＝HYPERLINK(\"x\")", "＋1", "－1", "＠SUM(1)", " ＝1", "\ufeff=1", "\u000b=1"];
-  const HARMLESS = [" plain", "a=b", "\u3000text", "1-2"];
+  /**
+   * Each is evaluated by some spreadsheet: leading spaces and line feeds are trimmed, invisible
+   * format characters (soft hyphen, word joiner, zero-width space and joiner) ignored, the minus
+   * sign − and full-width ＝ ＋ － ＠ read as - = + @.
+   */
+  const HIDDEN = [" =1+1", "  @SUM(A1)", "\n=HYPERLINK(\"http://evil.test\")", "\u00a0+1", "\u3000=1", "＝HYPERLINK(\"x\")", "＋1", "－1", "＠SUM(1)", " ＝1", "\ufeff=1", "\u000b=1", "\u22121", "\u00ad=1", "\u2060+1", "\u200b\u200d@SUM(A1)", " \u00ad\u2212A1"];
+  const HARMLESS = [" plain", "a=b", "\u3000text", "1-2", "\u200fשלום", "\u00adtext"];
 
   it("guards every one of them in cells and header names, leaves text that only starts with a space alone, and raw keeps all verbatim", async () => {
     const cells = [...HIDDEN, ...HARMLESS];

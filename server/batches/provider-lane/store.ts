@@ -118,11 +118,20 @@ export async function itemsAtProvider(db: DbOrTx, providerBatchId: string): Prom
   return rows.map((r) => r.id);
 }
 
-/** The batch's status and stored spec (the lane reads them per provider batch, not per item). */
-export async function batchOf(db: DbOrTx, batchId: string): Promise<{ status: string; spec: unknown } | null> {
-  const [row] = await driverOf(db)<{ status: string; execution_spec: unknown }[]>`
-    select status, execution_spec from subagent_batches where id = ${batchId}::uuid`;
-  return row ? { status: row.status, spec: row.execution_spec } : null;
+/** The batch's status and stored spec (the lane reads them per provider batch, not per item), and how long ago it was cancelled. */
+export async function batchOf(db: DbOrTx, batchId: string): Promise<{ status: string; spec: unknown; cancelledSeconds: number | null } | null> {
+  const [row] = await driverOf(db)<{ status: string; execution_spec: unknown; cancelled_seconds: number | null }[]>`
+    select status, execution_spec,
+           case when status = 'cancelled' then extract(epoch from now() - coalesce(finished_at, updated_at))::float8 end as cancelled_seconds
+      from subagent_batches where id = ${batchId}::uuid`;
+  return row ? { status: row.status, spec: row.execution_spec, cancelledSeconds: row.cancelled_seconds } : null;
+}
+
+/** Seconds since a provider batch was taken (its deadline counts from then), by the database's clock. */
+export async function providerBatchAgeSeconds(db: DbOrTx, id: string): Promise<number> {
+  const [row] = await driverOf(db)<{ age: number }[]>`
+    select extract(epoch from now() - created_at)::float8 as age from provider_batches where id = ${id}::uuid`;
+  return row?.age ?? 0;
 }
 
 /**

@@ -39,15 +39,19 @@ exception when others then
 end
 $$;
 
--- results.csv is made to be opened in a spreadsheet (OWASP, CSV injection): a cell whose text
--- starts with = + - @ or a control character (tab, CR, LF, ...), or with = + - @ after leading
--- spaces (spreadsheets trim them: a space, a no-break or an ideographic space, a BOM), counting
--- the full-width and small forms ＝ ＋ － ＠ ﹦ ﹢ ﹣ ﹫ (which Excel reads as their ASCII forms
--- in East Asian locales), gets a leading ' so that it is shown as text, never evaluated as a
--- formula. The same rule is FORMULA_START in server/http/export.ts (header names). It reads its
--- argument once, so the planner inlines it into the page's query.
+-- Every CSV (results.csv, compare.csv, their header rows) is made to be opened in a spreadsheet
+-- (OWASP, CSV injection): a cell gets a leading ' so that it is shown as text, never evaluated as
+-- a formula, when it starts with a control character (tab, CR, LF, ...), or when its first
+-- character past any spaces (a spreadsheet trims them: a space, a no-break or an ideographic
+-- space, ...), control and format characters (Unicode Cf, invisible: soft hyphen, zero-width
+-- space and joiners, word joiner, bidi marks, BOM, ...) is = + - @ or one a spreadsheet reads as
+-- one: the minus sign − (U+2212), the full-width and small forms ＝ ＋ － ＠ ﹦ ﹢ ﹣ ﹫ (read as
+-- their ASCII forms in East Asian locales). A cell that only starts with a format character
+-- (right-to-left text after its mark) is left alone. This is the one place the rule lives
+-- (server/http/export.ts cellSql writes every CSV cell through it). It reads its argument once,
+-- so the planner inlines it into the page's query.
 create or replace function flotilla_csv_guard(t text) returns text language sql immutable parallel safe as $$
-  select case when t ~ '^(?:[\u0001-\u001f\u007f-\u009f]|[ \u00a0\u1680\u2000-\u200b\u2028\u2029\u202f\u205f\u3000\ufeff]*[-=+@\uff1d\uff0b\uff0d\uff20\ufe62\ufe63\ufe66\ufe6b])'
+  select case when t ~ '^(?:[\u0001-\u001f\u007f-\u009f]|[\u0001-\u0020\u007f-\u00a0\u00ad\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2\u1680\u180e\u2000-\u200f\u2028-\u202f\u205f-\u2064\u2066-\u206f\u3000\ufeff\ufff9-\ufffb\U000110bd\U000110cd\U00013430-\U0001343f\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0001\U000e0020-\U000e007f]*[-=+@\u2212\uff1d\uff0b\uff0d\uff20\ufe62\ufe63\ufe66\ufe6b])'
     then '''' else '' end
 $$;
 

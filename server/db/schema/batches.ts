@@ -197,9 +197,12 @@ export const subagentBatchItems = pgTable(
     index("subagent_batch_items_provider_batch_idx")
       .on(t.providerBatchId)
       .where(sql`provider_batch_id is not null and status = 'running'`),
-    // Paging, export and claim order. Item keys are unique per batch by the submission's own
-    // check; no query looks one up, so they carry no index (it cost 15% of a 100,000-item write).
+    // Paging, export and claim order.
     uniqueIndex("subagent_batch_items_position_uq").on(t.batchId, t.position),
+    // A comparison's page looks up the other batch's items by key (server/batches/compare.ts), so
+    // a page costs the same whatever that batch's size. Not unique: the submission checks keys
+    // (drizzle/0032_compare_key_index.sql has what it costs a write).
+    index("subagent_batch_items_key_idx").on(t.batchId, t.itemKey),
     // No (batch_id, status, position) index: status changes on every transition, and maintaining
     // it cost ~40% of each transition's time. A status-filtered page uses the partial index of
     // its status where there is one (pending and queued for promote and claim; failed and

@@ -10,6 +10,7 @@ import {
   itemsAtProvider,
   type LeasedProviderBatch,
   leaseDueProviderBatches,
+  providerBatchAgeSeconds,
   type ProviderBatchUpdate,
   releaseItems,
   type Taken,
@@ -23,13 +24,14 @@ import type { ClaimedItem } from "@/server/batches/types";
 import type { Db } from "@/server/db/client";
 import { errorText } from "@/server/errors";
 import type { Logger } from "@/server/log";
-import { type CatalogEntry, costUsd, findCatalogEntry } from "@/server/models/catalog";
+import { clampNote } from "@/server/agent/executor/usage";
+import { type CatalogEntry, catalogEntries, costUsd, findCatalogEntry } from "@/server/models/catalog";
 import { resolveModelByName } from "@/server/models/index";
 import type { ResolvedModel } from "@/server/models/types";
 import type { SubagentRuntime } from "@/server/runtime/admission";
 import { Coalescer } from "../coalesce";
 import { checkAnswer, type ItemRunResult, withFeedback } from "../execute";
-import { type BatchResult, type BatchRequest, batchApiFor, type ProviderBatchApi } from "./providers";
+import { type BatchResult, type BatchRequest, batchApiFor, type ProviderBatchApi, type ResultLine } from "./providers";
 import { answerReader, lanePromptCache, requestBuilder } from "./requests";
 
 /**
@@ -58,12 +60,22 @@ const SETTLE_CHUNK = 500;
 const LEASE_LIMIT = 4;
 /** A provider that refused a batch is asked again after this long. */
 const REFUSED_DELAY_SECONDS = 30;
+/** Text a provider sent that is stored (an error, a refusal): at most this many characters. */
+const PROVIDER_TEXT_MAX = 4096;
+/** Configured keys at least this long are redacted from provider text (shorter ones are not secrets worth the false hits). */
+const SECRET_MIN_CHARS = 8;
+/** Polls a provider gets to end a cancelled batch (at least CANCEL_GRACE_MIN_SECONDS); then its requests are cancelled here. */
+const CANCEL_GRACE_POLLS = 10;
+const CANCEL_GRACE_MIN_SECONDS = 10;
 
 interface Context {
   spec: ExecutionSpec;
   provider: BatchProvider;
   entry: CatalogEntry;
   api: ProviderBatchApi;
+  status: string;
+  /** Seconds since the batch was cancelled (null unless it is). */
+  cancelledSeconds: number | null;
 }
 
 export class ProviderLane {
@@ -73,9 +85,12 @@ export class ProviderLane {
   private readonly cfg: FlotillaConfig["provider_batch"];
   /** Provider batches submitted, polled and settled by this worker (tests, benchmarks). */
   readonly counters = { submitted: 0, polls: 0, settled: 0, adopted: 0 };
+  /** Every configured model key: a provider echoing one back never gets it stored or shown. */
+  private readonly secrets: string[];
 
   constructor(private readonly o: ProviderLaneOptions) {
     this.cfg = o.config.provider_batch;
+    this.secrets = [...new Set(catalogEntries(o.config).map((e) => e.apiKey ?? ""))].filter((k) => k.length >= SECRET_MIN_CHARS);
     this.tick = new Coalescer(
       () => this.runTick(),
       (err) => o.log.warn({ err }, "provider lane tick failed; retrying at the next"),
@@ -117,7 +132,7 @@ export class ProviderLane {
         await this.poll(pb);
       } catch (err) {
         this.o.log.warn({ err, provider_batch_id: pb.id }, "provider batch poll failed; polling again later");
-        await this.update(pb.id, { lastError: errorText(err).slice(0, 500), nextPollSeconds: this.cfg.poll_seconds }).catch(() => {});
+        await this.update(pb.id, { lastError: this.providerText(errorText(err)), nextPollSeconds: this.cfg.poll_seconds }).catch(() => {});
       }
     }
   }
@@ -126,14 +141,22 @@ export class ProviderLane {
     return updateProviderBatch(this.o.db, { owner: this.o.workerId, id, leaseSeconds: this.cfg.lease_seconds, update });
   }
 
-  private async context(batchId: string): Promise<(Context & { status: string }) | null> {
+  /** Text a provider sent, as stored: configured keys redacted, at most PROVIDER_TEXT_MAX characters. */
+  private providerText(text: string): string {
+    // Redacted whole before the cut, so no part of a key survives it (linear: a line is at most 8 MiB).
+    let kept = text;
+    for (const key of this.secrets) kept = kept.replaceAll(key, "[redacted]");
+    return kept.length > PROVIDER_TEXT_MAX ? `${kept.slice(0, PROVIDER_TEXT_MAX)}… (cut)` : kept;
+  }
+
+  private async context(batchId: string): Promise<Context | null> {
     const batch = await batchOf(this.o.db, batchId);
     if (!batch) return null;
     const spec = parseExecutionSpec(batch.spec);
     const provider = spec.batch_provider ?? "anthropic";
     const entry = findCatalogEntry(this.o.config, spec.model.name);
     if (!entry?.baseURL) throw new Error(`model "${spec.model.name}" is not in this worker's catalog`);
-    return { spec, provider, entry, api: batchApiFor(provider, entry), status: batch.status };
+    return { spec, provider, entry, api: batchApiFor(provider, entry), status: batch.status, cancelledSeconds: batch.cancelledSeconds };
   }
 
   /** Sends a provider batch; one that cannot be sent gives its items back to the queue (not before REFUSED_DELAY_SECONDS). */
@@ -145,7 +168,7 @@ export class ProviderLane {
     try {
       ctx = await this.context(taken.batchId);
     } catch (err) {
-      await release(ids, `provider_batch: ${errorText(err)}`, REFUSED_DELAY_SECONDS);
+      await release(ids, `provider_batch: ${this.providerText(errorText(err))}`, REFUSED_DELAY_SECONDS);
       return;
     }
     if (!ctx) return;
@@ -153,7 +176,7 @@ export class ProviderLane {
       await this.send(taken, ctx);
     } catch (err) {
       this.o.log.warn({ err, provider_batch_id: taken.providerBatchId }, "the provider batch could not be sent; its items go back to the queue");
-      await release(ids, `provider_batch: ${errorText(err).slice(0, 500)}`, REFUSED_DELAY_SECONDS);
+      await release(ids, `provider_batch: ${this.providerText(errorText(err))}`, REFUSED_DELAY_SECONDS);
     }
   }
 
@@ -195,58 +218,145 @@ export class ProviderLane {
     });
   }
 
-  /** One poll: cancel at the provider when the batch was cancelled, read the state, settle once it ended. */
+  /**
+   * One poll: read the state, settle once it ended. A provider batch past its deadline
+   * (`provider_batch.deadline_seconds` after it was taken: the provider's completion window and a
+   * margin) is cancelled at the provider and its requests end here as expired ones do, whatever
+   * the provider says; a cancelled batch's go through pollCancelled.
+   */
   private async poll(pb: LeasedProviderBatch): Promise<void> {
     const ctx = await this.context(pb.batchId);
     if (!ctx || !pb.externalId) return;
     this.counters.polls++;
-    let state = pb.state;
-    if (ctx.status === "cancelled" && state === "in_progress") {
-      await ctx.api.cancel(pb.externalId);
-      state = "canceling";
+    if (ctx.status === "cancelled") return this.pollCancelled(pb, ctx);
+    if ((await providerBatchAgeSeconds(this.o.db, pb.id)) > this.cfg.deadline_seconds) {
+      await ctx.api.cancel(pb.externalId).catch((err) => this.o.log.warn({ err, provider_batch_id: pb.id }, "cancelling an overdue provider batch failed"));
+      const why = `the provider did not end this batch within provider_batch.deadline_seconds (${this.cfg.deadline_seconds} s); its requests end as expired`;
+      if (!(await this.update(pb.id, { state: "ended", lastError: why }))) return;
+      return this.settle(pb, ctx, { read: false });
     }
-    if (state !== "ended") {
+    if (pb.state !== "ended") {
       const polled = await ctx.api.poll(pb.externalId);
       const seen = { providerStatus: polled.status, counts: polled.counts };
       if (!polled.ended) {
-        await this.update(pb.id, { ...seen, state, nextPollSeconds: this.cfg.poll_seconds });
+        await this.update(pb.id, { ...seen, nextPollSeconds: this.cfg.poll_seconds });
         return;
       }
       if (!(await this.update(pb.id, { ...seen, state: "ended" }))) return;
     }
-    await this.settle(pb, ctx);
+    await this.settle(pb, ctx, { read: true });
   }
 
-  /** Settles every result of an ended provider batch, a chunk at a time, then what had none. */
-  private async settle(pb: LeasedProviderBatch, ctx: Context & { status: string }): Promise<void> {
+  /**
+   * A cancelled batch's provider batch: cancelled at the provider, what finished there kept once it
+   * ends, the rest cancelled. Its items always end: a provider that fails the cancel, the poll or
+   * the results, or has not ended the batch CANCEL_GRACE_POLLS polls after the cancel, has the
+   * rest cancelled here.
+   */
+  private async pollCancelled(pb: LeasedProviderBatch, ctx: Context): Promise<void> {
+    let state = pb.state;
+    let failure: string | null = null;
+    try {
+      if (state === "in_progress") {
+        await ctx.api.cancel(pb.externalId!);
+        state = "canceling";
+      }
+      if (state !== "ended") {
+        const polled = await ctx.api.poll(pb.externalId!);
+        const seen = { providerStatus: polled.status, counts: polled.counts };
+        if (!(await this.update(pb.id, { ...seen, state: polled.ended ? "ended" : state }))) return;
+        if (polled.ended) state = "ended";
+      }
+      if (state === "ended") return await this.settle(pb, ctx, { read: true });
+    } catch (err) {
+      failure = this.providerText(errorText(err));
+      this.o.log.warn({ err, provider_batch_id: pb.id }, "the provider failed a cancelled batch's cancel, poll or results");
+    }
+    const graceSeconds = Math.max(CANCEL_GRACE_MIN_SECONDS, CANCEL_GRACE_POLLS * this.cfg.poll_seconds);
+    if ((ctx.cancelledSeconds ?? 0) > graceSeconds) {
+      await cancelRest(this.o.db, { owner: this.o.workerId, providerBatchId: pb.id });
+      const why = `the provider did not end the cancelled batch within ${graceSeconds} s${failure ? ` (${failure})` : ""}; its requests were cancelled here`;
+      await this.update(pb.id, { state: "settled", lastError: why, nextPollSeconds: 0 });
+      this.counters.settled++;
+      return;
+    }
+    await this.update(pb.id, { state, ...(failure ? { lastError: failure } : {}), nextPollSeconds: this.cfg.poll_seconds });
+  }
+
+  /**
+   * Settles every result of an ended provider batch (`read`; else none: all end as missing), a
+   * chunk at a time, then what had none: cancelled with a cancelled batch, else as expired. A line
+   * that cannot be read is skipped and counted (its request has no result). The provider batch's
+   * lease is renewed all along, however slowly the provider sends the file.
+   */
+  private async settle(pb: LeasedProviderBatch, ctx: Context, how: { read: boolean }): Promise<void> {
     const atProvider = new Set(await itemsAtProvider(this.o.db, pb.id));
     const settle = this.settler(ctx, pb.batchId);
-    let chunk: BatchResult[] = [];
-    for await (const result of ctx.api.results(pb.externalId!)) {
-      if (this.stopped) return;
-      if (!atProvider.delete(result.customId)) continue; // settled already (a poller before us), or cancelled
-      chunk.push(result);
-      if (chunk.length >= SETTLE_CHUNK) {
-        if (!(await this.settleChunk(pb, ctx, chunk, settle))) return;
-        chunk = [];
+    let unreadable = 0;
+    const held = await this.keepingLease(pb.id, async (lost) => {
+      if (!how.read) return true;
+      let chunk: BatchResult[] = [];
+      for await (const line of ctx.api.results(pb.externalId!) as AsyncIterable<ResultLine>) {
+        if (this.stopped || lost()) return false;
+        if (line.kind === "unreadable") {
+          unreadable++;
+          continue;
+        }
+        if (!atProvider.delete(line.customId)) continue; // settled already (a poller before us), cancelled, or not ours
+        chunk.push(line);
+        if (chunk.length >= SETTLE_CHUNK) {
+          if (!(await this.settleChunk(pb, ctx, chunk, settle))) return false;
+          chunk = [];
+        }
       }
-    }
-    if (chunk.length && !(await this.settleChunk(pb, ctx, chunk, settle))) return;
+      return !(chunk.length && !(await this.settleChunk(pb, ctx, chunk, settle)));
+    }).catch(async (err) => {
+      // A cancelled batch's items end whatever the results do; any other batch reads them again at its next poll.
+      if (ctx.status !== "cancelled") throw err;
+      this.o.log.warn({ err, provider_batch_id: pb.id }, "reading a cancelled batch's results failed; cancelling the rest");
+      return true;
+    });
+    if (!held) return;
+    if (unreadable > 0) this.o.log.warn({ provider_batch_id: pb.id, unreadable }, "provider results lines could not be read; skipped");
     // Items the results did not name: cancelled with the batch, else as expired.
-    if (atProvider.size > 0) {
-      if (ctx.status === "cancelled") await cancelRest(this.o.db, { owner: this.o.workerId, providerBatchId: pb.id });
-      else
-        await this.settleChunk(pb, ctx, [...atProvider].map((customId) => ({ customId, kind: "expired" as const })), settle);
-    }
+    if (atProvider.size > 0 && ctx.status !== "cancelled")
+      await this.settleChunk(pb, ctx, [...atProvider].map((customId) => ({ customId, kind: "expired" as const })), settle);
     if (ctx.status === "cancelled") await cancelRest(this.o.db, { owner: this.o.workerId, providerBatchId: pb.id });
-    await this.update(pb.id, { state: "settled", nextPollSeconds: 0 });
+    const note = unreadable > 0 ? { lastError: `${unreadable} result line(s) could not be read and were skipped; their requests ended as ones without a result` } : {};
+    await this.update(pb.id, { state: "settled", ...note, nextPollSeconds: 0 });
     this.counters.settled++;
+  }
+
+  /**
+   * Runs `work` while renewing the provider batch's lease every third of it (a settle pass may
+   * take longer than the lease: a large or slow results file); `lost` says the lease is gone.
+   */
+  private async keepingLease<T>(id: string, work: (lost: () => boolean) => Promise<T>): Promise<T> {
+    let lost = false;
+    let renewing: Promise<void> = Promise.resolve();
+    const timer = setInterval(
+      () => {
+        renewing = this.update(id, {}).then(
+          (held) => {
+            if (!held) lost = true;
+          },
+          () => {},
+        );
+      },
+      Math.max(50, (this.cfg.lease_seconds * 1000) / 3),
+    );
+    try {
+      return await work(() => lost);
+    } finally {
+      clearInterval(timer);
+      await renewing;
+    }
   }
 
   /** One chunk of results: held under item leases, read, settled in one round trip; expired ones to the live lane. False: the lease is gone. */
   private async settleChunk(
     pb: LeasedProviderBatch,
-    ctx: Context & { status: string },
+    ctx: Context,
     results: BatchResult[],
     settle: (item: ClaimedItem, result: BatchResult) => Promise<Settlement | null>,
   ): Promise<boolean> {
@@ -287,7 +397,11 @@ export class ProviderLane {
       if (result.kind === "expired")
         return { ...ref, kind: "failed", retryable: false, error: "provider_batch_expired: the provider's batch window ended before this request ran" };
       if (result.kind !== "succeeded")
-        return { ...ref, kind: "failed", error: result.kind === "errored" ? `provider_batch_error: ${result.error}` : "provider_batch_cancelled: the provider cancelled this request" };
+        return {
+          ...ref,
+          kind: "failed",
+          error: result.kind === "errored" ? `provider_batch_error: ${this.providerText(result.error)}` : "provider_batch_cancelled: the provider cancelled this request",
+        };
       const prompt = item.feedback ? withFeedback(item.prompt, item.feedback) : item.prompt;
       const a = await read({ prompt, body: result.body, signal: this.controller.signal });
       const out: ItemRunResult = {
@@ -310,6 +424,11 @@ export class ProviderLane {
           runtime: this.o.runtime,
           fallback: this.o.model,
         });
+      // As the live lane notes it: counts out of range were stored clamped.
+      if (a.usage.clamped) {
+        this.o.log.warn({ usage: out.usage, item_id: item.id }, "a provider batch result reported token counts out of range; stored clamped");
+        out.stopReason = clampNote(out.stopReason);
+      }
       // Everything at full price (the checks priced judges already), less the discount on the batch's own response.
       const full = out.usage.costUsd ?? priced(out.usage);
       out.usage = { ...out.usage, costUsd: full - priced(a.batchUsage) * (1 - discount) };

@@ -2,6 +2,7 @@ import Anthropic from "@anthropic-ai/sdk";
 import OpenAI, { toFile } from "openai";
 import type { BatchProvider } from "@/server/batches/provider-lane/store";
 import type { CatalogEntry } from "@/server/models/catalog";
+import { readLines } from "./lines";
 
 /**
  * The providers' batch APIs through their official clients: OpenAI (a JSONL file with purpose
@@ -29,6 +30,35 @@ export type BatchResult =
   | { customId: string; kind: "expired" }
   | { customId: string; kind: "cancelled" };
 
+/** A line of a results file: a request's outcome, or a line that could not be read (too long, not JSON, not a result). */
+export type ResultLine = BatchResult | { kind: "unreadable" };
+
+/**
+ * A count a provider reported as stored: a whole number from 0 to the requests one provider batch
+ * may hold, whatever it sent (1e30, negative, NaN, a string), as tokenCount keeps token counts.
+ */
+export function requestCount(n: unknown, max: number): number {
+  if (typeof n !== "number" || !Number.isFinite(n) || n <= 0) return 0;
+  return Math.min(Math.round(n), max);
+}
+
+/** A provider's status word as stored (a word, not a novel). */
+const statusWord = (s: unknown) => (typeof s === "string" ? s.slice(0, 64) : "unknown");
+
+/** Each line of a results body read as `parse` reads it; one that does not parse is `unreadable`, never an error. */
+async function* resultLines(body: ReadableStream<Uint8Array> | null, parse: (line: unknown) => BatchResult | null): AsyncIterable<ResultLine> {
+  if (!body) return;
+  for await (const line of readLines(body as unknown as AsyncIterable<Uint8Array>)) {
+    let result: BatchResult | null = null;
+    try {
+      result = line === null ? null : parse(JSON.parse(line));
+    } catch {
+      result = null;
+    }
+    yield result && typeof result.customId === "string" ? result : { kind: "unreadable" };
+  }
+}
+
 export interface ProviderBatchApi {
   readonly provider: BatchProvider;
   /** Requests one provider batch may hold. */
@@ -40,7 +70,8 @@ export interface ProviderBatchApi {
   create(requests: readonly BatchRequest[], label: string): Promise<{ externalId: string; inputFileId?: string }>;
   poll(externalId: string): Promise<PolledBatch>;
   cancel(externalId: string): Promise<void>;
-  results(externalId: string): AsyncIterable<BatchResult>;
+  /** The results file(s), a line at a time. */
+  results(externalId: string): AsyncIterable<ResultLine>;
 }
 
 const MB = 1024 * 1024;
@@ -78,12 +109,13 @@ class OpenAIBatches implements ProviderBatchApi {
   async poll(externalId: string): Promise<PolledBatch> {
     const b = await this.client.batches.retrieve(externalId);
     const ended = ["completed", "expired", "cancelled", "failed"].includes(b.status);
-    const total = b.request_counts?.total ?? 0;
-    const done = b.request_counts?.completed ?? 0;
-    const failed = b.request_counts?.failed ?? 0;
+    const count = (n: unknown) => requestCount(n, this.maxRequests);
+    const total = count(b.request_counts?.total);
+    const done = count(b.request_counts?.completed);
+    const failed = count(b.request_counts?.failed);
     const rest = Math.max(0, total - done - failed);
     return {
-      status: b.status,
+      status: statusWord(b.status),
       ended,
       counts: {
         succeeded: done,
@@ -98,15 +130,12 @@ class OpenAIBatches implements ProviderBatchApi {
     await this.client.batches.cancel(externalId);
   }
 
-  async *results(externalId: string): AsyncIterable<BatchResult> {
+  async *results(externalId: string): AsyncIterable<ResultLine> {
     const b = await this.client.batches.retrieve(externalId);
     for (const fileId of [b.output_file_id, b.error_file_id]) {
       if (!fileId) continue;
-      const text = await (await this.client.files.content(fileId)).text();
-      for (const line of text.split("\n")) {
-        if (!line.trim()) continue;
-        yield openaiResult(JSON.parse(line) as OpenAIResultLine, b.status);
-      }
+      const file = await this.client.files.content(fileId);
+      yield* resultLines(file.body, (line) => openaiResult(line as OpenAIResultLine, statusWord(b.status)));
     }
   }
 }
@@ -117,7 +146,8 @@ interface OpenAIResultLine {
   error?: { code?: string; message?: string } | null;
 }
 
-function openaiResult(line: OpenAIResultLine, batchStatus: string): BatchResult {
+function openaiResult(line: OpenAIResultLine, batchStatus: string): BatchResult | null {
+  if (typeof line !== "object" || line === null) return null;
   const customId = line.custom_id;
   const code = line.error?.code ?? "";
   if (code === "batch_expired") return { customId, kind: "expired" };
@@ -155,11 +185,12 @@ class AnthropicBatches implements ProviderBatchApi {
 
   async poll(externalId: string): Promise<PolledBatch> {
     const b = await this.client.messages.batches.retrieve(externalId);
-    const c = b.request_counts;
+    const c = b.request_counts as Partial<Record<keyof typeof b.request_counts, unknown>> | undefined;
+    const count = (n: unknown) => requestCount(n, this.maxRequests);
     return {
-      status: b.processing_status,
+      status: statusWord(b.processing_status),
       ended: b.processing_status === "ended",
-      counts: { succeeded: c.succeeded, errored: c.errored, expired: c.expired, cancelled: c.canceled },
+      counts: { succeeded: count(c?.succeeded), errored: count(c?.errored), expired: count(c?.expired), cancelled: count(c?.canceled) },
     };
   }
 
@@ -167,16 +198,36 @@ class AnthropicBatches implements ProviderBatchApi {
     await this.client.messages.batches.cancel(externalId);
   }
 
-  async *results(externalId: string): AsyncIterable<BatchResult> {
-    for await (const line of await this.client.messages.batches.results(externalId)) {
-      const customId = line.custom_id;
-      const r = line.result;
-      if (r.type === "succeeded") yield { customId, kind: "succeeded", body: r.message };
-      else if (r.type === "expired") yield { customId, kind: "expired" };
-      else if (r.type === "canceled") yield { customId, kind: "cancelled" };
-      else yield { customId, kind: "errored", error: `${r.error.error.type}: ${r.error.error.message}` };
-    }
+  /**
+   * The results file at the batch's results_url, read here rather than by the client's own decoder
+   * (which parses every line or throws, and rescans a long line as it grows). Only on the API's own
+   * origin: the key goes with the request.
+   */
+  async *results(externalId: string): AsyncIterable<ResultLine> {
+    const b = await this.client.messages.batches.retrieve(externalId);
+    const url = b.results_url ? new URL(b.results_url, this.client.baseURL) : null;
+    if (!url || url.origin !== new URL(this.client.baseURL).origin)
+      throw new Error(`the batch's results_url is not on the API's origin (${url?.origin ?? "none"})`);
+    const response = await this.client.get(url.toString(), { headers: { Accept: "application/binary" }, __binaryResponse: true }).asResponse();
+    yield* resultLines(response.body, anthropicResult);
   }
+}
+
+interface AnthropicResultLine {
+  custom_id: string;
+  result?: { type?: string; message?: unknown; error?: { error?: { type?: string; message?: string } } };
+}
+
+function anthropicResult(value: unknown): BatchResult | null {
+  const line = value as AnthropicResultLine;
+  if (typeof line !== "object" || line === null || typeof line.result !== "object" || line.result === null) return null;
+  const customId = line.custom_id;
+  const r = line.result;
+  if (r.type === "succeeded") return { customId, kind: "succeeded", body: r.message };
+  if (r.type === "expired") return { customId, kind: "expired" };
+  if (r.type === "canceled") return { customId, kind: "cancelled" };
+  if (r.type === "errored") return { customId, kind: "errored", error: `${r.error?.error?.type ?? "error"}: ${r.error?.error?.message ?? "the request failed"}` };
+  return null;
 }
 
 /** The batch API of a catalog entry's provider (its base URL and key). */
