@@ -23,8 +23,8 @@ import { type ExecutionSpec, parseExecutionSpec } from "@/server/batches/spec";
 import type { ClaimedItem } from "@/server/batches/types";
 import type { Db } from "@/server/db/client";
 import { errorText } from "@/server/errors";
+import { INVALID_USAGE_ERROR } from "@/lib/api/subagents";
 import type { Logger } from "@/server/log";
-import { clampNote } from "@/server/agent/executor/usage";
 import { type CatalogEntry, catalogEntries, costUsd, findCatalogEntry } from "@/server/models/catalog";
 import { resolveModelByName } from "@/server/models/index";
 import type { ResolvedModel } from "@/server/models/types";
@@ -414,6 +414,12 @@ export class ProviderLane {
         ...(a.errorClass ? { errorClass: a.errorClass as ItemRunResult["errorClass"] } : {}),
         ...(a.output !== undefined ? { output: a.output } : {}),
       };
+      // As the live lane refuses it: counts out of range are not billed, and the answer with them is not kept.
+      if (a.usage.outOfRange) {
+        this.o.log.warn({ usage: out.usage, item_id: item.id }, "a provider batch result reported token counts out of range; its answer is refused");
+        Object.assign(out, { status: "failed", text: "", stopReason: "invalid_usage", error: INVALID_USAGE_ERROR, errorClass: "invalid_usage" });
+        delete out.output;
+      }
       if (out.status === "completed" && spec.checks.length > 0 && liveModel)
         await checkAnswer(out, {
           item,
@@ -424,11 +430,6 @@ export class ProviderLane {
           runtime: this.o.runtime,
           fallback: this.o.model,
         });
-      // As the live lane notes it: counts out of range were stored clamped.
-      if (a.usage.clamped) {
-        this.o.log.warn({ usage: out.usage, item_id: item.id }, "a provider batch result reported token counts out of range; stored clamped");
-        out.stopReason = clampNote(out.stopReason);
-      }
       // Everything at full price (the checks priced judges already), less the discount on the batch's own response.
       const full = out.usage.costUsd ?? priced(out.usage);
       out.usage = { ...out.usage, costUsd: full - priced(a.batchUsage) * (1 - discount) };
