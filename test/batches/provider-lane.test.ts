@@ -36,7 +36,7 @@ const REPAIRED = { label: "repaired" };
  */
 const typedOrDefault: AnthropicHandler = (req, index) => {
   const body = req.body;
-  // A provider reporting counts out of range (the lane stores them clamped and says so).
+  // A provider reporting counts out of range (the lane refuses the answer and bills nothing).
   if (JSON.stringify(body?.messages ?? "").includes("huge-usage")) return { type: "text", text: "counted", usage: { prompt_tokens: 1e30, completion_tokens: -5 } };
   if (!body?.output_config?.format && !body?.tools?.some((tool) => tool.name === "json")) return defaultAnthropicHandler(req, index);
   const last = JSON.stringify(body.messages?.at(-1)?.content ?? "");
@@ -541,16 +541,17 @@ describe("a hostile or broken provider does not wedge the lane", () => {
     expect(row!.error!.length).toBeLessThan(5_000);
   }, 150_000);
 
-  it("notes token counts out of range as the live lane does: stored clamped, the stop reason saying so", async () => {
+  it("refuses an answer whose token counts are out of range, as the live lane does: not billed, the item failed with invalid_usage", async () => {
     const owner = await makeOwner(t.db);
     const batch = await submit(owner, { key: "clamped", n: 1, over: { items: ["huge-usage"] } });
     controls(anthropicBatches, {});
     spawnWorker();
-    expect(await until("the batch to finish", () => batchRow(owner, batch.id), terminal)).toMatchObject({ status: "completed" });
-    const [row] = await t.db.execute<{ stop_reason: string; input_tokens: string; output_tokens: string }>(
-      sql`select stop_reason, input_tokens::text, output_tokens::text from subagent_batch_items where batch_id = ${batch.id}`,
+    await until("the batch to finish", () => batchRow(owner, batch.id), terminal);
+    const [row] = await t.db.execute<{ status: string; stop_reason: string; error: string; result: string | null; input_tokens: string; output_tokens: string }>(
+      sql`select status, stop_reason, error, result, input_tokens::text, output_tokens::text from subagent_batch_items where batch_id = ${batch.id}`,
     );
-    expect(row!.stop_reason).toMatch(/token counts the provider reported were out of range and are stored clamped/);
-    expect(row).toMatchObject({ input_tokens: "1000000000000", output_tokens: "0" });
+    expect(row).toMatchObject({ status: "failed", stop_reason: "invalid_usage", input_tokens: "0", output_tokens: "0" });
+    expect(row!.error).toMatch(/^invalid_usage: the provider reported token counts out of range/);
+    expect(row!.result ?? "").toBe("");
   }, 120_000);
 });
