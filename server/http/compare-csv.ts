@@ -2,6 +2,7 @@ import "server-only";
 import type { ComparePair } from "@/lib/api/compare";
 import { type CompareArgs, comparePairs } from "@/server/batches/compare";
 import type { Db } from "@/server/db/client";
+import { pagedStream } from "./download";
 import { quoted } from "./export";
 
 /**
@@ -22,20 +23,9 @@ function line(p: ComparePair): string {
 }
 
 export function compareCsvStream(db: Db, args: CompareArgs & Parameters<typeof comparePairs>[1]): ReadableStream<Uint8Array> {
-  const encoder = new TextEncoder();
-  let cursor: string | null | undefined;
-  let started = false;
-  return new ReadableStream<Uint8Array>({
-    async pull(controller) {
-      if (!started) {
-        started = true;
-        controller.enqueue(encoder.encode(`${COMPARE_CSV_HEADER.map((h) => quoted(h, false)).join(",")}\r\n`));
-      }
-      if (cursor === null) return controller.close();
-      const page = await comparePairs(db, { ...args, cursor, limit: PAGE });
-      if (page.items.length > 0) controller.enqueue(encoder.encode(page.items.map(line).join("")));
-      cursor = page.next_cursor;
-      if (cursor === null) controller.close();
-    },
+  const head = `${COMPARE_CSV_HEADER.map((h) => quoted(h, false)).join(",")}\r\n`;
+  return pagedStream<string | undefined>(head, undefined, async (cursor) => {
+    const page = await comparePairs(db, { ...args, cursor, limit: PAGE });
+    return { text: page.items.map(line).join(""), cursor: page.next_cursor };
   });
 }
