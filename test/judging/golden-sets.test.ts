@@ -2,13 +2,11 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { BatchProjection, ItemPage } from "@/lib/api/batches";
 import type { GoldenItem, GoldenItemPage, GoldenSetAdded, GoldenSetCreated, GoldenSetDetail } from "@/lib/api/golden-sets";
 import type { ReviewPage } from "@/lib/api/review-queue";
-import { resolveModel } from "@/server/models/index";
-import { createSubagentRuntime } from "@/server/runtime/admission";
-import { BatchWorker } from "@/server/worker/loop";
-import { makeThread, makeUser, setupApiDatabase, type TestUser, workerAlive } from "../api/helpers";
-import { testConfig } from "../batches/support";
+import type { BatchWorker } from "@/server/worker/loop";
+import { makeThread, type TestUser, } from "../api/helpers";
 import type { TestDatabase } from "../helpers/db";
 import { send, startWebServer, type WebServer } from "../helpers/web-server";
+import { judgingWorld } from "./support";
 
 /**
  * Golden sets over real HTTP sockets, from batches a real worker ran and a person reviewed:
@@ -26,14 +24,7 @@ let stranger: TestUser;
 let thread: string;
 
 beforeAll(async () => {
-  t = await setupApiDatabase();
-  const cfg = testConfig({ subagent_batches: { poll_interval_seconds: 0.1 }, simulator: { latency_ms: 1 } });
-  worker = new BatchWorker({ database: t, config: cfg, instanceId: "golden-worker", runtime: createSubagentRuntime(cfg), model: resolveModel(cfg, {}) });
-  void worker.start();
-  owner = await makeUser(t, "owner");
-  stranger = await makeUser(t, "stranger");
-  thread = await makeThread(t, owner);
-  await workerAlive(t);
+  ({ t, worker, owner, stranger, thread } = await judgingWorld("golden-worker"));
   server = await startWebServer();
 });
 
