@@ -14,6 +14,7 @@ import {
 } from "@/lib/api/golden-sets";
 import { isFieldsItem, isProblem, jsonValueProblem, keyProblem, parseItem, problemText } from "@/lib/batch-rules";
 import type { DbOrTx } from "@/server/db/client";
+import { inIndexOrder } from "@/server/db/index-order";
 import { goldenSetItems, goldenSets, goldenSetVersions } from "@/server/db/schema";
 import { storableJson, storableText } from "@/server/db/storable";
 import { AppError, notFound } from "@/server/errors";
@@ -204,7 +205,10 @@ export async function goldenItems(
   if (version > set.version) throw new AppError("validation_failed", `version: this set has versions 1 to ${set.version}`);
   const after = args.cursor === undefined ? undefined : decodeKeyCursor(args.cursor);
   const g = goldenSetItems;
-  const rows = await db
+  // In index order: on a large set not yet analyzed, the planner chose a bitmap scan and a sort of
+  // every later key for each page (280 ms a page of 100,000 items; server/db/index-order.ts).
+  const rows = await inIndexOrder(db, (tx) =>
+    tx
     .select({
       itemKey: g.itemKey,
       input: g.input,
@@ -218,7 +222,8 @@ export async function goldenItems(
     .from(g)
     .where(and(eq(g.setId, set.id), inVersion(version), after === undefined ? undefined : gt(g.itemKey, after)))
     .orderBy(asc(g.itemKey))
-    .limit(args.limit + 1);
+    .limit(args.limit + 1),
+  );
   const more = rows.length > args.limit;
   const page = more ? rows.slice(0, args.limit) : rows;
   const items: GoldenItem[] = page.map((r) => ({
