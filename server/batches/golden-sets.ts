@@ -70,7 +70,12 @@ interface VersionArgs {
 }
 
 async function writeVersion(tx: DbOrTx, args: VersionArgs): Promise<{ items: number; added: number; replaced: number }> {
-  const { replaced, inserted } = args.fromBatch ? await fromBatch(tx, args, args.fromBatch) : await fromItems(tx, args, args.items!);
+  const source = args.fromBatch ? await batchRows(tx, args, args.fromBatch) : itemRows(args.items!);
+  const { replaced, inserted } = await writeRows(tx, args, source);
+  if (inserted === 0 && args.fromBatch) {
+    const include = args.fromBatch.include ?? GOLDEN_INCLUDE;
+    throw new AppError("validation_failed", `from_batch: the batch has no ${include.join(" or ")} items to take (review some first)`);
+  }
   const items = args.before - replaced + inserted;
   await tx.insert(goldenSetVersions).values({
     setId: args.setId,
@@ -82,12 +87,38 @@ async function writeVersion(tx: DbOrTx, args: VersionArgs): Promise<{ items: num
   return { items, added: inserted - replaced, replaced };
 }
 
+/** A SELECT of the version's new rows: item_key, input, fields, expected, source_batch_id, source_item_id, decision. */
+type RowsSql = SQL;
+
+/**
+ * Writes the version's rows, reading the source once (a review decided meanwhile cannot make the
+ * keys closed differ from the keys added). Past version 1 the new rows go in marked
+ * `replaced_in = 0` (in no version, and outside the one-current-row index), the keys they answer
+ * anew are closed, and then the new rows become current.
+ */
+async function writeRows(tx: DbOrTx, args: VersionArgs, rows: RowsSql): Promise<{ replaced: number; inserted: number }> {
+  const first = args.version === 1;
+  const inserted = await tx.execute(sql`
+    insert into golden_set_items (set_id, item_key, added_in, replaced_in, input, fields, expected, source_batch_id, source_item_id, decision)
+    select ${args.setId}, r.item_key, ${args.version}, ${first ? null : 0}, r.input, r.fields, r.expected, r.source_batch_id, r.source_item_id, r.decision
+      from (${rows}) r`);
+  if (first) return { replaced: 0, inserted: inserted.count };
+  const replaced = await tx.execute(sql`
+    update golden_set_items g set replaced_in = ${args.version}
+      from golden_set_items n
+     where n.set_id = ${args.setId} and n.added_in = ${args.version}
+       and g.set_id = ${args.setId} and g.item_key = n.item_key and g.replaced_in is null`);
+  await tx.execute(sql`update golden_set_items set replaced_in = null where set_id = ${args.setId} and added_in = ${args.version}`);
+  return { replaced: replaced.count, inserted: inserted.count };
+}
+
 /**
  * A batch's reviewed items: accepted ones answer with the model's output (its text for an untyped
  * batch), corrected ones (accepted or rejected, with reviewed_output) with the person's; a
- * rejection without a correction, and an accepted item without an answer, give nothing.
+ * rejection without a correction, and an accepted item without an answer, give nothing. Rows go
+ * from table to table in one INSERT ... SELECT: none passes through this process.
  */
-async function fromBatch(tx: DbOrTx, args: VersionArgs, source: NonNullable<Source["from_batch"]>) {
+async function batchRows(tx: DbOrTx, args: VersionArgs, source: NonNullable<Source["from_batch"]>): Promise<RowsSql> {
   const batch = await getOwnedBatch(tx, { userId: args.userId, batchId: source.batch_id });
   const typed = ((batch.executionSpec as { input_fields?: string[] }).input_fields ?? []).length > 0;
   const include = new Set<GoldenInclude>(source.include ?? GOLDEN_INCLUDE);
@@ -96,22 +127,12 @@ async function fromBatch(tx: DbOrTx, args: VersionArgs, source: NonNullable<Sour
   if (include.has("accepted"))
     taken.push(sql`(i.review_state = 'accepted' and i.reviewed_output is null and coalesce(i.output, to_jsonb(i.result)) is not null)`);
   // The reviewed-items index (batch_id, position where review_state is not null) finds them.
-  const where = sql`i.batch_id = ${batch.id} and i.review_state in ('accepted', 'rejected') and (${sql.join(taken, sql` or `)})`;
-  const replaced = await tx.execute(sql`
-    update golden_set_items g set replaced_in = ${args.version}
+  return sql`
+    select i.item_key, ${typed ? sql`null` : sql`i.input`} as input, ${typed ? sql`i.input::jsonb` : sql`null::jsonb`} as fields,
+           coalesce(i.reviewed_output, i.output, to_jsonb(i.result)) as expected, i.batch_id as source_batch_id, i.id as source_item_id,
+           case when i.reviewed_output is not null then 'corrected' else 'accepted' end as decision
       from subagent_batch_items i
-     where g.set_id = ${args.setId} and g.replaced_in is null and g.item_key = i.item_key and ${where}`);
-  const inserted = await tx.execute(sql`
-    insert into golden_set_items (set_id, item_key, added_in, input, fields, expected, source_batch_id, source_item_id, decision)
-    select ${args.setId}, i.item_key, ${args.version},
-           ${typed ? sql`null` : sql`i.input`}, ${typed ? sql`i.input::jsonb` : sql`null`},
-           coalesce(i.reviewed_output, i.output, to_jsonb(i.result)), i.batch_id, i.id,
-           case when i.reviewed_output is not null then 'corrected' else 'accepted' end
-      from subagent_batch_items i
-     where ${where}`);
-  if (inserted.count === 0)
-    throw new AppError("validation_failed", `from_batch: the batch has no ${[...include].join(" or ")} items to take (review some first)`);
-  return { replaced: replaced.count, inserted: inserted.count };
+     where i.batch_id = ${batch.id} and i.review_state in ('accepted', 'rejected') and (${sql.join(taken, sql` or `)})`;
 }
 
 interface CheckedItem {
@@ -147,18 +168,12 @@ function checkItems(items: GoldenItemInput[]): CheckedItem[] {
   });
 }
 
-async function fromItems(tx: DbOrTx, args: VersionArgs, items: CheckedItem[]) {
-  const rows = storableJson(items);
-  const replaced = await tx.execute(sql`
-    update golden_set_items g set replaced_in = ${args.version}
-     where g.set_id = ${args.setId} and g.replaced_in is null
-       and g.item_key in (select e ->> 'item_key' from jsonb_array_elements(${rows}::jsonb) e)`);
-  // Each value taken with -> (jsonb_to_recordset would read the JSON string "1" as the number 1).
-  const inserted = await tx.execute(sql`
-    insert into golden_set_items (set_id, item_key, added_in, input, fields, expected)
-    select ${args.setId}, e ->> 'item_key', ${args.version}, e ->> 'input', nullif(e -> 'fields', 'null'::jsonb), e -> 'expected'
-      from jsonb_array_elements(${rows}::jsonb) e`);
-  return { replaced: replaced.count, inserted: inserted.count };
+/** Items given in the body (checked by checkItems), as one jsonb parameter; each value taken with -> (jsonb_to_recordset would read the JSON string "1" as the number 1). */
+function itemRows(items: CheckedItem[]): RowsSql {
+  return sql`
+    select e ->> 'item_key' as item_key, e ->> 'input' as input, nullif(e -> 'fields', 'null'::jsonb) as fields, e -> 'expected' as expected,
+           null::uuid as source_batch_id, null::uuid as source_item_id, null as decision
+      from jsonb_array_elements(${storableJson(items)}::jsonb) e`;
 }
 
 async function ownedSet(db: DbOrTx, args: Owned, lock?: "update") {
