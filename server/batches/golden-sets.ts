@@ -42,9 +42,12 @@ function inVersion(version: number): SQL {
 export async function createGoldenSet(db: DbOrTx, args: { userId: string; name: string } & Source): Promise<GoldenSetCreated> {
   const items = args.items && checkItems(args.items);
   return db.transaction(async (tx) => {
-    const [set] = await tx.insert(goldenSets).values({ userId: args.userId, name: storableText(args.name) }).returning({ id: goldenSets.id });
+    const [set] = await tx
+      .insert(goldenSets)
+      .values({ userId: args.userId, name: storableText(args.name) })
+      .returning({ id: goldenSets.id, name: goldenSets.name });
     const written = await writeVersion(tx, { userId: args.userId, setId: set!.id, version: 1, before: 0, fromBatch: args.from_batch, items });
-    return { id: set!.id, name: args.name, version: 1, items: written.items };
+    return { id: set!.id, name: set!.name, version: 1, items: written.items };
   });
 }
 
