@@ -76,8 +76,8 @@ async function writeVersion(tx: DbOrTx, args: VersionArgs): Promise<{ items: num
   const source = args.fromBatch ? await batchRows(tx, args, args.fromBatch) : itemRows(args.items!);
   const { replaced, inserted } = await writeRows(tx, args, source);
   if (inserted === 0 && args.fromBatch) {
-    const include = args.fromBatch.include ?? GOLDEN_INCLUDE;
-    throw new AppError("validation_failed", `from_batch: the batch has no ${include.join(" or ")} items to take (review some first)`);
+    const include = new Set(args.fromBatch.include ?? GOLDEN_INCLUDE);
+    throw new AppError("validation_failed", `from_batch: the batch has no ${[...include].join(" or ")} items to take (review some first)`);
   }
   const items = args.before - replaced + inserted;
   await tx.insert(goldenSetVersions).values({
