@@ -13,3 +13,14 @@ export function decodeCursor(cursor: string): number {
   if (!match) throw new AppError("validation_failed", "cursor: not a cursor returned by this API");
   return Number(match[1]);
 }
+
+/** Pages in item_key order (golden sets): the last key, opaque like the position cursors. */
+export function encodeKeyCursor(key: string): string {
+  return Buffer.from(`k1:${key}`, "utf8").toString("base64url");
+}
+
+export function decodeKeyCursor(cursor: string): string {
+  const text = /^[A-Za-z0-9_-]{1,1200}$/.test(cursor) ? Buffer.from(cursor, "base64url").toString("utf8") : "";
+  if (!text.startsWith("k1:") || text.length === 3) throw new AppError("validation_failed", "cursor: not a cursor returned by this API");
+  return text.slice(3);
+}

@@ -9,7 +9,7 @@ import type { BatchRow } from "./types";
  * thread, is "not found" (never "forbidden"), and a malformed id cannot name anything.
  */
 
-const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+export const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 export interface BatchScopeArgs {
   userId: string;

@@ -6,6 +6,7 @@ import type { FlotillaConfig } from "@/lib/config";
 import { requireUser } from "@/server/auth/authenticate";
 import type { BatchAction } from "@/lib/api/batch-controls";
 import { COMPARE_CHANGES } from "@/lib/api/compare";
+import { GOLDEN_PAGE_MAX } from "@/lib/api/golden-sets";
 import { reviewStateSchema } from "@/lib/api/reviews";
 import { type BatchScopeArgs, getBatch, ownedBatch } from "@/server/batches/owned";
 import { batchControls } from "@/server/batches/repository";
@@ -55,6 +56,13 @@ export async function batchScope(req: Request, params: { threadId: string; batch
   const { db, sql } = getDatabase();
   await getThreadForUser(db, { userId, threadId });
   return { db, sql, config: getConfig(), userId, threadId, batchId };
+}
+
+/** A golden set's routes: the caller and the set id (a malformed one is a 404 like any unknown set). */
+export async function goldenSetScope(req: Request, params: { setId: string }): Promise<{ db: Db; config: FlotillaConfig; userId: string; setId: string }> {
+  const { userId } = await requireUser(req);
+  const setId = parseParam(idSchema, params.setId, "golden set");
+  return { db: getDatabase().db, config: getConfig(), userId, setId };
 }
 
 /** The other batch of a comparison (any batch of the caller's): malformed → 404 as any id. */
@@ -142,6 +150,19 @@ const reviewQuerySchema = z
 /** `?state=&batch_id=&cursor=&limit=` of the review queue. */
 export function parseReviewQuery(params: URLSearchParams): z.output<typeof reviewQuerySchema> {
   return parseQuery(reviewQuerySchema, params);
+}
+
+const goldenItemsQuerySchema = z
+  .object({
+    version: z.string().regex(/^[1-9]\d{0,8}$/, "must be a version number (1, 2, ...)").transform(Number).optional(),
+    cursor: z.string().optional(),
+    limit: limitParam(GOLDEN_PAGE_MAX),
+  })
+  .strict();
+
+/** `?version=&cursor=&limit=` of a golden set's items page; the download takes `version` alone. */
+export function parseGoldenItemsQuery(params: URLSearchParams, page = true): z.output<typeof goldenItemsQuerySchema> {
+  return parseQuery(page ? goldenItemsQuerySchema : goldenItemsQuerySchema.pick({ version: true }), params);
 }
 
 /** A strict query string: each name once, no unknown names, 400s naming the parameter. */

@@ -47,3 +47,26 @@ export function downloadResponse(body: ReadableStream<Uint8Array>, contentType: 
     },
   });
 }
+
+/**
+ * A download pulled one page at a time: `head` first, then each page `next` reads after the
+ * cursor it last returned, until it returns null (`first` null: the head is all). A slow reader holds one page, never the whole.
+ */
+export function pagedStream<C>(head: string, first: C | null, next: (cursor: C) => Promise<{ text: string; cursor: C | null }>): ReadableStream<Uint8Array> {
+  const encoder = new TextEncoder();
+  let cursor: C | null = first;
+  let started = false;
+  return new ReadableStream<Uint8Array>({
+    async pull(controller) {
+      if (!started) {
+        started = true;
+        if (head !== "") controller.enqueue(encoder.encode(head));
+      }
+      if (cursor === null) return controller.close();
+      const page = await next(cursor);
+      if (page.text !== "") controller.enqueue(encoder.encode(page.text));
+      cursor = page.cursor;
+      if (cursor === null) controller.close();
+    },
+  });
+}

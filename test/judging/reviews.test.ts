@@ -5,13 +5,11 @@ import { type BatchProjection, type ItemPage, resultLineSchema } from "@/lib/api
 import type { ReviewPage } from "@/lib/api/review-queue";
 import type { ItemReview } from "@/lib/api/reviews";
 import { exportPool } from "@/server/http/export";
-import { resolveModel } from "@/server/models/index";
-import { createSubagentRuntime } from "@/server/runtime/admission";
-import { BatchWorker } from "@/server/worker/loop";
-import { call, errorOf, makeThread, makeUser, rowCounts, setupApiDatabase, type TestUser, workerAlive } from "../api/helpers";
-import { testConfig } from "../batches/support";
+import type { BatchWorker } from "@/server/worker/loop";
+import { call, errorOf, rowCounts, type TestUser, } from "../api/helpers";
 import type { TestDatabase } from "../helpers/db";
 import { send, startWebServer, type WebServer } from "../helpers/web-server";
+import { judgingWorld } from "./support";
 
 /**
  * Reviews through the HTTP routes, items run by a real worker: a submission's review policy
@@ -27,14 +25,7 @@ let stranger: TestUser;
 let thread: string;
 
 beforeAll(async () => {
-  t = await setupApiDatabase();
-  const cfg = testConfig({ subagent_batches: { poll_interval_seconds: 0.1 }, simulator: { latency_ms: 1 } });
-  worker = new BatchWorker({ database: t, config: cfg, instanceId: "review-worker", runtime: createSubagentRuntime(cfg), model: resolveModel(cfg, {}) });
-  void worker.start();
-  owner = await makeUser(t, "owner");
-  stranger = await makeUser(t, "stranger");
-  thread = await makeThread(t, owner);
-  await workerAlive(t);
+  ({ t, worker, owner, stranger, thread } = await judgingWorld("review-worker"));
 });
 
 afterAll(async () => {

@@ -12,3 +12,4 @@ export * from "./chat-streams";
 export * from "./children";
 export * from "./approvals";
 export * from "./provider-batches";
+export * from "./golden-sets";
