@@ -233,12 +233,13 @@ export const batchListSchema = z.object({ batches: z.array(batchProjectionSchema
 export const resultLineSchema = z
   .object({
     item_key: z.string(),
-    /** The item's whole input. */
-    input: z.string(),
+    /** The item's whole input: an object item's fields as that object, else the text. */
+    input: z.union([z.string(), z.record(z.string(), z.unknown())]),
     position: z.number(),
     status: itemStatusSchema,
     attempts: z.number(),
-    result: z.string().nullable(),
+    /** The answer: a typed one as its value (the same as `output`), else the text; null without one. */
+    result: z.unknown(),
     error: z.string().nullable(),
     /** An object item's `expected` (what the checks compare with), null when it has none. */
     expected: z.unknown(),

@@ -39,6 +39,17 @@ exception when others then
 end
 $$;
 
+-- Whether an object item's input (its fields as compact JSON) is one JSON object: an explicit
+-- prompt among object items is text, even one that starts with {. json, not jsonb: it only
+-- checks the text (jsonb would refuse a \u0000 escape JSON.stringify writes).
+create or replace function flotilla_is_json_object(t text) returns boolean language plpgsql immutable parallel safe as $$
+begin
+  return left(t, 1) = '{' and json_typeof(t::json) = 'object';
+exception when others then
+  return false;
+end
+$$;
+
 -- results.csv is made to be opened in a spreadsheet (OWASP, CSV injection): a cell whose text
 -- starts with = + - @ or a control character (tab, CR, LF, ...), or with = + - @ after leading
 -- spaces (spreadsheets trim them: a space, a no-break or an ideographic space, a BOM), counting
