@@ -516,8 +516,9 @@ export const settlementsSeenSchema = z.object({ cleared: z.number() }).strict();
 /**
  * POST /api/threads/{id}/subagent-batches/estimate: what a submission would cost, before anything
  * is written. Tokens counted with the model's own tokenizer for OpenAI models ("tiktoken"), else
- * at ~4 characters a token ("approx"); output at the definition's max_output_tokens, else 500 an
- * item. `cached_input_tokens` (inside `input_tokens`): the shared prefix every item after the
+ * at ~4 characters a token ("approx"); output at `output_per_item`: a typical answer of the output
+ * schema's shape (`from: "output_schema"`, capped by max_output_tokens), else the definition's
+ * max_output_tokens, else 500 an item (`"default"`). `cached_input_tokens` (inside `input_tokens`): the shared prefix every item after the
  * first reads from the provider's cache. `provider_batch`: the same on the provider's batch lane
  * (present for openai and anthropic entries). Judge checks add one call an item each, on the
  * judge's model at its price, live on either lane: counted in the totals, and `judges` says how
@@ -530,6 +531,11 @@ export const batchEstimateSchema = z
     cached_input_tokens: z.number(),
     output_tokens: z.number(),
     tokens_method: z.enum(["tiktoken", "approx"]),
+    /** The sub-agent and the catalog model the items would run on (absent on cards stored before they were shown). */
+    subagent: z.string().optional(),
+    model: z.string().optional(),
+    /** What the output figure assumes an item writes (absent on cards stored before it was shown). */
+    output_per_item: z.object({ tokens: z.number(), from: z.enum(["output_schema", "max_output_tokens", "default"]) }).strict().optional(),
     cost_usd: z.object({ live: z.number(), provider_batch: z.number().optional() }).strict(),
     judges: z.object({ calls: z.number(), input_tokens: z.number(), output_tokens: z.number(), cost_usd: z.number() }).strict().optional(),
   })
