@@ -11,7 +11,7 @@ import { ItemsSection } from "./items";
 import { producesData, ResultsSection } from "./results";
 import { BudgetSection } from "./budget";
 import { LaneSection } from "./lane";
-import { etaText, WaitingNotice } from "./waiting";
+import { concurrencyText, etaText, WaitingNotice } from "./waiting";
 import { WaitingApprovals } from "./approvals";
 import { BatchMenu } from "./batch-menu";
 import { BulkRetry } from "./bulk-retry";
@@ -101,6 +101,7 @@ export function BatchDetail({
   const pct = barProgress(batch);
   const cancelled = batch.status === "cancelled";
   const elapsed = batchElapsed(batch, now);
+  const concurrency = concurrencyText(batch);
   const c = batch.counts;
   const words = batchStatusText(batch.status, c);
   const disabledTitle = workerAlive ? undefined : NO_WORKER_TITLE;
@@ -189,6 +190,11 @@ export function BatchDetail({
       <LaneSection batch={batch} />
       <BudgetSection threadId={threadId} batch={batch} />
 
+      {concurrency ? (
+        <p data-testid="batch-concurrency" className="text-xs text-zinc-700">
+          {concurrency}
+        </p>
+      ) : null}
       <p data-testid="batch-limits" className="-mt-1 text-xs text-zinc-500 tabular-nums">
         Up to {formatCount(batch.max_live_items)} live · {formatCount(batch.max_running_items)} running ·{" "}
         {batch.max_attempts} {batch.max_attempts === 1 ? "attempt" : "attempts"} per item

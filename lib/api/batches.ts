@@ -155,6 +155,11 @@ export const batchProjectionSchema = z
     /** no_worker: the last heartbeat of any worker (null when none ever ran). */
     waiting_since: z.string().nullable(),
     eta: batchEtaSchema.nullable(),
+    /**
+     * While the batch is active: every live worker's slots in all (subagent_runtime.max_running
+     * each), shared by every batch. With max_running_items, what limits how many items run at once.
+     */
+    worker_slots: z.number().nullable(),
     /** Per check of the spec, in its order: finished items that passed and failed it (zeros until one finished). */
     checks: z.array(batchCheckCountSchema),
     /** Finished items with checks by verdict. */
@@ -409,7 +414,8 @@ export function clampProgress(terminal: number, total: number): number {
 export const featuresSchema = z
   .object({
     sql_repository: z.object({ available: z.boolean() }).strict(),
-    worker_runtime: z.object({ alive: z.boolean(), workers: z.number(), last_heartbeat_at: z.string().nullable() }).strict(),
+    /** `slots`: the live workers' slots in all (subagent_runtime.max_running each): at most this many items run at once, across batches. */
+    worker_runtime: z.object({ alive: z.boolean(), workers: z.number(), slots: z.number(), last_heartbeat_at: z.string().nullable() }).strict(),
     batches: z
       .object({
         enabled: z.boolean(),
