@@ -124,6 +124,10 @@ export function BatchDetail({
         <span className="text-xs text-zinc-600">
           sub-agent <span className="font-medium text-zinc-800">{batch.subagent}</span>
         </span>
+        {/* The chat's header names the lead's model; a batch runs on its sub-agent's. */}
+        <span data-testid="batch-model" className="text-xs text-zinc-600">
+          model <span className="font-medium text-zinc-800">{batch.model}</span>
+        </span>
         <span data-testid="batch-lane-badge" className="text-xs text-zinc-600">
           lane <span className="font-medium text-zinc-800">{batch.lane === "provider_batch" ? "provider batch" : "live"}</span>
         </span>
