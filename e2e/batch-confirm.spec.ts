@@ -2,6 +2,7 @@ import { mkdirSync } from "node:fs";
 import path from "node:path";
 import { expect, type Locator, type Page, test } from "@playwright/test";
 import { type BatchProjection, batchListSchema } from "@/lib/api/batches";
+import { projectFromPilot, projectionSentence } from "@/lib/pilot-projection";
 import { type FakeOpenAI, startFakeOpenAI } from "../test/helpers/fake-openai";
 import { createThreadViaApi, signedInAccount } from "./support/auth";
 import { SCREENSHOT_DIR } from "./support/env";
@@ -65,6 +66,18 @@ async function askedCard(title: string): Promise<{ thread: string; card: Locator
   const card = page.locator('[data-tool="batch_task"]').getByTestId("approval-card");
   await expect(card).toBeVisible({ timeout: 30_000 });
   const estimate = card.getByTestId("approval-estimate");
+  // The summary first: what would run, on what, how many, for how much, on which lane.
+  await expect(estimate).toContainText(/^Sub-agent\s*appraiser\s*Model\s*e2e-priced\s*Template\s*Appraise \{\{item\}\}: how urgent is it\?\s*Items\s*12\s*Runs on\s*Live/);
+  await expect(estimate).toContainText("Output500 an item: assumed; an output schema gives a closer figure");
+  // The raw arguments (every item) only under Details, after the summary.
+  const args = card.getByTestId("approval-arguments");
+  await expect(args).toBeHidden();
+  await card.getByText("Details: the call's arguments").click();
+  await expect(args).toBeVisible();
+  await expect(args).toContainText('"ticket 12"');
+  expect((await estimate.boundingBox())!.y).toBeLessThan((await args.boundingBox())!.y);
+  await card.getByText("Details: the call's arguments").click();
+  await expect(args).toBeHidden();
   await expect(estimate).toContainText(/Items\s*12/);
   await expect(estimate).toContainText(/Tokens\s*[\d.]+k? in, 6\.0k out/);
   // 12 items × 500 output tokens at $600 a million is $3.60 before the input; the lane is half.
@@ -120,6 +133,7 @@ test("Run: the batch is created and every item runs in the worker", async () => 
 });
 
 test('"Run a pilot of 10": the first 10 items run, then the batch pauses and the panel says why', async () => {
+  test.setTimeout(240_000);
   const { thread, card } = await askedCard("Confirm pilot");
   await button(card, "Run a pilot of 10").click();
   await expect(card).toContainText("Running a pilot of 10 items first.");
@@ -129,18 +143,45 @@ test('"Run a pilot of 10": the first 10 items run, then the batch pauses and the
   await receipt.getByRole("link", { name: "View in batch panel" }).click();
   const detail = detailOf(page);
   await expect(detail).toHaveAttribute("data-status", "paused", { timeout: 90_000 });
-  await expect(detail.getByTestId("batch-waiting")).toHaveText(
-    "Paused after its pilot: the first 10 items ran — check their results. Resume runs the other 2 items.",
-  );
   const [batch] = await batchesOf(thread);
   expect(batch).toMatchObject({ total: 12, pilot: 10, pause_reason: "pilot", counts: { succeeded: 10 } });
+  // The header's badge names the lead's model (the simulator); the batch says its own, a real one.
+  await expect(page.getByTestId("simulator-badge")).toHaveText(/^Lead: Simulator/);
+  await expect(detail.getByTestId("batch-model")).toHaveText("model e2e-priced");
+  await page.getByTestId("simulator-badge").click();
+  await expect(page.getByRole("note")).toContainText("The lead agent answers with the built-in simulator");
+  await expect(page.getByRole("note")).toContainText("batches run on the model their sub-agent names");
+  await page.screenshot({ path: path.join(SCREENSHOT_DIR, "batch-confirm-lead-model-desktop.png") });
+  await page.getByTestId("simulator-badge").click();
+  // The rest projected from what the pilot really used on the priced model, in the panel and on the receipt.
+  const projection = projectFromPilot({ total: 12, succeeded: 10, failed: 0, costUsd: batch!.cost_usd });
+  expect(projection!.totalUsd).toBeGreaterThan(0);
+  const projected = projectionSentence(12, projection!);
+  await expect(detail.getByTestId("batch-waiting")).toHaveText(
+    `Paused after its pilot: the first 10 items ran — check their results. ${projected} Resume runs the other 2 items.`,
+  );
+  await expect(receipt).toContainText(projected);
   // The lead is woken once with how the pilot went, in the open tab.
   const report = leadReply(page, `Batch ${batch!.id.slice(0, 8)} paused after its pilot`);
   await expect(report).toHaveCount(1, { timeout: 60_000 });
   await expect(report).toContainText("10 of its first 10 items succeeded.");
+  await expect(report).toContainText(projected);
   await expect(report).toContainText("resume the batch there to run the other 2 items.");
   await detail.scrollIntoViewIfNeeded();
   await page.screenshot({ path: path.join(SCREENSHOT_DIR, "batch-confirm-pilot-paused-desktop.png") });
+  // On a phone: the panel in its drawer ("View in batch panel" opened it), then the receipt and the lead's words in the chat.
+  await page.setViewportSize(PHONE);
+  await expect(page.getByTestId("simulator-badge")).toBeInViewport();
+  const toggle = page.getByTestId("batches-drawer-toggle");
+  if ((await toggle.getAttribute("aria-expanded")) !== "true") await toggle.click();
+  await detail.getByTestId("batch-waiting").scrollIntoViewIfNeeded();
+  await expect(detail.getByTestId("batch-waiting")).toBeInViewport();
+  await page.screenshot({ path: path.join(SCREENSHOT_DIR, "batch-confirm-pilot-paused-phone-panel.png") });
+  await page.keyboard.press("Escape");
+  await expect(toggle).toHaveAttribute("aria-expanded", "false");
+  await report.scrollIntoViewIfNeeded();
+  await page.screenshot({ path: path.join(SCREENSHOT_DIR, "batch-confirm-pilot-paused-phone-chat.png") });
+  await page.setViewportSize(DESKTOP);
   // Resume runs the other two.
   await button(detail, "Resume").click();
   await expect(detail).toHaveAttribute("data-status", "completed", { timeout: 60_000 });

@@ -44,7 +44,7 @@ test("register, chat with the simulator, reload, stop, sign out; another user ge
   await expect(page).toHaveURL(/\/threads\/[0-9a-f-]{36}$/);
   const threadUrl = page.url();
   const threadId = threadUrl.split("/").pop()!;
-  await expect(page.getByTestId("simulator-badge")).toContainText("Simulator");
+  await expect(page.getByTestId("simulator-badge")).toContainText("Lead: Simulator");
   await expect(page.getByRole("navigation").getByRole("link", { name: /New thread/ })).toBeVisible();
 
   // Send a message; the reply streams in over ~2.5 s ([[sleep]] spreads the simulator's deltas).

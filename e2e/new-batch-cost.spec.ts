@@ -104,6 +104,8 @@ for (const size of SIZES) {
     await expect(estimate.getByTestId("estimate-items")).toHaveText("12");
     await expect(estimate.getByTestId("estimate-input")).toHaveText(/^≈\d/);
     await expect(estimate.getByTestId("estimate-live")).toHaveText("$0.0000");
+    // The output it assumes, an item at a time: {"label":"software"} is 21 characters, ~6 tokens, not a flat 500.
+    await expect(estimate.getByTestId("estimate-output")).toHaveText("≈72 (6 an item: a typical answer of the output schema)");
     // The simulator has no batch lane: no lane choice.
     await expect(dialog.getByRole("group", { name: "Lane" })).toHaveCount(0);
     // It follows the draft.

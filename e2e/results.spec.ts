@@ -143,8 +143,10 @@ test("Download CSV: results.csv has the header and every row", async () => {
   const detail = detailOf(page);
   const [download] = await Promise.all([page.waitForEvent("download"), detail.getByRole("link", { name: "Download CSV" }).click()]);
   expect(download.suggestedFilename()).toBe(`batch-${batchId}-results.csv`);
-  const text = readFileSync((await download.path())!, "utf8");
-  const parsed = Papa.parse<Record<string, string>>(text.replace(/^\uFEFF/, ""), { header: true, skipEmptyLines: true });
+  const bytes = readFileSync((await download.path())!);
+  // A UTF-8 byte order mark first, so a spreadsheet does not read the file in the local code page.
+  expect([...bytes.subarray(0, 3)]).toEqual([0xef, 0xbb, 0xbf]);
+  const parsed = Papa.parse<Record<string, string>>(bytes.toString("utf8").replace(/^\uFEFF/, ""), { header: true, skipEmptyLines: true });
   expect(parsed.errors).toEqual([]);
   expect(parsed.meta.fields).toEqual([
     "item_key",
@@ -167,10 +169,11 @@ test("Download CSV: results.csv has the header and every row", async () => {
     "error",
     "review_state",
     "review_note",
-    "reviewed_output",
+    "reviewed_output.label",
+    "reviewed_output.summary",
   ]);
-  // The status says what the screen says.
-  expect(parsed.data.map((r) => r.status)).toEqual(["Done", "Done", "Done"]);
+  // Files use the API's words (the screen says Done).
+  expect(parsed.data.map((r) => r.status)).toEqual(["succeeded", "succeeded", "succeeded"]);
   expect(parsed.data.map((r) => [r.item_key, r.label, r.label_matches, r.verdict])).toEqual([
     ["r1", "positive", "passed", "passed"],
     ["r2", "positive", "passed", "passed"],

@@ -2,8 +2,8 @@ import type { ItemStatus } from "@/lib/api/batches";
 
 /**
  * Each item state's one word, the same wherever it shows (the batch's counters, the Status
- * filter, the rows' badges, results.csv's status column), and what it means (the counters'
- * tooltips). The engine's names stay in data-status, the API and results.jsonl.
+ * filter, the rows' badges), and what it means (the counters' tooltips). Screens only: the
+ * engine's names stay in data-status, the API and every file (results.csv, results.jsonl).
  */
 export const ITEM_STATES: Record<ItemStatus, { label: string; title: string }> = {
   pending: { label: "Pending", title: "Not started: waits for room in the batch's live window (max_live_items)" },

@@ -7,7 +7,7 @@ import { workerHeartbeats } from "@/server/db/schema";
 import { log } from "@/server/log";
 import { resolveModel } from "@/server/models";
 import { findCatalogEntry } from "@/server/models/catalog";
-import { countLiveWorkers, livenessWindowSeconds } from "@/server/runtime/heartbeat";
+import { liveWorkerSlots, livenessWindowSeconds } from "@/server/runtime/heartbeat";
 
 /**
  * What this deployment can do right now, for the UI: the SQL repository (reads and export work
@@ -17,11 +17,12 @@ import { countLiveWorkers, livenessWindowSeconds } from "@/server/runtime/heartb
 export async function getFeatures(db: Db, config: FlotillaConfig): Promise<Features> {
   let available = false;
   let workers = 0;
+  let slots = 0;
   let lastHeartbeatAt: string | null = null;
   try {
     await db.execute(sql`select 1`);
     available = true;
-    workers = await countLiveWorkers(db, livenessWindowSeconds(config.subagent_batches.lease_seconds));
+    ({ workers, slots } = await liveWorkerSlots(db, livenessWindowSeconds(config.subagent_batches.lease_seconds)));
     const [row] = await db
       .select({ last: sql<Date | string | null>`max(${workerHeartbeats.lastHeartbeatAt})` })
       .from(workerHeartbeats)
@@ -35,7 +36,7 @@ export async function getFeatures(db: Db, config: FlotillaConfig): Promise<Featu
   const model = resolveModel(config);
   return {
     sql_repository: { available },
-    worker_runtime: { alive: workers > 0, workers, last_heartbeat_at: lastHeartbeatAt },
+    worker_runtime: { alive: workers > 0, workers, slots, last_heartbeat_at: lastHeartbeatAt },
     batches: {
       enabled: b.enabled,
       max_items_per_batch: b.max_items_per_batch,

@@ -154,6 +154,7 @@ export function NumberField({
   max,
   step = "1",
   placeholder,
+  hint,
 }: {
   id: string;
   label: string;
@@ -163,7 +164,10 @@ export function NumberField({
   max?: number;
   step?: string;
   placeholder?: string;
+  /** A line under the field, which the field is described by. */
+  hint?: string;
 }) {
+  const hintId = `${id}-hint`;
   return (
     <div className="flex flex-col gap-1">
       <label htmlFor={id} className={labelClass}>
@@ -179,8 +183,14 @@ export function NumberField({
         value={value}
         onChange={(e) => onChange(e.target.value)}
         placeholder={placeholder}
+        aria-describedby={hint ? hintId : undefined}
         className={fieldClass}
       />
+      {hint ? (
+        <p id={hintId} className="text-xs text-zinc-500">
+          {hint}
+        </p>
+      ) : null}
     </div>
   );
 }

@@ -11,7 +11,7 @@ import { ItemsSection } from "./items";
 import { producesData, ResultsSection } from "./results";
 import { BudgetSection } from "./budget";
 import { LaneSection } from "./lane";
-import { etaText, WaitingNotice } from "./waiting";
+import { concurrencyText, etaText, WaitingNotice } from "./waiting";
 import { WaitingApprovals } from "./approvals";
 import { BatchMenu } from "./batch-menu";
 import { BulkRetry } from "./bulk-retry";
@@ -101,6 +101,7 @@ export function BatchDetail({
   const pct = barProgress(batch);
   const cancelled = batch.status === "cancelled";
   const elapsed = batchElapsed(batch, now);
+  const concurrency = concurrencyText(batch);
   const c = batch.counts;
   const words = batchStatusText(batch.status, c);
   const disabledTitle = workerAlive ? undefined : NO_WORKER_TITLE;
@@ -122,6 +123,10 @@ export function BatchDetail({
         <StatusBadge status={batch.status} counts={c} />
         <span className="text-xs text-zinc-600">
           sub-agent <span className="font-medium text-zinc-800">{batch.subagent}</span>
+        </span>
+        {/* The chat's header names the lead's model; a batch runs on its sub-agent's. */}
+        <span data-testid="batch-model" className="text-xs text-zinc-600">
+          model <span className="font-medium text-zinc-800">{batch.model}</span>
         </span>
         <span data-testid="batch-lane-badge" className="text-xs text-zinc-600">
           lane <span className="font-medium text-zinc-800">{batch.lane === "provider_batch" ? "provider batch" : "live"}</span>
@@ -189,6 +194,11 @@ export function BatchDetail({
       <LaneSection batch={batch} />
       <BudgetSection threadId={threadId} batch={batch} />
 
+      {concurrency ? (
+        <p data-testid="batch-concurrency" className="text-xs text-zinc-700">
+          {concurrency}
+        </p>
+      ) : null}
       <p data-testid="batch-limits" className="-mt-1 text-xs text-zinc-500 tabular-nums">
         Up to {formatCount(batch.max_live_items)} live · {formatCount(batch.max_running_items)} running ·{" "}
         {batch.max_attempts} {batch.max_attempts === 1 ? "attempt" : "attempts"} per item

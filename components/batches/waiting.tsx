@@ -1,5 +1,6 @@
 import type { BatchProjection } from "@/lib/api/batches";
 import { formatCount, formatDuration, formatTime, formatUsd } from "@/lib/format";
+import { projectFromPilot, projectionSentence } from "@/lib/pilot-projection";
 
 /** Why a batch waits, in words, and the server's ETA from recent completions. */
 
@@ -25,11 +26,27 @@ export function waitingText(b: BatchProjection): string | null {
   }
 }
 
-/** A batch its pilot paused: what ran, and what resuming does. */
+/** A batch its pilot paused: what ran, what the whole batch will cost at the pilot's rate, and what resuming does. */
 function pilotText(b: BatchProjection): string {
   const ran = b.pilot ?? b.terminal;
   const rest = b.total - b.terminal;
-  return `Paused after its pilot: the first ${formatCount(ran)} ${ran === 1 ? "item" : "items"} ran — check their results. Resume runs the other ${formatCount(rest)} ${rest === 1 ? "item" : "items"}.`;
+  const projection = projectFromPilot({ total: b.total, succeeded: b.counts.succeeded, failed: b.counts.failed, costUsd: b.cost_usd });
+  const projected = projection ? ` ${projectionSentence(b.total, projection)}` : "";
+  return `Paused after its pilot: the first ${formatCount(ran)} ${ran === 1 ? "item" : "items"} ran — check their results.${projected} Resume runs the other ${formatCount(rest)} ${rest === 1 ? "item" : "items"}.`;
+}
+
+/**
+ * What limits how many of the batch's items run at once, and the setting that would raise it,
+ * while it has items waiting for a slot: the workers' slots in all (subagent_runtime.max_running
+ * each, shared by every batch) or the batch's own max_running_items. Null otherwise.
+ */
+export function concurrencyText(b: BatchProjection): string | null {
+  if (b.status !== "running" || b.worker_slots === null || b.counts.queued + b.counts.pending === 0) return null;
+  const running = b.counts.leased + b.counts.running;
+  const head = `Running ${formatCount(running)} of ${formatCount(b.max_running_items)} at a time`;
+  if (b.worker_slots < b.max_running_items)
+    return `${head}: the workers have ${formatCount(b.worker_slots)} ${b.worker_slots === 1 ? "slot" : "slots"} in all, shared by every batch. To run more at once, raise subagent_runtime.max_running (each worker's slots) or start another worker.`;
+  return `${head}: this batch's max_running_items. A new batch can ask for more (Max running items in New batch; the default is subagent_batches.default_max_running_items).`;
 }
 
 /** "Waiting for your approval: …" while items hold a tool call for a person, else null. */

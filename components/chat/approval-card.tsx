@@ -17,6 +17,7 @@ import {
 import type { BatchEstimate } from "@/lib/api/batches";
 import { ApiError, fetchJson, sendJson } from "@/lib/api/client";
 import { formatCount, formatTokens, formatUsd } from "@/lib/format";
+import { outputAssumptionText } from "@/lib/output-assumption";
 
 /**
  * Approvals in the chat: a call of the lead or of a task / swarm child that waits for a person.
@@ -50,6 +51,17 @@ function formatArguments(input: unknown): string {
   return text === "{}" ? "(no arguments)" : text;
 }
 
+function Arguments({ input }: { input: unknown }) {
+  return (
+    <pre
+      data-testid="approval-arguments"
+      className="max-h-60 overflow-auto rounded-md border border-amber-200 bg-white p-2 font-mono text-xs whitespace-pre-wrap break-all text-zinc-800"
+    >
+      {formatArguments(input)}
+    </pre>
+  );
+}
+
 /** The decision of a call, once taken: what the person sees instead of the buttons. */
 function DecidedNote({ decided }: { decided: DecidedChatApproval }) {
   return decided.status === "approved" ? (
@@ -64,14 +76,32 @@ function DecidedNote({ decided }: { decided: DecidedChatApproval }) {
   );
 }
 
-/** A batch_task's estimate: items, tokens, what it costs live and on the provider's batch lane, and its judges' share. */
-function EstimateFacts({ estimate }: { estimate: BatchEstimate }) {
+const TEMPLATE_SHOWN_CHARS = 160;
+
+/**
+ * A batch_task's summary, first: what would run (sub-agent, model, template, items, lane), then
+ * the estimate (tokens, what it costs live and on the provider's batch lane, its judges' share).
+ * The raw arguments (hundreds of items) are under Details.
+ */
+function EstimateFacts({ estimate, input }: { estimate: BatchEstimate; input: unknown }) {
+  const args = input && typeof input === "object" && !Array.isArray(input) ? (input as Record<string, unknown>) : {};
+  const text = (v: unknown) => (typeof v === "string" && v !== "" ? v : null);
+  const template = text(args.prompt_template);
+  const lane = args.lane === "provider_batch" ? "Provider batch" : "Live";
   const rows: [string, string][] = [
+    ["Sub-agent", estimate.subagent ?? text(args.subagent) ?? "—"],
+    ["Model", estimate.model ?? "—"],
+    [
+      "Template",
+      template === null ? "none (each item is its prompt)" : template.length > TEMPLATE_SHOWN_CHARS ? `${template.slice(0, TEMPLATE_SHOWN_CHARS)}…` : template,
+    ],
     ["Items", formatCount(estimate.items)],
+    ["Runs on", text(args.variant_of) ? `${lane}, a variant of ${text(args.variant_of)}` : lane],
     [
       "Tokens",
       `${formatTokens(estimate.input_tokens)} in${estimate.cached_input_tokens ? ` (${formatTokens(estimate.cached_input_tokens)} cached)` : ""}, ${formatTokens(estimate.output_tokens)} out${estimate.tokens_method === "approx" ? " (approx.)" : ""}`,
     ],
+    ...(estimate.output_per_item ? ([["Output", outputAssumptionText(estimate.output_per_item)]] as [string, string][]) : []),
     ["Live", formatUsd(estimate.cost_usd.live)],
     ["Batch lane", estimate.cost_usd.provider_batch === undefined ? "not offered by this model" : formatUsd(estimate.cost_usd.provider_batch)],
   ];
@@ -132,13 +162,17 @@ export function ApprovalCard({ threadId, approval }: { threadId: string; approva
         <span className="text-xs text-zinc-600">{approval.kind === "lead" ? "The lead agent" : "A sub-agent"} wants to call</span>
         <span className="font-mono text-xs font-semibold text-zinc-900">{approval.tool}</span>
       </header>
-      <pre
-        data-testid="approval-arguments"
-        className="max-h-60 overflow-auto rounded-md border border-amber-200 bg-white p-2 font-mono text-xs whitespace-pre-wrap break-all text-zinc-800"
-      >
-        {formatArguments(approval.input)}
-      </pre>
-      {estimate ? <EstimateFacts estimate={estimate} /> : null}
+      {estimate ? (
+        <>
+          <EstimateFacts estimate={estimate} input={approval.input} />
+          <details className="text-xs text-zinc-700">
+            <summary className="cursor-pointer select-none">Details: the call's arguments</summary>
+            <Arguments input={approval.input} />
+          </details>
+        </>
+      ) : (
+        <Arguments input={approval.input} />
+      )}
       {decided ? (
         <DecidedNote decided={decided} />
       ) : estimate ? (

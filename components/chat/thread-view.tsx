@@ -11,10 +11,15 @@ import { useThreads } from "./threads-api";
 import { ThreadsMenuButton } from "./threads-drawer";
 import { useDismiss } from "./use-dismiss";
 
+/** The badge names the lead's model only: sub-agents and batches run on their own sub-agent's model. */
+const OTHERS_HELP =
+  "Sub-agents, swarms and batches run on the model their sub-agent names (the batch panel shows each batch's), which may be another one.";
+
 const SIMULATOR_HELP =
-  "No model endpoint is configured, so the built-in simulator answers: deterministic replies, no network. " +
+  "The lead agent answers with the built-in simulator, as no model endpoint is configured: deterministic replies, no network. " +
   "It understands the phrasings task:, swarm: and batch: (ask it “What can you do?”). " +
-  "Set MODEL_BASE_URL, MODEL_API_KEY and MODEL_NAME to use a real model.";
+  "Set MODEL_BASE_URL, MODEL_API_KEY and MODEL_NAME to use a real model. " +
+  OTHERS_HELP;
 
 /** The Simulator badge explains itself: on hover (title) and on click (a small popover). */
 function SimulatorBadge() {
@@ -34,7 +39,7 @@ function SimulatorBadge() {
         className="rounded-full focus-visible:outline-2 focus-visible:outline-offset-2 focus-visible:outline-amber-600"
       >
         <Badge tone="amber">
-          Simulator
+          Lead: Simulator
           <span aria-hidden className="inline-flex size-3.5 items-center justify-center rounded-full border border-current text-[9px] leading-none">
             ?
           </span>
@@ -140,7 +145,13 @@ export function ThreadView({
               Batches
             </button>
           ) : null}
-          {model.simulator ? <SimulatorBadge /> : <Badge title="Model">{model.name}</Badge>}
+          {model.simulator ? (
+            <SimulatorBadge />
+          ) : (
+            <Badge title={`The lead agent's model. ${OTHERS_HELP}`}>
+              Lead: {model.name}
+            </Badge>
+          )}
         </header>
         <Chat threadId={thread.id} initialMessages={initialMessages} />
       </section>

@@ -155,6 +155,11 @@ export const batchProjectionSchema = z
     /** no_worker: the last heartbeat of any worker (null when none ever ran). */
     waiting_since: z.string().nullable(),
     eta: batchEtaSchema.nullable(),
+    /**
+     * While the batch is active: every live worker's slots in all (subagent_runtime.max_running
+     * each), shared by every batch. With max_running_items, what limits how many items run at once.
+     */
+    worker_slots: z.number().nullable(),
     /** Per check of the spec, in its order: finished items that passed and failed it (zeros until one finished). */
     checks: z.array(batchCheckCountSchema),
     /** Finished items with checks by verdict. */
@@ -233,12 +238,13 @@ export const batchListSchema = z.object({ batches: z.array(batchProjectionSchema
 export const resultLineSchema = z
   .object({
     item_key: z.string(),
-    /** The item's whole input. */
-    input: z.string(),
+    /** The item's whole input: an object item's fields as that object, else the text. */
+    input: z.union([z.string(), z.record(z.string(), z.unknown())]),
     position: z.number(),
     status: itemStatusSchema,
     attempts: z.number(),
-    result: z.string().nullable(),
+    /** The answer: a typed one as its value (the same as `output`), else the text; null without one. */
+    result: z.unknown(),
     error: z.string().nullable(),
     /** An object item's `expected` (what the checks compare with), null when it has none. */
     expected: z.unknown(),
@@ -408,7 +414,8 @@ export function clampProgress(terminal: number, total: number): number {
 export const featuresSchema = z
   .object({
     sql_repository: z.object({ available: z.boolean() }).strict(),
-    worker_runtime: z.object({ alive: z.boolean(), workers: z.number(), last_heartbeat_at: z.string().nullable() }).strict(),
+    /** `slots`: the live workers' slots in all (subagent_runtime.max_running each): at most this many items run at once, across batches. */
+    worker_runtime: z.object({ alive: z.boolean(), workers: z.number(), slots: z.number(), last_heartbeat_at: z.string().nullable() }).strict(),
     batches: z
       .object({
         enabled: z.boolean(),
@@ -515,8 +522,9 @@ export const settlementsSeenSchema = z.object({ cleared: z.number() }).strict();
 /**
  * POST /api/threads/{id}/subagent-batches/estimate: what a submission would cost, before anything
  * is written. Tokens counted with the model's own tokenizer for OpenAI models ("tiktoken"), else
- * at ~4 characters a token ("approx"); output at the definition's max_output_tokens, else 500 an
- * item. `cached_input_tokens` (inside `input_tokens`): the shared prefix every item after the
+ * at ~4 characters a token ("approx"); output at `output_per_item`: a typical answer of the output
+ * schema's shape (`from: "output_schema"`, capped by max_output_tokens), else the definition's
+ * max_output_tokens, else 500 an item (`"default"`). `cached_input_tokens` (inside `input_tokens`): the shared prefix every item after the
  * first reads from the provider's cache. `provider_batch`: the same on the provider's batch lane
  * (present for openai and anthropic entries). Judge checks add one call an item each, on the
  * judge's model at its price, live on either lane: counted in the totals, and `judges` says how
@@ -529,6 +537,11 @@ export const batchEstimateSchema = z
     cached_input_tokens: z.number(),
     output_tokens: z.number(),
     tokens_method: z.enum(["tiktoken", "approx"]),
+    /** The sub-agent and the catalog model the items would run on (absent on cards stored before they were shown). */
+    subagent: z.string().optional(),
+    model: z.string().optional(),
+    /** What the output figure assumes an item writes (absent on cards stored before it was shown). */
+    output_per_item: z.object({ tokens: z.number(), from: z.enum(["output_schema", "max_output_tokens", "default"]) }).strict().optional(),
     cost_usd: z.object({ live: z.number(), provider_batch: z.number().optional() }).strict(),
     judges: z.object({ calls: z.number(), input_tokens: z.number(), output_tokens: z.number(), cost_usd: z.number() }).strict().optional(),
   })

@@ -5,6 +5,7 @@ import type { DbOrTx } from "@/server/db/client";
 import { type CatalogEntry, catalogEntries } from "@/server/models/catalog";
 import { tokenCounter } from "@/server/models/token-count";
 import { turnEvery } from "@/server/runtime/next-turn";
+import { DEFAULT_OUTPUT_TOKENS_PER_ITEM, type OutputAssumption, outputAssumption } from "./answer-length";
 import { JUDGE_SYSTEM, judgePrompt } from "./checks";
 import type { ItemRow } from "./insert-items";
 import { prepareSubmission, type SubmitBatchArgs } from "./submit";
@@ -19,8 +20,6 @@ import { prepareSubmission, type SubmitBatchArgs } from "./submit";
  * that model's price, live on either lane.
  */
 
-/** Output tokens an item is assumed to write when its definition sets no max_output_tokens. */
-export const DEFAULT_OUTPUT_TOKENS_PER_ITEM = 500;
 /** Output tokens a judge call is assumed to write: its verdict as JSON, a score and a short reason. */
 export const JUDGE_OUTPUT_TOKENS = 100;
 
@@ -73,7 +72,8 @@ export async function estimateRows(args: {
   systemPrompt: string;
   template: string | undefined;
   pricing: EstimatePricing;
-  maxOutputTokens?: number;
+  /** What an item is assumed to write (answer-length.ts); the flat default without one. */
+  outputPerItem?: OutputAssumption;
 }): Promise<BatchEstimate> {
   const { rows, pricing } = args;
   const { count, method } = await tokenCounter(pricing);
@@ -98,7 +98,8 @@ export async function estimateRows(args: {
   const cached = caches ? (readers - 1) * cacheable : 0;
   // Anthropic bills the first item's write of the cached prefix at its cache-write price.
   const written = caches && pricing.provider === "anthropic" ? cacheable : 0;
-  const output = rows.length * (args.maxOutputTokens ?? DEFAULT_OUTPUT_TOKENS_PER_ITEM);
+  const perItem = args.outputPerItem ?? { tokens: DEFAULT_OUTPUT_TOKENS_PER_ITEM, from: "default" };
+  const output = rows.length * perItem.tokens;
   const live =
     ((input - cached - written) * pricing.input + cached * pricing.cachedInput + written * pricing.cacheWrite + output * pricing.output) /
     1_000_000;
@@ -108,6 +109,7 @@ export async function estimateRows(args: {
     cached_input_tokens: cached,
     output_tokens: output,
     tokens_method: method,
+    output_per_item: perItem,
     cost_usd: { live: usd(live), ...(pricing.batchDiscount !== null ? { provider_batch: usd(live * pricing.batchDiscount) } : {}) },
   };
 }
@@ -189,21 +191,21 @@ export async function estimateBatch(db: DbOrTx, args: SubmitBatchArgs): Promise<
       ? estimatePricing(entry)
       : { provider: "openai-compatible", model: name, input: 0, output: 0, cachedInput: 0, cacheWrite: 0, batchDiscount: null };
   };
-  const maxOutputTokens = maxOutputTokensOf(args.definition);
+  const outputPerItem = outputAssumption(spec.output_schema, maxOutputTokensOf(args.definition));
   const items = await estimateRows({
     rows,
     systemPrompt: spec.subagent.system_prompt,
     template: args.input.prompt_template,
     pricing: pricingOf(spec.model.name),
-    maxOutputTokens,
+    outputPerItem,
   });
   const judges = await estimateJudges({
     rows,
     checks: spec.checks,
-    answerTokens: maxOutputTokens ?? DEFAULT_OUTPUT_TOKENS_PER_ITEM,
+    answerTokens: outputPerItem.tokens,
     pricingOf: (check) => pricingOf(check.model ?? spec.model.name),
   });
-  return withJudges(items, judges);
+  return { subagent: spec.subagent.name, model: spec.model.name, ...withJudges(items, judges) };
 }
 
 /** A definition's max_output_tokens, where its definitions carry one. */

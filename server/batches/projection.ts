@@ -101,6 +101,7 @@ export function toBatchProjection(
     waiting_until: iso(live?.waitingUntil),
     waiting_since: iso(live?.waitingSince),
     eta: live?.eta ?? null,
+    worker_slots: live?.workerSlots ?? null,
     checks: columns.checks.map((name) => {
       const c = checkCounts?.find((x) => x.name === name);
       const agreement = judges.has(name) ? { agreement: reviews?.agreement.get(name) ?? null } : {};

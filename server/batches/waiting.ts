@@ -21,6 +21,8 @@ export interface LiveState {
   waitingUntil: Date | null;
   waitingSince: Date | null;
   eta: BatchEta | null;
+  /** The live workers' slots in all (each its subagent_runtime.max_running); null with none alive. */
+  workerSlots: number | null;
 }
 
 /** Throughput is measured over this much recent time (or since the batch started, if later). */
@@ -140,7 +142,11 @@ export async function loadLiveStates(
   }
   for (const b of active) {
     const waiting = waitingFor(b, cluster);
-    out.set(b.id, { ...waiting, eta: waiting.waitingReason ? null : etaFor(b, recent.get(b.id) ?? 0, cluster.now) });
+    out.set(b.id, {
+      ...waiting,
+      eta: waiting.waitingReason ? null : etaFor(b, recent.get(b.id) ?? 0, cluster.now),
+      workerSlots: cluster.liveWorkers > 0 ? cluster.capacity : null,
+    });
   }
   return out;
 }

@@ -5,6 +5,7 @@ import { type Db, getDatabase } from "@/server/db/client";
 import { subagentBatches } from "@/server/db/schema";
 import { log } from "@/server/log";
 import { INSTANCE_ID } from "@/server/runtime/instance";
+import { projectFromPilot, projectionSentence } from "@/lib/pilot-projection";
 import { usedCostUsd } from "@/server/batches/budget";
 import { specColumns } from "@/server/batches/spec";
 import type { BatchRow } from "@/server/batches/types";
@@ -162,6 +163,8 @@ export function wakeupNoticeText(n: BatchSettledNotice): string {
     `Items: ${n.total} total, ${n.succeeded} succeeded, ${n.failed} failed, ${n.cancelled} cancelled.`,
     `Usage: ${n.usage.input_tokens} input + ${n.usage.output_tokens} output tokens, cost $${n.cost_usd.toFixed(4)}.`,
   ];
+  const projection = pilot ? projectFromPilot({ total: n.total, succeeded: n.succeeded, failed: n.failed, costUsd: n.cost_usd }) : null;
+  if (projection) lines.push(`${projectionSentence(n.total, projection)} Tell the user this projection: it comes from the pilot's real usage.`);
   if (n.failures.length > 0) {
     lines.push(`First failures by error${n.failures_sampled ? ` (of the first ${FAILURE_SAMPLE} failed items)` : ""}:`);
     for (const f of n.failures) lines.push(`- ${f.count} × ${f.error} (e.g. ${f.item_keys.join(", ")})`);

@@ -2,7 +2,6 @@ import "server-only";
 import type postgres from "postgres";
 import type { Verdict } from "@/lib/api/batch-data";
 import { resultColumns } from "@/lib/result-columns";
-import { ITEM_STATES } from "@/lib/item-states";
 import { parseItemStatus, parseVerdict } from "@/server/batches/repository";
 import { createDatabase, type Database, databaseUrlFromEnv } from "@/server/db/client";
 import { INDEX_ORDER_ONLY } from "@/server/db/index-order";
@@ -64,6 +63,10 @@ export function exportPool(): postgres.Sql {
  * rows; octet_length reads stored sizes without decompressing anything. Measured on 100,000 small
  * rows (bench/scale): encoding lines in this process cost 5x a COPY of the same rows; PostgreSQL
  * writes them at nearly COPY's speed.
+ *
+ * Values, not JSON inside strings: in a batch of object items an item's `input` is its fields as
+ * the object they are (an explicit prompt among them stays text), and a typed answer's `result`
+ * is the same value as its `output`; a string item's input and an untyped answer are text.
  */
 /** Results longer than this (stored bytes) are escaped by this process, not by PostgreSQL. */
 export const LARGE_RESULT_BYTES = 16 * 1024;
@@ -77,13 +80,18 @@ const jsonValueText = (column: string) =>
   `case when ${column} is null then 'null' when jsonb_typeof(${column}) in ('object', 'array') then flotilla_json_text(${column}) else ${column}::text end`;
 
 function jsonlPage(filter: ExportFilter): string {
+  // Up to the place of the result. A result written by this process goes at its end, the line's
+  // byte offset the fourth column gives (the input before it may be an object holding a "result" key).
+  const head = `'{"item_key":' || to_json(item_key)::text
+      || ',"input":' || case when ${OBJECT_INPUT} then input else to_json(input)::text end
+      || ',"position":' || position || ',"status":' || to_json(status)::text || ',"attempts":' || attempts || ',"result":'`;
+  const large = `output is null and octet_length(result) > ${LARGE_RESULT_BYTES}`;
   return `
-  select '{"item_key":' || to_json(item_key)::text || ',"input":' || to_json(input)::text
-      || ',"position":' || position || ',"status":' || to_json(status)::text || ',"attempts":' || attempts
-      || ',"result":' || case when octet_length(result) > ${LARGE_RESULT_BYTES} then '' else coalesce(to_json(result)::text, 'null') end
+  select ${head}
+      || case when output is not null then output_text when ${large} then '' else coalesce(to_json(result)::text, 'null') end
       || ',"error":' || coalesce(to_json(error)::text, 'null')
       || ',"expected":' || ${jsonValueText("expected")}
-      || ',"output":' || ${jsonValueText("output")}
+      || ',"output":' || output_text
       || ',"checks":' || case when checks is null then '[]' else flotilla_json_text(checks) end
       || ',"verdict":' || coalesce(to_json(verdict)::text, 'null')
       || ',"review_state":' || coalesce(to_json(review_state)::text, 'null')
@@ -92,11 +100,23 @@ function jsonlPage(filter: ExportFilter): string {
       || ',"usage":{"input_tokens":' || input_tokens || ',"output_tokens":' || output_tokens
       || ',"cached_input_tokens":' || cached_input_tokens || ',"cache_write_tokens":' || cache_write_tokens || '}}',
          position,
-         case when octet_length(result) > ${LARGE_RESULT_BYTES} then result end
-    from (${pageRows("item_key, input, expected, position, status, attempts, result, error, output, checks, verdict, review_state, review_note, reviewed_output, input_tokens, output_tokens, cached_input_tokens, cache_write_tokens", filter)}) page
+         case when ${large} then result end,
+         case when ${large} then octet_length(${head}) end
+    from (${pageRows(`item_key, input, prompt, expected, position, status, attempts, result, error, output, ${jsonValueText("output")} as output_text, checks, verdict, review_state, review_note, reviewed_output, input_tokens, output_tokens, cached_input_tokens, cache_write_tokens`, filter)}) page,
+         (${OBJECT_ITEMS}) batch
    where before < $4
    order by position`;
 }
+
+/**
+ * An object item's input (its fields as compact JSON) in a batch of object items. An explicit
+ * prompt among them is its own prompt (an object item's prompt is its filled template or its
+ * `prompt` field, never its whole fields), so it stays text even when it reads as a JSON object.
+ */
+const OBJECT_INPUT = "object_items and left(input, 1) = '{' and prompt <> input and flotilla_is_json_object(input)";
+
+/** Whether batch $1 is one of object items (its spec names input fields): read once per page. */
+const OBJECT_ITEMS = `select coalesce(execution_spec -> 'input_fields', '[]') <> '[]'::jsonb as object_items from subagent_batches where id = $1`;
 
 /** Which items an export holds: the items list's `?status=&verdict=` (either or both; none = every item). */
 export interface ExportFilter {
@@ -130,14 +150,12 @@ function pageRows(columns: string, filter: ExportFilter): string {
 }
 
 /**
- * A page's rows: [JSON line, position, large result], as the bytes PostgreSQL sent. A result
- * over LARGE_RESULT_BYTES comes raw, its place in the line left empty after `"result":`:
+ * A page's rows: [JSON line, position, large result, its place], as the bytes PostgreSQL sent. A
+ * result over LARGE_RESULT_BYTES comes raw, its place in the line (a byte offset) left empty after `"result":`:
  * to_json escapes at ~78 MB/s where V8's JSON.stringify is several times faster (bench export:
  * 5,000 results of 100,000 characters took 3.7x a COPY with PostgreSQL escaping everything).
  */
-type PageRow = readonly [Uint8Array, Uint8Array, Uint8Array | null];
-
-const RESULT_KEY = Buffer.from(',"result":');
+type PageRow = readonly [Uint8Array, Uint8Array, Uint8Array | null, Uint8Array | null];
 const asBuffer = (b: Uint8Array) => (Buffer.isBuffer(b) ? b : Buffer.from(b.buffer, b.byteOffset, b.byteLength));
 
 /** Bytes a page's rows take before escaping (the next page's size is planned from it). */
@@ -165,12 +183,11 @@ function joinLines(rows: readonly PageRow[], eol: Buffer): Buffer {
     out.copy(bigger, 0, 0, pos);
     out = bigger;
   };
-  for (const [written, , large] of rows) {
+  for (const [written, , large, place] of rows) {
     const line = asBuffer(written);
     if (large) {
-      // The line's first `,"result":` (everything before it is escaped strings and numbers; the
-      // raw JSON fields come after it) has nothing after it: the escaped result goes there.
-      const at = line.indexOf(RESULT_KEY) + RESULT_KEY.byteLength;
+      // The line has nothing after `"result":` (at the byte offset the page gave): the escaped result goes there.
+      const at = Number(asBuffer(place!).toString("latin1"));
       const escaped = JSON.stringify(asBuffer(large).toString("latin1"));
       room(line.byteLength + escaped.length + eol.byteLength);
       pos += line.copy(out, pos, 0, at);
@@ -430,7 +447,9 @@ export interface CsvPlan {
  * A batch of object items has an `expected` column after its input fields (empty for an item
  * without one): only object items carry `expected`, so the column depends on the batch's shape,
  * never on its data. It counts as an input name, so an output property named `expected` is
- * written `output.expected`, like any output property an input field shares its name with.
+ * written `output.expected`, like any output property an input field shares its name with. A
+ * person's corrected answer is split as the model's is: `reviewed_output.<property>` per output
+ * column (else one `reviewed_output`). Words are the API's (`succeeded`), as in every file.
  */
 export function csvColumns(plan: CsvPlan): string[] {
   const objects = plan.inputFields.length > 0;
@@ -456,7 +475,7 @@ export function csvColumns(plan: CsvPlan): string[] {
     "error",
     "review_state",
     "review_note",
-    "reviewed_output",
+    ...(columns.output.length > 0 ? columns.output.map((c) => `reviewed_output.${c.field}`) : ["reviewed_output"]),
   ];
 }
 
@@ -478,18 +497,17 @@ export const cellSql = (raw: boolean) => ({
   number: (value: string) => (raw ? value : `flotilla_csv_guard_number(${value})`),
 });
 
-/** A CSV's header row (CRLF-terminated), each name a text cell as cellSql writes it. */
-export function csvHead(names: readonly string[], raw: boolean): { sql: string; params: readonly unknown[] } {
+/**
+ * A CSV's header row (CRLF-terminated), each name a text cell as cellSql writes it; `bom` puts a
+ * UTF-8 byte order mark first (a spreadsheet reads a file without one in the locale's code page:
+ * Zoë, € garbled).
+ */
+export function csvHead(names: readonly string[], raw: boolean, bom = false): { sql: string; params: readonly unknown[] } {
   return {
-    sql: `select array_to_string(array(select ${cellSql(raw).text("t.name")} from jsonb_array_elements_text($1::jsonb) with ordinality as t(name, i) order by t.i), ',') || E'\\r\\n'`,
+    sql: `select ${bom ? "chr(65279) || " : ""}array_to_string(array(select ${cellSql(raw).text("t.name")} from jsonb_array_elements_text($1::jsonb) with ordinality as t(name, i) order by t.i), ',') || E'\\r\\n'`,
     params: [JSON.stringify(names)],
   };
 }
-
-/** The status column in the screen's words (Done, not succeeded): lib/item-states.ts. */
-const statusCell = `case status ${Object.entries(ITEM_STATES)
-  .map(([status, { label }]) => `when '${status}' then '${label}'`)
-  .join(" ")} else status::text end`;
 
 /**
  * The name of a download: `batch-<id>-results.csv`, and a filtered or raw one says so
@@ -523,7 +541,7 @@ function csvPage(plan: CsvPlan, filter: ExportFilter, raw: boolean): { page: str
           when checks @> jsonb_build_array(jsonb_build_object('name', ${check!(i)}, 'passed', true)) then 'passed' else '' end`;
   const cells = [
     cell.text("item_key"),
-    statusCell,
+    "status::text",
     ...(field ? [...plan.inputFields.map((_, i) => cell.json(`fields -> ${field(i)}`)), cell.json("expected")] : [cell.text("input")]),
     ...(property ? plan.outputFields.map((_, i) => cell.json(`output -> ${property(i)}`)) : [cell.text("result")]),
     ...plan.checks.map((_, i) => checkCell(i)),
@@ -538,7 +556,7 @@ function csvPage(plan: CsvPlan, filter: ExportFilter, raw: boolean): { page: str
     cell.text("error"),
     "coalesce(review_state, '')",
     cell.text("review_note"),
-    cell.json("reviewed_output"),
+    ...(property ? plan.outputFields.map((_, i) => cell.json(`reviewed_output -> ${property(i)}`)) : [cell.json("reviewed_output")]),
   ];
   // Joined from an array, not with ||: a schema of thousands of properties would nest the
   // expression past PostgreSQL's stack depth. No cell is null (array_to_string would drop it).
@@ -547,7 +565,7 @@ function csvPage(plan: CsvPlan, filter: ExportFilter, raw: boolean): { page: str
   const columns =
     "item_key, input, expected, position, status, attempts, result, error, output, checks, verdict, input_tokens, output_tokens, cached_input_tokens, cache_write_tokens, cost_usd, started_at, finished_at, review_state, review_note, reviewed_output";
   const page = `
-  select array_to_string(array[${cells.join(", ")}], ','), position, null::text
+  select array_to_string(array[${cells.join(", ")}], ','), position, null::text, null::int
     from (select *, ${fields} as fields
             from (${pageRows(columns, filter)}) r) page
    where before < $4
@@ -557,7 +575,7 @@ function csvPage(plan: CsvPlan, filter: ExportFilter, raw: boolean): { page: str
 
 /**
  * results.csv (RFC 4180, UTF-8, CRLF): a header row, then one row per item in position order,
- * made for a spreadsheet unless `raw` (see cellSql).
+ * made for a spreadsheet unless `raw` (see cellSql; a UTF-8 byte order mark first).
  */
 export function exportCsvStream(
   sql: postgres.Sql,
@@ -568,7 +586,7 @@ export function exportCsvStream(
   return exportStream(sql, {
     ...args,
     ...csvPage(plan, args.filter ?? {}, raw),
-    head: csvHead(csvColumns(plan), raw),
+    head: csvHead(csvColumns(plan), raw, !raw),
     eol: Buffer.from("\r\n"),
   });
 }

@@ -31,8 +31,13 @@ export async function markStopped(db: Db, id: string): Promise<void> {
 
 /** A worker is alive when it heartbeated within `withinSeconds` and has not said it stopped. */
 export async function countLiveWorkers(db: Db, withinSeconds: number): Promise<number> {
+  return (await liveWorkerSlots(db, withinSeconds)).workers;
+}
+
+/** The live workers and their slots in all (each its subagent_runtime.max_running). */
+export async function liveWorkerSlots(db: Db, withinSeconds: number): Promise<{ workers: number; slots: number }> {
   const [row] = await db
-    .select({ n: sql<number>`count(*)::int` })
+    .select({ n: sql<number>`count(*)::int`, slots: sql<number>`coalesce(sum(${workerHeartbeats.capacity}), 0)::int` })
     .from(workerHeartbeats)
     .where(
       and(
@@ -41,7 +46,7 @@ export async function countLiveWorkers(db: Db, withinSeconds: number): Promise<n
         gt(workerHeartbeats.lastHeartbeatAt, sql`now() - make_interval(secs => ${withinSeconds})`),
       ),
     );
-  return row?.n ?? 0;
+  return { workers: row?.n ?? 0, slots: row?.slots ?? 0 };
 }
 
 /** Heartbeats every 2 s; "alive" means one within max(10 s, 3 × lease) — a few lease intervals at short leases. */

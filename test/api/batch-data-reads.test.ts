@@ -295,7 +295,11 @@ describe("results.csv", () => {
     expect(res.headers.get("content-type")).toMatch(/^text\/csv; charset=utf-8/);
     const name = `batch-${batch.id}-results.csv`;
     expect(res.headers.get("content-disposition")).toBe(`attachment; filename="${name}"; filename*=UTF-8''${name}`);
-    const text = await res.text();
+    // A byte order mark first, so a spreadsheet reads UTF-8 (Zürich, not ZÃ¼rich); a raw file has none.
+    // Read as bytes: Response.text() drops a BOM, as the tests below do.
+    const bytes = Buffer.from(await res.arrayBuffer());
+    expect([...bytes.subarray(0, 4)]).toEqual([0xef, 0xbb, 0xbf, 0x22]);
+    const text = bytes.toString("utf8").slice(1);
     expect(text.endsWith("\r\n")).toBe(true);
     const parsed = Papa.parse<string[]>(text, { skipEmptyLines: true });
     expect(parsed.errors).toEqual([]);
@@ -324,14 +328,18 @@ describe("results.csv", () => {
       "error",
       "review_state",
       "review_note",
-      "reviewed_output",
+      // A person's corrected answer split as the model's is.
+      "reviewed_output.label",
+      "reviewed_output.reason",
+      "reviewed_output.city",
+      "reviewed_output.meta",
     ]);
     expect(rows).toHaveLength(3);
     const cell = (row: string[], name: string) => row[header!.indexOf(name)];
     const [r1, r2, r3] = rows as [string[], string[], string[]];
     expect([cell(r1, "item_key"), cell(r1, "status"), cell(r1, "city"), cell(r1, "text")]).toEqual([
       "item-1",
-      "Done",
+      "succeeded",
       'Bergen, "rainy"',
       "line one\nline two",
     ]);
@@ -355,13 +363,13 @@ describe("results.csv", () => {
     expect([cell(r2, "city"), cell(r2, "text"), cell(r2, "status"), cell(r2, "error")]).toEqual([
       "Zürich ✓ 中文 😀",
       "'=1+2",
-      "Failed",
+      "failed",
       'invalid_output: /label: "x", not allowed',
     ]);
     expect([cell(r2, "label"), cell(r2, "label_matches"), cell(r2, "verdict")]).toEqual(["", "", ""]);
     // An unfinished item: its input, the rest empty.
     expect([cell(r3, "status"), cell(r3, "text"), cell(r3, "duration_ms"), cell(r3, "cost_usd")]).toEqual([
-      "Queued",
+      "queued",
       'He said "hi", then\r\nleft',
       "",
       "0",
@@ -369,8 +377,9 @@ describe("results.csv", () => {
     // Text cells are quoted, so a cell starting with = stays one quoted cell, and it is shown as text.
     expect(text).toContain(`,"'=1+2",`);
     // ?raw=1: the same cell verbatim.
-    const raw = await (await call("GET", `${batchPath(batch.id)}/results.csv?raw=1`, { token: alice.token })).text();
+    const raw = Buffer.from(await (await call("GET", `${batchPath(batch.id)}/results.csv?raw=1`, { token: alice.token })).arrayBuffer()).toString("utf8");
     expect(raw).toContain(',"=1+2",');
+    expect(raw.startsWith('"item_key",')).toBe(true);
     expect(raw.replace(',"=1+2",', "")).toBe(text.replace(`,"'=1+2",`, ""));
   });
 

@@ -1,5 +1,6 @@
 import { beforeAll, describe, expect, it } from "vitest";
 import { batchProjectionSchema } from "@/lib/api/batches";
+import { inputFields } from "@/lib/result-columns";
 import { exportResultsStream } from "@/server/http/export";
 import { exportArgs } from "../helpers/export";
 import { call, makeThread, makeUser, setupApiDatabase, type TestUser } from "./helpers";
@@ -42,11 +43,11 @@ const TRICKY: (string | null)[] = [
 
 interface Expected {
   item_key: string;
-  input: string;
+  input: unknown;
   position: number;
   status: string;
   attempts: number;
-  result: string | null;
+  result: unknown;
   error: string | null;
   expected: unknown;
   output: unknown;
@@ -79,19 +80,22 @@ async function exportText(batchId: string, options: { fetchRows?: number; fetchB
 }
 
 async function expectedLines(batchId: string): Promise<string> {
-  const rows = await tdb.sql<{ item_key: string; position: number; status: string; attempts: number; result: string | null; error: string | null; input_tokens: string; output_tokens: string; cached_input_tokens: string; cache_write_tokens: string; input: string; expected: unknown; output: unknown; checks: unknown[] | null; verdict: string | null; review_state: string | null; review_note: string | null; reviewed_output: unknown }[]>`
-    select item_key, position, status, attempts, result, error, input_tokens, output_tokens, cached_input_tokens, cache_write_tokens, input, expected, output, checks, verdict,
+  const rows = await tdb.sql<{ item_key: string; position: number; status: string; attempts: number; result: string | null; error: string | null; input_tokens: string; output_tokens: string; cached_input_tokens: string; cache_write_tokens: string; input: string; expected: unknown; output: unknown; checks: unknown[] | null; verdict: string | null; review_state: string | null; review_note: string | null; reviewed_output: unknown; typed: boolean; filled: boolean; object_items: boolean }[]>`
+    select output is not null as typed, prompt <> input as filled,
+           coalesce((select execution_spec -> 'input_fields' from subagent_batches where id = ${batchId}), '[]') <> '[]'::jsonb as object_items,
+           item_key, position, status, attempts, result, error, input_tokens, output_tokens, cached_input_tokens, cache_write_tokens, input, expected, output, checks, verdict,
            review_state, review_note, reviewed_output
       from subagent_batch_items where batch_id = ${batchId} order by position`;
   return rows
     .map((r) => {
       const line: Expected = {
         item_key: r.item_key,
-        input: r.input,
+        // Values, not JSON in strings: an object item's fields, a typed answer's value (the output's).
+        input: r.object_items && r.filled ? (inputFields(r.input) ?? r.input) : r.input,
         position: r.position,
         status: r.status,
         attempts: r.attempts,
-        result: r.result,
+        result: r.typed ? r.output : r.result,
         error: r.error,
         expected: r.expected,
         output: r.output,
@@ -167,13 +171,46 @@ describe("results.jsonl bytes", () => {
     for (const [i, expected] of expecteds.entries())
       await tdb.sql`
         update subagent_batch_items set status = 'succeeded', expected = ${expected === null ? null : JSON.stringify(expected)}::jsonb,
-               output = ${JSON.stringify({ b: 2, result: "decoy" })}::jsonb,
+               -- A typed answer's result is its output; the others are text.
+               output = ${i % 3 === 0 ? JSON.stringify({ b: 2, result: "decoy" }) : null}::jsonb,
                -- Past LARGE_RESULT_BYTES every other row: escaped by this process and spliced into the line.
                result = ${i % 2 ? `big ${"\"\n✓".repeat(10_000)}` : "small"}
          where batch_id = ${batchId} and position = ${i + 1}`;
     const { text } = await exportText(batchId);
     expect(text).toBe(await expectedLines(batchId));
     expect(JSON.parse(text.split("\n")[4]!).expected).toEqual({ a: 1, result: "decoy" });
+  });
+
+  it("writes an object item's input as its fields and a typed answer's result as its value, text stays text", async () => {
+    const items = [
+      { item_key: "f0", text: "plain", result: ',"result":', n: 1e21 },
+      { item_key: "f1", text: 'quote " and \u2028', result: '{"nested":[1,"two"]}', n: -0.5 },
+      // An explicit prompt among object items is text, even when it reads as a JSON object.
+      { item_key: "f2", prompt: '{"looks":"like an object"}' },
+      { item_key: "f3", text: "\u0001 control", result: "r", n: 0 },
+    ];
+    const res = await call("POST", `/api/threads/${thread}/subagent-batches`, {
+      token: user.token,
+      json: { submission_key: "fields", items, prompt_template: "Say {{text}} {{result}} {{n}}" },
+    });
+    expect(res.status, await res.clone().text()).toBe(201);
+    const batchId = batchProjectionSchema.parse(await res.json()).id;
+    const outputs = [{ label: "a", "k: v": 'x"y' }, null, null, [1, { b: null }]];
+    for (const [i, output] of outputs.entries())
+      await tdb.sql`
+        update subagent_batch_items set status = 'succeeded', output = ${output === null ? null : JSON.stringify(output)}::jsonb,
+               -- Untyped and past LARGE_RESULT_BYTES: spliced after the input, whose fields hold ',"result":'.
+               result = ${output === null ? `big ${'","result":'.repeat(5_000)}` : JSON.stringify(output)}
+         where batch_id = ${batchId} and position = ${i + 1}`;
+    const { text } = await exportText(batchId);
+    expect(text).toBe(await expectedLines(batchId));
+    const lines = text.trimEnd().split("\n").map((l) => JSON.parse(l));
+    expect(lines[0].input).toEqual({ text: "plain", result: ',"result":', n: 1e21 });
+    expect(lines[0].result).toEqual({ label: "a", "k: v": 'x"y' });
+    expect(lines[1].input).toEqual({ text: 'quote " and \u2028', result: '{"nested":[1,"two"]}', n: -0.5 });
+    expect(lines[1].result).toBe(`big ${'","result":'.repeat(5_000)}`);
+    expect(lines[2].input).toBe('{"looks":"like an object"}');
+    expect(lines[3].result).toEqual([1, { b: null }]);
   });
 
   it("cuts each page at fetchBytes of stored text (always at least one row)", async () => {

@@ -48,7 +48,7 @@ describe("GET /api/features", () => {
   it("reports the SQL repository and the worker runtime separately", async () => {
     const none = await features();
     expect(none.sql_repository).toEqual({ available: true });
-    expect(none.worker_runtime).toEqual({ alive: false, workers: 0, last_heartbeat_at: null });
+    expect(none.worker_runtime).toEqual({ alive: false, workers: 0, slots: 0, last_heartbeat_at: null });
 
     await workerAlive(tdb);
     await writeHeartbeat(tdb.db, { id: "second-worker", capacity: 2, running: 1 });
@@ -56,6 +56,8 @@ describe("GET /api/features", () => {
     const two = await features();
     expect(two.worker_runtime.alive).toBe(true);
     expect(two.worker_runtime.workers).toBe(2);
+    // The workers' slots in all (a web process's capacity is not a worker's).
+    expect(two.worker_runtime.slots).toBe(4 + 2);
     const [row] = await tdb.sql<{ t: string }[]>`
       select max(last_heartbeat_at)::text as t from worker_heartbeats where kind = 'worker'`;
     expect(two.worker_runtime.last_heartbeat_at).toBe(new Date(row!.t).toISOString());
@@ -122,7 +124,7 @@ describe("GET /api/features", () => {
     try {
       const f = await getFeatures(down.db, configSchema.parse({}));
       expect(f.sql_repository.available).toBe(false);
-      expect(f.worker_runtime).toEqual({ alive: false, workers: 0, last_heartbeat_at: null });
+      expect(f.worker_runtime).toEqual({ alive: false, workers: 0, slots: 0, last_heartbeat_at: null });
       expect(featuresSchema.safeParse(f).success).toBe(true);
     } finally {
       await down.close();

@@ -5,8 +5,8 @@ import { batchEstimateSchema } from "@/lib/api/batches";
 import { getSubagentDefinition } from "@/server/agent/registry";
 import { getConfig } from "@/server/config/load";
 import { JUDGE_SYSTEM, judgePrompt } from "@/server/batches/checks";
+import { DEFAULT_OUTPUT_TOKENS_PER_ITEM, outputAssumption, typicalJsonChars } from "@/server/batches/answer-length";
 import {
-  DEFAULT_OUTPUT_TOKENS_PER_ITEM,
   type EstimatePricing,
   estimateJudges,
   estimateRows,
@@ -83,11 +83,16 @@ describe("POST .../subagent-batches/estimate", () => {
     expect(prefix).toBe("Classify the sentiment of this review as positive or negative. Review: ");
     const expectedInput = items.reduce((n, item) => n + tokens(system) + tokens(prefix) + tokens(item), 0);
     expect(estimate).toEqual({
+      // What the items would run on, named for the card.
+      subagent: "general",
+      model: "gpt",
       items: 3,
       input_tokens: expectedInput,
       cached_input_tokens: 0,
       output_tokens: 1_500,
       tokens_method: "tiktoken",
+      // Without a schema or a max_output_tokens: the flat assumption, and it says so.
+      output_per_item: { tokens: 500, from: "default" },
       // An OpenAI-compatible entry has no batch lane: no provider_batch.
       cost_usd: { live: Math.round(((expectedInput * 2.5 + 1_500 * 10) / 1e6) * 1e6) / 1e6 },
     });
@@ -96,6 +101,26 @@ describe("POST .../subagent-batches/estimate", () => {
     expect((await post("", { submission_key: "e1", prompt_template: template, items })).status).toBe(201);
     expect((await post("/estimate", { submission_key: "e1", prompt_template: template, items })).status).toBe(200);
     expect(await batchCount()).toBe(1);
+  });
+
+  it("assumes a typed answer's length from its output schema, not a flat 500 tokens, and says so", async () => {
+    // One-line tickets labelled with an enum and a short reason: ~20 tokens an answer.
+    const output_schema = {
+      type: "object",
+      properties: { label: { enum: ["billing", "bug", "question"] }, reason: { type: "string", maxLength: 60 } },
+      required: ["label", "reason"],
+    };
+    const items = Array.from({ length: 40 }, (_, i) => `Ticket ${i}: the invoice is wrong`);
+    const res = await post("/estimate", { submission_key: "s1", items, output_schema });
+    expect(res.status).toBe(200);
+    const estimate = batchEstimateSchema.parse(res.body);
+    // {"label":"question","reason":<60 characters>}: 2 + (5+4+10) + (6+4+62) = 93 characters, 24 tokens.
+    expect(typicalJsonChars(output_schema)).toBe(93);
+    expect(estimate.output_per_item).toEqual({ tokens: 24, from: "output_schema" });
+    expect(estimate.output_tokens).toBe(40 * 24);
+    const flat = batchEstimateSchema.parse((await post("/estimate", { submission_key: "s2", items })).body);
+    expect(flat.output_per_item).toEqual({ tokens: DEFAULT_OUTPUT_TOKENS_PER_ITEM, from: "default" });
+    expect(estimate.cost_usd.live).toBeLessThan(flat.cost_usd.live / 5);
   });
 
   it("refuses what the submission refuses, with the same 400 naming the field, and writes nothing", async () => {
@@ -191,6 +216,23 @@ describe("POST .../subagent-batches/estimate", () => {
   });
 });
 
+describe("outputAssumption: what an item is assumed to write", () => {
+  it("reads the schema's shape: enums at their longest value, strings at maxLength up to a sentence, arrays at a few items; max_output_tokens caps it", () => {
+    expect(typicalJsonChars({ type: "boolean" })).toBe(5);
+    expect(typicalJsonChars({ enum: ["a", "longest"] })).toBe(9);
+    expect(typicalJsonChars({ type: "string" })).toBe(202);
+    expect(typicalJsonChars({ type: "string", maxLength: 10_000 })).toBe(202);
+    expect(typicalJsonChars({ type: "array", items: { type: "integer" } })).toBe(2 + 3 * 7);
+    expect(typicalJsonChars({ type: "array", items: { type: "integer" }, maxItems: 1 })).toBe(2 + 7);
+    expect(typicalJsonChars({ anyOf: [{ type: "null" }, { type: "string", maxLength: 20 }] })).toBe(22);
+    expect(outputAssumption({ type: "object", properties: { ok: { type: "boolean" } } }, undefined)).toEqual({ tokens: 4, from: "output_schema" });
+    // A schema answer longer than the definition lets the model write: the cap.
+    expect(outputAssumption({ type: "array", items: { type: "string" }, minItems: 50 }, 300)).toEqual({ tokens: 300, from: "max_output_tokens" });
+    expect(outputAssumption(null, 300)).toEqual({ tokens: 300, from: "max_output_tokens" });
+    expect(outputAssumption(null, undefined)).toEqual({ tokens: 500, from: "default" });
+  });
+});
+
 describe("estimateRows: caching and the batch lane", () => {
   const rows = (n: number, prefix: string) => Array.from({ length: n }, (_, i) => ({ key: `k${i}`, prompt: `${prefix}item ${i}`, input: "" }));
   const anthropic: EstimatePricing = {
@@ -248,7 +290,7 @@ describe("estimateRows: caching and the batch lane", () => {
     expect(one.cached_input_tokens).toBe(0);
     const openai: EstimatePricing = { ...anthropic, provider: "openai", model: "gpt-4o", input: 2.5, output: 10, cachedInput: 1.25, cacheWrite: 2.5 };
     const prefix = "word ".repeat(1_500);
-    const cached = await estimateRows({ rows: rows(3, prefix), systemPrompt: "", template: `${prefix}{{item}}`, pricing: openai, maxOutputTokens: 100 });
+    const cached = await estimateRows({ rows: rows(3, prefix), systemPrompt: "", template: `${prefix}{{item}}`, pricing: openai, outputPerItem: { tokens: 100, from: "max_output_tokens" } });
     expect(cached.tokens_method).toBe("tiktoken");
     expect(cached.cached_input_tokens).toBe(2 * tokens(prefix));
     expect(cached.output_tokens).toBe(300);

@@ -213,12 +213,13 @@ describe("reviews in the downloads", () => {
       const parsed = Papa.parse<string[]>(await http(`${base()}/${batchId}/results.csv${query}`), { skipEmptyLines: true });
       expect(parsed.errors).toEqual([]);
       const [header, ...rows] = parsed.data as [string[], ...string[][]];
-      expect(header.slice(-4)).toEqual(["error", "review_state", "review_note", "reviewed_output"]);
+      // The corrected answer as columns, one per output property, as the model's.
+      expect(header.slice(-4)).toEqual(["error", "review_state", "review_note", "reviewed_output.label"]);
       return rows.map((r) => [r[0], ...r.slice(-3)]);
     };
     expect(await csvRows("")).toEqual([
       ["a", "", "", ""],
-      ["b", "accepted", "", '{"label":"yes"}'],
+      ["b", "accepted", "", "yes"],
       ["c", "rejected", `'${NOTE}`, ""],
       ["d", "", "", ""],
     ]);

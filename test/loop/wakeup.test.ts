@@ -281,10 +281,13 @@ describe("wake-up after a pilot", () => {
     expect(pilot!.text).toContain(`Batch ${short} paused after its pilot: 2 of its first 3 items succeeded, 1 failed.`);
     expect(pilot!.text).toMatch(/- 1 item \(item-2\): Simulated model failure/);
     expect(pilot!.text).toContain("resume the batch there to run the other 2 items.");
+    // The rest projected from the pilot's real usage (the simulator is free).
+    expect(pilot!.text).toContain("Projected from the pilot: $0.0000 for all 5 items ($0.0000 an item).");
     expect(pilot!.text).not.toMatch(/Automatic notice|finished/);
     const [run] = await t.db.execute<{ prompt: string }>(sql`
       select prompt from agent_runs where thread_id = ${threadId} and kind = 'lead' order by created_at limit 1`);
     expect(run!.prompt).toContain(`Durable batch ${batch.id} (sub-agent general) paused after its pilot: its first 3 items ran, and the other 2 wait`);
+    expect(run!.prompt).toContain("Projected from the pilot: $0.0000 for all 5 items ($0.0000 an item). Tell the user this projection");
     // Nothing more to wake for while it waits for the person.
     expect(await runOneWakeup({ db: t.db, config, owner: "in-test" })).toBe(false);
 

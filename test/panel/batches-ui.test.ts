@@ -13,7 +13,7 @@ import {
   progressSplit,
 } from "@/components/batches/status";
 import { batchElapsed } from "@/components/batches/timing";
-import { waitingText } from "@/components/batches/waiting";
+import { concurrencyText, waitingText } from "@/components/batches/waiting";
 import { formatDuration, formatRate, formatTime, formatTokens, formatUsage } from "@/lib/format";
 
 const LIMITS = { maxItems: 5000, maxLiveItems: 1000, maxRunningItems: 64 };
@@ -42,6 +42,7 @@ function batch(over: Partial<BatchProjection> = {}): BatchProjection {
     waiting_until: null,
     waiting_since: null,
     eta: null,
+    worker_slots: null,
     checks: [],
     verdicts: { passed: 0, failed: 0 },
     input_fields: [],
@@ -86,6 +87,32 @@ describe("why a batch waits", () => {
     const paused = batch({ status: "paused", pause_reason: "pilot", waiting_reason: "paused", pilot: 10, total: 300, terminal: 10 });
     expect(waitingText(paused)).toBe("Paused after its pilot: the first 10 items ran — check their results. Resume runs the other 290 items.");
     expect(waitingText(batch({ status: "paused", pause_reason: "user", waiting_reason: "paused" }))).toBe("Waiting: paused — resume to continue.");
+  });
+
+  it("projects the whole batch's cost from the pilot's real usage once a pilot item finished", () => {
+    const base = batch({ status: "paused", pause_reason: "pilot", waiting_reason: "paused", pilot: 10, total: 5_000, terminal: 10 });
+    const paused = { ...base, counts: { ...base.counts, succeeded: 9, failed: 1 }, cost_usd: 0.0005 };
+    // $0.0005 over 10 items is $0.00005 an item; the other 4,990 at that rate: $0.25 in all.
+    expect(waitingText(paused)).toBe(
+      "Paused after its pilot: the first 10 items ran — check their results. Projected from the pilot: $0.2500 for all 5,000 items ($0.00005 an item). Resume runs the other 4,990 items.",
+    );
+  });
+});
+
+describe("what limits a running batch", () => {
+  it("names the workers' slots when they are fewer than max_running_items, else the batch's own limit, with the setting to raise", () => {
+    const waiting = { pending: 0, queued: 61, leased: 0, running: 3, awaiting_approval: 0, succeeded: 0, failed: 0, cancelled: 0 };
+    const byWorkers = batch({ max_running_items: 64, worker_slots: 3, counts: waiting });
+    expect(waitingText(byWorkers)).toBeNull();
+    expect(concurrencyText(byWorkers)).toBe(
+      "Running 3 of 64 at a time: the workers have 3 slots in all, shared by every batch. To run more at once, raise subagent_runtime.max_running (each worker's slots) or start another worker.",
+    );
+    expect(concurrencyText(batch({ max_running_items: 3, worker_slots: 16, counts: waiting }))).toBe(
+      "Running 3 of 3 at a time: this batch's max_running_items. A new batch can ask for more (Max running items in New batch; the default is subagent_batches.default_max_running_items).",
+    );
+    // Nothing waits for a slot, or no worker is alive (the waiting notice says so): no line.
+    expect(concurrencyText(batch({ max_running_items: 64, worker_slots: 3, counts: { ...waiting, queued: 0 } }))).toBeNull();
+    expect(concurrencyText(batch({ max_running_items: 64, worker_slots: null, counts: waiting }))).toBeNull();
   });
 });
 

@@ -114,7 +114,8 @@ describe("results.csv for a spreadsheet", () => {
       "error",
       "review_state",
       "review_note",
-      "reviewed_output",
+      "reviewed_output.@label",
+      "reviewed_output.score",
     ]);
     expect(rows.map((r) => r.item_key)).toEqual(["'=key()", "k1", "k2", "k3", "k4", "k5", "plain"]);
     for (const [i, f] of FORMULAS.entries()) {
@@ -146,7 +147,7 @@ describe("results.csv for a spreadsheet", () => {
     const exact = await lines();
     expect(exact.map((l) => l.item_key)).toEqual(["=key()", "k1", "k2", "k3", "k4", "k5", "plain"]);
     for (const [i, f] of FORMULAS.entries()) {
-      expect(JSON.parse(exact[i]!.input)["=cmd"]).toBe(f);
+      expect((exact[i]!.input as Record<string, unknown>)["=cmd"]).toBe(f);
       expect(exact[i]!.expected).toEqual(i % 2 ? f : { label: f });
       if (i < 5) expect(exact[i]!.output).toEqual({ "@label": f, score: i === 0 ? 0 : -i });
     }
@@ -228,9 +229,9 @@ describe("both downloads follow the panel's filters", () => {
       const { rows } = await table(`${query}${query ? "&" : ""}raw=1`);
       expect(rows.map((r) => r.item_key), query).toEqual(keys);
     }
-    // The status column says what the screen says (Done, not succeeded), raw or not; results.jsonl keeps the engine's names.
+    // Files use the API's words (succeeded, not the screen's Done), results.csv as results.jsonl, raw or not.
     for (const query of ["", "raw=1"])
-      expect((await table(query)).rows.map((r) => r.status), query).toEqual(["Done", "Done", "Done", "Done", "Done", "Failed", "Queued"]);
+      expect((await table(query)).rows.map((r) => r.status), query).toEqual(["succeeded", "succeeded", "succeeded", "succeeded", "succeeded", "failed", "queued"]);
     expect((await lines("status=failed")).map((l) => l.status)).toEqual(["failed"]);
     // An empty selection still has the header row.
     expect((await table("status=running")).header[0]).toBe("item_key");

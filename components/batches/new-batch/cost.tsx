@@ -6,6 +6,7 @@ import { ApiError } from "@/lib/api/client";
 import type { BatchEstimate } from "@/lib/api/batches";
 import type { BatchSubmission } from "@/lib/api/files";
 import { formatCount, formatUsd } from "@/lib/format";
+import { outputAssumptionText } from "@/lib/output-assumption";
 import { estimateBatch } from "../api";
 import { fieldClass, labelClass } from "../budget";
 import { errorMessage } from "../shared";
@@ -107,7 +108,10 @@ export function EstimateView({
             {estimate.cached_input_tokens > 0 ? ` (${tokens(estimate.cached_input_tokens, estimate)} cached)` : ""}
           </dd>
           <dt>Output tokens</dt>
-          <dd data-testid="estimate-output">{tokens(estimate.output_tokens, estimate)} at most</dd>
+          <dd data-testid="estimate-output">
+            {tokens(estimate.output_tokens, estimate)}
+            {estimate.output_per_item ? ` (${outputAssumptionText(estimate.output_per_item)})` : ""}
+          </dd>
           <dt>Cost, live</dt>
           <dd data-testid="estimate-live">{formatUsd(estimate.cost_usd.live)}</dd>
           {estimate.cost_usd.provider_batch !== undefined ? (

@@ -300,6 +300,7 @@ export function NewBatchDialog({
         />
         <LimitsSection
           limits={limits}
+          workers={features.data?.worker_runtime}
           draft={limitsDraft}
           onChange={(next) => setLimitsDraft((d) => ({ ...d, ...next }))}
           runningOnly={!!variantOf}

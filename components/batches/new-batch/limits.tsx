@@ -9,14 +9,23 @@ export interface LimitsDraft {
   maxCost: string;
 }
 
+/** The workers' capacity beside Max running items: the limit that holds when it is lower. */
+function workersHint(w: Features["worker_runtime"]): string {
+  if (!w.alive) return "No worker is running now: items start once one is.";
+  return `The workers have ${w.slots} ${w.slots === 1 ? "slot" : "slots"} now (subagent_runtime.max_running each), shared by every batch: no more run at once.`;
+}
+
 /** "Limits and budget": how many items may be live and running at once, and the batch's budget. */
 export function LimitsSection({
   limits,
   draft,
   onChange,
   runningOnly = false,
+  workers,
 }: {
   limits: Features["batches"] | undefined;
+  /** The live workers now: their slots in all bound how many items run at once, whatever the field says. */
+  workers: Features["worker_runtime"] | undefined;
   draft: LimitsDraft;
   onChange: (next: Partial<LimitsDraft>) => void;
   /** A variant: only max running items is its own (live items and the budget are its original's). */
@@ -31,6 +40,7 @@ export function LimitsSection({
       key: "maxRunning",
       max: limits?.max_running_items_per_batch,
       default: limits?.default_max_running_items,
+      hint: workers ? workersHint(workers) : undefined,
     },
   ] as const;
   const field = (f: (typeof fields)[number]) => (
@@ -43,6 +53,7 @@ export function LimitsSection({
       value={draft[f.key]}
       onChange={(v) => onChange({ [f.key]: v })}
       placeholder={f.default !== undefined ? `default ${f.default}` : ""}
+      hint={"hint" in f ? f.hint : undefined}
     />
   );
   return (

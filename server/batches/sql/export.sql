@@ -39,6 +39,17 @@ exception when others then
 end
 $$;
 
+-- Whether an object item's input (its fields as compact JSON) is one JSON object: an explicit
+-- prompt among object items is text, even one that starts with {. json, not jsonb: it only
+-- checks the text (jsonb would refuse a \u0000 escape JSON.stringify writes).
+create or replace function flotilla_is_json_object(t text) returns boolean language plpgsql immutable parallel safe as $$
+begin
+  return left(t, 1) = '{' and json_typeof(t::json) = 'object';
+exception when others then
+  return false;
+end
+$$;
+
 -- Every CSV (results.csv, compare.csv, their header rows) is made to be opened in a spreadsheet
 -- (OWASP, CSV injection): a cell gets a leading ' so that it is shown as text, never evaluated as
 -- a formula, when it starts with a control character (tab, CR, LF, ...), or when its first

@@ -1,6 +1,7 @@
 import type { LanguageModelV3ToolResultOutput } from "@ai-sdk/provider";
 import { type BatchSettledNotice, checkFailureLine, checkPassRate, isPilotPause, readToolOutput } from "@/lib/api/model-facts";
 import type { ChildrenSettledNotice } from "@/lib/api/subagents";
+import { projectFromPilot, projectionSentence } from "@/lib/pilot-projection";
 import { stripDirectives } from "./directives";
 import { outputToText } from "./prompt";
 
@@ -228,6 +229,8 @@ export function batchSettledAnswer(n: BatchSettledNotice): string {
   const jsonl = `/api/threads/${n.thread_id}/subagent-batches/${n.batch_id}/results.jsonl`;
   if (isPilotPause(n)) {
     const rest = n.total - ran;
+    const projection = projectFromPilot({ total: n.total, succeeded: n.succeeded, failed: n.failed, costUsd: n.cost_usd });
+    if (projection) paragraphs.push(projectionSentence(n.total, projection));
     paragraphs.push(
       `The pilot's results are in the batch panel and in [results.jsonl](${jsonl}). If they look right, resume the batch there to run the other ${plural(rest, "item")}.`,
     );
