@@ -13,6 +13,8 @@ export default defineConfig({
   test: {
     include: ["test/**/*.test.ts"],
     globalSetup: ["test/setup/postgres.ts"],
+    // Only the configuration a test gives: never the checkout's flotilla.config.json or the shell's.
+    setupFiles: ["test/setup/config.ts"],
     testTimeout: 30_000,
     hookTimeout: 120_000,
     pool: "forks",
