@@ -3,7 +3,7 @@
 import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
 import { useDeferredValue, useEffect, useId, useMemo, useRef, useState } from "react";
 import { FilesBatchSource, type FilesSelection } from "@/components/files/batch-source";
-import { type BatchProjection, type Features, MAX_PILOT_ITEMS } from "@/lib/api/batches";
+import { type BatchProjection, type Features, MAX_PILOT_ITEMS, providerBatchLane } from "@/lib/api/batches";
 import { type BatchSubmission, FILE_PLACEHOLDER } from "@/lib/api/files";
 import type { VariantRequest } from "@/lib/api/variants";
 import { ITEM_PLACEHOLDER, submissionLimits, submissionRefusal } from "@/lib/batch-rules";
@@ -91,9 +91,19 @@ export function NewBatchDialog({
   const keyRef = useRef<string | null>(null);
 
   const subagents = features.data?.subagents ?? [];
+  const models = features.data?.models ?? [];
   const chosenSubagent = subagent || subagents.find((s) => s.name === "general")?.name || subagents[0]?.name || "";
-  // The provider's batch lane is offered only where the server takes it (an openai or anthropic model, no tools).
-  const laneAllowed = subagents.find((s) => s.name === chosenSubagent)?.provider_batch ?? false;
+  const chosenFacts = subagents.find((s) => s.name === chosenSubagent);
+  // The items run on the model chosen, else (a new batch) the sub-agent's own, else the deployment's.
+  const runModel = model || chosenFacts?.model || "";
+  const runProvider = models.find((m) => m.name === runModel)?.provider;
+  // The provider's batch lane is offered only where the server takes it: an openai or anthropic model, a sub-agent without tools.
+  const laneAllowed = !!chosenFacts && chosenFacts.tool_groups.length === 0 && providerBatchLane(runProvider);
+  // Where the catalog has such a model, say what the lane needs when this draft cannot take it.
+  const laneHint =
+    !laneAllowed && models.some((m) => providerBatchLane(m.provider))
+      ? `The providers' batch lane (50% off) needs a sub-agent without tools${subagents.some((s) => s.tool_groups.length === 0) ? ` (${subagents.filter((s) => s.tool_groups.length === 0).map((s) => s.name).join(", ")})` : ""} on an OpenAI or Anthropic model.`
+      : null;
   const pilot = pilotValue(cost, MAX_PILOT_ITEMS);
   const extras: RunExtras = {
     ...(pilot.value !== undefined ? { pilot: pilot.value } : {}),
@@ -200,6 +210,7 @@ export function NewBatchDialog({
           subagent: chosenSubagent || undefined,
           files: glob,
           prompt_template: template,
+          ...(model ? { model } : {}),
           max_live_items: maxLiveItems,
           max_running_items: maxRunningItems,
           ...(outputSchema.value !== undefined ? { output_schema: outputSchema.value } : {}),
@@ -207,7 +218,7 @@ export function NewBatchDialog({
           ...budget.body,
         }
       : built?.body
-        ? { ...built.body, ...budget.body }
+        ? { ...built.body, ...budget.body, ...(model ? { model } : {}) }
         : null;
   // The estimate is of the whole batch on the chosen lane (a pilot runs the first items of the same).
   // (A variant has no estimate of its own: the dialog says what its original cost.)
@@ -265,7 +276,17 @@ export function NewBatchDialog({
           />
         )}
         <SubagentField subagents={subagents} value={chosenSubagent} onChange={setSubagent} error={refusedAt("subagent")} />
-        {draft ? <ModelField models={draft.models} value={model} onChange={setModel} error={refusedAt("model")} /> : null}
+        {draft ? (
+          <ModelField models={draft.models} value={model} onChange={setModel} error={refusedAt("model")} />
+        ) : (
+          <ModelField
+            models={models.map((m) => m.name)}
+            value={model}
+            onChange={setModel}
+            error={null}
+            defaultLabel={chosenFacts ? `${chosenFacts.model} (the sub-agent's)` : "the sub-agent's"}
+          />
+        )}
         <TemplateField
           value={template}
           onChange={setTemplate}
@@ -318,6 +339,7 @@ export function NewBatchDialog({
           draft={cost}
           onChange={(next) => setCost((c) => ({ ...c, ...next }))}
           laneAllowed={laneAllowed}
+          laneHint={laneHint}
           pilotError={pilot.error ?? refusedAt("pilot")}
           maxPilot={MAX_PILOT_ITEMS}
         />

@@ -147,25 +147,29 @@ export function VariantItems({
 }
 
 /** The catalog model every item of the variant runs on. */
+/** The model a batch runs on. With `defaultLabel`, "" is an option: the sub-agent's own model. */
 export function ModelField({
   models,
   value,
   onChange,
   error,
+  defaultLabel,
 }: {
   models: string[];
   value: string;
   onChange: (name: string) => void;
   error: string | null;
+  defaultLabel?: string;
 }) {
   const id = useId();
-  const names = models.includes(value) ? models : [value, ...models];
+  const names = models.includes(value) || (value === "" && defaultLabel) ? models : [value, ...models];
   return (
     <div className="flex flex-col gap-1">
       <label htmlFor={id} className={labelClass}>
         Model
       </label>
       <select id={id} value={value} onChange={(e) => onChange(e.target.value)} aria-invalid={error ? true : undefined} className={fieldClass}>
+        {defaultLabel ? <option value="">{defaultLabel}</option> : null}
         {names.map((m) => (
           <option key={m} value={m}>
             {m}
