@@ -17,6 +17,7 @@ import { Spinner } from "@/components/ui/spinner";
 import { detectFormat, draftPrompt, type ItemsFormat, parseItemsInput } from "./items-input";
 import { ItemsInput, type ItemsFile, ItemsSourceSwitch } from "./items-source";
 import { LimitsSection, type LimitsDraft } from "./limits";
+import { type ReviewDraft, ReviewPolicyField, reviewDraftOf, reviewPolicyOf } from "./review-policy";
 import { DraftSummary } from "./preview";
 import { buildSubmission, newSubmissionKey } from "./submission";
 import { parseChecksText, parseOutputSchemaText } from "./typed-input";
@@ -85,6 +86,8 @@ export function NewBatchDialog({
   // "Output and checks": JSON text, read on every edit.
   const [schemaText, setSchemaText] = useState(() => jsonText(draft?.output_schema));
   const [checksText, setChecksText] = useState(() => (draft?.checks.length ? jsonText(draft.checks) : ""));
+  // Review: which finished items wait for a person (a variant's starts as its original's).
+  const [reviewDraft, setReviewDraft] = useState<ReviewDraft>(() => reviewDraftOf(draft?.review));
   // Pilot and lane (a variant's lane starts as its original's).
   const [cost, setCost] = useState<CostDraft>(() => ({ ...initialCostDraft(), ...(variantOf ? { lane: variantOf.batch.lane } : {}) }));
   // One idempotency key per draft: a repeated click or a retry after a lost answer replays, an edit starts afresh.
@@ -119,6 +122,9 @@ export function NewBatchDialog({
   const maxRunningItems = optionalInt(limitsDraft.maxRunning);
   const outputSchema = useMemo(() => parseOutputSchemaText(schemaText), [schemaText]);
   const checks = useMemo(() => parseChecksText(checksText), [checksText]);
+  const review = reviewPolicyOf(reviewDraft);
+  const reviewError = "error" in review ? review.error : null;
+  const reviewBody = "value" in review && review.value ? { review: review.value } : {};
   // Well-formed JSON is then compiled as the server would (Ajv, RE2), in a chunk loaded on demand.
   const compiled = useTypedCompile(outputSchema.value, checks.value);
   // A variant's own problems, then what the server refused (shown under the field it names).
@@ -177,7 +183,7 @@ export function NewBatchDialog({
   useEffect(() => {
     keyRef.current = null;
     reset();
-  }, [chosenSubagent, model, variantItems, template, source, effective, limitsDraft, fromFiles, glob, schemaText, checksText, cost]);
+  }, [chosenSubagent, model, variantItems, template, source, effective, limitsDraft, fromFiles, glob, schemaText, checksText, cost, reviewDraft]);
 
   useEffect(() => {
     const d = ref.current;
@@ -186,7 +192,7 @@ export function NewBatchDialog({
   }, []);
 
   // The submission the draft makes (its key aside), or null while the draft has a problem of its own.
-  const complete = (variantOf ? true : fromFiles ? !!selection && selection.count > 0 : !!built?.body) && !problem && !typedError;
+  const complete = (variantOf ? true : fromFiles ? !!selection && selection.count > 0 : !!built?.body) && !problem && !typedError && !reviewError;
   const variantBody: VariantRequest | null =
     draft && complete
       ? {
@@ -199,6 +205,7 @@ export function NewBatchDialog({
             checks: checks.value,
             maxRunningItems,
             items: variantItems,
+            review: "value" in review ? review.value : null,
           }),
         }
       : null;
@@ -215,10 +222,11 @@ export function NewBatchDialog({
           max_running_items: maxRunningItems,
           ...(outputSchema.value !== undefined ? { output_schema: outputSchema.value } : {}),
           ...(checks.value?.length ? { checks: checks.value } : {}),
+          ...reviewBody,
           ...budget.body,
         }
       : built?.body
-        ? { ...built.body, ...budget.body, ...(model ? { model } : {}) }
+        ? { ...built.body, ...budget.body, ...reviewBody, ...(model ? { model } : {}) }
         : null;
   // The estimate is of the whole batch on the chosen lane (a pilot runs the first items of the same).
   // (A variant has no estimate of its own: the dialog says what its original cost.)
@@ -319,6 +327,7 @@ export function NewBatchDialog({
           expectedColumn={!fromFiles && parsed.expected}
           open={!!variantOf && (schemaText !== "" || checksText !== "")}
         />
+        <ReviewPolicyField draft={reviewDraft} onChange={setReviewDraft} error={reviewError ?? refusedAt("review")} />
         <LimitsSection
           limits={limits}
           draft={limitsDraft}
