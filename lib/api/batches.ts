@@ -174,6 +174,10 @@ export const batchProjectionSchema = z
     reopened_at: z.string().nullable(),
     /** The batch this one re-runs with changed settings (POST .../variant), else null. */
     variant_of: z.string().nullable(),
+    /** That batch's title (null: not a variant, or the original is gone). */
+    variant_of_title: z.string().nullable(),
+    /** What the batch is called on screen: its template's first line, else its sub-agent (lib/batch-title.ts). */
+    title: z.string(),
     /** Items in the review queue and decided (DESIGN "Judging a batch"). */
     reviews: batchReviewsSchema,
     /** `live`: a model call an item; `provider_batch`: through the provider's batch API. */
