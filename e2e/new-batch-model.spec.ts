@@ -1,17 +1,21 @@
 import { mkdirSync } from "node:fs";
 import path from "node:path";
 import { expect, type Page, test } from "@playwright/test";
-import { E2E_FAKE_MODELS } from "../playwright.config";
+import { E2E_FAKE_ANTHROPIC_PORT, E2E_FAKE_MODELS } from "../playwright.config";
+import { type FakeAnthropic, startFakeAnthropic } from "../test/helpers/fake-anthropic";
+import { addAnthropicBatches } from "../test/helpers/fake-provider-batches";
 import { createThreadViaApi, signedInAccount } from "./support/auth";
 import { SCREENSHOT_DIR } from "./support/env";
 import { expectFits } from "./support/fit";
+import { startWorker, stopAllWorkers } from "./support/worker";
 
 /**
  * The New batch dialog's Model and the built-in "data" sub-agent, in real Chromium against the
  * production build: a new batch runs on the model picked (by default the sub-agent's own), and
  * the providers' batch lane is offered only where it is taken: a sub-agent without tools (the
  * built-in data) on an OpenAI or Anthropic model (the e2e server's "claude-fake"); elsewhere a
- * line says what would offer it. No worker: the batch is only submitted.
+ * line says what would offer it. A worker runs (the panel offers New batch only then), with the
+ * fake Anthropic batches API holding the batch open at the provider.
  */
 
 mkdirSync(SCREENSHOT_DIR, { recursive: true });
@@ -24,6 +28,7 @@ const ITEMS = ["The invoice is wrong", "Cannot log in", "Great support, thanks"]
 
 let page: Page;
 let thread: string;
+let fake: FakeAnthropic;
 
 const panelOf = (p: Page) => p.getByRole("complementary", { name: "Batches" });
 const shot = (p: Page, name: string) => p.screenshot({ path: path.join(SCREENSHOT_DIR, `new-batch-model-${name}.png`) });
@@ -37,6 +42,9 @@ async function openDialog() {
 }
 
 test.beforeAll(async ({ browser }) => {
+  fake = await startFakeAnthropic({ port: E2E_FAKE_ANTHROPIC_PORT, handler: () => ({ type: "text", text: "billing", chunkDelayMs: 0 }) });
+  addAnthropicBatches(fake, { hold: true, perPoll: 1 });
+  await startWorker({ env: { FLOTILLA__MODELS: JSON.stringify(E2E_FAKE_MODELS), E2E_FAKE_ANTHROPIC_KEY: "e2e-fake-key" } });
   page = await browser.newPage({ viewport: DESKTOP });
   await signedInAccount(page, "model");
   thread = await createThreadViaApi(page, "Data batch");
@@ -44,6 +52,8 @@ test.beforeAll(async ({ browser }) => {
 
 test.afterAll(async () => {
   await page?.close();
+  await stopAllWorkers();
+  await fake?.close();
 });
 
 test("1400×900: Model picks a new batch's model; the lane shows only for a sub-agent without tools on an anthropic model", async () => {
@@ -71,6 +81,8 @@ test("1400×900: Model picks a new batch's model; the lane shows only for a sub-
   await model.selectOption("");
   await expect(lane).toHaveCount(0);
   await model.selectOption(CLAUDE);
+  await model.scrollIntoViewIfNeeded();
+  await shot(page, "01a-desktop-model");
   await lane.getByRole("radio", { name: /^Provider batch/ }).check();
   await expect(dialog.getByTestId("estimate-provider-batch")).toBeVisible();
   await lane.scrollIntoViewIfNeeded();
