@@ -52,33 +52,38 @@ export function ReviewPolicyField({
         Review
       </label>
       <div className="flex flex-wrap items-center gap-2">
-        <select
-          id={ids.when}
-          value={draft.when}
-          onChange={(e) => onChange({ ...draft, when: e.target.value as ReviewDraft["when"] })}
-          className={`${fieldClass} min-w-0 flex-1`}
-        >
-          {CHOICES.map(([value, label]) => (
-            <option key={value} value={value}>
-              {label}
-            </option>
-          ))}
-        </select>
+        {/* fieldClass is w-full: each control's width is its wrapper's. */}
+        <span className="min-w-0 flex-1 basis-48">
+          <select
+            id={ids.when}
+            value={draft.when}
+            onChange={(e) => onChange({ ...draft, when: e.target.value as ReviewDraft["when"] })}
+            className={fieldClass}
+          >
+            {CHOICES.map(([value, label]) => (
+              <option key={value} value={value}>
+                {label}
+              </option>
+            ))}
+          </select>
+        </span>
         {draft.when === "sample" ? (
-          <span className="flex items-center gap-1 text-xs text-zinc-700">
-            <input
-              id={ids.percent}
-              type="number"
-              aria-label="Review sample percent"
-              min={0.1}
-              max={100}
-              step="any"
-              inputMode="decimal"
-              value={draft.percent}
-              onChange={(e) => onChange({ ...draft, percent: e.target.value })}
-              aria-invalid={error ? true : undefined}
-              className={`${fieldClass} w-20`}
-            />
+          <span className="flex shrink-0 items-center gap-1 text-xs text-zinc-700">
+            <span className="w-20">
+              <input
+                id={ids.percent}
+                type="number"
+                aria-label="Review sample percent"
+                min={0.1}
+                max={100}
+                step="any"
+                inputMode="decimal"
+                value={draft.percent}
+                onChange={(e) => onChange({ ...draft, percent: e.target.value })}
+                aria-invalid={error ? true : undefined}
+                className={fieldClass}
+              />
+            </span>
             % of the items
           </span>
         ) : null}
