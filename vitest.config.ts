@@ -13,6 +13,9 @@ export default defineConfig({
   test: {
     include: ["test/**/*.test.ts"],
     globalSetup: ["test/setup/postgres.ts"],
+    // Only the configuration a test gives (never the checkout's flotilla.config.json or the
+    // shell's); each file drops the databases it made.
+    setupFiles: ["test/setup/config.ts", "test/setup/databases.ts"],
     testTimeout: 30_000,
     hookTimeout: 120_000,
     pool: "forks",

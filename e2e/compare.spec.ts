@@ -154,6 +154,15 @@ test("1400×900: Run a variant… opens the dialog prefilled, its items the orig
   await expect.poll(() => batchStatus(page, variant), { timeout: 90_000 }).toBe("completed");
   const res = await page.request.get(`/api/threads/${thread}/subagent-batches/${variant}`);
   expect(((await res.json()) as { variant_of: string }).variant_of).toBe(original);
+  // Named by title, the variant says what it re-runs: in the header, the batch list and its receipt.
+  await expect(detail.getByTestId("batch-title")).toContainText("[[echo]]{{b}}");
+  await expect(detail.getByTestId("batch-variant-of")).toHaveText("variant of [[echo]]{{a}}");
+  const list = panelOf(page).getByRole("list", { name: "Batches on this thread" });
+  await expect(list.getByTestId("batch-list-title")).toHaveText(["[[echo]]{{b}}", "[[echo]]{{a}}"]);
+  await expect(list.getByTestId("batch-list-variant-of")).toHaveText(["variant of [[echo]]{{a}}"]);
+  const receipt = page.locator(`[data-testid="batch-receipt"][data-batch-id="${variant}"]`);
+  await expect(receipt.getByTestId("receipt-variant-of")).toHaveText("variant of [[echo]]{{a}}");
+  await shot(page, "01b-variant-named");
 });
 
 test("1400×900: Compare with… lists the original and opens the comparison, original as A", async () => {
@@ -169,6 +178,12 @@ test("1400×900: Compare with… lists the original and opens the comparison, or
 
   await expect(page.getByTestId("compare-side-a-title")).toHaveText("[[echo]]{{a}}");
   await expect(page.getByTestId("compare-side-b-title")).toHaveText("[[echo]]{{b}}");
+  // What changed from A to B: the template alone.
+  const changed = page.getByTestId("compare-setting");
+  await expect(changed).toHaveCount(1);
+  await expect(changed).toHaveAttribute("data-setting", "prompt_template");
+  await expect(changed.getByTestId("compare-setting-a")).toHaveText("[[echo]]{{a}}");
+  await expect(changed.getByTestId("compare-setting-b")).toHaveText("[[echo]]{{b}}");
   await expect(page.getByTestId("compare-improved")).toHaveText(`${IMPROVED} improved`);
   await expect(page.getByTestId("compare-regressed")).toHaveText(`${REGRESSED} regressed`);
   // 31 against 2 is no accident.

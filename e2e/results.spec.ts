@@ -106,6 +106,11 @@ test("1400×900: the Results table has a column per field and check, and a faile
   // ✗ names its check; its reason is the button's description and shows on hover and focus.
   const failedMark = r3.getByRole("button", { name: "label_matches failed" });
   await expect(failedMark).toHaveAccessibleDescription(/.+/);
+  // The reason also reads under the ✗, without a hover.
+  const reason = r3.getByTestId("check-failure");
+  await expect(reason).toBeVisible();
+  await expect(reason).toHaveText(/\S/);
+  await expect(r1.getByTestId("check-failure")).toHaveCount(0);
   await failedMark.hover();
   const tip = page.getByRole("tooltip");
   await expect(tip).toBeVisible();
@@ -117,6 +122,8 @@ test("1400×900: the Results table has a column per field and check, and a faile
 
   await expect(detail.getByTestId("check-summary")).toContainText("label_matches 2 of 3 passed");
   await expect(detail.getByTestId("check-summary")).toContainText("label_format 3 of 3 passed");
+  // The batch's overall pass rate: items that passed every check.
+  await expect(detail.getByTestId("overall-pass-rate")).toHaveText("All checks 2 of 3 items passed (67%)");
   await shot(page, "01-desktop", false);
   await failedMark.blur();
 });

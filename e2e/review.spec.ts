@@ -12,7 +12,8 @@ import { startWorker, stopAllWorkers } from "./support/worker";
  * real worker and the simulator: a typed batch submitted with review: { when: "failed" } whose
  * checks fail three items (two wrong labels, one judge's 0 with its reason) and whose fourth item
  * fails for good. /review shows them one at a time: a correction the schema refuses (400 inline),
- * an accepted correction, a rejection with a note, j / k, the a and r keys, a decision somebody
+ * an accepted correction (Escape leaves the editor, then a), a rejection with a note, j / k, the a
+ * and r keys, Ctrl+Enter accepting from the editor, Accept and Reject on a phone's screen, a decision somebody
  * else made first (409), the empty queue, and an item sent back to the queue that keeps its
  * correction. Then the failed item is retried with an edited input.
  */
@@ -127,6 +128,10 @@ test("1400×900 and 390×844: /review shows one pending item with its input, exp
 
   await page.setViewportSize(PHONE);
   await expect(queueKey()).toBeVisible();
+  // Under the item, the decision would be a scroll away: Accept and Reject stay on screen.
+  await page.evaluate(() => window.scrollTo(0, 0));
+  await expect(decision().getByRole("button", { name: "Accept" })).toBeInViewport({ ratio: 1 });
+  await expect(decision().getByRole("button", { name: "Reject" })).toBeInViewport({ ratio: 1 });
   const box = await page.getByTestId("review-output").boundingBox();
   expect(box!.x + box!.width).toBeLessThanOrEqual(PHONE.width);
   await shot(page, "02-phone");
@@ -154,7 +159,10 @@ test("a correction the schema refuses shows its 400 inline; an accepted correcti
   await expect(queueKey()).toHaveText("wrong-1");
   await shot(page, "04-desktop-refused-correction");
   await editor.fill('{ "label": "positive" }');
-  await decision().getByRole("button", { name: "Accept" }).click();
+  // Escape leaves the editor: the next a is the Accept key, not a character of the JSON.
+  await page.keyboard.press("Escape");
+  await expect(editor).not.toBeFocused();
+  await page.keyboard.press("a");
   await expect(page.getByTestId("review-notice")).toHaveText("Accepted wrong-1 with a corrected output.");
   await expect(page.getByTestId("review-position")).toContainText("3 waiting for review");
 
@@ -177,8 +185,12 @@ test("the a and r keys decide; a decision somebody made first is a 409 that move
   await page.goto("/review");
   await expect(page.getByTestId("review-position")).toContainText("2 waiting for review");
   const keyed = (await queueKey().textContent())!;
-  await page.keyboard.press("a");
-  await expect(page.getByTestId("review-notice")).toHaveText(`Accepted ${keyed}.`);
+  // Ctrl+Enter accepts from inside the editor, with the correction.
+  await page.keyboard.press("e");
+  await expect(decision().getByLabel("Corrected output")).toBeFocused();
+  await decision().getByLabel("Corrected output").fill('{ "label": "negative" }');
+  await page.keyboard.press("Control+Enter");
+  await expect(page.getByTestId("review-notice")).toHaveText(`Accepted ${keyed} with a corrected output.`);
 
   // The last item: decided elsewhere (another tab, the API) before this page's r.
   const last = (await queueKey().textContent())!;
@@ -194,8 +206,10 @@ test("the a and r keys decide; a decision somebody made first is a 409 that move
   await expect(page.getByRole("complementary", { name: "Threads" }).getByTestId("review-pending-count")).toHaveCount(0);
   await shot(page, "05-desktop-empty");
 
-  const states = Object.fromEntries((await resultLines()).map((l) => [l.item_key, l.review_state]));
+  const lines = await resultLines();
+  const states = Object.fromEntries(lines.map((l) => [l.item_key, l.review_state]));
   expect(states).toEqual({ fine: null, "wrong-1": "accepted", "wrong-2": "rejected", [keyed]: "accepted", [last]: "accepted" });
+  expect(lines.find((l) => l.item_key === keyed)!.reviewed_output).toEqual({ label: "negative" });
 });
 
 test("an item sent back to the queue keeps its earlier correction when it is accepted again without the editor", async () => {

@@ -1,12 +1,12 @@
 import { and, eq, isNull, sql } from "drizzle-orm";
-import type { Features } from "@/lib/api/batches";
+import { type Features, providerBatchLane } from "@/lib/api/batches";
 import type { FlotillaConfig } from "@/lib/config";
 import { listSubagents, type SubagentDefinition } from "@/server/agent/registry";
 import type { Db } from "@/server/db/client";
 import { workerHeartbeats } from "@/server/db/schema";
 import { log } from "@/server/log";
 import { resolveModel } from "@/server/models";
-import { findCatalogEntry } from "@/server/models/catalog";
+import { type CatalogEntry, catalogEntries, findCatalogEntry } from "@/server/models/catalog";
 import { liveWorkerSlots, livenessWindowSeconds } from "@/server/runtime/heartbeat";
 
 /**
@@ -49,8 +49,11 @@ export async function getFeatures(db: Db, config: FlotillaConfig): Promise<Featu
     },
     model: { name: model.name, simulator: model.simulator },
     subagents: listSubagents(config).map((s) => subagentFacts(config, s, model.name)),
+    models: catalogEntries(config).map((e) => ({ name: e.name, provider: providerOf(e) })),
   };
 }
+
+const providerOf = (entry: CatalogEntry | undefined) => (!entry || entry.simulator ? "simulator" : (entry.provider ?? "openai-compatible"));
 
 /**
  * A sub-agent as the New batch dialog needs it: the model its batches run on (its own, else the
@@ -58,13 +61,13 @@ export async function getFeatures(db: Db, config: FlotillaConfig): Promise<Featu
  */
 function subagentFacts(config: FlotillaConfig, d: SubagentDefinition, defaultModel: string): Features["subagents"][number] {
   const modelName = d.model ?? defaultModel;
-  const entry = findCatalogEntry(config, modelName);
-  const provider = !entry || entry.simulator ? "simulator" : (entry.provider ?? "openai-compatible");
+  const provider = providerOf(findCatalogEntry(config, modelName));
   return {
     name: d.name,
     description: d.description,
     model: modelName,
     provider,
-    provider_batch: (provider === "openai" || provider === "anthropic") && d.toolGroups.length === 0,
+    provider_batch: providerBatchLane(provider) && d.toolGroups.length === 0,
+    tool_groups: [...d.toolGroups],
   };
 }

@@ -1,5 +1,7 @@
+import { spawn } from "node:child_process";
 import { sql } from "drizzle-orm";
-import { describe, expect, it } from "vitest";
+import postgres from "postgres";
+import { describe, expect, inject, it } from "vitest";
 import { effectiveTaskConcurrency } from "@/lib/config";
 import { ConfigError, loadConfig } from "@/server/config/load";
 import { createTestDatabase } from "./helpers/db";
@@ -52,4 +54,31 @@ describe("test database", () => {
     const rows = await db.execute(sql`select count(*)::int as n from subagent_batches`);
     expect(rows[0]).toEqual({ n: 0 });
   });
+
+  it("is dropped when its file ends, whether a hook or a test made it", async () => {
+    // A vitest run of its own over test/fixtures/databases-probe.test.ts, on this run's server.
+    const out = await new Promise<string>((resolve, reject) => {
+      const child = spawn(process.execPath, ["node_modules/vitest/vitest.mjs", "run", "test/fixtures/databases-probe.test.ts"], {
+        env: { ...process.env, FLOTILLA_DB_PROBE: "1", DATABASE_URL: inject("pgAdminUrl") },
+        stdio: ["ignore", "pipe", "pipe"],
+      });
+      let text = "";
+      child.stdout.on("data", (d) => {
+        text += String(d);
+      });
+      child.stderr.on("data", (d) => {
+        text += String(d);
+      });
+      child.on("exit", (code) => (code === 0 ? resolve(text) : reject(new Error(`probe run exited ${code}: ${text}`))));
+    });
+    const names = [...out.matchAll(/probe-database (flotilla_t_\w+)/g)].map((m) => m[1]!);
+    expect(names).toHaveLength(2);
+    const admin = postgres(inject("pgAdminUrl"), { max: 1, onnotice: () => {} });
+    try {
+      const left = await admin<{ datname: string }[]>`select datname from pg_database where datname = any(${names})`;
+      expect(left).toEqual([]);
+    } finally {
+      await admin.end({ timeout: 5 });
+    }
+  }, 120_000);
 });

@@ -117,8 +117,8 @@ export function BatchDetail({
       className="flex min-w-0 flex-col gap-3 px-3 py-3 outline-none"
     >
       <div className="flex flex-wrap items-center gap-x-2 gap-y-1">
-        <h3 id={headingId} className="font-semibold">
-          Batch <span className="font-mono text-zinc-700">{shortId(batch.id)}</span>
+        <h3 id={headingId} data-testid="batch-title" className="min-w-0 font-semibold wrap-anywhere">
+          {batch.title} <span className="font-mono text-xs font-normal text-zinc-500">{shortId(batch.id)}</span>
         </h3>
         <StatusBadge status={batch.status} counts={c} />
         <span className="text-xs text-zinc-600">
@@ -128,6 +128,11 @@ export function BatchDetail({
         <span data-testid="batch-model" className="text-xs text-zinc-600">
           model <span className="font-medium text-zinc-800">{batch.model}</span>
         </span>
+        {batch.variant_of ? (
+          <span data-testid="batch-variant-of" className="text-xs text-zinc-600">
+            variant of <span className="font-medium text-zinc-800">{batch.variant_of_title ?? shortId(batch.variant_of)}</span>
+          </span>
+        ) : null}
         <span data-testid="batch-lane-badge" className="text-xs text-zinc-600">
           lane <span className="font-medium text-zinc-800">{batch.lane === "provider_batch" ? "provider batch" : "live"}</span>
         </span>

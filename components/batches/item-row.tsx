@@ -1,11 +1,15 @@
 "use client";
 
+import { useMutation, useQueryClient } from "@tanstack/react-query";
 import { memo, useId, useState } from "react";
+import { PENDING_REVIEWS_KEY, requestReview } from "@/components/review/api";
 import { ItemToolCalls } from "@/components/tool-calls";
 import type { BatchStatus, ItemProjection } from "@/lib/api/batches";
 import { formatTime, formatUsage } from "@/lib/format";
 import { cellText, inputFields } from "@/lib/result-columns";
 import { CheckList } from "./check-mark";
+import { type PageChain, replaceItem } from "./item-pages";
+import { batchKeys } from "./panel-state";
 import { RetryInputEditor } from "./retry-input-editor";
 import { errorMessage, NO_WORKER_TITLE } from "./shared";
 import { canRetryItem, ITEM_STATES } from "./status";
@@ -232,6 +236,7 @@ function ItemDetail({
         <p className="text-zinc-500">{item.status === "succeeded" ? "The answer was empty." : "No result yet."}</p>
       )}
       {item.checks.length > 0 ? <ItemChecks item={item} /> : null}
+      {item.status === "succeeded" || item.status === "failed" ? <ItemReviewAction item={item} threadId={threadId} batchId={batchId} /> : null}
       <ItemToolCalls threadId={threadId} batchId={batchId} itemId={item.id} count={item.tool_calls} finishedAt={item.finished_at} />
     </div>
   );
@@ -245,6 +250,45 @@ function ItemChecks({ item }: { item: ItemProjection }) {
         Checks <VerdictBadge verdict={item.verdict} />
       </h5>
       <CheckList checks={item.checks} itemTestId="item-detail-check" className="mt-0.5 rounded border border-zinc-200 bg-white p-2" />
+    </section>
+  );
+}
+
+const REVIEW_WORDS = { pending: "Waiting for review", accepted: "Accepted in review", rejected: "Rejected in review" } as const;
+
+/** Where the item stands in review, and "Queue for review" to put it in /review by hand. */
+function ItemReviewAction({ item, threadId, batchId }: { item: ItemProjection; threadId: string; batchId: string }) {
+  const qc = useQueryClient();
+  const queue = useMutation({
+    mutationFn: () => requestReview(threadId, batchId, item.id),
+    onSuccess: (review) => {
+      qc.setQueriesData<PageChain>({ queryKey: batchKeys.items(threadId, batchId) }, (c) => (c ? replaceItem(c, { ...item, review }) : c));
+      void qc.invalidateQueries({ queryKey: PENDING_REVIEWS_KEY });
+    },
+  });
+  const state = item.review?.state;
+  return (
+    <section data-testid="item-review" data-review-state={state ?? "none"} className="flex flex-wrap items-center gap-2">
+      <h5 className="font-medium text-zinc-600">Review</h5>
+      <span className="text-zinc-800">
+        {state ? REVIEW_WORDS[state] : "Not queued"}
+        {item.review?.corrected ? " (with a corrected answer)" : ""}
+      </span>
+      {state === "pending" ? (
+        <a href="/review" className="text-zinc-700 underline underline-offset-2">
+          Open Review
+        </a>
+      ) : (
+        <button type="button" disabled={queue.isPending} onClick={() => queue.mutate()} className={buttonClasses("secondary", "sm")}>
+          {queue.isPending ? <Spinner /> : null}
+          {state ? "Queue for review again" : "Queue for review"}
+        </button>
+      )}
+      {queue.isError ? (
+        <p role="alert" className="basis-full text-red-700">
+          {errorMessage(queue.error)}
+        </p>
+      ) : null}
     </section>
   );
 }

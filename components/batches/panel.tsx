@@ -196,9 +196,20 @@ function BatchList({
               type="button"
               aria-current={current ? "true" : undefined}
               onClick={() => onSelect(b.id)}
-              className={`grid w-full grid-cols-[auto_1fr_auto] items-center gap-x-2 px-3 py-1.5 text-left focus-visible:outline-2 focus-visible:-outline-offset-2 focus-visible:outline-sky-600 ${current ? "bg-sky-50" : "hover:bg-zinc-50"}`}
+              title={`Batch ${b.id}`}
+              className={`grid w-full grid-cols-[minmax(0,1fr)_4rem_auto] items-center gap-x-2 px-3 py-1.5 text-left focus-visible:outline-2 focus-visible:-outline-offset-2 focus-visible:outline-sky-600 ${current ? "bg-sky-50" : "hover:bg-zinc-50"}`}
             >
-              <span className="font-mono text-xs text-zinc-700">{shortId(b.id)}</span>
+              {/* Named by title, as people know them; a variant says what it re-runs. */}
+              <span className="min-w-0 text-xs">
+                <span data-testid="batch-list-title" className="block truncate text-zinc-800">
+                  {b.title}
+                </span>
+                {b.variant_of ? (
+                  <span data-testid="batch-list-variant-of" className="block truncate text-[11px] text-zinc-500">
+                    variant of {b.variant_of_title ?? shortId(b.variant_of)}
+                  </span>
+                ) : null}
+              </span>
               <ProgressBar
                 value={barProgress(b)}
                 status={b.status}

@@ -107,6 +107,16 @@ function ReceiptView({
         <p className="text-xs text-red-700">{errorText ?? receipt.message ?? "The batch was not created."}</p>
       ) : (
         <div className="flex flex-wrap items-center gap-x-3 gap-y-1 text-xs text-zinc-600">
+          {live ? (
+            <span data-testid="receipt-title" className="basis-full font-medium text-zinc-800 wrap-anywhere">
+              {live.title}
+            </span>
+          ) : null}
+          {live?.variant_of ? (
+            <span data-testid="receipt-variant-of" className="basis-full wrap-anywhere">
+              variant of <span className="font-medium text-zinc-800">{live.variant_of_title ?? shortId(live.variant_of)}</span>
+            </span>
+          ) : null}
           {receipt.batchId ? (
             <span>
               id <span className="font-mono text-zinc-800">{shortId(receipt.batchId)}</span>

@@ -6,7 +6,8 @@ import { formatCount, formatDuration, formatTokens, formatUsd } from "@/lib/form
 import { cellText, inputFields, itemDurationMs, outputField, type ResultColumns, resultColumns } from "@/lib/result-columns";
 import { BatchTable, type ColumnSet } from "./batch-table";
 import { BulkRetry } from "./bulk-retry";
-import { CheckMark } from "./check-mark";
+import type { CheckResult } from "@/lib/api/batch-data";
+import { CheckMark, checkReason } from "./check-mark";
 import { Downloads, FilterBar, filterQuery, NO_FILTER, type TableFilter } from "./toolbar";
 import { StatusBadge, VerdictBadge } from "./ui";
 
@@ -109,11 +110,16 @@ function Th({ children, className = "" }: { children: React.ReactNode; className
   );
 }
 
-/** How the batch's items fare: each check's pass rate over the items it judged so far. */
+/** How the batch's items fare: the share that passed every check, then each check's pass rate over the items it judged so far. */
 function CheckSummary({ batch }: { batch: BatchProjection }) {
   if (batch.checks.length === 0) return null;
+  const judged = batch.verdicts.passed + batch.verdicts.failed;
   return (
     <ul aria-label="Checks" data-testid="check-summary" className="flex flex-wrap gap-1.5 text-xs">
+      <li data-testid="overall-pass-rate" className="rounded-full bg-zinc-800 px-2 py-0.5 text-white tabular-nums">
+        <span className="font-medium">All checks</span> {formatCount(batch.verdicts.passed)} of {formatCount(judged)} items passed
+        {judged > 0 ? ` (${Math.round((100 * batch.verdicts.passed) / judged)}%)` : ""}
+      </li>
       {batch.checks.map((c) => (
         <li key={c.name} className="rounded-full bg-zinc-100 px-2 py-0.5 text-zinc-700 tabular-nums">
           <span className="font-medium text-zinc-900">{c.name}</span> {formatCount(c.passed)} of {formatCount(c.passed + c.failed)} passed
@@ -154,6 +160,21 @@ function Text({ value, className = "" }: { value: string; className?: string }) 
 }
 
 const td = "px-2 py-1.5 align-top";
+
+/** A check's mark, and under a failed one its reason, so why it failed reads without a hover. */
+function CheckCell({ result }: { result: CheckResult | undefined }) {
+  const why = result && !result.passed ? checkReason(result) : "";
+  return (
+    <>
+      <CheckMark result={result} />
+      {why ? (
+        <div data-testid="check-failure" aria-hidden title={why} className="line-clamp-2 max-w-40 min-w-16 text-left text-[11px] text-red-800 wrap-anywhere">
+          {why}
+        </div>
+      ) : null}
+    </>
+  );
+}
 
 const ResultRow = memo(function ResultRow({ item, columns }: { item: ItemProjection; columns: ResultColumns }) {
   const fields = columns.input.length > 0 ? inputFields(item.input) : null;
@@ -207,7 +228,7 @@ const ResultRow = memo(function ResultRow({ item, columns }: { item: ItemProject
       )}
       {columns.checks.map((name) => (
         <td key={`check-${name}`} className={`${td} text-center`}>
-          <CheckMark result={item.checks.find((c) => c.name === name)} />
+          <CheckCell result={item.checks.find((c) => c.name === name)} />
         </td>
       ))}
       <td className={td}>

@@ -8,6 +8,7 @@ import { type CompareIds, compareKeys, DEFAULT_COMPARE_CHANGE, useCompareSummary
 import { BatchSides } from "./batch-sides";
 import { CheckChanges } from "./check-changes";
 import { PairTable } from "./pair-table";
+import { SettingChanges } from "./setting-changes";
 import { VerdictSummary } from "./verdict-summary";
 
 /**
@@ -44,6 +45,7 @@ export function ComparePage({
   return (
     <div data-testid="compare-page" className="flex min-w-0 flex-col gap-4">
       <BatchSides summary={data} />
+      <SettingChanges differences={data.differences} />
       <VerdictSummary summary={data} />
       {summary.isError ? <ErrorText error={summary.error} /> : null}
       <CheckChanges checks={data.checks} />

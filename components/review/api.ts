@@ -25,10 +25,20 @@ export interface ReviewDecision {
   output?: unknown;
 }
 
+const reviewPath = (threadId: string, batchId: string, itemId: string) =>
+  `/api/threads/${encodeURIComponent(threadId)}/subagent-batches/${encodeURIComponent(batchId)}/items/${encodeURIComponent(itemId)}/review`;
+
 /** Decides at the version the person saw: a 409 ApiError when someone decided since. */
 export function decideReview(entry: ReviewEntry, decision: ReviewDecision): Promise<ItemReview> {
-  const path = `/api/threads/${encodeURIComponent(entry.thread_id)}/subagent-batches/${encodeURIComponent(entry.batch_id)}/items/${encodeURIComponent(entry.item_id)}/review`;
-  return sendJson(itemReviewSchema, path, "review", { ...decision, version: entry.review.version });
+  return sendJson(itemReviewSchema, reviewPath(entry.thread_id, entry.batch_id, entry.item_id), "review", {
+    ...decision,
+    version: entry.review.version,
+  });
+}
+
+/** Puts a finished item in the review queue by hand (a decided one goes back, its decision kept until the next). */
+export function requestReview(threadId: string, batchId: string, itemId: string): Promise<ItemReview> {
+  return sendJson(itemReviewSchema, reviewPath(threadId, batchId, itemId), "review", { request: true });
 }
 
 /** How many items wait for the signed-in person's review (one small read, every half minute). */

@@ -20,7 +20,8 @@ const typingIn = (target: EventTarget | null) =>
 
 /**
  * Accept or Reject one queued item, with a note and, when the model got it wrong, a corrected
- * output (JSON for a batch with an output schema, else text). Keys: a, r, j / k, e. A 400
+ * output (JSON for a batch with an output schema, else text). Keys: a, r, j / k, e; Escape leaves a
+ * field and Ctrl/Cmd+Enter accepts from anywhere. A 400
  * (the correction does not fit the schema: the message names the path) shows beside the editor
  * and decides nothing; a 409 means someone decided first, and the queue moves on.
  */
@@ -91,6 +92,18 @@ export function ReviewDecision({
 
   useEffect(() => {
     function onKey(e: KeyboardEvent) {
+      // Ctrl/Cmd+Enter accepts from anywhere, the editor included (with its correction).
+      if (e.key === "Enter" && (e.ctrlKey || e.metaKey) && !e.altKey) {
+        e.preventDefault();
+        void decide("accept");
+        return;
+      }
+      // Escape leaves a field, so the next key is a shortcut again.
+      if (e.key === "Escape" && typingIn(e.target)) {
+        e.preventDefault();
+        (e.target as HTMLElement).blur();
+        return;
+      }
       if (e.ctrlKey || e.metaKey || e.altKey || typingIn(e.target)) return;
       const keys: Record<string, (() => void) | undefined> = {
         a: () => void decide("accept"),
@@ -145,8 +158,12 @@ export function ReviewDecision({
         </Button>
       )}
       {formError ? <ErrorText error={formError} className="wrap-anywhere" /> : null}
-      <div className="flex flex-wrap gap-2">
-        <Button aria-keyshortcuts="a" disabled={busy !== null} onClick={() => void decide("accept")}>
+      {/* On a phone the decision sits under a long item: Accept and Reject stay on screen in a bar. */}
+      <div
+        data-testid="review-decide-bar"
+        className="flex flex-wrap gap-2 max-lg:fixed max-lg:inset-x-0 max-lg:bottom-0 max-lg:z-20 max-lg:border-t max-lg:border-zinc-200 max-lg:bg-white max-lg:px-4 max-lg:py-3 max-lg:shadow-[0_-2px_6px_rgba(0,0,0,0.06)]"
+      >
+        <Button aria-keyshortcuts="a Control+Enter Meta+Enter" disabled={busy !== null} onClick={() => void decide("accept")}>
           {busy === "accept" ? <Spinner className="size-3.5" /> : null}
           Accept <Key>a</Key>
         </Button>
@@ -163,7 +180,10 @@ export function ReviewDecision({
           Next <Key>j</Key> →
         </Button>
       </div>
-      <p className="text-xs text-zinc-500">Keys work outside the fields: a accept, r reject, j / k next / previous, e edit the output.</p>
+      <p className="text-xs text-zinc-500">
+        Keys work outside the fields: a accept, r reject, j / k next / previous, e edit the output. Escape leaves a field;
+        Ctrl+Enter (⌘+Enter) accepts from anywhere, with the correction.
+      </p>
     </section>
   );
 }

@@ -106,7 +106,7 @@ export function ReviewQueue() {
         </p>
       ) : null}
       {entry ? (
-        <div className="grid min-w-0 gap-6 lg:grid-cols-[minmax(0,1fr)_24rem] lg:items-start">
+        <div className="grid min-w-0 gap-6 max-lg:pb-20 lg:grid-cols-[minmax(0,1fr)_24rem] lg:items-start">
           <ReviewItem entry={entry} />
           <ReviewDecision
             key={entry.item_id}

@@ -87,6 +87,9 @@ export const pauseReasonSchema = z.enum(["user", "budget", "quota", "pilot"]);
 export const MAX_PILOT_ITEMS = 1_000;
 
 export const batchLaneSchema = z.enum(["live", "provider_batch"]);
+
+/** Whether a model provider has a batch API the `provider_batch` lane sends to (openai, anthropic). */
+export const providerBatchLane = (provider: string | undefined): boolean => provider === "openai" || provider === "anthropic";
 export type BatchLane = z.infer<typeof batchLaneSchema>;
 
 /** Throughput over the recent window and the ETA it implies; null when too few items finished to say. */
@@ -176,6 +179,10 @@ export const batchProjectionSchema = z
     reopened_at: z.string().nullable(),
     /** The batch this one re-runs with changed settings (POST .../variant), else null. */
     variant_of: z.string().nullable(),
+    /** That batch's title (null: not a variant, or the original is gone). */
+    variant_of_title: z.string().nullable(),
+    /** What the batch is called on screen: its template's first line, else its sub-agent (lib/batch-title.ts). */
+    title: z.string(),
     /** Items in the review queue and decided (DESIGN "Judging a batch"). */
     reviews: batchReviewsSchema,
     /** `live`: a model call an item; `provider_batch`: through the provider's batch API. */
@@ -354,6 +361,8 @@ export const submissionFieldsShape = {
     // A key must be exact: NUL or a lone surrogate (which storage would change) is refused, not replaced.
     .superRefine(refuseUnstorable),
   subagent: z.string().min(1, "must not be empty").max(SUBAGENT_NAME_MAX_CHARS, `must be at most ${SUBAGENT_NAME_MAX_CHARS} characters`).optional(),
+  /** A model catalog name every item runs on; default the sub-agent's own model, else the deployment's. */
+  model: z.string().min(1, "must not be empty").max(SUBAGENT_NAME_MAX_CHARS, `must be at most ${SUBAGENT_NAME_MAX_CHARS} characters`).optional(),
   max_live_items: z.number().int("must be a whole number").positive("must be a positive whole number").optional(),
   max_running_items: z.number().int("must be a whole number").positive("must be a positive whole number").optional(),
   ...submissionBudgetShape,
@@ -435,8 +444,20 @@ export const featuresSchema = z
      * whether its batches may take `lane: "provider_batch"` (an openai or anthropic model, no tools).
      */
     subagents: z.array(
-      z.object({ name: z.string(), description: z.string(), model: z.string(), provider: z.string(), provider_batch: z.boolean() }).strict(),
+      z
+        .object({
+          name: z.string(),
+          description: z.string(),
+          model: z.string(),
+          provider: z.string(),
+          provider_batch: z.boolean(),
+          /** Its tool groups: the providers' batch lane takes only a sub-agent without any. */
+          tool_groups: z.array(z.string()),
+        })
+        .strict(),
     ),
+    /** The model catalog a new batch may name (`model`), each with its provider. */
+    models: z.array(z.object({ name: z.string(), provider: z.string() }).strict()),
   })
   .strict();
 export type Features = z.infer<typeof featuresSchema>;

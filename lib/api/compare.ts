@@ -51,6 +51,16 @@ export const compareSummarySchema = z
     cost_usd: pairOf(z.number()),
     tokens: pairOf(tokens),
     duration_ms_p50: pairOf(z.number().nullable()),
+    /** What changed from a to b: each setting that differs, both values as text (null: none; schemas and checks as JSON). */
+    differences: z.array(
+      z
+        .object({
+          setting: z.enum(["prompt_template", "model", "subagent", "output_schema", "checks", "lane"]),
+          a: z.string().nullable(),
+          b: z.string().nullable(),
+        })
+        .strict(),
+    ),
   })
   .strict();
 export type CompareSummary = z.infer<typeof compareSummarySchema>;

@@ -47,6 +47,8 @@ export const variantDraftSchema = z
     output_schema: outputSchemaSchema.nullable(),
     checks: z.array(checkSchema),
     max_running_items: z.number(),
+    /** Its review policy (null: none). */
+    review: reviewPolicySchema.nullable(),
     models: z.array(z.string()),
   })
   .strict();

@@ -1,6 +1,7 @@
 import type { FlotillaConfig } from "@/lib/config";
 import type { SpecDefinition } from "@/server/batches/spec";
 import { AppError } from "@/server/errors";
+import { findCatalogEntry } from "@/server/models/catalog";
 import { resolveModelByName } from "@/server/models/index";
 import type { ResolvedModel } from "@/server/models/types";
 
@@ -54,6 +55,19 @@ function builtins(config: FlotillaConfig): SubagentDefinition[] {
         "summary, then at most seven bullet points with the key facts, numbers and names.",
       toolGroups: ["text"],
       maxTurns: Math.min(maxTurns, 3),
+      timeoutMs,
+      builtin: true,
+    },
+    {
+      // No tool groups: one model call an item, so the providers' batch lane takes it.
+      name: "data",
+      description:
+        "Answers one data item in a single model call, without tools: classify, label, extract, rewrite. The one built-in the providers' batch lane takes.",
+      systemPrompt:
+        `${SHARED_RULES}\nYou process one data item. Answer with exactly what the task asks for (the label, the ` +
+        "extracted fields, the rewritten text) and nothing else: no preamble, no explanation unless asked.",
+      toolGroups: [],
+      maxTurns: 1,
       timeoutMs,
       builtin: true,
     },
@@ -112,13 +126,18 @@ export function getSubagentDefinition(name: string, config: FlotillaConfig): Sub
 
 /**
  * What a batch door hands the one writer (server/batches/submit.ts): the named definition
- * (default general) and the allowlist it was checked against, resolved here at the edge.
+ * (default general) and the allowlist it was checked against, resolved here at the edge. A
+ * submission's `model` (a catalog name) becomes the definition's own model, so it runs every item.
  */
 export function batchSubagent(
   config: FlotillaConfig,
   name: string | undefined,
+  model?: string,
 ): { definition: SubagentDefinition; allowedSubagents: string[] } {
-  return { definition: getSubagentDefinition(name ?? "general", config), allowedSubagents: subagentNames(config) };
+  const definition = getSubagentDefinition(name ?? "general", config);
+  if (model !== undefined && !findCatalogEntry(config, model))
+    throw new AppError("validation_failed", `model: unknown model "${model}" (not in the model catalog)`);
+  return { definition: model === undefined ? definition : { ...definition, model }, allowedSubagents: subagentNames(config) };
 }
 
 /** One line per definition, for tool descriptions and the lead prompt. */

@@ -5,7 +5,7 @@ import { AppError } from "@/server/errors";
 import { decodeCursor, encodeCursor } from "./cursor";
 import { getBatch, getOwnedBatch, type BatchScopeArgs } from "./owned";
 import { DEFAULT_PREVIEW_MAX_CHARS, ITEM_INPUT_MAX_CHARS } from "./repository";
-import { specColumns } from "./spec";
+import { parseExecutionSpec, specColumns } from "./spec";
 import { batchTitle } from "./title";
 import type { BatchRow } from "./types";
 
@@ -158,7 +158,26 @@ export async function compareSummary(db: DbOrTx, args: CompareArgs): Promise<Com
       b: { input: Number(b.inputTokens), output: Number(b.outputTokens) },
     },
     duration_ms_p50: { a: p50(sa), b: p50(sb) },
+    differences: settingDifferences(a, b),
   };
+}
+
+/** The settings of b that differ from a's, each side as text (null: none), in the order a person reads them. */
+function settingDifferences(a: BatchRow, b: BatchRow): CompareSummary["differences"] {
+  const settings = (batch: BatchRow): Array<[CompareSummary["differences"][number]["setting"], string | null]> => {
+    const spec = parseExecutionSpec(batch.executionSpec);
+    const json = (v: unknown) => (v === null || v === undefined ? null : JSON.stringify(v, null, 2));
+    return [
+      ["prompt_template", spec.prompt_template],
+      ["model", modelOf(batch)],
+      ["subagent", batch.subagent],
+      ["output_schema", json(spec.output_schema)],
+      ["checks", spec.checks.length ? json(spec.checks) : null],
+      ["lane", spec.lane],
+    ];
+  };
+  const sb = settings(b);
+  return settings(a).flatMap(([setting, va], k) => (va === sb[k]![1] ? [] : [{ setting, a: va, b: sb[k]![1] }]));
 }
 
 export const COMPARE_PAGE_DEFAULT = 50;

@@ -9,11 +9,12 @@ import {
 } from "@/lib/api/batches";
 import { asc, eq, inArray } from "drizzle-orm";
 import type { DbOrTx } from "@/server/db/client";
-import { subagentBatchCheckCounts } from "@/server/db/schema";
+import { subagentBatchCheckCounts, subagentBatches } from "@/server/db/schema";
 import { usedCostUsd, usedTokens } from "./budget";
 import { toReview } from "./review-columns";
 import { loadReviewFigures, type ReviewFigures } from "./reviews";
 import { specColumns } from "./spec";
+import { batchTitle } from "./title";
 import { DEFAULT_PREVIEW_MAX_CHARS, ITEM_INPUT_MAX_CHARS } from "./repository";
 import type { BatchRow, ItemPageResult, ItemSummary } from "./types";
 import { type LiveState, loadLiveStates } from "./waiting";
@@ -56,6 +57,7 @@ export function toBatchProjection(
   checkCounts?: readonly CheckCount[],
   reviews?: ReviewFigures,
   providerBatches: readonly ProviderBatchView[] = [],
+  variantOfTitle: string | null = null,
 ): BatchProjection {
   const judges = new Set((b.executionSpec as { checks?: { name: string; type: string }[] }).checks?.filter((c) => c.type === "judge").map((c) => c.name));
   const counts = {
@@ -116,6 +118,8 @@ export function toBatchProjection(
     finished_at: iso(b.finishedAt),
     reopened_at: iso(b.reopenedAt),
     variant_of: b.variantOf ?? null,
+    variant_of_title: b.variantOf ? variantOfTitle : null,
+    title: batchTitle(b),
     reviews: reviews?.counts ?? { pending: 0, accepted: 0, rejected: 0 },
     lane: b.lane,
     provider_batches: [...providerBatches],
@@ -143,9 +147,29 @@ export async function projectBatches(db: DbOrTx, args: { batches: BatchRow[]; le
   const checkCounts = await loadCheckCounts(db, withChecks);
   const reviews = await loadReviewFigures(db, args.batches.map((b) => b.id));
   const providerBatches = await loadProviderBatchViews(db, args.batches.filter((b) => b.lane === "provider_batch").map((b) => b.id));
+  const originals = await loadTitles(db, args.batches);
   return args.batches.map((b) =>
-    toBatchProjection(b, live.get(b.id), checkCounts.get(b.id), reviews.get(b.id), providerBatches.get(b.id)),
+    toBatchProjection(
+      b,
+      live.get(b.id),
+      checkCounts.get(b.id),
+      reviews.get(b.id),
+      providerBatches.get(b.id),
+      b.variantOf ? (originals.get(b.variantOf) ?? null) : null,
+    ),
   );
+}
+
+/** The titles of the batches these are variants of (the same owner's: a variant is made of one's own batch). */
+async function loadTitles(db: DbOrTx, batches: BatchRow[]): Promise<Map<string, string>> {
+  const ids = [...new Set(batches.flatMap((b) => (b.variantOf ? [b.variantOf] : [])))];
+  if (ids.length === 0) return new Map();
+  const rows = await db
+    .select({ id: subagentBatches.id, userId: subagentBatches.userId, executionSpec: subagentBatches.executionSpec, subagent: subagentBatches.subagent })
+    .from(subagentBatches)
+    .where(inArray(subagentBatches.id, ids));
+  const owners = new Set(batches.map((b) => b.userId));
+  return new Map(rows.filter((r) => owners.has(r.userId)).map((r) => [r.id, batchTitle(r)]));
 }
 
 export async function projectBatch(db: DbOrTx, args: { batch: BatchRow; leaseSeconds: number }): Promise<BatchProjection> {

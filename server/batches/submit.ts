@@ -1,5 +1,5 @@
 import { and, eq, sql } from "drizzle-orm";
-import { type ReviewPolicy, submitBatchSchema } from "@/lib/api/batches";
+import { providerBatchLane, type ReviewPolicy, submitBatchSchema } from "@/lib/api/batches";
 import { type BatchSubmission, isFileSubmission, submitFileBatchSchema } from "@/lib/api/files";
 import type { Check, OutputSchema } from "@/lib/api/batch-data";
 import {
@@ -394,7 +394,7 @@ function priceSnapshot(config: FlotillaConfig, spec: ExecutionSpec): ExecutionSp
 function laneProblem(config: FlotillaConfig, spec: ExecutionSpec): Problem | null {
   if (spec.lane !== "provider_batch") return null;
   const entry = findCatalogEntry(config, spec.model.name);
-  if (entry?.provider !== "openai" && entry?.provider !== "anthropic")
+  if (!providerBatchLane(entry?.provider))
     return {
       field: "lane",
       message: `provider_batch needs an openai or anthropic model; the batch's model "${spec.model.name}" is ${entry ? `an ${entry.simulator ? "simulator" : (entry.provider ?? "openai-compatible")} entry` : "not in the catalog"}`,

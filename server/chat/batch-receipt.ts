@@ -34,7 +34,7 @@ export async function recordSubmittedBatch(
   args: {
     userId: string;
     threadId: string;
-    batch: { id: string; total: number; subagent: string };
+    batch: { id: string; total: number; subagent: string; variantOf?: string | null };
     input: BatchSubmission;
   },
 ): Promise<void> {
@@ -48,7 +48,7 @@ export async function recordSubmittedBatch(
     parts: [
       {
         type: "text",
-        text: `[I started a batch myself, outside this chat] Batch ${batch.id}: ${what} for sub-agent ${batch.subagent}.${template}`,
+        text: `[I started a batch myself, outside this chat] Batch ${batch.id}${batch.variantOf ? ` (a variant of batch ${batch.variantOf})` : ""}: ${what} for sub-agent ${batch.subagent}.${template}`,
       },
     ],
     metadata: { submitted_batch: { id: batch.id, total: batch.total } },

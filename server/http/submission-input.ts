@@ -119,6 +119,7 @@ const uploadParamsSchema = z
   .object({
     submission_key: submissionFieldsShape.submission_key,
     subagent: submissionFieldsShape.subagent,
+    model: submissionFieldsShape.model,
     prompt_template: z
       .string()
       .min(1, "must not be empty")

@@ -91,7 +91,7 @@ async function submitInThread(caller: McpCaller, args: Record<string, unknown>):
   if (typeof threadId === "string") await getThreadForUser(db, { userId, threadId });
   assertBatchesEnabled(config);
   const input = parseSubmissionBody(body, submissionLimits(config.subagent_batches));
-  const subagent = batchSubagent(config, input.subagent);
+  const subagent = batchSubagent(config, input.subagent, input.model);
   const submitTo = async (tx: Parameters<typeof submitBatch>[0], into: string) =>
     (await submitBatch(tx, { userId, threadId: into, input, config, ...subagent })).batch;
   if (typeof threadId === "string") return submitTo(db, threadId);

@@ -360,7 +360,7 @@ describe("runSubagent", () => {
   it("rejects an unknown definition before writing anything", async () => {
     // Names are resolved at the edges (task, swarm, compatible executor), before any run exists.
     expect(() => resolveSubagent(runtimeFor().config, "nope", recordingSimulator())).toThrow(
-      /unknown sub-agent "nope" \(available: general, researcher, summarizer\)/,
+      /unknown sub-agent "nope" \(available: general, researcher, summarizer, data\)/,
     );
   });
 });

@@ -88,6 +88,21 @@ function forbiddenKeys(value: unknown, path: string, out: string[]): string[] {
   return out;
 }
 
+/** The value without the batch titles (`title`, `variant_of_title`), each handed to `check`. */
+function withoutTitles(value: unknown, check: (title: string) => unknown): unknown {
+  if (Array.isArray(value)) return value.map((v) => withoutTitles(v, check));
+  if (!value || typeof value !== "object") return value;
+  return Object.fromEntries(
+    Object.entries(value).flatMap(([key, v]) => {
+      if ((key === "title" || key === "variant_of_title") && typeof v === "string") {
+        check(v);
+        return [];
+      }
+      return [[key, withoutTitles(v, check)]];
+    }),
+  );
+}
+
 let user: TestUser;
 let other: TestUser;
 let thread: string;
@@ -171,7 +186,9 @@ describe("projection walk", () => {
         }
       }
       // A request body echoed into an error message must not carry the rejected value either.
-      if (r.text.includes(PROMPT_SECRET)) problems.push(`${r.label}: prompt text`);
+      // A batch's title is the one place its template shows: its first line, cut to 80 (lib/batch-title.ts).
+      const titled = documents.map((doc) => JSON.stringify(withoutTitles(doc, (title) => title.length > 80 && problems.push(`${r.label}: a title over 80`))));
+      if (titled.some((text) => text.includes(PROMPT_SECRET))) problems.push(`${r.label}: prompt text`);
       if (r.text.includes(SUBMISSION_SECRET)) problems.push(`${r.label}: submission key`);
       if (r.text.includes(SYSTEM_PROMPT.slice(0, 60))) problems.push(`${r.label}: sub-agent system prompt`);
       if (!isExport && r.text.includes(RESULT_TAIL)) problems.push(`${r.label}: full result or error text outside the export`);

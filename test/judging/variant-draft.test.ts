@@ -32,6 +32,7 @@ beforeAll(async () => {
       output_schema: outputSchema,
       checks,
       max_running_items: 3,
+      review: { when: "sample", rate: 0.25 },
     },
   });
   expect(res.status).toBe(201);
@@ -41,7 +42,7 @@ beforeAll(async () => {
 const draftPath = (threadId: string) => `/api/threads/${threadId}/subagent-batches/${batchId}/variant`;
 
 describe("GET .../variant", () => {
-  it("answers the batch's template, model, sub-agent, schema, checks and running limit, with the catalog's models", async () => {
+  it("answers the batch's template, model, sub-agent, schema, checks, running limit and review policy, with the catalog's models", async () => {
     const res = await call("GET", draftPath(thread), { token: owner.token });
     expect(res.status).toBe(200);
     const draft: VariantDraft = variantDraftSchema.parse(await res.json());
@@ -52,6 +53,7 @@ describe("GET .../variant", () => {
       output_schema: outputSchema,
       checks,
       max_running_items: 3,
+      review: { when: "sample", rate: 0.25 },
       models: expect.arrayContaining(["simulator"]),
     });
   });

@@ -99,6 +99,15 @@ describe("variants", () => {
     expect(res.status).toBe(201);
     const variant = (await res.json()) as BatchProjection;
     expect(variant.variant_of).toBe(original);
+    // Named by title, and by the title of the batch it re-runs.
+    expect(variant).toMatchObject({ title: "[[echo]]{{second}}", variant_of_title: "[[echo]]{{first}}" });
+    const listed = (await (await call("GET", base(), { token: owner.token })).json()) as { batches: BatchProjection[] };
+    expect(listed.batches.find((b) => b.id === variant.id)).toMatchObject({ title: "[[echo]]{{second}}", variant_of_title: "[[echo]]{{first}}" });
+    expect(listed.batches.find((b) => b.id === original)).toMatchObject({ title: "[[echo]]{{first}}", variant_of: null, variant_of_title: null });
+    // The thread's receipt tells the lead which batch it re-runs.
+    const [receipt] = await t.db.execute<{ text: string }>(sql`
+      select parts->0->>'text' as text from messages where thread_id = ${thread} and metadata->'submitted_batch'->>'id' = ${variant.id}`);
+    expect(receipt!.text).toContain(`Batch ${variant.id} (a variant of batch ${original}):`);
     expect(variant.total).toBe(4);
     expect(variant.max_running_items).toBe(2); // as the original's
     expect(variant.checks.map((c) => c.name)).toEqual(["says_yes"]);
@@ -115,6 +124,8 @@ describe("variants", () => {
     expect(summary.verdicts).toEqual({ both_passed: 1, both_failed: 0, improved: 2, regressed: 1, unjudged: 0 });
     expect(summary.a.pass_rate).toBe(0.5);
     expect(summary.b.pass_rate).toBe(0.75);
+    // What changed from A to B: the template alone.
+    expect(summary.differences).toEqual([{ setting: "prompt_template", a: "[[echo]]{{first}}", b: "[[echo]]{{second}}" }]);
 
     // A replay of the same submission_key answers the same batch.
     const again = await post(`${base()}/${original}/variant`, { submission_key: "v2", prompt_template: "[[echo]]{{second}}" });

@@ -35,9 +35,17 @@ beforeAll(async () => {
   user = await makeUser(t, "wake");
 });
 
-// Every test starts the processes it needs; none outlives its test (a failure included).
+// Every test starts the processes it needs and leaves nothing due: none of its processes, batches
+// or wake-ups outlives it (a failure included). A wake-up left due, or leased to a killed runner
+// for WAKEUP_LEASE_SECONDS, would be claimed by the next test's runOneWakeup, or hold the user's
+// WAKEUP_PER_USER_LIMIT, so one failure used to time out every wake-up test after it.
 afterEach(async () => {
   await workers.stopAll();
+  const open = await t.db.execute<{ id: string; user_id: string; thread_id: string }>(
+    sql`select id, user_id, thread_id from subagent_batches where status not in ('completed', 'failed', 'cancelled')`,
+  );
+  for (const b of open) await cancelBatch(t.db, { userId: b.user_id, threadId: b.thread_id, batchId: b.id });
+  await t.db.execute(sql`update batch_wakeups set done_at = now(), lease_expires_at = null where done_at is null`);
 });
 
 async function leadBatch(threadId: string, items: string[], cfg: FlotillaConfig = config, extra: Record<string, unknown> = {}) {
@@ -152,8 +160,13 @@ describe("wake-up on settlement", () => {
       await cancelBatch(t.db, { userId: user.userId, threadId, batchId: b.id });
       ids.push(b.id);
     }
-    const claims = await Promise.all(Array.from({ length: 20 }, (_, i) => claimWakeup(t.db, `claimer-${i}`, { perUser: 20 })));
-    const won = claims.filter((c) => c !== undefined).map((c) => c!.batch_id);
+    // A claim locks the user's due rows while it takes one, so a claimer that overlaps it gets
+    // nothing this round (it tries again at its next tick): race rounds of 20 until all are taken.
+    const won: string[] = [];
+    for (let round = 0; won.length < ids.length && round < 20; round++) {
+      const claims = await Promise.all(Array.from({ length: 20 }, (_, i) => claimWakeup(t.db, `claimer-${round}-${i}`, { perUser: 20 })));
+      won.push(...claims.filter((c) => c !== undefined).map((c) => c!.batch_id));
+    }
     expect(won.sort()).toEqual([...ids].sort());
     const rows = await t.db.execute<{ attempts: number }>(sql`select attempts from batch_wakeups where batch_id in ${sql.raw(`('${ids.join("','")}')`)}`);
     expect(rows.map((r) => r.attempts)).toEqual([1, 1, 1, 1, 1]);

@@ -120,7 +120,7 @@ export async function submit(
   prompts: string[],
   opts: { maxRunning?: number; maxLive?: number; env?: Record<string, string>; simulator?: boolean; modelName?: string } = {},
 ) {
-  const config = loadConfig({ env: opts.env ?? {} });
+  const config = loadConfig({ env: opts.env ?? {}, cwd: "/nonexistent" });
   const { batch } = await submitBatch(db, { ...batchSubagent(config, undefined),
     userId: owner.userId,
     threadId: owner.threadId,

@@ -53,6 +53,8 @@ function batch(over: Partial<BatchProjection> = {}): BatchProjection {
     finished_at: null,
     reopened_at: null,
     variant_of: null,
+    variant_of_title: null,
+    title: "Label {{item}}",
     reviews: { pending: 0, accepted: 0, rejected: 0 },
     lane: "live",
     provider_batches: [],

@@ -17,6 +17,7 @@ const DRAFT: VariantDraft = {
   output_schema: { type: "object", properties: { label: { type: "string" } }, required: ["label"] },
   checks: [{ name: "has_label", type: "regex", pattern: "\\w", path: "/label" }],
   max_running_items: 8,
+  review: { when: "failed" },
   models: ["simulator", "claude-fake"],
 };
 
@@ -28,6 +29,7 @@ const unchanged = (): VariantValues => ({
   checks: structuredClone(DRAFT.checks),
   maxRunningItems: DRAFT.max_running_items,
   items: "all",
+  review: { when: "failed" },
 });
 
 describe("variantChanges: only what the person changed", () => {
@@ -43,6 +45,11 @@ describe("variantChanges: only what the person changed", () => {
       only: { verdict: "failed" },
     });
     expect(variantChanges(DRAFT, { ...unchanged(), items: "failed" })).toEqual({ only: { status: ["failed"] } });
+  });
+  it("a changed review policy is sent, and None drops the original's", () => {
+    expect(variantChanges(DRAFT, { ...unchanged(), review: { when: "sample", rate: 0.25 } })).toEqual({ review: { when: "sample", rate: 0.25 } });
+    expect(variantChanges(DRAFT, { ...unchanged(), review: null })).toEqual({ review: null });
+    expect(variantChanges({ ...DRAFT, review: null }, { ...unchanged(), review: null })).toEqual({});
   });
   it("an emptied Checks field asks for no checks; a changed schema is sent whole", () => {
     expect(variantChanges(DRAFT, { ...unchanged(), checks: undefined })).toEqual({ checks: [] });

@@ -35,11 +35,21 @@ export default async function setup(project: TestProject) {
   project.provide("pgTemplate", template);
 
   return async () => {
+    // A suite that never reached its end (killed, timed out in a hook) left its database: drop them all.
+    const left = await admin.unsafe<{ datname: string }[]>(
+      `select datname from pg_database where starts_with(datname, '${suiteDatabasePrefix(template)}')`,
+    );
+    for (const { datname } of left) await admin.unsafe(`drop database if exists "${datname}" with (force)`);
     await admin.unsafe(`drop database if exists "${template}" with (force)`);
     await admin.end({ timeout: 5 });
     await embedded?.stop();
     if (tmp) rmSync(tmp, { recursive: true, force: true });
   };
+}
+
+/** The names of the run's suite databases start with this (the run's template names the run). */
+export function suiteDatabasePrefix(template: string): string {
+  return `flotilla_t_${template.slice("flotilla_tpl_".length)}_`;
 }
 
 export function withDatabase(url: string, database: string): string {

@@ -133,12 +133,15 @@ export function RunOptions({
   draft,
   onChange,
   laneAllowed,
+  laneHint,
   pilotError,
   maxPilot,
 }: {
   draft: CostDraft;
   onChange: (next: Partial<CostDraft>) => void;
   laneAllowed: boolean;
+  /** Why the lane is not offered, when another choice would offer it. */
+  laneHint?: string | null;
   pilotError: string | null;
   maxPilot: number;
 }) {
@@ -200,6 +203,10 @@ export function RunOptions({
             ))}
           </div>
         </fieldset>
+      ) : laneHint ? (
+        <p data-testid="lane-hint" className="text-xs text-zinc-600">
+          {laneHint}
+        </p>
       ) : null}
     </div>
   );

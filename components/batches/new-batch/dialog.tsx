@@ -3,7 +3,7 @@
 import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
 import { useDeferredValue, useEffect, useId, useMemo, useRef, useState } from "react";
 import { FilesBatchSource, type FilesSelection } from "@/components/files/batch-source";
-import { type BatchProjection, type Features, MAX_PILOT_ITEMS } from "@/lib/api/batches";
+import { type BatchProjection, type Features, MAX_PILOT_ITEMS, providerBatchLane } from "@/lib/api/batches";
 import { type BatchSubmission, FILE_PLACEHOLDER } from "@/lib/api/files";
 import type { VariantRequest } from "@/lib/api/variants";
 import { ITEM_PLACEHOLDER, submissionLimits, submissionRefusal } from "@/lib/batch-rules";
@@ -17,6 +17,7 @@ import { Spinner } from "@/components/ui/spinner";
 import { detectFormat, draftPrompt, type ItemsFormat, parseItemsInput } from "./items-input";
 import { ItemsInput, type ItemsFile, ItemsSourceSwitch } from "./items-source";
 import { LimitsSection, type LimitsDraft } from "./limits";
+import { type ReviewDraft, ReviewPolicyField, reviewDraftOf, reviewPolicyOf } from "./review-policy";
 import { DraftSummary } from "./preview";
 import { buildSubmission, newSubmissionKey } from "./submission";
 import { parseChecksText, parseOutputSchemaText } from "./typed-input";
@@ -85,15 +86,27 @@ export function NewBatchDialog({
   // "Output and checks": JSON text, read on every edit.
   const [schemaText, setSchemaText] = useState(() => jsonText(draft?.output_schema));
   const [checksText, setChecksText] = useState(() => (draft?.checks.length ? jsonText(draft.checks) : ""));
+  // Review: which finished items wait for a person (a variant's starts as its original's).
+  const [reviewDraft, setReviewDraft] = useState<ReviewDraft>(() => reviewDraftOf(draft?.review));
   // Pilot and lane (a variant's lane starts as its original's).
   const [cost, setCost] = useState<CostDraft>(() => ({ ...initialCostDraft(), ...(variantOf ? { lane: variantOf.batch.lane } : {}) }));
   // One idempotency key per draft: a repeated click or a retry after a lost answer replays, an edit starts afresh.
   const keyRef = useRef<string | null>(null);
 
   const subagents = features.data?.subagents ?? [];
+  const models = features.data?.models ?? [];
   const chosenSubagent = subagent || subagents.find((s) => s.name === "general")?.name || subagents[0]?.name || "";
-  // The provider's batch lane is offered only where the server takes it (an openai or anthropic model, no tools).
-  const laneAllowed = subagents.find((s) => s.name === chosenSubagent)?.provider_batch ?? false;
+  const chosenFacts = subagents.find((s) => s.name === chosenSubagent);
+  // The items run on the model chosen, else (a new batch) the sub-agent's own, else the deployment's.
+  const runModel = model || chosenFacts?.model || "";
+  const runProvider = models.find((m) => m.name === runModel)?.provider;
+  // The provider's batch lane is offered only where the server takes it: an openai or anthropic model, a sub-agent without tools.
+  const laneAllowed = !!chosenFacts && chosenFacts.tool_groups.length === 0 && providerBatchLane(runProvider);
+  // Where the catalog has such a model, say what the lane needs when this draft cannot take it.
+  const laneHint =
+    !laneAllowed && models.some((m) => providerBatchLane(m.provider))
+      ? `The providers' batch lane (50% off) needs a sub-agent without tools${subagents.some((s) => s.tool_groups.length === 0) ? ` (${subagents.filter((s) => s.tool_groups.length === 0).map((s) => s.name).join(", ")})` : ""} on an OpenAI or Anthropic model.`
+      : null;
   const pilot = pilotValue(cost, MAX_PILOT_ITEMS);
   const extras: RunExtras = {
     ...(pilot.value !== undefined ? { pilot: pilot.value } : {}),
@@ -109,6 +122,9 @@ export function NewBatchDialog({
   const maxRunningItems = optionalInt(limitsDraft.maxRunning);
   const outputSchema = useMemo(() => parseOutputSchemaText(schemaText), [schemaText]);
   const checks = useMemo(() => parseChecksText(checksText), [checksText]);
+  const review = reviewPolicyOf(reviewDraft);
+  const reviewError = "error" in review ? review.error : null;
+  const reviewBody = "value" in review && review.value ? { review: review.value } : {};
   // Well-formed JSON is then compiled as the server would (Ajv, RE2), in a chunk loaded on demand.
   const compiled = useTypedCompile(outputSchema.value, checks.value);
   // A variant's own problems, then what the server refused (shown under the field it names).
@@ -167,7 +183,7 @@ export function NewBatchDialog({
   useEffect(() => {
     keyRef.current = null;
     reset();
-  }, [chosenSubagent, model, variantItems, template, source, effective, limitsDraft, fromFiles, glob, schemaText, checksText, cost]);
+  }, [chosenSubagent, model, variantItems, template, source, effective, limitsDraft, fromFiles, glob, schemaText, checksText, cost, reviewDraft]);
 
   useEffect(() => {
     const d = ref.current;
@@ -176,7 +192,7 @@ export function NewBatchDialog({
   }, []);
 
   // The submission the draft makes (its key aside), or null while the draft has a problem of its own.
-  const complete = (variantOf ? true : fromFiles ? !!selection && selection.count > 0 : !!built?.body) && !problem && !typedError;
+  const complete = (variantOf ? true : fromFiles ? !!selection && selection.count > 0 : !!built?.body) && !problem && !typedError && !reviewError;
   const variantBody: VariantRequest | null =
     draft && complete
       ? {
@@ -189,6 +205,7 @@ export function NewBatchDialog({
             checks: checks.value,
             maxRunningItems,
             items: variantItems,
+            review: "value" in review ? review.value : null,
           }),
         }
       : null;
@@ -200,14 +217,16 @@ export function NewBatchDialog({
           subagent: chosenSubagent || undefined,
           files: glob,
           prompt_template: template,
+          ...(model ? { model } : {}),
           max_live_items: maxLiveItems,
           max_running_items: maxRunningItems,
           ...(outputSchema.value !== undefined ? { output_schema: outputSchema.value } : {}),
           ...(checks.value?.length ? { checks: checks.value } : {}),
+          ...reviewBody,
           ...budget.body,
         }
       : built?.body
-        ? { ...built.body, ...budget.body }
+        ? { ...built.body, ...budget.body, ...reviewBody, ...(model ? { model } : {}) }
         : null;
   // The estimate is of the whole batch on the chosen lane (a pilot runs the first items of the same).
   // (A variant has no estimate of its own: the dialog says what its original cost.)
@@ -265,7 +284,17 @@ export function NewBatchDialog({
           />
         )}
         <SubagentField subagents={subagents} value={chosenSubagent} onChange={setSubagent} error={refusedAt("subagent")} />
-        {draft ? <ModelField models={draft.models} value={model} onChange={setModel} error={refusedAt("model")} /> : null}
+        {draft ? (
+          <ModelField models={draft.models} value={model} onChange={setModel} error={refusedAt("model")} />
+        ) : (
+          <ModelField
+            models={models.map((m) => m.name)}
+            value={model}
+            onChange={setModel}
+            error={null}
+            defaultLabel={chosenFacts ? `${chosenFacts.model} (the sub-agent's)` : "the sub-agent's"}
+          />
+        )}
         <TemplateField
           value={template}
           onChange={setTemplate}
@@ -298,6 +327,7 @@ export function NewBatchDialog({
           expectedColumn={!fromFiles && parsed.expected}
           open={!!variantOf && (schemaText !== "" || checksText !== "")}
         />
+        <ReviewPolicyField draft={reviewDraft} onChange={setReviewDraft} error={reviewError ?? refusedAt("review")} />
         <LimitsSection
           limits={limits}
           workers={features.data?.worker_runtime}
@@ -319,6 +349,7 @@ export function NewBatchDialog({
           draft={cost}
           onChange={(next) => setCost((c) => ({ ...c, ...next }))}
           laneAllowed={laneAllowed}
+          laneHint={laneHint}
           pilotError={pilot.error ?? refusedAt("pilot")}
           maxPilot={MAX_PILOT_ITEMS}
         />

@@ -3,7 +3,7 @@
 import { Options } from "@/components/ui/field";
 import { useId } from "react";
 import type { Check, OutputSchema, Verdict } from "@/lib/api/batch-data";
-import type { BatchProjection, ItemStatus } from "@/lib/api/batches";
+import type { BatchProjection, ItemStatus, ReviewPolicy } from "@/lib/api/batches";
 import { ApiError } from "@/lib/api/client";
 import type { VariantDraft, VariantRequest } from "@/lib/api/variants";
 import { titleFrom } from "@/lib/batch-title";
@@ -43,6 +43,8 @@ export interface VariantValues {
   checks: Check[] | undefined;
   maxRunningItems: number | undefined;
   items: VariantItemsChoice;
+  /** null: none (the variant drops the original's policy). */
+  review: ReviewPolicy | null;
 }
 
 const same = (x: unknown, y: unknown) => JSON.stringify(x ?? null) === JSON.stringify(y ?? null);
@@ -61,6 +63,7 @@ export function variantChanges(draft: VariantDraft, v: VariantValues): Omit<Vari
   // Emptied, the checks field asks for none.
   if (!same(v.checks ?? [], draft.checks)) out.checks = v.checks ?? [];
   if (v.maxRunningItems !== undefined && v.maxRunningItems !== draft.max_running_items) out.max_running_items = v.maxRunningItems;
+  if (!same(v.review, draft.review)) out.review = v.review;
   if (v.items !== "all") out.only = ONLY[v.items];
   return out;
 }
@@ -73,7 +76,7 @@ export function variantProblems(draft: VariantDraft, v: Pick<VariantValues, "tem
 }
 
 /** The dialog's fields a server refusal can name; anything else shows above Start. */
-export type VariantField = "template" | "schema" | "checks" | "model" | "subagent" | "items" | "pilot" | "other";
+export type VariantField = "template" | "schema" | "checks" | "model" | "subagent" | "items" | "pilot" | "review" | "other";
 
 /** Where a 400 belongs: its locator ("checks.1.pattern: …") names the field, in the dialog's words. */
 export function serverFieldError(err: unknown): { field: VariantField; message: string } | null {
@@ -96,7 +99,9 @@ export function serverFieldError(err: unknown): { field: VariantField; message: 
                 ? "items"
                 : locator === "pilot"
                   ? "pilot"
-                  : "other";
+                  : locator === "review"
+                    ? "review"
+                    : "other";
   return { field, message: field === "schema" || field === "checks" ? relabelServerMessage(message) : message };
 }
 
@@ -147,25 +152,29 @@ export function VariantItems({
 }
 
 /** The catalog model every item of the variant runs on. */
+/** The model a batch runs on. With `defaultLabel`, "" is an option: the sub-agent's own model. */
 export function ModelField({
   models,
   value,
   onChange,
   error,
+  defaultLabel,
 }: {
   models: string[];
   value: string;
   onChange: (name: string) => void;
   error: string | null;
+  defaultLabel?: string;
 }) {
   const id = useId();
-  const names = models.includes(value) ? models : [value, ...models];
+  const names = models.includes(value) || (value === "" && defaultLabel) ? models : [value, ...models];
   return (
     <div className="flex flex-col gap-1">
       <label htmlFor={id} className={labelClass}>
         Model
       </label>
       <select id={id} value={value} onChange={(e) => onChange(e.target.value)} aria-invalid={error ? true : undefined} className={fieldClass}>
+        {defaultLabel ? <option value="">{defaultLabel}</option> : null}
         {names.map((m) => (
           <option key={m} value={m}>
             {m}

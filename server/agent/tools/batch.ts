@@ -131,7 +131,7 @@ async function callArgs(ctx: LeadToolContext, input: unknown, toolCallId: string
   if (args?.variant_of === undefined) {
     const submission = submissionOf(input, submissionKey);
     if ("error" in submission) return submission;
-    const subagent = batchSubagent(ctx.config, submission.subagent);
+    const subagent = batchSubagent(ctx.config, submission.subagent, submission.model);
     return { userId: ctx.userId, threadId: ctx.threadId, input: submission, config: ctx.config, ...subagent, model: ctx.model, origin };
   }
   if (typeof args.variant_of !== "string") return { error: "variant_of: must be the id of a batch of this thread" };

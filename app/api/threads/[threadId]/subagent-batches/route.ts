@@ -27,7 +27,7 @@ export const GET = handle(async (req: Request, ctx: Ctx) => {
 export const POST = handle(async (req: Request, ctx: Ctx) => {
   const { db, config, userId, threadId } = await threadScope(req, await ctx.params);
   const { input, locator } = await readSubmission(req, config);
-  const subagent = batchSubagent(config, input.subagent);
+  const subagent = batchSubagent(config, input.subagent, input.model);
   const { batch, created } = await submitBatch(db, { userId, threadId, input, locator, config, ...subagent });
   await recordSubmittedBatch(db, { userId, threadId: batch.threadId, batch, input });
   const leaseSeconds = config.subagent_batches.lease_seconds;

@@ -16,6 +16,6 @@ type Ctx = { params: Promise<{ threadId: string }> };
 export const POST = handle(async (req: Request, ctx: Ctx) => {
   const { db, config, userId, threadId } = await threadScope(req, await ctx.params);
   const { input, locator } = await readSubmission(req, config);
-  const estimate = await estimateBatch(db, { userId, threadId, input, locator, config, ...batchSubagent(config, input.subagent) });
+  const estimate = await estimateBatch(db, { userId, threadId, input, locator, config, ...batchSubagent(config, input.subagent, input.model) });
   return json(project(batchEstimateSchema, estimate));
 });
