@@ -75,7 +75,7 @@ describe("shared rate limiter (PostgreSQL schedule)", () => {
     const first = await limiter.acquire(endpoint, { estimatedTokens: 100 });
     const before = Number((await row(endpoint))?.next_token_ms);
     expect(before - (first.startAtMs ?? 0)).toBeCloseTo(100, 0);
-    await limiter.settle(endpoint, first, 400); // the call really used 400 tokens
+    await limiter.settle(endpoint, first, { input: 400 }); // the call really used 400 tokens
     const after = await row(endpoint);
     expect(Number(after?.next_token_ms) - before).toBeCloseTo(300, 0);
     expect(after?.tokens).toBe(400);
