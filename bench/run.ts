@@ -25,6 +25,7 @@ const MODULES: Array<() => Promise<BenchModule>> = [
   () => import("./caching.bench"),
   () => import("./compare.bench"),
   () => import("./provider-batch.bench"),
+  () => import("./provider-limit.bench"),
 ];
 
 function fmt(n: number): string {

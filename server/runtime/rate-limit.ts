@@ -509,6 +509,42 @@ interface Verdict {
   nowMs: number;
 }
 
+// ---- what operators see --------------------------------------------------------------------
+
+export interface LearnedLimit {
+  endpoint: string;
+  /** The model id (the endpoint key's part after "|"). */
+  model: string;
+  kind: LimitKind;
+  /** The provider's stated limit per minute, from its headers. */
+  perMinute: number;
+  /** The share of it this key may use now (below 1 while another program drains the key). */
+  share: number;
+}
+
+/** The limits learned from providers' headers, per endpoint and kind (a few rows per endpoint). */
+export async function readLearnedLimits(db: Db, args: { limit?: number } = {}): Promise<LearnedLimit[]> {
+  const rows = (await db.execute(sql`
+    select endpoint,
+           learned_requests_per_minute as requests, share_requests as requests_share,
+           learned_tokens_per_minute as tokens, share_tokens as tokens_share,
+           learned_input_tokens_per_minute as input_tokens, share_input_tokens as input_tokens_share,
+           learned_output_tokens_per_minute as output_tokens, share_output_tokens as output_tokens_share
+      from model_rate_limits where learned_at is not null
+     order by learned_at desc limit ${args.limit ?? 50}`)) as unknown as Array<Record<string, string | number | null>>;
+  const out: LearnedLimit[] = [];
+  for (const r of rows) {
+    const endpoint = String(r.endpoint);
+    const model = endpoint.slice(endpoint.lastIndexOf("|") + 1);
+    for (const kind of LIMIT_KINDS) {
+      const perMinute = r[kind];
+      if (perMinute === null || perMinute === undefined) continue;
+      out.push({ endpoint, model, kind, perMinute: Number(perMinute), share: Number(r[`${kind}_share`] ?? 1) });
+    }
+  }
+  return out;
+}
+
 // ---- back-off hints for deferral ----------------------------------------------------------
 
 const globalBackoff = globalThis as unknown as { __flotillaEndpointBackoff?: Map<string, number> };

@@ -1,11 +1,13 @@
 import { sql } from "drizzle-orm";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { catalogEndpointKey, rateLimitSettingsFromConfig, SharedRateLimiter } from "@/server/runtime/rate-limit";
+import { getBatch } from "@/server/batches/repository";
+import { type LiveState, loadLiveStates } from "@/server/batches/waiting";
 import { loadConfig } from "@/server/config/load";
 import { createTestDatabase, type TestDatabase } from "../helpers/db";
 import { type FakeOpenAI, startFakeOpenAI } from "../helpers/fake-openai";
 import { FakeAccount } from "../helpers/fake-rate-limits";
-import { seedOwner, startWorkerProcess, stopAllWorkerProcesses, submit, waitForBatch, type WorkerProcess } from "./support";
+import { freePort, seedOwner, startWorkerProcess, stopAllWorkerProcesses, submit, waitForBatch, type WorkerProcess } from "./support";
 
 /**
  * Limits learned from the provider's own headers, through real worker processes: a fake OpenAI
@@ -28,6 +30,7 @@ afterEach(async () => {
 });
 afterAll(async () => {
   await stopAllWorkerProcesses();
+  for (const key of ["MODEL_PROVIDER", "MODEL_BASE_URL", "MODEL_NAME", "MODEL_API_KEY"]) delete process.env[key];
 });
 
 const workerEnv = (url: string, extra: Record<string, string> = {}) => ({
@@ -65,7 +68,11 @@ describe("limits learned from the provider's headers", () => {
   it("paces a batch at an unstated limit without a 429 storm, across two worker processes", { timeout: 120_000 }, async () => {
     const account = new FakeAccount({ requestsPerMinute: 600 }); // 10 a second, a bucket of 10
     fake = await startFakeOpenAI({ account, latencyMs: 200 });
-    await startWorkers(2, workerEnv(fake.url));
+    const port = await freePort([3251, 3252, 3253, 3254]);
+    await Promise.all([
+      startWorkerProcess({ databaseUrl: t.url, env: workerEnv(fake.url, { FLOTILLA__METRICS__WORKER_PORT: String(port) }) }),
+      startWorkerProcess({ databaseUrl: t.url, env: workerEnv(fake.url) }),
+    ]);
     const owner = await seedOwner(t.db);
     const ITEMS = 80;
     const batch = await submit(t.db, owner, Array.from({ length: ITEMS }, (_, i) => `item ${i}`), {
@@ -82,6 +89,10 @@ describe("limits learned from the provider's headers", () => {
     expect(rate).toBeLessThan(10.6);
     const row = await endpointRow(fake.url);
     expect(row?.rpm).toBe(600);
+    // Operators see what was learned.
+    const metrics = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+    const endpoint = catalogEndpointKey({ baseURL: fake.url, model: MODEL });
+    expect(metrics).toContain(`flotilla_provider_limit{endpoint="${endpoint}",model="${MODEL}",kind="requests"} 600`);
   });
 
   it("gives way when another program drains the same key, from remaining and reset", { timeout: 120_000 }, async () => {
@@ -176,6 +187,18 @@ describe("limits learned from the provider's headers", () => {
     expect(reservation.counted).toBe(true);
     // At most the horizon (500 ms) and one interval (500 ms) ahead, not the backlog's seconds.
     expect(reservation.waitedMs).toBeLessThan(1_200);
+    // The panel's view of the batch: waiting on the provider's limit, with a rate and an ETA.
+    // (This process resolves the batch's "default" model from MODEL_* as the workers do.)
+    Object.assign(process.env, { MODEL_PROVIDER: "openai", MODEL_BASE_URL: fake.url, MODEL_NAME: MODEL, MODEL_API_KEY: "test-key" });
+    let live: LiveState | undefined;
+    for (let i = 0; i < 50 && !(live?.waitingReason === "rate_limited" && live.eta); i++) {
+      const row = await getBatch(t.db, { ...owner, batchId: batch.id });
+      live = (await loadLiveStates(t.db, { batches: [row], leaseSeconds: 5 })).get(batch.id);
+      await new Promise((r) => setTimeout(r, 200));
+    }
+    expect(live?.waitingReason).toBe("rate_limited");
+    expect(live?.eta?.items_per_minute).toBeGreaterThan(60);
+    expect(live?.eta?.items_per_minute).toBeLessThan(160);
     const done = await waitForBatch(t.db, batch.id, 60_000).catch((err) => {
       for (const w of workers) console.error(w.output().slice(-4000));
       throw err;
