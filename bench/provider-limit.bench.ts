@@ -104,7 +104,7 @@ function catalogEntry(live: Live) {
     provider: run.provider,
     base_url: live.url,
     api_key_env: "BENCH_PROVIDER_KEY",
-    model: run.provider === "openai" ? "gpt-bench" : "claude-bench",
+    model: run.provider === "openai" ? "gpt-bench" : "claude-sonnet-4-5",
     ...(run.stated && run.bound === "requests" ? { requests_per_minute: RPM } : {}),
     ...(run.stated && run.bound === "tokens" ? { tokens_per_minute: limits.tokensPerMinute } : {}),
   };
@@ -187,7 +187,7 @@ async function measure(
       }, 1000 / ((RPM / 60) * run.other))
     : undefined;
   if (other) await sleep(2_000); // its draw is under way when the batch starts
-  const endpoint = catalogEndpointKey({ baseURL: live.url, model: run.provider === "openai" ? "gpt-bench" : "claude-bench" });
+  const endpoint = catalogEndpointKey({ baseURL: live.url, model: run.provider === "openai" ? "gpt-bench" : "claude-sonnet-4-5" });
   const submittedAt = Date.now();
   const res = await fetch(ctx.base, { method: "POST", headers: ctx.headers, body: JSON.stringify(body) });
   if (res.status !== 201) throw new Error(`provider-limit: submit HTTP ${res.status} ${(await res.text()).slice(0, 300)}`);

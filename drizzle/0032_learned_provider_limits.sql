@@ -8,6 +8,9 @@ ALTER TABLE "model_rate_limits" ADD COLUMN "share_requests" double precision DEF
 ALTER TABLE "model_rate_limits" ADD COLUMN "share_tokens" double precision DEFAULT 1 NOT NULL;--> statement-breakpoint
 ALTER TABLE "model_rate_limits" ADD COLUMN "share_input_tokens" double precision DEFAULT 1 NOT NULL;--> statement-breakpoint
 ALTER TABLE "model_rate_limits" ADD COLUMN "share_output_tokens" double precision DEFAULT 1 NOT NULL;--> statement-breakpoint
+ALTER TABLE "model_rate_limits" ADD COLUMN "tokens_per_call" double precision;--> statement-breakpoint
+ALTER TABLE "model_rate_limits" ADD COLUMN "input_tokens_per_call" double precision;--> statement-breakpoint
+ALTER TABLE "model_rate_limits" ADD COLUMN "output_tokens_per_call" double precision;--> statement-breakpoint
 ALTER TABLE "model_rate_limits" ADD COLUMN "learned_at" timestamp with time zone;--> statement-breakpoint
 ALTER TABLE "model_rate_limits" ADD COLUMN "answered_at" timestamp with time zone;--> statement-breakpoint
 ALTER TABLE "model_rate_limits" ADD COLUMN "probe_at" timestamp with time zone;--> statement-breakpoint

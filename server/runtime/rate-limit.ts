@@ -111,8 +111,11 @@ export function sharedBudgetExhausted(endpoint: string, waitMs: number): APICall
 export interface Reservation {
   /** Milliseconds waited before the call could start. */
   waitedMs: number;
-  /** Input tokens debited up front (estimate); corrected with settle(). */
+  /** Tokens debited up front (the prompt's estimate, or what calls used lately if more); corrected with settle(). */
   estimatedTokens: number;
+  /** The same for the input and output schedules (providers that count them apart). */
+  debitedInput?: number;
+  debitedOutput?: number;
   /** False when the limiter was off or failed open: nothing to correct. */
   counted: boolean;
   /** The reserved start on PostgreSQL's clock (epoch ms), when counted. */
@@ -262,7 +265,15 @@ export class SharedRateLimiter {
     const waitMs = Math.max(0, granted.startMs - granted.nowMs);
     observeRateLimitWait(endpoint, waitMs / 1000);
     await abortableSleep(waitMs, options.signal);
-    return { waitedMs: waitMs, estimatedTokens, counted: true, startAtMs: granted.startMs, probe: granted.probing };
+    return {
+      waitedMs: waitMs,
+      estimatedTokens: granted.debit.total,
+      debitedInput: granted.debit.input,
+      debitedOutput: granted.debit.output,
+      counted: true,
+      startAtMs: granted.startMs,
+      probe: granted.probing,
+    };
   }
 
   /**
@@ -310,7 +321,9 @@ export class SharedRateLimiter {
 
   /** One atomic reservation attempt (see the header comment for the schedule). */
   private async reserve(db: Db, endpoint: string, estimatedTokens: number, batch: boolean): Promise<Verdict> {
-    const unstated = this.statedRpm === null && this.statedTpm === null;
+    // One call goes first while nothing is known of the endpoint: its answer tells the limits and
+    // what a call costs in tokens. Only a stated requests limit alone paces the first calls safely.
+    const probeFirst = this.settings.learn === true && (this.statedRpm === null || this.statedTpm !== null);
     try {
       await this.ensureRow(db, endpoint);
       // The CTE locks the row; each schedule advances from the common start by its own cost.
@@ -321,7 +334,12 @@ export class SharedRateLimiter {
                  coalesce(60000.0 / nullif(least(${this.statedRpm}::float8, learned_requests_per_minute * share_requests), 0), 0) as req_ms,
                  coalesce(60000.0 / nullif(least(${this.statedTpm}::float8, learned_tokens_per_minute * share_tokens), 0), 0) as tok_ms,
                  coalesce(60000.0 / nullif(learned_input_tokens_per_minute * share_input_tokens, 0), 0) as in_ms,
-                 (${unstated && this.settings.learn === true} and answered_at is null) as probing,
+                 coalesce(60000.0 / nullif(learned_output_tokens_per_minute * share_output_tokens, 0), 0) as out_ms,
+                 -- The prompt's estimate plus the output calls lately used, or what calls lately used in all if more.
+                 greatest(${estimatedTokens} + coalesce(output_tokens_per_call, 0), coalesce(tokens_per_call, 0)) as debit_total,
+                 greatest(${estimatedTokens}, coalesce(input_tokens_per_call, 0)) as debit_input,
+                 coalesce(output_tokens_per_call, 0) as debit_output,
+                 (${probeFirst} and answered_at is null) as probing,
                  probe_at
             from model_rate_limits where endpoint = ${endpoint} for update
         ), d as (
@@ -334,43 +352,55 @@ export class SharedRateLimiter {
         )
         update model_rate_limits m set
           next_request_at = case when d.verdict = 'ok' then d.start + make_interval(secs => d.req_ms / 1000) else m.next_request_at end,
-          next_token_at = case when d.verdict = 'ok' then d.start + make_interval(secs => ${estimatedTokens} * d.tok_ms / 1000) else m.next_token_at end,
-          next_input_token_at = case when d.verdict = 'ok' then d.start + make_interval(secs => ${estimatedTokens} * d.in_ms / 1000) else m.next_input_token_at end,
-          next_output_token_at = case when d.verdict = 'ok' then d.start else m.next_output_token_at end,
+          next_token_at = case when d.verdict = 'ok' then d.start + make_interval(secs => d.debit_total * d.tok_ms / 1000) else m.next_token_at end,
+          next_input_token_at = case when d.verdict = 'ok' then d.start + make_interval(secs => d.debit_input * d.in_ms / 1000) else m.next_input_token_at end,
+          next_output_token_at = case when d.verdict = 'ok' then d.start + make_interval(secs => d.debit_output * d.out_ms / 1000) else m.next_output_token_at end,
           requests = m.requests + (d.verdict = 'ok')::int,
-          tokens = m.tokens + case when d.verdict = 'ok' then ${estimatedTokens} else 0 end,
+          tokens = m.tokens + case when d.verdict = 'ok' then round(d.debit_total)::bigint else 0 end,
           probe_at = case when d.verdict = 'ok' and d.probing then now() else m.probe_at end,
           held_at = case when d.verdict = 'hold' then now() else m.held_at end,
           updated_at = case when d.verdict = 'ok' then now() else m.updated_at end
         from d where m.endpoint = d.endpoint
-        returning d.verdict, d.probing,
+        returning d.verdict, d.probing, d.debit_total, d.debit_input, d.debit_output,
                   extract(epoch from d.start) * 1000 as start_ms,
                   extract(epoch from now()) * 1000 as now_ms`)) as unknown as Rows<{
         verdict: Verdict["verdict"];
         probing: boolean;
+        debit_total: number | string;
+        debit_input: number | string;
+        debit_output: number | string;
         start_ms: number | string;
         now_ms: number | string;
       }>;
       const row = rows[0];
       if (!row) {
         this.ensured.delete(endpoint); // row removed by an operator: recreate on the next call
-        return { verdict: "fail_open", probing: false, startMs: 0, nowMs: 0 };
+        return FAIL_OPEN;
       }
-      return { verdict: row.verdict, probing: row.probing === true, startMs: Number(row.start_ms), nowMs: Number(row.now_ms) };
+      return {
+        verdict: row.verdict,
+        probing: row.probing === true,
+        startMs: Number(row.start_ms),
+        nowMs: Number(row.now_ms),
+        debit: { total: Number(row.debit_total), input: Number(row.debit_input), output: Number(row.debit_output) },
+      };
     } catch (err) {
       log.warn({ endpoint, err }, "rate limiter: database unavailable, letting the call through");
-      return { verdict: "fail_open", probing: false, startMs: 0, nowMs: 0 };
+      return FAIL_OPEN;
     }
   }
 
-  /** Corrects the token schedules once the provider reported real usage. */
+  /**
+   * Corrects the token schedules once the provider reported real usage, and keeps the average
+   * of what calls use (debited up front by the next reservations).
+   */
   async settle(endpoint: string, reservation: Reservation, usage: { input?: number; output?: number } | undefined): Promise<void> {
     if (!reservation.counted || !usage || (usage.input === undefined && usage.output === undefined)) return;
     const input = Math.round(usage.input ?? 0);
     const output = Math.round(usage.output ?? 0);
-    const deltaInput = input - reservation.estimatedTokens;
-    const deltaTotal = deltaInput + output;
-    if (deltaTotal === 0 && deltaInput === 0 && output === 0) return;
+    const deltaTotal = input + output - reservation.estimatedTokens;
+    const deltaInput = input - (reservation.debitedInput ?? reservation.estimatedTokens);
+    const deltaOutput = output - (reservation.debitedOutput ?? 0);
     const db = this.dbProvider();
     if (!db) return;
     try {
@@ -378,8 +408,11 @@ export class SharedRateLimiter {
         update model_rate_limits set
           next_token_at = next_token_at + make_interval(secs => ${deltaTotal} * coalesce(60.0 / nullif(least(${this.statedTpm}::float8, learned_tokens_per_minute * share_tokens), 0), 0)),
           next_input_token_at = next_input_token_at + make_interval(secs => ${deltaInput} * coalesce(60.0 / nullif(learned_input_tokens_per_minute * share_input_tokens, 0), 0)),
-          next_output_token_at = next_output_token_at + make_interval(secs => ${output} * coalesce(60.0 / nullif(learned_output_tokens_per_minute * share_output_tokens, 0), 0)),
-          tokens = tokens + ${deltaTotal},
+          next_output_token_at = next_output_token_at + make_interval(secs => ${deltaOutput} * coalesce(60.0 / nullif(learned_output_tokens_per_minute * share_output_tokens, 0), 0)),
+          tokens = tokens + ${Math.round(deltaTotal)},
+          tokens_per_call = coalesce(0.8 * tokens_per_call + 0.2 * ${input + output}, ${input + output}),
+          input_tokens_per_call = coalesce(0.8 * input_tokens_per_call + 0.2 * ${input}, ${input}),
+          output_tokens_per_call = coalesce(0.8 * output_tokens_per_call + 0.2 * ${output}, ${output}),
           updated_at = now()
         where endpoint = ${endpoint}`);
     } catch (err) {
@@ -507,7 +540,10 @@ interface Verdict {
   probing: boolean;
   startMs: number;
   nowMs: number;
+  debit: { total: number; input: number; output: number };
 }
+
+const FAIL_OPEN: Verdict = { verdict: "fail_open", probing: false, startMs: 0, nowMs: 0, debit: { total: 0, input: 0, output: 0 } };
 
 // ---- what operators see --------------------------------------------------------------------
 

@@ -81,6 +81,9 @@ describe("shared rate limiter (PostgreSQL schedule)", () => {
     expect(after?.tokens).toBe(400);
     const second = await limiterOn(1, { tokensPerMinute: 60_000 }).acquire(endpoint, { estimatedTokens: 10 });
     expect((second.startAtMs ?? 0) - (first.startAtMs ?? 0)).toBeGreaterThanOrEqual(399.9);
+    // What calls lately used is debited up front, not the 10-token estimate: calls in flight are
+    // not under-counted until they settle (64 slots would otherwise overrun a token bucket).
+    expect(second.estimatedTokens).toBe(400);
   });
 
   it("a 429 recorded by one process holds back every other process until retry-after", async () => {

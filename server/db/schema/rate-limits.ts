@@ -38,6 +38,13 @@ export const modelRateLimits = pgTable("model_rate_limits", {
   shareTokens: doublePrecision("share_tokens").notNull().default(1),
   shareInputTokens: doublePrecision("share_input_tokens").notNull().default(1),
   shareOutputTokens: doublePrecision("share_output_tokens").notNull().default(1),
+  /**
+   * Tokens a call really used, averaged over recent answers: debited up front beside the
+   * prompt's own estimate, so calls in flight are not under-counted until they settle.
+   */
+  tokensPerCall: doublePrecision("tokens_per_call"),
+  inputTokensPerCall: doublePrecision("input_tokens_per_call"),
+  outputTokensPerCall: doublePrecision("output_tokens_per_call"),
   /** Last header-carrying answer. */
   learnedAt: at("learned_at"),
   /** First answer of any kind: until then one probe call finds out whether the provider sends limits. */
