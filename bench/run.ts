@@ -26,6 +26,7 @@ const MODULES: Array<() => Promise<BenchModule>> = [
   () => import("./caching.bench"),
   () => import("./compare.bench"),
   () => import("./provider-batch.bench"),
+  () => import("./provider-limit.bench"),
   () => import("./guard.bench"),
 ];
 

@@ -1,8 +1,9 @@
 import { mkdirSync } from "node:fs";
 import path from "node:path";
 import { expect, test } from "@playwright/test";
+import postgres from "postgres";
 import { adminAccount, createThreadViaApi } from "./support/auth";
-import { SCREENSHOT_DIR } from "./support/env";
+import { e2eDatabaseUrl, SCREENSHOT_DIR } from "./support/env";
 import { startWorker, stopAllWorkers } from "./support/worker";
 
 /**
@@ -73,4 +74,31 @@ test("workers view lists a live worker with the batch it works on, then shows it
   // shared database may still show as other users' leases until their leases expire.)
   await expect(stoppedRow.getByRole("link", { name: linkName })).toHaveCount(0);
   await page.screenshot({ path: path.join(SCREENSHOT_DIR, "workers-stopped.png"), fullPage: true });
+});
+
+test("workers view shows the limits learned from a provider's headers, and the share in use", async ({ page }) => {
+  // What the shared limiter wrote after a provider's answers (server/runtime/rate-limit.ts):
+  // 1,200 requests and 240,000 tokens a minute, half the requests in use while another program
+  // drains the key.
+  const sql = postgres(e2eDatabaseUrl(), { max: 1, onnotice: () => {} });
+  const endpoint = `https://api.openai.example/v1|gpt-learned-${Date.now()}`;
+  try {
+    await sql`insert into model_rate_limits (endpoint, requests, learned_requests_per_minute, share_requests,
+                learned_tokens_per_minute, learned_at, answered_at, updated_at)
+              values (${endpoint}, 1234, 1200, 0.5, 240000, now(), now(), now() + interval '1 hour')`;
+    await adminAccount(page, "workers-learned");
+    await page.goto("/workers");
+    const table = page.getByRole("table", { name: "Model endpoints" });
+    const row = table.getByRole("row").filter({ hasText: endpoint });
+    await expect(row.getByTestId("learned-limit")).toHaveText("1,200 req/min (using 50 %) · 240,000 tok/min");
+    await page.screenshot({ path: path.join(SCREENSHOT_DIR, "workers-learned.png"), fullPage: true });
+    await page.setViewportSize({ width: 390, height: 844 });
+    await expect(row.getByTestId("learned-limit")).toBeVisible();
+    const box = await row.getByTestId("learned-limit").boundingBox();
+    expect(box!.x + box!.width).toBeLessThanOrEqual(390);
+    await page.screenshot({ path: path.join(SCREENSHOT_DIR, "workers-learned-phone.png"), fullPage: true });
+  } finally {
+    await sql`delete from model_rate_limits where endpoint = ${endpoint}`;
+    await sql.end();
+  }
 });

@@ -10,6 +10,7 @@ import { subagentBatches } from "@/server/db/schema";
 import { metricsRegistry } from "@/server/instruments";
 import { log } from "@/server/log";
 import { getProcessCapacity } from "@/server/runtime/capacity";
+import { type LearnedLimit, readLearnedLimits } from "@/server/runtime/rate-limit";
 import { INSTANCE_ID, VERSION } from "@/server/runtime/instance";
 
 /**
@@ -143,6 +144,30 @@ function registerGauges(state: ExpositionState): void {
     "reason",
     (snap) => snap.waiting,
   );
+  // The limits learned from providers' headers, replaced whole on each scrape.
+  const learnedGauge = (name: string, help: string, pick: (l: LearnedLimit) => number) =>
+    new Gauge({
+      name,
+      help,
+      labelNames: ["endpoint", "model", "kind"],
+      registers,
+      async collect() {
+        const snap = await dbSnapshot();
+        if (!snap) return;
+        this.reset();
+        for (const l of snap.learned) this.set({ endpoint: l.endpoint, model: l.model, kind: l.kind }, pick(l));
+      },
+    });
+  learnedGauge(
+    "flotilla_provider_limit",
+    "Per-minute limits the provider's own rate-limit headers state, per endpoint, model and kind (requests, tokens, input_tokens, output_tokens).",
+    (l) => l.perMinute,
+  );
+  learnedGauge(
+    "flotilla_provider_limit_share",
+    "Share of each learned limit the shared limiter paces at now (below 1 while the provider's remaining says another program drains the key).",
+    (l) => l.share,
+  );
   fromSnapshot(
     "flotilla_workers_alive",
     "Worker processes with a heartbeat in the last 30 s (cluster-wide).",
@@ -156,6 +181,7 @@ interface DatabaseSnapshot {
   /** Unfinished batches by waiting reason ("moving" when none). */
   waiting: Record<string, number>;
   workers: number;
+  learned: LearnedLimit[];
   seconds: number;
 }
 
@@ -202,7 +228,8 @@ async function readDatabaseSnapshot(db: Db): Promise<DatabaseSnapshot> {
       waiting[reason] = (waiting[reason] ?? 0) + 1;
     }
   }
-  return { items, batches, waiting, workers: Number(w?.n ?? 0), seconds: (performance.now() - started) / 1000 };
+  const learned = await readLearnedLimits(db);
+  return { items, batches, waiting, workers: Number(w?.n ?? 0), learned, seconds: (performance.now() - started) / 1000 };
 }
 
 /** Names this process ("web" / "worker") and gives the database the cluster-wide gauges read on scrape. */

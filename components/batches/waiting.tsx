@@ -18,6 +18,9 @@ export function waitingText(b: BatchProjection): string | null {
         ? `Waiting: no worker has been alive since ${formatTime(b.waiting_since)} — start one with \`npm run worker\`.`
         : "Waiting: no worker is running — start one with `npm run worker`.";
     case "rate_limited":
+      // At the provider's limit items still move: say how fast, and when it ends.
+      if (b.eta)
+        return `Waiting on the provider's limit: running at ${formatCount(b.eta.items_per_minute)} items/min, about ${formatDuration(b.eta.eta_seconds * 1000)} left.`;
       return `Waiting: rate limited by the model provider${b.waiting_until ? ` until ${formatTime(b.waiting_until)}` : ""}.`;
     case "capacity":
       return "Waiting: every worker slot is busy with other work; items start as slots free up.";
@@ -89,10 +92,12 @@ export function WaitingNotice({ batch }: { batch: BatchProjection }) {
   );
 }
 
-/** Throughput and ETA from recent completions; a rate-limited batch shows the limit instead. */
+/** Throughput and ETA from recent completions; a rate-limited batch with none shows when the limit lifts. */
 export function etaText(b: BatchProjection): { throughput: string; eta: string } {
-  if (b.waiting_reason === "rate_limited")
+  if (b.waiting_reason === "rate_limited" && !b.eta)
     return { throughput: "rate limited", eta: b.waiting_until ? `after ${formatTime(b.waiting_until)}` : "—" };
+  if (b.waiting_reason === "rate_limited" && b.eta)
+    return { throughput: `${b.eta.items_per_minute}/min (provider's limit)`, eta: formatDuration(b.eta.eta_seconds * 1000) };
   if (!b.eta) return { throughput: "—", eta: "—" };
   return { throughput: `${b.eta.items_per_minute}/min`, eta: formatDuration(b.eta.eta_seconds * 1000) };
 }

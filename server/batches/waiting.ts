@@ -31,6 +31,8 @@ export const ETA_WINDOW_SECONDS = 300;
 export const ETA_MIN_FINISHED = 3;
 /** A 429 this recent still counts as "at the rate limit" (a retry-after of 1 s passes between two polls). */
 const RECENT_RATE_LIMIT_SECONDS = 5;
+/** Batch calls held back by the limiter's horizon this recently: the batch runs at the provider's limit. */
+const HELD_RECENT_SECONDS = 2;
 
 export interface ClusterState {
   now: Date;
@@ -63,11 +65,13 @@ export async function loadClusterState(db: DbOrTx, leaseSeconds: number): Promis
               from worker_heartbeats where kind = 'worker') h`);
   const limits = await db.execute<{ endpoint: string; until: Date }>(sql`
     select endpoint,
-           greatest(slow_until, next_request_at, next_token_at, last_rate_limited_at + make_interval(secs => 1)) as until
+           greatest(slow_until, next_request_at, next_token_at, next_input_token_at, next_output_token_at,
+                    last_rate_limited_at + make_interval(secs => 1)) as until
       from model_rate_limits
      where slow_until > now() - make_interval(secs => ${RECENT_RATE_LIMIT_SECONDS})
-        or greatest(next_request_at, next_token_at) > now() + interval '1 second'
-        or last_rate_limited_at > now() - make_interval(secs => ${RECENT_RATE_LIMIT_SECONDS})`);
+        or greatest(next_request_at, next_token_at, next_input_token_at, next_output_token_at) > now() + interval '1 second'
+        or last_rate_limited_at > now() - make_interval(secs => ${RECENT_RATE_LIMIT_SECONDS})
+        or held_at > now() - make_interval(secs => ${HELD_RECENT_SECONDS})`);
   const now = new Date(w!.now);
   return {
     now,
@@ -142,9 +146,11 @@ export async function loadLiveStates(
   }
   for (const b of active) {
     const waiting = waitingFor(b, cluster);
+    // A batch at the provider's limit still moves: its rate and ETA are what the limit allows.
+    const moving = waiting.waitingReason === null || waiting.waitingReason === "rate_limited";
     out.set(b.id, {
       ...waiting,
-      eta: waiting.waitingReason ? null : etaFor(b, recent.get(b.id) ?? 0, cluster.now),
+      eta: moving ? etaFor(b, recent.get(b.id) ?? 0, cluster.now) : null,
       workerSlots: cluster.liveWorkers > 0 ? cluster.capacity : null,
     });
   }

@@ -110,7 +110,8 @@ export function resolveModelByName(config: FlotillaConfig, name: string, env: En
   // The entry's own budget, each dimension falling back to rate_limits.* when it sets none.
   const limits = {
     key: endpoint,
-    budget: { requestsPerMinute: entry.requestsPerMinute, tokensPerMinute: entry.tokensPerMinute },
+    // A real provider's answers state its limits; the simulator's do not.
+    budget: { requestsPerMinute: entry.requestsPerMinute, tokensPerMinute: entry.tokensPerMinute, learn: !entry.simulator && !!entry.baseURL },
   };
   if (!entry.simulator && entry.baseURL) {
     const own = providerModel(entry);

@@ -1,5 +1,7 @@
 import { sql } from "drizzle-orm";
 import type { DbOrTx } from "@/server/db/client";
+import type { LimitKind } from "@/server/runtime/provider-limits";
+import { readLearnedLimits } from "@/server/runtime/rate-limit";
 
 /**
  * The workers view: live and recently dead worker processes from their heartbeats, and the
@@ -108,6 +110,8 @@ export interface EndpointView {
   last_rate_limited_at: string | null;
   /** Milliseconds every process still holds back after a provider 429 (0 = none). */
   slowed_for_ms: number;
+  /** The limits the provider's own headers state, per kind, and the share of each this key may use now. */
+  learned: { kind: LimitKind; per_minute: number; share: number }[];
 }
 
 /** The shared rate-limit rows (one per model endpoint): operational totals, no user content. */
@@ -116,6 +120,7 @@ export async function listRateLimitEndpoints(db: DbOrTx, args: { limit?: number 
     select endpoint, requests, tokens, rate_limited, last_rate_limited_at,
            greatest(0, extract(epoch from (slow_until - now())) * 1000) as slowed_for_ms
     from model_rate_limits order by updated_at desc limit ${args.limit ?? 20}`)) as unknown as Array<Record<string, unknown>>;
+  const learned = await readLearnedLimits(db);
   return rows.map((r) => ({
     endpoint: String(r.endpoint),
     requests: Number(r.requests),
@@ -123,5 +128,8 @@ export async function listRateLimitEndpoints(db: DbOrTx, args: { limit?: number 
     rate_limited: Number(r.rate_limited),
     last_rate_limited_at: r.last_rate_limited_at ? iso(r.last_rate_limited_at) : null,
     slowed_for_ms: Math.round(Number(r.slowed_for_ms ?? 0)),
+    learned: learned
+      .filter((l) => l.endpoint === r.endpoint)
+      .map((l) => ({ kind: l.kind, per_minute: l.perMinute, share: l.share })),
   }));
 }

@@ -1,5 +1,6 @@
 import { APICallError } from "@ai-sdk/provider";
 import { NoOutputGeneratedError, RetryError } from "ai";
+import { geminiRetryDelayMs, retryAfterFromHeaders } from "./provider-limits";
 
 export type ModelErrorClass = "rate_limit" | "timeout" | "aborted" | "provider" | "unknown";
 
@@ -86,12 +87,6 @@ export function trackModelErrors(): { onError: (event: { error: unknown }) => vo
   };
 }
 
-function header(headers: Record<string, string> | undefined, name: string): string | undefined {
-  if (!headers) return undefined;
-  for (const [k, v] of Object.entries(headers)) if (k.toLowerCase() === name) return v;
-  return undefined;
-}
-
 function findApiCallError(err: unknown, depth = 0): APICallError | undefined {
   if (err === undefined || err === null || depth > MAX_DEPTH) return undefined;
   if (APICallError.isInstance(err) && err.responseHeaders) return err;
@@ -109,20 +104,11 @@ function findApiCallError(err: unknown, depth = 0): APICallError | undefined {
 
 /**
  * How long the provider asked us to wait, from `retry-after-ms` (milliseconds) or `retry-after`
- * (seconds or an HTTP date). Undefined when the error carries no such advice.
+ * (seconds or an HTTP date), else a Gemini 429's RetryInfo. Undefined when the error carries no
+ * such advice.
  */
 export function retryAfterMs(err: unknown, now: number = Date.now()): number | undefined {
   const apiError = findApiCallError(err);
-  const headers = apiError?.responseHeaders;
-  const ms = header(headers, "retry-after-ms");
-  if (ms !== undefined && ms.trim() !== "") {
-    const value = Number(ms);
-    if (Number.isFinite(value) && value >= 0) return Math.ceil(value);
-  }
-  const after = header(headers, "retry-after")?.trim();
-  if (!after) return undefined;
-  if (/^\d+(\.\d+)?$/.test(after)) return Math.ceil(Number(after) * 1000);
-  const date = Date.parse(after);
-  if (Number.isNaN(date)) return undefined;
-  return Math.max(0, date - now);
+  if (!apiError) return undefined;
+  return retryAfterFromHeaders(apiError.responseHeaders, now) ?? geminiRetryDelayMs(apiError.responseBody);
 }

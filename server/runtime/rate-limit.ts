@@ -1,3 +1,4 @@
+import { AsyncLocalStorage } from "node:async_hooks";
 import { APICallError, type LanguageModelV3, type LanguageModelV3Middleware, type LanguageModelV3Prompt, type LanguageModelV3StreamPart, type LanguageModelV3Usage } from "@ai-sdk/provider";
 import { sql } from "drizzle-orm";
 import type { FlotillaConfig } from "@/lib/config";
@@ -9,6 +10,7 @@ import * as schema from "@/server/db/schema";
 import { log } from "@/server/log";
 import { observeModelCall, observeRateLimitWait } from "@/server/instruments";
 import { classifyModelError, retryAfterMs } from "@/server/runtime/model-errors";
+import { bucketFullness, LIMIT_KINDS, type LimitKind, type LimitState, parseProviderLimits } from "@/server/runtime/provider-limits";
 
 /**
  * Provider-wide rate limits shared by every process (web and any number of workers, on any
@@ -38,8 +40,10 @@ export interface RateLimitSettings {
   maxWaitMs: number;
   /** Back-off applied on a 429 that carries no retry-after. */
   defaultRetryAfterMs: number;
-  /** Cap on a provider's retry-after (a broken header must not park an endpoint for a day). */
+  /** Cap on a provider's retry-after (a broken header must not park an endpoint for long). */
   maxRetryAfterMs: number;
+  /** Pace at the limits the provider's own headers state (real providers; not the simulator). */
+  learn?: boolean;
 }
 
 export const DEFAULT_MAX_WAIT_MS = 120_000;
@@ -48,6 +52,8 @@ export const DEFAULT_MAX_WAIT_MS = 120_000;
 export interface EndpointBudget {
   requestsPerMinute?: number;
   tokensPerMinute?: number;
+  /** The endpoint is a real provider whose headers state its limits. */
+  learn?: boolean;
 }
 
 /** The budget of one endpoint: the catalog entry's numbers, falling back to rate_limits.*. */
@@ -57,9 +63,33 @@ export function rateLimitSettingsFromConfig(config: FlotillaConfig, budget: Endp
     tokensPerMinute: budget.tokensPerMinute ?? config.rate_limits.tokens_per_minute,
     maxWaitMs: DEFAULT_MAX_WAIT_MS,
     defaultRetryAfterMs: 1_000,
-    maxRetryAfterMs: 600_000,
+    // Per-minute limits free up within a minute; a longer retry-after is capped (and logged).
+    maxRetryAfterMs: 60_000,
+    learn: budget.learn ?? false,
   };
 }
+
+/**
+ * A batch call reserves at most this far ahead of now; beyond it, it waits in its process's queue
+ * and asks again. So the schedule never holds more than this much of a batch's backlog: a chat
+ * turn (which reserves without the horizon) starts within about this long, and a share that
+ * shrinks because another program drains the key takes effect within it.
+ */
+export const BACKGROUND_HORIZON_MS = 500;
+/** While nothing is known of an endpoint, one call goes first; the others wait this long at most for its answer. */
+const PROBE_HOLD_MS = 5_000;
+/** Below this fullness of the provider's bucket (remaining against capacity) the pace shrinks in proportion. */
+const FULLNESS_TARGET = 0.8;
+/** The least share of a learned limit: a `remaining` of 0 slows the pace, never parks it. */
+const MIN_SHARE = 0.1;
+/**
+ * A share falls at once to what the bucket's fullness says, but grows back by at most this much a
+ * second: the provider's remaining is already ~1 s stale when it is read (latency, horizon), and
+ * a share that springs back as fast as it fell empties a one-second bucket before it can see it.
+ */
+const SHARE_RISE_PER_SECOND = 0.15;
+/** Learned values are written to the shared row at most this often per process unless they drop. */
+const LEARN_WRITE_MS = 250;
 
 /**
  * The shared budget had no slot within `maxWaitMs`. It is an APICallError with status 429 and a
@@ -69,7 +99,7 @@ export function rateLimitSettingsFromConfig(config: FlotillaConfig, budget: Endp
 export function sharedBudgetExhausted(endpoint: string, waitMs: number): APICallError {
   noteBackoff(endpoint, waitMs);
   return new APICallError({
-    message: `Shared rate-limit budget for ${endpoint} is exhausted for the next ${Math.ceil(waitMs / 1000)} s (rate_limits.requests_per_minute / tokens_per_minute)`,
+    message: `Shared rate-limit budget for ${endpoint} is exhausted for the next ${Math.ceil(waitMs / 1000)} s (the provider's limit, or rate_limits.requests_per_minute / tokens_per_minute)`,
     url: `flotilla-rate-limit:${endpoint}`,
     requestBodyValues: {},
     statusCode: 429,
@@ -81,12 +111,17 @@ export function sharedBudgetExhausted(endpoint: string, waitMs: number): APICall
 export interface Reservation {
   /** Milliseconds waited before the call could start. */
   waitedMs: number;
-  /** Tokens debited up front (estimate); corrected with settle(). */
+  /** Tokens debited up front (the prompt's estimate, or what calls used lately if more); corrected with settle(). */
   estimatedTokens: number;
+  /** The same for the input and output schedules (providers that count them apart). */
+  debitedInput?: number;
+  debitedOutput?: number;
   /** False when the limiter was off or failed open: nothing to correct. */
   counted: boolean;
   /** The reserved start on PostgreSQL's clock (epoch ms), when counted. */
   startAtMs?: number;
+  /** This call is the one that finds out whether the provider states its limits. */
+  probe?: boolean;
 }
 
 function abortableSleep(ms: number, signal?: AbortSignal): Promise<void> {
@@ -105,12 +140,81 @@ function abortableSleep(ms: number, signal?: AbortSignal): Promise<void> {
   });
 }
 
+function abortable<T>(promise: Promise<T>, signal?: AbortSignal): Promise<T> {
+  if (!signal) return promise;
+  if (signal.aborted) return Promise.reject(signal.reason);
+  return new Promise((resolve, reject) => {
+    const onAbort = () => reject(signal.reason);
+    signal.addEventListener("abort", onAbort, { once: true });
+    promise.then(
+      (v) => {
+        signal.removeEventListener("abort", onAbort);
+        resolve(v);
+      },
+      (e) => {
+        signal.removeEventListener("abort", onAbort);
+        reject(e);
+      },
+    );
+  });
+}
+
 type Rows<T> = T[];
+
+// ---- who is calling: a batch's backlog queues behind the horizon, everyone else does not ------
+
+const background = new AsyncLocalStorage<true>();
+
+/**
+ * Runs `fn` with its model calls marked as batch work: they reserve at most
+ * BACKGROUND_HORIZON_MS ahead, so the lead's chat turns and task / swarm children (reserving
+ * without the horizon) never queue behind a batch's whole backlog.
+ */
+export function asBatchWork<T>(fn: () => T): T {
+  return background.run(true, fn);
+}
+
+const isBatchWork = () => background.getStore() === true;
+
+// ---- what the provider's headers taught ------------------------------------------------------
+
+/**
+ * Share of a learned limit this endpoint may use, from how full the provider's bucket was before
+ * the answer's own request (for requests: remaining + 1, or a bucket of two reads empty half the
+ * time at our own pace).
+ */
+function shareOf(state: LimitState | undefined, kind: LimitKind): number | undefined {
+  if (!state) return undefined;
+  const fullness = bucketFullness(state, kind === "requests" ? 1 : 0);
+  if (fullness === undefined) return 1;
+  return Math.max(MIN_SHARE, Math.min(1, fullness / FULLNESS_TARGET));
+}
+
+const loggedProblems = new Set<string>();
+
+/** Logs each kind of bad header once per endpoint and process (they repeat on every answer). */
+function logProblems(endpoint: string, problems: string[]): void {
+  for (const problem of problems) {
+    const key = `${endpoint}\u0000${problem.split(":")[0]}`;
+    if (loggedProblems.has(key)) continue;
+    loggedProblems.add(key);
+    log.warn({ endpoint, problem }, "rate limiter: ignoring a provider rate-limit header it cannot trust");
+  }
+}
+
+interface Learned {
+  limits: Record<LimitKind, number | null>;
+  shares: Record<LimitKind, number | null>;
+}
 
 export class SharedRateLimiter {
   private readonly ensured = new Set<string>();
   /** Off mode only: slow_until per endpoint as known locally, refreshed at most once a second. */
   private readonly slowCache = new Map<string, { untilMs: number; checkedAt: number; pending?: Promise<void> }>();
+  /** Batch calls held by the horizon wait here, one asking the database at a time per endpoint. */
+  private readonly queues = new Map<string, { tail: Promise<void>; waiting: number }>();
+  /** What this process last wrote of the learned limits, per endpoint. */
+  private readonly written = new Map<string, Learned & { at: number }>();
 
   constructor(
     private readonly settings: RateLimitSettings,
@@ -118,15 +222,15 @@ export class SharedRateLimiter {
   ) {}
 
   get enabled(): boolean {
-    return this.settings.requestsPerMinute > 0 || this.settings.tokensPerMinute > 0;
+    return this.settings.requestsPerMinute > 0 || this.settings.tokensPerMinute > 0 || this.settings.learn === true;
   }
 
-  private get requestIntervalMs(): number {
-    return this.settings.requestsPerMinute > 0 ? 60_000 / this.settings.requestsPerMinute : 0;
+  private get statedRpm(): number | null {
+    return this.settings.requestsPerMinute > 0 ? this.settings.requestsPerMinute : null;
   }
 
-  private get msPerToken(): number {
-    return this.settings.tokensPerMinute > 0 ? 60_000 / this.settings.tokensPerMinute : 0;
+  private get statedTpm(): number | null {
+    return this.settings.tokensPerMinute > 0 ? this.settings.tokensPerMinute : null;
   }
 
   private async ensureRow(db: Db, endpoint: string): Promise<void> {
@@ -138,71 +242,177 @@ export class SharedRateLimiter {
   /**
    * Reserves the next start on `endpoint` and sleeps until it. Throws the abort reason when
    * `signal` aborts while waiting, or a 429-classified error when the wait would exceed maxWaitMs.
+   * Batch work (asBatchWork) reserves at most BACKGROUND_HORIZON_MS ahead.
    */
-  async acquire(endpoint: string, options: { estimatedTokens?: number; signal?: AbortSignal } = {}): Promise<Reservation> {
-    // Tokens are only accounted (and corrected later) when a tokens-per-minute budget is set.
-    const estimatedTokens = this.msPerToken > 0 ? Math.max(0, Math.round(options.estimatedTokens ?? 0)) : 0;
+  async acquire(endpoint: string, options: { estimatedTokens?: number; signal?: AbortSignal; batch?: boolean } = {}): Promise<Reservation> {
+    const estimatedTokens = Math.max(0, Math.round(options.estimatedTokens ?? 0));
     const db = this.dbProvider();
     if (!this.enabled || !db) {
       await this.waitForSlowdown(endpoint, db, options.signal);
       return { waitedMs: 0, estimatedTokens: 0, counted: false };
     }
-    const reqMs = this.requestIntervalMs;
-    const tokMs = estimatedTokens * this.msPerToken;
-    const maxWait = this.settings.maxWaitMs;
-    let waitMs: number;
-    let startAtMs: number;
+    const batch = options.batch ?? isBatchWork();
+    let granted: Verdict | undefined;
+    // A batch call joins its process's queue when one formed (first come, first served); any
+    // other call asks at once.
+    if (!batch || !(this.queues.get(endpoint)?.waiting ?? 0)) {
+      granted = await this.reserve(db, endpoint, estimatedTokens, batch);
+      if (granted.verdict === "exhausted") throw sharedBudgetExhausted(endpoint, granted.startMs - granted.nowMs);
+    }
+    if (granted?.verdict !== "ok" && granted?.verdict !== "fail_open")
+      granted = await this.queued(db, endpoint, estimatedTokens, batch, granted, options.signal);
+    if (granted.verdict === "fail_open") return { waitedMs: 0, estimatedTokens: 0, counted: false };
+    const waitMs = Math.max(0, granted.startMs - granted.nowMs);
+    observeRateLimitWait(endpoint, waitMs / 1000);
+    await abortableSleep(waitMs, options.signal);
+    return {
+      waitedMs: waitMs,
+      estimatedTokens: granted.debit.total,
+      debitedInput: granted.debit.input,
+      debitedOutput: granted.debit.output,
+      counted: true,
+      startAtMs: granted.startMs,
+      probe: granted.probing,
+    };
+  }
+
+  /**
+   * Waits in this process's queue for the endpoint; its head sleeps until the schedule is within
+   * the horizon (or the probe answered) and asks again, until granted. Returns "ok" or "fail_open".
+   */
+  private async queued(
+    db: Db,
+    endpoint: string,
+    estimatedTokens: number,
+    batch: boolean,
+    first: Verdict | undefined,
+    signal?: AbortSignal,
+  ): Promise<Verdict> {
+    let q = this.queues.get(endpoint);
+    if (!q) {
+      q = { tail: Promise.resolve(), waiting: 0 };
+      this.queues.set(endpoint, q);
+    }
+    const queue = q;
+    const before = queue.tail;
+    const ahead = queue.waiting;
+    let release!: () => void;
+    const mine = new Promise<void>((r) => {
+      release = r;
+    });
+    queue.tail = before.then(() => mine);
+    queue.waiting++;
+    try {
+      await abortable(before, signal);
+      // After waiting behind others, the first answer is stale: ask again.
+      let verdict = first && ahead === 0 ? first : await this.reserve(db, endpoint, estimatedTokens, batch);
+      for (;;) {
+        if (verdict.verdict === "ok" || verdict.verdict === "fail_open") return verdict;
+        if (verdict.verdict === "exhausted") throw sharedBudgetExhausted(endpoint, verdict.startMs - verdict.nowMs);
+        const wait = verdict.verdict === "probe" ? 50 : Math.max(5, verdict.startMs - verdict.nowMs - BACKGROUND_HORIZON_MS + 5);
+        await abortableSleep(wait, signal);
+        verdict = await this.reserve(db, endpoint, estimatedTokens, batch);
+      }
+    } finally {
+      queue.waiting--;
+      release();
+    }
+  }
+
+  /** One atomic reservation attempt (see the header comment for the schedule). */
+  private async reserve(db: Db, endpoint: string, estimatedTokens: number, batch: boolean): Promise<Verdict> {
+    // One call goes first while nothing is known of the endpoint: its answer tells the limits and
+    // what a call costs in tokens. Only a stated requests limit alone paces the first calls safely.
+    const probeFirst = this.settings.learn === true && (this.statedRpm === null || this.statedTpm !== null);
     try {
       await this.ensureRow(db, endpoint);
-      // All SET expressions see the old row, so `start` is computed identically in each.
+      // The CTE locks the row; each schedule advances from the common start by its own cost.
       const rows = (await db.execute(sql`
-        update model_rate_limits set
-          next_request_at = greatest(next_request_at, next_token_at, slow_until, now()) + make_interval(secs => ${reqMs / 1000}::float8),
-          next_token_at = greatest(next_request_at, next_token_at, slow_until, now()) + make_interval(secs => ${tokMs / 1000}::float8),
-          requests = requests + 1,
-          tokens = tokens + ${estimatedTokens},
-          updated_at = now()
-        where endpoint = ${endpoint}
-          and greatest(next_request_at, next_token_at, slow_until, now()) <= now() + make_interval(secs => ${maxWait / 1000}::float8)
-        returning extract(epoch from next_request_at) * 1000 - ${reqMs}::float8 as start_ms,
+        with c as (
+          select endpoint,
+                 greatest(next_request_at, next_token_at, next_input_token_at, next_output_token_at, slow_until, now()) as start,
+                 coalesce(60000.0 / nullif(least(${this.statedRpm}::float8, learned_requests_per_minute * share_requests), 0), 0) as req_ms,
+                 coalesce(60000.0 / nullif(least(${this.statedTpm}::float8, learned_tokens_per_minute * share_tokens), 0), 0) as tok_ms,
+                 coalesce(60000.0 / nullif(learned_input_tokens_per_minute * share_input_tokens, 0), 0) as in_ms,
+                 coalesce(60000.0 / nullif(learned_output_tokens_per_minute * share_output_tokens, 0), 0) as out_ms,
+                 -- The prompt's estimate plus the output calls lately used, or what calls lately used in all if more.
+                 greatest(${estimatedTokens} + coalesce(output_tokens_per_call, 0), coalesce(tokens_per_call, 0)) as debit_total,
+                 greatest(${estimatedTokens}, coalesce(input_tokens_per_call, 0)) as debit_input,
+                 coalesce(output_tokens_per_call, 0) as debit_output,
+                 (${probeFirst} and answered_at is null) as probing,
+                 probe_at
+            from model_rate_limits where endpoint = ${endpoint} for update
+        ), d as (
+          select c.*, case
+                   when probing and probe_at > now() - make_interval(secs => ${PROBE_HOLD_MS / 1000}) then 'probe'
+                   when start > now() + make_interval(secs => ${this.settings.maxWaitMs / 1000}::float8) then 'exhausted'
+                   when ${batch} and start > now() + make_interval(secs => ${BACKGROUND_HORIZON_MS / 1000}::float8) then 'hold'
+                   else 'ok' end as verdict
+            from c
+        )
+        update model_rate_limits m set
+          next_request_at = case when d.verdict = 'ok' then d.start + make_interval(secs => d.req_ms / 1000) else m.next_request_at end,
+          next_token_at = case when d.verdict = 'ok' then d.start + make_interval(secs => d.debit_total * d.tok_ms / 1000) else m.next_token_at end,
+          next_input_token_at = case when d.verdict = 'ok' then d.start + make_interval(secs => d.debit_input * d.in_ms / 1000) else m.next_input_token_at end,
+          next_output_token_at = case when d.verdict = 'ok' then d.start + make_interval(secs => d.debit_output * d.out_ms / 1000) else m.next_output_token_at end,
+          requests = m.requests + (d.verdict = 'ok')::int,
+          tokens = m.tokens + case when d.verdict = 'ok' then round(d.debit_total)::bigint else 0 end,
+          probe_at = case when d.verdict = 'ok' and d.probing then now() else m.probe_at end,
+          held_at = case when d.verdict = 'hold' then now() else m.held_at end,
+          updated_at = case when d.verdict = 'ok' then now() else m.updated_at end
+        from d where m.endpoint = d.endpoint
+        returning d.verdict, d.probing, d.debit_total, d.debit_input, d.debit_output,
+                  extract(epoch from d.start) * 1000 as start_ms,
                   extract(epoch from now()) * 1000 as now_ms`)) as unknown as Rows<{
+        verdict: Verdict["verdict"];
+        probing: boolean;
+        debit_total: number | string;
+        debit_input: number | string;
+        debit_output: number | string;
         start_ms: number | string;
         now_ms: number | string;
       }>;
-      if (rows.length === 0) {
-        const [row] = (await db.execute(sql`
-          select extract(epoch from (greatest(next_request_at, next_token_at, slow_until, now()) - now())) * 1000 as wait_ms
-          from model_rate_limits where endpoint = ${endpoint}`)) as unknown as Rows<{ wait_ms: number | string }>;
-        if (!row) {
-          this.ensured.delete(endpoint); // row removed by an operator: recreate on the next call
-          return { waitedMs: 0, estimatedTokens: 0, counted: false };
-        }
-        throw sharedBudgetExhausted(endpoint, Number(row.wait_ms));
+      const row = rows[0];
+      if (!row) {
+        this.ensured.delete(endpoint); // row removed by an operator: recreate on the next call
+        return FAIL_OPEN;
       }
-      startAtMs = Number(rows[0]?.start_ms);
-      waitMs = Math.max(0, startAtMs - Number(rows[0]?.now_ms));
+      return {
+        verdict: row.verdict,
+        probing: row.probing === true,
+        startMs: Number(row.start_ms),
+        nowMs: Number(row.now_ms),
+        debit: { total: Number(row.debit_total), input: Number(row.debit_input), output: Number(row.debit_output) },
+      };
     } catch (err) {
-      if (APICallError.isInstance(err)) throw err;
       log.warn({ endpoint, err }, "rate limiter: database unavailable, letting the call through");
-      return { waitedMs: 0, estimatedTokens: 0, counted: false };
+      return FAIL_OPEN;
     }
-    observeRateLimitWait(endpoint, waitMs / 1000);
-    await abortableSleep(waitMs, options.signal);
-    return { waitedMs: waitMs, estimatedTokens, counted: true, startAtMs };
   }
 
-  /** Corrects the token schedule once the provider reported real usage. */
-  async settle(endpoint: string, reservation: Reservation, actualTokens: number | undefined): Promise<void> {
-    if (!reservation.counted || this.msPerToken === 0 || actualTokens === undefined) return;
-    const delta = Math.round(actualTokens) - reservation.estimatedTokens;
-    if (delta === 0) return;
+  /**
+   * Corrects the token schedules once the provider reported real usage, and keeps the average
+   * of what calls use (debited up front by the next reservations).
+   */
+  async settle(endpoint: string, reservation: Reservation, usage: { input?: number; output?: number } | undefined): Promise<void> {
+    if (!reservation.counted || !usage || (usage.input === undefined && usage.output === undefined)) return;
+    const input = Math.round(usage.input ?? 0);
+    const output = Math.round(usage.output ?? 0);
+    const deltaTotal = input + output - reservation.estimatedTokens;
+    const deltaInput = input - (reservation.debitedInput ?? reservation.estimatedTokens);
+    const deltaOutput = output - (reservation.debitedOutput ?? 0);
     const db = this.dbProvider();
     if (!db) return;
     try {
       await db.execute(sql`
         update model_rate_limits set
-          next_token_at = next_token_at + make_interval(secs => ${(delta * this.msPerToken) / 1000}::float8),
-          tokens = tokens + ${delta},
+          next_token_at = next_token_at + make_interval(secs => ${deltaTotal} * coalesce(60.0 / nullif(least(${this.statedTpm}::float8, learned_tokens_per_minute * share_tokens), 0), 0)),
+          next_input_token_at = next_input_token_at + make_interval(secs => ${deltaInput} * coalesce(60.0 / nullif(learned_input_tokens_per_minute * share_input_tokens, 0), 0)),
+          next_output_token_at = next_output_token_at + make_interval(secs => ${deltaOutput} * coalesce(60.0 / nullif(learned_output_tokens_per_minute * share_output_tokens, 0), 0)),
+          tokens = tokens + ${Math.round(deltaTotal)},
+          tokens_per_call = coalesce(0.8 * tokens_per_call + 0.2 * ${input + output}, ${input + output}),
+          input_tokens_per_call = coalesce(0.8 * input_tokens_per_call + 0.2 * ${input}, ${input}),
+          output_tokens_per_call = coalesce(0.8 * output_tokens_per_call + 0.2 * ${output}, ${output}),
           updated_at = now()
         where endpoint = ${endpoint}`);
     } catch (err) {
@@ -210,8 +420,65 @@ export class SharedRateLimiter {
     }
   }
 
+  /**
+   * An answer came back (or failed with an HTTP answer): what its headers say of the account's
+   * limits is written to the shared row — the limits per minute, and the share of them this key
+   * may use from how full the provider's bucket still is. Written at most every LEARN_WRITE_MS
+   * per process unless a limit changed or a share dropped; the probe's answer always.
+   */
+  async recordAnswer(endpoint: string, headers: Record<string, string | undefined> | undefined, reservation?: Reservation): Promise<void> {
+    if (!this.settings.learn) return;
+    const parsed = parseProviderLimits(headers);
+    logProblems(endpoint, parsed.problems);
+    const learned: Learned = { limits: {} as Learned["limits"], shares: {} as Learned["shares"] };
+    for (const kind of LIMIT_KINDS) {
+      learned.limits[kind] = parsed.limits[kind]?.limit ?? null;
+      learned.shares[kind] = shareOf(parsed.limits[kind], kind) ?? null;
+    }
+    const now = Date.now();
+    const last = this.written.get(endpoint);
+    const due =
+      reservation?.probe === true ||
+      !last ||
+      now - last.at >= LEARN_WRITE_MS ||
+      LIMIT_KINDS.some(
+        (k) =>
+          learned.limits[k] !== last.limits[k] ||
+          (learned.shares[k] ?? 1) < (last.shares[k] ?? 1) - 0.1,
+      );
+    if (!due) return;
+    this.written.set(endpoint, { ...learned, at: now });
+    const db = this.dbProvider();
+    if (!db) return;
+    const known = LIMIT_KINDS.some((k) => learned.limits[k] !== null);
+    const { limits: l, shares: sh } = learned;
+    try {
+      await this.ensureRow(db, endpoint);
+      // rise_s: seconds since the shares were last written by any process.
+      await db.execute(sql`
+        update model_rate_limits m set
+          learned_requests_per_minute = coalesce(${l.requests}::float8, learned_requests_per_minute),
+          learned_tokens_per_minute = coalesce(${l.tokens}::float8, learned_tokens_per_minute),
+          learned_input_tokens_per_minute = coalesce(${l.input_tokens}::float8, learned_input_tokens_per_minute),
+          learned_output_tokens_per_minute = coalesce(${l.output_tokens}::float8, learned_output_tokens_per_minute),
+          share_requests = coalesce(least(${sh.requests}::float8, share_requests + ${SHARE_RISE_PER_SECOND} * rise_s), share_requests),
+          share_tokens = coalesce(least(${sh.tokens}::float8, share_tokens + ${SHARE_RISE_PER_SECOND} * rise_s), share_tokens),
+          share_input_tokens = coalesce(least(${sh.input_tokens}::float8, share_input_tokens + ${SHARE_RISE_PER_SECOND} * rise_s), share_input_tokens),
+          share_output_tokens = coalesce(least(${sh.output_tokens}::float8, share_output_tokens + ${SHARE_RISE_PER_SECOND} * rise_s), share_output_tokens),
+          learned_at = case when ${known} then now() else learned_at end,
+          answered_at = coalesce(answered_at, now())
+        from (select least(60, extract(epoch from now() - coalesce(learned_at, now() - interval '60 seconds'))) as rise_s
+                from model_rate_limits where endpoint = ${endpoint}) r
+        where m.endpoint = ${endpoint}`);
+    } catch (err) {
+      log.warn({ endpoint, err }, "rate limiter: could not record the provider's limits");
+    }
+  }
+
   /** A provider said 429: no process starts a call on `endpoint` before now() + retry-after. */
   async recordRateLimited(endpoint: string, retryAfter: number | undefined): Promise<void> {
+    if (retryAfter !== undefined && retryAfter > this.settings.maxRetryAfterMs)
+      logProblems(endpoint, [`retry-after: ${Math.round(retryAfter / 1000)} s is capped at ${this.settings.maxRetryAfterMs / 1000} s`]);
     const ms = Math.min(this.settings.maxRetryAfterMs, Math.max(0, retryAfter ?? this.settings.defaultRetryAfterMs));
     const local = this.slowCache.get(endpoint);
     const untilMs = Date.now() + ms;
@@ -266,6 +533,52 @@ export class SharedRateLimiter {
       await abortableSleep(waitMs, signal);
     }
   }
+}
+
+interface Verdict {
+  verdict: "ok" | "hold" | "probe" | "exhausted" | "fail_open";
+  probing: boolean;
+  startMs: number;
+  nowMs: number;
+  debit: { total: number; input: number; output: number };
+}
+
+const FAIL_OPEN: Verdict = { verdict: "fail_open", probing: false, startMs: 0, nowMs: 0, debit: { total: 0, input: 0, output: 0 } };
+
+// ---- what operators see --------------------------------------------------------------------
+
+export interface LearnedLimit {
+  endpoint: string;
+  /** The model id (the endpoint key's part after "|"). */
+  model: string;
+  kind: LimitKind;
+  /** The provider's stated limit per minute, from its headers. */
+  perMinute: number;
+  /** The share of it this key may use now (below 1 while another program drains the key). */
+  share: number;
+}
+
+/** The limits learned from providers' headers, per endpoint and kind (a few rows per endpoint). */
+export async function readLearnedLimits(db: Db, args: { limit?: number } = {}): Promise<LearnedLimit[]> {
+  const rows = (await db.execute(sql`
+    select endpoint,
+           learned_requests_per_minute as requests, share_requests as requests_share,
+           learned_tokens_per_minute as tokens, share_tokens as tokens_share,
+           learned_input_tokens_per_minute as input_tokens, share_input_tokens as input_tokens_share,
+           learned_output_tokens_per_minute as output_tokens, share_output_tokens as output_tokens_share
+      from model_rate_limits where learned_at is not null
+     order by learned_at desc limit ${args.limit ?? 50}`)) as unknown as Array<Record<string, string | number | null>>;
+  const out: LearnedLimit[] = [];
+  for (const r of rows) {
+    const endpoint = String(r.endpoint);
+    const model = endpoint.slice(endpoint.lastIndexOf("|") + 1);
+    for (const kind of LIMIT_KINDS) {
+      const perMinute = r[kind];
+      if (perMinute === null || perMinute === undefined) continue;
+      out.push({ endpoint, model, kind, perMinute: Number(perMinute), share: Number(r[`${kind}_share`] ?? 1) });
+    }
+  }
+  return out;
 }
 
 // ---- back-off hints for deferral ----------------------------------------------------------
@@ -368,11 +681,8 @@ export function estimatePromptTokens(prompt: LanguageModelV3Prompt): number {
   return Math.ceil(chars / 4);
 }
 
-function totalTokens(usage: LanguageModelV3Usage | undefined): { input?: number; output?: number; total?: number } {
-  const input = usage?.inputTokens.total;
-  const output = usage?.outputTokens.total;
-  const total = input === undefined && output === undefined ? undefined : (input ?? 0) + (output ?? 0);
-  return { input, output, total };
+function tokensOf(usage: LanguageModelV3Usage | undefined): { input?: number; output?: number } {
+  return { input: usage?.inputTokens.total, output: usage?.outputTokens.total };
 }
 
 function outcomeOf(err: unknown): "error" | "rate_limited" | "aborted" {
@@ -380,21 +690,24 @@ function outcomeOf(err: unknown): "error" | "rate_limited" | "aborted" {
   return cls === "rate_limit" ? "rate_limited" : cls === "aborted" ? "aborted" : "error";
 }
 
+/** The headers of the provider's answer inside a failed call (an APICallError somewhere in it). */
+function errorHeaders(err: unknown, depth = 0): Record<string, string> | undefined {
+  if (err === undefined || err === null || depth > 5) return undefined;
+  if (APICallError.isInstance(err)) return err.url.startsWith("flotilla-rate-limit:") ? undefined : err.responseHeaders;
+  const cause = typeof err === "object" && "cause" in err ? (err as { cause?: unknown }).cause : undefined;
+  return cause !== err ? errorHeaders(cause, depth + 1) : undefined;
+}
+
 /**
- * Language-model middleware: waits for the shared budget, records a provider 429's retry-after
- * for every process, corrects the token schedule with real usage, and observes latency/tokens.
- * Installed once for every resolved model by server/models/index.ts.
+ * Language-model middleware: waits for the shared budget, learns the account's limits from
+ * every answer's headers, records a provider 429's retry-after for every process, corrects the
+ * token schedules with real usage, and observes latency/tokens. Installed once for every
+ * resolved model by server/models/index.ts.
  */
 export function rateLimitMiddleware(
   options: { config?: FlotillaConfig; endpoint?: string; limiter?: SharedRateLimiter; budget?: EndpointBudget } = {},
 ): LanguageModelV3Middleware {
   const limiterFor = () => options.limiter ?? getRateLimiter(options.config ?? getConfig(), options.budget);
-
-  const onError = async (limiter: SharedRateLimiter, endpoint: string, started: number, err: unknown) => {
-    const outcome = outcomeOf(err);
-    observeModelCall({ endpoint, outcome, seconds: (performance.now() - started) / 1000 });
-    if (outcome === "rate_limited") await limiter.recordRateLimited(endpoint, retryAfterMs(err));
-  };
 
   /** Waits for the shared budget of the call's endpoint; the clock starts once it is granted. */
   const reserve = async (params: { prompt: LanguageModelV3Prompt; abortSignal?: AbortSignal }, model: LanguageModelV3) => {
@@ -406,13 +719,19 @@ export function rateLimitMiddleware(
     });
     return { limiter, endpoint, reservation, started: performance.now() };
   };
+  type Call = Awaited<ReturnType<typeof reserve>>;
+
+  const onError = async (call: Call, err: unknown) => {
+    const outcome = outcomeOf(err);
+    observeModelCall({ endpoint: call.endpoint, outcome, seconds: (performance.now() - call.started) / 1000 });
+    // An aborted call says nothing; any answer (a 429 too) still tells the account's state.
+    if (outcome !== "aborted") await call.limiter.recordAnswer(call.endpoint, errorHeaders(err) ?? {}, call.reservation);
+    if (outcome === "rate_limited") await call.limiter.recordRateLimited(call.endpoint, retryAfterMs(err));
+  };
 
   /** A call that ended well: latency and tokens observed, the budget corrected with real usage. */
-  const onSuccess = async (
-    call: Awaited<ReturnType<typeof reserve>>,
-    usage: LanguageModelV3Usage | undefined,
-  ): Promise<void> => {
-    const t = totalTokens(usage);
+  const onSuccess = async (call: Call, usage: LanguageModelV3Usage | undefined): Promise<void> => {
+    const t = tokensOf(usage);
     observeModelCall({
       endpoint: call.endpoint,
       outcome: "ok",
@@ -420,33 +739,34 @@ export function rateLimitMiddleware(
       inputTokens: t.input,
       outputTokens: t.output,
     });
-    await call.limiter.settle(call.endpoint, call.reservation, t.total);
+    await call.limiter.settle(call.endpoint, call.reservation, t);
   };
 
   return {
     specificationVersion: "v3",
     async wrapGenerate({ doGenerate, params, model }) {
       const call = await reserve(params, model);
-      const { limiter, endpoint, started } = call;
       try {
         const result = await doGenerate();
+        await call.limiter.recordAnswer(call.endpoint, result.response?.headers ?? {}, call.reservation);
         await onSuccess(call, result.usage);
         return result;
       } catch (err) {
-        await onError(limiter, endpoint, started, err);
+        await onError(call, err);
         throw err;
       }
     },
     async wrapStream({ doStream, params, model }) {
       const call = await reserve(params, model);
-      const { limiter, endpoint, started } = call;
       let result: Awaited<ReturnType<typeof doStream>>;
       try {
         result = await doStream();
       } catch (err) {
-        await onError(limiter, endpoint, started, err);
+        await onError(call, err);
         throw err;
       }
+      // The headers arrive before the body: learn from them now, not when the stream ends.
+      await call.limiter.recordAnswer(call.endpoint, result.response?.headers ?? {}, call.reservation);
       let usage: LanguageModelV3Usage | undefined;
       let failed: unknown;
       const observed = result.stream.pipeThrough(
@@ -458,7 +778,9 @@ export function rateLimitMiddleware(
           },
           async flush() {
             if (failed !== undefined) {
-              await onError(limiter, endpoint, started, failed);
+              const outcome = outcomeOf(failed);
+              observeModelCall({ endpoint: call.endpoint, outcome, seconds: (performance.now() - call.started) / 1000 });
+              if (outcome === "rate_limited") await call.limiter.recordRateLimited(call.endpoint, retryAfterMs(failed));
               return;
             }
             await onSuccess(call, usage);

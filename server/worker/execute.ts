@@ -19,7 +19,7 @@ import { snapshotPrices } from "@/server/batches/budget";
 import { sharedPrefix } from "@/lib/batch-rules";
 import { admit, type SubagentRuntime } from "@/server/runtime/admission";
 import { isCapacityError } from "@/server/runtime/capacity";
-import { endpointBackoffMs } from "@/server/runtime/rate-limit";
+import { asBatchWork, endpointBackoffMs } from "@/server/runtime/rate-limit";
 import { approvalMatcherFor, NO_APPROVAL } from "@/server/tools/approval";
 import { traceAgentRun, withRunAttributes } from "@/server/telemetry";
 
@@ -47,8 +47,9 @@ export function subagentItemExecutor(args: {
   durableSteps?: boolean;
 }): ItemExecutor {
   const compat = compatItemExecutor(args);
-  // An item's checks and typed answer match in its owner's turn of the shared thread (pattern-thread.ts).
-  return (ctx) => matchingAs(ctx.spec.caller.user_id, () => executeItem(ctx));
+  // An item's checks and typed answer match in its owner's turn of the shared thread (pattern-thread.ts);
+  // its model calls are batch work for the shared limiter (a chat turn never queues behind them).
+  return (ctx) => asBatchWork(() => matchingAs(ctx.spec.caller.user_id, () => executeItem(ctx)));
   async function executeItem(ctx: Parameters<ItemExecutor>[0]): ReturnType<ItemExecutor> {
     const { item, spec, signal, onStarted } = ctx;
     const traced = { "flotilla.batch.id": item.batchId, "flotilla.item.id": item.id };

@@ -8,11 +8,13 @@ import {
   type PromptUnit,
   type RecordedRequest as Recorded,
   sendJson,
+  sleep,
   sse,
   startFakeServer,
   tokens,
   words,
 } from "./fake-provider";
+import { anthropicHeaders, type FakeAccount } from "./fake-rate-limits";
 
 /**
  * A local stand-in for Anthropic's Messages API (POST {url}/messages, streamed and not), for tests
@@ -162,8 +164,8 @@ function answer(req: AnthropicRequest, reply: Exclude<FakeReply, { type: "error"
 
 type Message_ = ReturnType<typeof answer>;
 
-async function streamMessage(res: ServerResponse, m: Message_, pause: number, closed: () => boolean) {
-  const out = sse(res, closed, pause);
+async function streamMessage(res: ServerResponse, m: Message_, pause: number, closed: () => boolean, headers: Record<string, string>) {
+  const out = sse(res, closed, pause, headers);
   const { output_tokens, ...inputUsage } = m.usage;
   await out.send(
     { type: "message_start", message: { ...m, content: [], stop_reason: null, usage: { ...inputUsage, output_tokens: 1 } } },
@@ -201,7 +203,15 @@ const errorBody = (reply: Extract<FakeReply, { type: "error" }>) =>
   reply.body ?? { type: "error", error: { type: "api_error", message: `HTTP ${reply.status}` } };
 
 export async function startFakeAnthropic(
-  options: { handler?: AnthropicHandler; minCacheTokens?: number; port?: number } = {},
+  options: {
+    handler?: AnthropicHandler;
+    minCacheTokens?: number;
+    port?: number;
+    /** Enforce an account's limits (fake-rate-limits.ts): anthropic-ratelimit-* on every answer, 429 + retry-after past them. */
+    account?: FakeAccount;
+    /** Time to the first byte of an admitted answer. */
+    latencyMs?: number;
+  } = {},
 ): Promise<FakeAnthropic> {
   const handler = options.handler ?? defaultAnthropicHandler;
   const cache = new BreakpointCache(options.minCacheTokens ?? 1024);
@@ -217,8 +227,18 @@ export async function startFakeAnthropic(
           const reply = await handler(recorded, ctx.index);
           if (reply.type === "error") return sendJson(res, reply.status, errorBody(reply), reply.headers);
           const m = answer(recorded, reply, cache);
-          if (recorded.body.stream !== true) return sendJson(res, 200, m);
-          await streamMessage(res, m, reply.chunkDelayMs ?? 5, ctx.closed);
+          let headers: Record<string, string> = {};
+          if (options.account) {
+            const admission = options.account.admit({ input: m.usage.input_tokens, output: m.usage.output_tokens });
+            headers = anthropicHeaders(admission);
+            if (!admission.ok) {
+              recorded.usage = undefined;
+              return sendJson(res, 429, { type: "error", error: { type: "rate_limit_error", message: "Number of requests has exceeded your rate limit" } }, headers);
+            }
+          }
+          if (options.latencyMs) await sleep(options.latencyMs);
+          if (recorded.body.stream !== true) return sendJson(res, 200, m, headers);
+          await streamMessage(res, m, reply.chunkDelayMs ?? 5, ctx.closed, headers);
         },
       },
     ],

@@ -7,11 +7,13 @@ import {
   PrefixCache,
   type RecordedRequest as Recorded,
   sendJson,
+  sleep,
   sse,
   startFakeServer,
   tokens as countTokens,
   words,
 } from "./fake-provider";
+import { type FakeAccount, openAIHeaders } from "./fake-rate-limits";
 
 export type { FakeReply, FakeToolCall } from "./fake-provider";
 
@@ -55,14 +57,11 @@ export interface FakeOpenAI {
   close(): Promise<void>;
 }
 
+const rateLimitBody = { error: { message: "Rate limit reached for requests", type: "requests", code: "rate_limit_exceeded" } };
+
 /** A 429 in OpenAI's shape. */
 export function rateLimitReply(headers: Record<string, string> = { "retry-after": "2" }): FakeReply {
-  return {
-    type: "error",
-    status: 429,
-    headers,
-    body: { error: { message: "Rate limit reached for requests", type: "requests", code: "rate_limit_exceeded" } },
-  };
+  return { type: "error", status: 429, headers, body: rateLimitBody };
 }
 
 function contentText(content: unknown): string {
@@ -166,8 +165,15 @@ function errorBody(reply: Extract<FakeReply, { type: "error" }>) {
   return reply.body ?? { error: { message: `HTTP ${reply.status}`, type: "error" } };
 }
 
-async function streamAnswer(res: ServerResponse, req: RecordedRequest, a: Answer, pause: number, closed: () => boolean) {
-  const out = sse(res, closed, pause);
+async function streamAnswer(
+  res: ServerResponse,
+  req: RecordedRequest,
+  a: Answer,
+  pause: number,
+  closed: () => boolean,
+  headers: Record<string, string>,
+) {
+  const out = sse(res, closed, pause, headers);
   const chunk = (delta: Record<string, unknown>, finish: string | null = null) =>
     out.send({
       id: a.id,
@@ -192,7 +198,17 @@ async function streamAnswer(res: ServerResponse, req: RecordedRequest, a: Answer
   out.end();
 }
 
-export async function startFakeOpenAI(options: { handler?: FakeHandler } = {}): Promise<FakeOpenAI> {
+export async function startFakeOpenAI(
+  options: {
+    handler?: FakeHandler;
+    /** Enforce an account's limits (fake-rate-limits.ts): x-ratelimit-* on every answer, 429 + retry-after-ms past them. */
+    account?: FakeAccount;
+    /** Time to the first byte of an admitted answer. */
+    latencyMs?: number;
+    /** Headers sent on every answer (e.g. broken rate-limit headers). */
+    headers?: Record<string, string>;
+  } = {},
+): Promise<FakeOpenAI> {
   const handler = options.handler ?? defaultFakeHandler;
   const cache = new PrefixCache(1024, 128);
   const server = await startFakeServer([
@@ -204,8 +220,18 @@ export async function startFakeOpenAI(options: { handler?: FakeHandler } = {}): 
         const reply = await handler(recorded, ctx.index);
         if (reply.type === "error") return sendJson(res, reply.status, errorBody(reply), reply.headers);
         const a = answer(recorded, reply, cache);
-        if (recorded.body?.stream !== true) return sendJson(res, 200, completionJson(a));
-        await streamAnswer(res, recorded, a, reply.chunkDelayMs ?? 5, ctx.closed);
+        let headers: Record<string, string> = { ...options.headers };
+        if (options.account) {
+          const admission = options.account.admit({ input: a.usage.prompt_tokens, output: a.usage.completion_tokens });
+          headers = { ...openAIHeaders(admission), ...headers };
+          if (!admission.ok) {
+            recorded.usage = undefined;
+            return sendJson(res, 429, rateLimitBody, headers);
+          }
+        }
+        if (options.latencyMs) await sleep(options.latencyMs);
+        if (recorded.body?.stream !== true) return sendJson(res, 200, completionJson(a), headers);
+        await streamAnswer(res, recorded, a, reply.chunkDelayMs ?? 5, ctx.closed, headers);
       },
     },
   ]);

@@ -135,8 +135,8 @@ export function words(text: string): string[] {
 }
 
 /** An SSE writer that stops quietly once the client has gone. */
-export function sse(res: ServerResponse, closed: () => boolean, pauseMs: number) {
-  res.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache", connection: "keep-alive" });
+export function sse(res: ServerResponse, closed: () => boolean, pauseMs: number, headers: Record<string, string> = {}) {
+  res.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache", connection: "keep-alive", ...headers });
   return {
     async send(data: unknown, event?: string) {
       if (closed()) return;

@@ -13,7 +13,7 @@ import {
   progressSplit,
 } from "@/components/batches/status";
 import { batchElapsed } from "@/components/batches/timing";
-import { concurrencyText, waitingText } from "@/components/batches/waiting";
+import { concurrencyText, etaText, waitingText } from "@/components/batches/waiting";
 import { formatDuration, formatRate, formatTime, formatTokens, formatUsage } from "@/lib/format";
 
 const LIMITS = { maxItems: 5000, maxLiveItems: 1000, maxRunningItems: 64 };
@@ -85,6 +85,15 @@ function item(n: number, status: ItemProjection["status"] = "queued"): ItemProje
 }
 
 describe("why a batch waits", () => {
+  it("says a batch at the provider's limit waits on it, with the rate it gets and its ETA", () => {
+    const eta = { window_seconds: 60, finished_in_window: 1180, items_per_minute: 1180, remaining: 4720, eta_seconds: 240 };
+    const at = batch({ status: "running", waiting_reason: "rate_limited", waiting_until: new Date().toISOString(), eta });
+    expect(waitingText(at)).toBe("Waiting on the provider's limit: running at 1,180 items/min, about 4 min 00 s left.");
+    expect(etaText(at)).toEqual({ throughput: "1180/min (provider's limit)", eta: "4 min 00 s" });
+    // A 429 back-off before anything finished: when it lifts.
+    const backoff = batch({ status: "running", waiting_reason: "rate_limited", waiting_until: null, eta: null });
+    expect(waitingText(backoff)).toBe("Waiting: rate limited by the model provider.");
+  });
   it("says a pilot paused the batch and what resuming runs", () => {
     const paused = batch({ status: "paused", pause_reason: "pilot", waiting_reason: "paused", pilot: 10, total: 300, terminal: 10 });
     expect(waitingText(paused)).toBe("Paused after its pilot: the first 10 items ran — check their results. Resume runs the other 290 items.");

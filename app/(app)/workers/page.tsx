@@ -3,6 +3,7 @@ import Link from "next/link";
 import { redirect } from "next/navigation";
 import { currentUser } from "@/app/current-user";
 import { Badge } from "@/components/ui/badge";
+import { formatCount } from "@/lib/format";
 import { getConfig } from "@/server/config/load";
 import { getDatabase } from "@/server/db/client";
 import { listRateLimitEndpoints, listWorkers, type WorkerView } from "@/server/ops/workers";
@@ -158,12 +159,13 @@ export default async function WorkersPage() {
             Model endpoints
           </h2>
           <p className="text-sm text-zinc-500">
-            Shared budget: {config.rate_limits.requests_per_minute || "no"} requests/min ·{" "}
-            {config.rate_limits.tokens_per_minute || "no"} tokens/min limit (this process's configuration).
+            Limits are learned from each provider&apos;s own rate-limit headers; a stated limit is an upper bound
+            ({config.rate_limits.requests_per_minute || "no"} requests/min · {config.rate_limits.tokens_per_minute || "no"}{" "}
+            tokens/min by default in this process&apos;s configuration, or the catalog entry&apos;s own).
           </p>
           {endpoints.length === 0 ? (
             <p className="text-sm text-zinc-500">
-              Nothing recorded yet: an endpoint appears once a shared budget is set or a provider answers 429.
+              Nothing recorded yet: an endpoint appears once a provider answers (or a shared budget is set).
             </p>
           ) : (
             <div className="overflow-x-auto rounded-lg border border-zinc-200 bg-white">
@@ -171,6 +173,7 @@ export default async function WorkersPage() {
                 <thead className={head}>
                   <tr>
                     <th className={th}>Endpoint</th>
+                    <th className={th}>Learned limit</th>
                     <th className={th}>Requests</th>
                     <th className={th}>Tokens (budgeted)</th>
                     <th className={th}>429s</th>
@@ -182,6 +185,9 @@ export default async function WorkersPage() {
                   {endpoints.map((e) => (
                     <tr key={e.endpoint} className={row}>
                       <td data-label="Endpoint" className={`${td} font-mono text-xs max-md:col-span-2`}>{e.endpoint}</td>
+                      <td data-label="Learned limit" className={td} data-testid="learned-limit">
+                        {e.learned.length === 0 ? "—" : e.learned.map((l) => learnedText(l)).join(" · ")}
+                      </td>
                       <td data-label="Requests" className={td}>{e.requests}</td>
                       <td data-label="Tokens (budgeted)" className={td}>{e.tokens || "—"}</td>
                       <td data-label="429s" className={td}>{e.rate_limited}</td>
@@ -199,4 +205,12 @@ export default async function WorkersPage() {
       </div>
     </div>
   );
+}
+
+const KIND_UNIT: Record<string, string> = { requests: "req", tokens: "tok", input_tokens: "input tok", output_tokens: "output tok" };
+
+/** "1,200 req/min", with the share paced at when another program draws on the key: "1,200 req/min (using 50 %)". */
+function learnedText(l: { kind: string; per_minute: number; share: number }): string {
+  const base = `${formatCount(l.per_minute)} ${KIND_UNIT[l.kind] ?? l.kind}/min`;
+  return l.share < 0.995 ? `${base} (using ${Math.round(l.share * 100)} %)` : base;
 }
