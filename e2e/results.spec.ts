@@ -91,18 +91,35 @@ test("1400×900: the Results table has a column per field and check, and a faile
   await expect(detail.getByRole("tab", { name: "Results" })).toHaveAttribute("aria-selected", "true");
   const table = detail.getByRole("table");
   const headers = await table.getByRole("columnheader").allTextContents();
-  expect(headers).toEqual(["Item", "text", "lang", "label", "summary", "label_format", "label_matches", "Verdict", "Status", "Cost", "Duration"]);
+  expect(headers).toEqual([
+    "Item",
+    "text",
+    "lang",
+    "Expected",
+    "label",
+    "summary",
+    "Answer by",
+    "label_format",
+    "label_matches",
+    "Verdict",
+    "Review",
+    "Status",
+    "Cost",
+    "Duration",
+  ]);
   const rows = rowsOf(detail);
   await expect(rows).toHaveCount(3);
   const r1 = rows.filter({ has: page.getByRole("rowheader", { name: "r1" }) });
   await expect(r1).toHaveAttribute("data-verdict", "passed");
   await expect(r1.getByRole("cell").nth(0)).toHaveText("Loved it, would buy again");
-  await expect(r1.getByRole("cell").nth(2)).toHaveText("positive");
+  await expect(r1.getByTestId("result-expected")).toHaveText('{"label":"positive"}');
+  await expect(r1.getByRole("cell").nth(3)).toHaveText("positive");
+  await expect(r1.getByTestId("answer-by")).toHaveText("model");
 
   const r3 = detail.locator('[data-testid="result-row"][data-item-key="r3"]');
   await expect(r3).toHaveAttribute("data-verdict", "failed");
-  await expect(r3.getByRole("cell").nth(2)).toHaveText("negative");
-  await expect(r3.getByRole("cell").nth(3)).toHaveText("broken on arrival");
+  await expect(r3.getByRole("cell").nth(3)).toHaveText("negative");
+  await expect(r3.getByRole("cell").nth(4)).toHaveText("broken on arrival");
   // ✗ names its check; its reason is the button's description and shows on hover and focus.
   const failedMark = r3.getByRole("button", { name: "label_matches failed" });
   await expect(failedMark).toHaveAccessibleDescription(/.+/);
@@ -126,6 +143,43 @@ test("1400×900: the Results table has a column per field and check, and a faile
   await expect(detail.getByTestId("overall-pass-rate")).toHaveText("All checks 2 of 3 items passed (67%)");
   await shot(page, "01-desktop", false);
   await failedMark.blur();
+});
+
+test("1400×900: each row shows its review state and the final answer: a person's correction, marked as theirs, over the model's", async () => {
+  const base = `/api/threads/${thread}/subagent-batches/${batchId}`;
+  type Row = { id: string; item_key: string; review: { version: number } | null };
+  const rowOf = async (key: string): Promise<Row> =>
+    ((await (await page.request.get(`${base}/items?limit=50`)).json()) as { items: Row[] }).items.find((i) => i.item_key === key)!;
+  for (const key of ["r1", "r2"]) {
+    const queued = await page.request.post(`${base}/items/${(await rowOf(key)).id}/review`, { data: { request: true } });
+    expect(queued.status(), await queued.text()).toBe(200);
+  }
+  const r1 = await rowOf("r1");
+  const decided = await page.request.post(`${base}/items/${r1.id}/review`, {
+    data: { decision: "accept", version: r1.review!.version, output: { label: "negative", summary: "fixed by a person" } },
+  });
+  expect(decided.status(), await decided.text()).toBe(200);
+
+  await page.goto(`/threads/${thread}`);
+  const detail = detailOf(page);
+  const row = (key: string) => detail.locator(`[data-testid="result-row"][data-item-key="${key}"]`);
+  await expect(row("r1").getByTestId("result-review")).toHaveText("corrected");
+  // The person's answer replaces the model's ("positive") in the output columns, and says whose it is.
+  await expect(row("r1").getByRole("cell").nth(3)).toHaveText("negative");
+  await expect(row("r1").getByRole("cell").nth(4)).toHaveText("fixed by a person");
+  await expect(row("r1").getByTestId("answer-by")).toHaveText("person");
+  await expect(row("r2").getByTestId("result-review")).toHaveText("pending");
+  await expect(row("r2").getByTestId("answer-by")).toHaveText("model");
+  await expect(row("r3").getByTestId("result-review")).toHaveText("");
+  await detail.getByTestId("results-scroll").scrollIntoViewIfNeeded();
+  await shot(page, "01b-reviews-desktop", false);
+
+  const r2 = await rowOf("r2");
+  const rejected = await page.request.post(`${base}/items/${r2.id}/review`, { data: { decision: "reject", version: r2.review!.version } });
+  expect(rejected.status(), await rejected.text()).toBe(200);
+  await page.reload();
+  await expect(row("r2").getByTestId("result-review")).toHaveText("rejected");
+  await expect(row("r2").getByRole("cell").nth(3)).toHaveText("positive");
 });
 
 test("1400×900: Verdict = failed shows only the failing row; Status filters too", async () => {
@@ -329,7 +383,7 @@ test("Items view: an opened item shows its verdict and each check with its reaso
   await shot(page, "05-item-checks", false);
 });
 
-/** The issue's batch: one input field, three output fields and three checks (twelve columns). */
+/** The issue's batch: one input field, three output fields and three checks (fifteen columns with Expected, Answer by and Review). */
 const WIDE_SCHEMA = {
   type: "object",
   properties: {
@@ -354,7 +408,7 @@ async function expectNoClippedColumns(scope: Locator) {
   for (const th of await scope.getByRole("columnheader").all()) await expect(th).toBeInViewport({ ratio: 1 });
 }
 
-test("Open full width (1400×900): a twelve-column batch on a page of its own, with the panel's filters, pass rates and every column", async () => {
+test("Open full width (1400×900): a fifteen-column batch on a page of its own, with the panel's filters, pass rates and every column", async () => {
   wideThread = await createThreadViaApi(page, "Wide batch");
   const res = await page.request.post(`/api/threads/${wideThread}/subagent-batches`, {
     data: {
@@ -378,7 +432,7 @@ test("Open full width (1400×900): a twelve-column batch on a page of its own, w
 
   await page.goto(`/threads/${wideThread}`);
   const detail = detailOf(page);
-  // In the panel most of the twelve columns sit behind a sideways scroll (measured once the rows are in).
+  // In the panel most of the fifteen columns sit behind a sideways scroll (measured once the rows are in).
   await expect(rowsOf(detail)).toHaveCount(3);
   await expect.poll(() => detail.getByTestId("results-scroll").evaluate((el) => el.scrollWidth / el.clientWidth)).toBeGreaterThan(2);
   await detail.getByLabel("Verdict", { exact: true }).selectOption("failed");
@@ -400,13 +454,16 @@ test("Open full width (1400×900): a twelve-column batch on a page of its own, w
   expect(headers).toEqual([
     "Item",
     "text",
+    "Expected",
     "label",
     "summary",
     "topic",
+    "Answer by",
     "label_format",
     "label_matches",
     "has_summary",
     "Verdict",
+    "Review",
     "Status",
     "Cost",
     "Duration",

@@ -116,6 +116,9 @@ export const itemSummaryColumns = (previewMaxChars = DEFAULT_PREVIEW_MAX_CHARS) 
   // jsonb's text is at most 1.5x the compact JSON (a space after each , and :), so an output
   // whose stored text is longer cannot fit the cap and is never read; toItemProjection measures the rest.
   output: sql<unknown>`case when length(${subagentBatchItems.output}::text) <= ${Math.ceil(previewMaxChars * 1.5) + 2}::int then ${subagentBatchItems.output} end`,
+  // The expected value and a person's corrected answer, bounded like the output (each at most 1.5x its compact JSON).
+  expected: sql<unknown>`case when length(${subagentBatchItems.expected}::text) <= ${Math.ceil(previewMaxChars * 1.5) + 2}::int then ${subagentBatchItems.expected} end`,
+  reviewedOutput: sql<unknown>`case when length(${subagentBatchItems.reviewedOutput}::text) <= ${Math.ceil(previewMaxChars * 1.5) + 2}::int then ${subagentBatchItems.reviewedOutput} end`,
   checks: subagentBatchItems.checks,
   verdict: subagentBatchItems.verdict,
   ...reviewColumns(),

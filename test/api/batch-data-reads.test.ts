@@ -157,6 +157,40 @@ describe("projections", () => {
     expect(detail.checks[0]).toEqual(fail("label_matches", "expected pos"));
   });
 
+  it("carries each item's expected value and a person's corrected answer (reviewed_output) beside the model's, bounded like output", async () => {
+    const cap = getConfig().subagent_batches.result_preview_max_chars;
+    const batch = await submit(
+      [
+        { item_key: "a", text: "one", expected: { label: "pos" } },
+        { item_key: "b", text: "two", expected: { label: "x".repeat(cap) } },
+        { item_key: "c", text: "three" },
+      ],
+      { prompt_template: "Classify {{text}}", output_schema: { type: "object", properties: { label: { type: "string" } } } },
+    );
+    for (const position of [1, 2, 3]) await settle(batch.id, position, { output: { label: "pos" } });
+    const a = await itemIdAt(tdb, batch.id, 1);
+    const queued = await call("POST", `${batchPath(batch.id)}/items/${a}/review`, { token: alice.token, json: { request: true } });
+    expect(queued.status, await queued.clone().text()).toBe(200);
+    const { version } = (await queued.json()) as { version: number };
+    const decided = await call("POST", `${batchPath(batch.id)}/items/${a}/review`, {
+      token: alice.token,
+      json: { decision: "accept", version, output: { label: "neg" } },
+    });
+    expect(decided.status, await decided.clone().text()).toBe(200);
+
+    const page = itemPageSchema.parse((await getJson(`${batchPath(batch.id)}/items`)).body);
+    expect(page.items.map((i) => [i.item_key, i.expected, i.output, i.reviewed_output, i.review?.state ?? null, i.review?.corrected ?? null])).toEqual([
+      ["a", { label: "pos" }, { label: "pos" }, { label: "neg" }, "accepted", true],
+      // An expected value longer than the preview cap is left to the item's detail and the exports.
+      ["b", null, { label: "pos" }, null, null, null],
+      ["c", null, { label: "pos" }, null, null, null],
+    ]);
+    const detail = itemDetailSchema.parse((await getJson(`${batchPath(batch.id)}/items/${a}`)).body);
+    expect(detail).toMatchObject({ expected: { label: "pos" }, reviewed_output: { label: "neg" } });
+    // Another user reads none of it.
+    expect((await getJson(`${batchPath(batch.id)}/items`, bob)).status).toBe(404);
+  });
+
   it("prices each item's usage at the batch's snapshot (cost_usd on rows and detail)", async () => {
     const batch = await submit(["a", "b"]);
     await tdb.sql`update subagent_batches set price_input_per_million = 2, price_output_per_million = 10 where id = ${batch.id}`;
