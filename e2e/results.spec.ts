@@ -200,6 +200,49 @@ test("1400×900: Verdict = failed shows only the failing row; Status filters too
   await expect(rows).toHaveCount(3);
 });
 
+test("1400×900: Check filters by one check's result and Search finds text in the key, input or answer (a person's correction too)", async () => {
+  await page.goto(`/threads/${thread}`);
+  const detail = detailOf(page);
+  const rows = rowsOf(detail);
+  await expect(rows).toHaveCount(3);
+  const keys = () => rows.evaluateAll((trs) => trs.map((tr) => tr.getAttribute("data-item-key")));
+  const check = detail.getByLabel("Check", { exact: true });
+  expect(await check.locator("option").allTextContents()).toEqual([
+    "Any",
+    "label_format passed (3)",
+    "label_format failed (0)",
+    "label_matches passed (2)",
+    "label_matches failed (1)",
+  ]);
+  await check.selectOption("label_matches:failed");
+  await expect.poll(keys).toEqual(["r3"]);
+  await check.selectOption("label_matches:passed");
+  await expect.poll(keys).toEqual(["r1", "r2"]);
+  await check.selectOption("all");
+  await expect(rows).toHaveCount(3);
+
+  const search = detail.getByLabel("Search results");
+  for (const [text, want] of [
+    ["BROKEN", ["r3"]], // the input and the answer, any case
+    ["r2", ["r2"]], // the key
+    ["fixed by a person", ["r1"]], // the correction, not only the model's answer
+  ] as const) {
+    await search.fill(text);
+    await search.press("Enter");
+    await expect.poll(keys).toEqual(want);
+  }
+  // With the check filter: both apply.
+  await search.fill("positive");
+  await search.press("Enter");
+  await check.selectOption("label_matches:failed");
+  await expect(detail.getByText("No items match these filters.")).toBeVisible();
+  await detail.getByTestId("results-scroll").scrollIntoViewIfNeeded();
+  await shot(page, "01c-check-and-search-desktop", false);
+  await check.selectOption("all");
+  await search.fill("");
+  await expect(rows).toHaveCount(3);
+});
+
 test("Download CSV: results.csv has the header and every row", async () => {
   const detail = detailOf(page);
   const [download] = await Promise.all([page.waitForEvent("download"), detail.getByRole("link", { name: "Download CSV" }).click()]);
@@ -318,6 +361,8 @@ test("390×844: the table scrolls sideways in its box with the item column in vi
   for (const control of [
     detail.getByLabel("Status", { exact: true }),
     detail.getByLabel("Verdict", { exact: true }),
+    detail.getByLabel("Check", { exact: true }),
+    detail.getByLabel("Search results"),
     detail.getByRole("button", { name: "Retry failed checks" }),
     detail.getByRole("link", { name: "Download CSV" }),
   ]) {

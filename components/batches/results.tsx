@@ -89,6 +89,8 @@ export function ResultsSection({
     <div className="flex min-w-0 flex-col gap-2">
       <div className="flex flex-wrap items-center gap-x-3 gap-y-2">
         <FilterBar batch={batch} filter={filter} onChange={changeFilter} verdict />
+        <CheckFilter batch={batch} value={filter.check ?? null} onChange={(check) => changeFilter({ ...filter, check })} />
+        <SearchBox value={filter.q ?? ""} onSearch={(q) => changeFilter({ ...filter, q: q || null })} />
         {page ? null : (
           <a
             href={fullWidthHref(threadId, batch.id, filter)}
@@ -105,6 +107,59 @@ export function ResultsSection({
       <ResultActions threadId={threadId} batch={batch} workerAlive={workerAlive} filter={filter} />
       <BatchTable threadId={threadId} batch={batch} filter={filter} set={resultColumnSet(batch, page ? "fill" : "scroll")} />
     </div>
+  );
+}
+
+/** "Check": the items one check passed, or failed. */
+function CheckFilter({ batch, value, onChange }: { batch: BatchProjection; value: string | null; onChange: (check: string | null) => void }) {
+  if (batch.checks.length === 0) return null;
+  return (
+    <label className="flex items-center gap-1.5">
+      <span className="text-xs text-zinc-600">Check</span>
+      <select
+        aria-label="Check"
+        value={value ?? "all"}
+        onChange={(e) => onChange(e.target.value === "all" ? null : e.target.value)}
+        className="max-w-48 rounded-md border border-zinc-300 bg-white px-2 py-1 text-sm focus-visible:outline-2 focus-visible:outline-sky-600"
+      >
+        <option value="all">Any</option>
+        {batch.checks.flatMap((c) => [
+          <option key={`${c.name}:passed`} value={`${c.name}:passed`}>
+            {c.name} passed ({formatCount(c.passed)})
+          </option>,
+          <option key={`${c.name}:failed`} value={`${c.name}:failed`}>
+            {c.name} failed ({formatCount(c.failed)})
+          </option>,
+        ])}
+      </select>
+    </label>
+  );
+}
+
+/** "Search": key, input and answer text, sent on Enter (each search reads pages of the batch on the server). */
+function SearchBox({ value, onSearch }: { value: string; onSearch: (q: string) => void }) {
+  const [text, setText] = useState(value);
+  return (
+    <form
+      onSubmit={(e) => {
+        e.preventDefault();
+        onSearch(text.trim());
+      }}
+      className="flex items-center gap-1.5"
+    >
+      <input
+        type="search"
+        aria-label="Search results"
+        placeholder="Search key, input, answer"
+        value={text}
+        maxLength={200}
+        onChange={(e) => {
+          setText(e.target.value);
+          if (e.target.value === "") onSearch("");
+        }}
+        className="w-48 rounded-md border border-zinc-300 bg-white px-2 py-1 text-sm focus-visible:outline-2 focus-visible:outline-sky-600"
+      />
+    </form>
   );
 }
 
