@@ -171,7 +171,9 @@ test("1400×900: each row shows its review state and the final answer: a person'
   await expect(row("r2").getByTestId("result-review")).toHaveText("pending");
   await expect(row("r2").getByTestId("answer-by")).toHaveText("model");
   await expect(row("r3").getByTestId("result-review")).toHaveText("");
-  await detail.getByTestId("results-scroll").scrollIntoViewIfNeeded();
+  // In view: the answer, who gave it, and the review (the box scrolls sideways to them).
+  await row("r1").getByTestId("result-review").scrollIntoViewIfNeeded();
+  await row("r1").getByRole("cell").nth(3).scrollIntoViewIfNeeded();
   await shot(page, "01b-reviews-desktop", false);
 
   const r2 = await rowOf("r2");
