@@ -91,18 +91,35 @@ test("1400×900: the Results table has a column per field and check, and a faile
   await expect(detail.getByRole("tab", { name: "Results" })).toHaveAttribute("aria-selected", "true");
   const table = detail.getByRole("table");
   const headers = await table.getByRole("columnheader").allTextContents();
-  expect(headers).toEqual(["Item", "text", "lang", "label", "summary", "label_format", "label_matches", "Verdict", "Status", "Cost", "Duration"]);
+  expect(headers).toEqual([
+    "Item",
+    "text",
+    "lang",
+    "Expected",
+    "label",
+    "summary",
+    "Answer by",
+    "label_format",
+    "label_matches",
+    "Verdict",
+    "Review",
+    "Status",
+    "Cost",
+    "Duration",
+  ]);
   const rows = rowsOf(detail);
   await expect(rows).toHaveCount(3);
   const r1 = rows.filter({ has: page.getByRole("rowheader", { name: "r1" }) });
   await expect(r1).toHaveAttribute("data-verdict", "passed");
   await expect(r1.getByRole("cell").nth(0)).toHaveText("Loved it, would buy again");
-  await expect(r1.getByRole("cell").nth(2)).toHaveText("positive");
+  await expect(r1.getByTestId("result-expected")).toHaveText('{"label":"positive"}');
+  await expect(r1.getByRole("cell").nth(3)).toHaveText("positive");
+  await expect(r1.getByTestId("answer-by")).toHaveText("model");
 
   const r3 = detail.locator('[data-testid="result-row"][data-item-key="r3"]');
   await expect(r3).toHaveAttribute("data-verdict", "failed");
-  await expect(r3.getByRole("cell").nth(2)).toHaveText("negative");
-  await expect(r3.getByRole("cell").nth(3)).toHaveText("broken on arrival");
+  await expect(r3.getByRole("cell").nth(3)).toHaveText("negative");
+  await expect(r3.getByRole("cell").nth(4)).toHaveText("broken on arrival");
   // ✗ names its check; its reason is the button's description and shows on hover and focus.
   const failedMark = r3.getByRole("button", { name: "label_matches failed" });
   await expect(failedMark).toHaveAccessibleDescription(/.+/);
@@ -128,6 +145,45 @@ test("1400×900: the Results table has a column per field and check, and a faile
   await failedMark.blur();
 });
 
+test("1400×900: each row shows its review state and the final answer: a person's correction, marked as theirs, over the model's", async () => {
+  const base = `/api/threads/${thread}/subagent-batches/${batchId}`;
+  type Row = { id: string; item_key: string; review: { version: number } | null };
+  const rowOf = async (key: string): Promise<Row> =>
+    ((await (await page.request.get(`${base}/items?limit=50`)).json()) as { items: Row[] }).items.find((i) => i.item_key === key)!;
+  for (const key of ["r1", "r2"]) {
+    const queued = await page.request.post(`${base}/items/${(await rowOf(key)).id}/review`, { data: { request: true } });
+    expect(queued.status(), await queued.text()).toBe(200);
+  }
+  const r1 = await rowOf("r1");
+  const decided = await page.request.post(`${base}/items/${r1.id}/review`, {
+    data: { decision: "accept", version: r1.review!.version, output: { label: "negative", summary: "fixed by a person" } },
+  });
+  expect(decided.status(), await decided.text()).toBe(200);
+
+  await page.goto(`/threads/${thread}`);
+  const detail = detailOf(page);
+  const row = (key: string) => detail.locator(`[data-testid="result-row"][data-item-key="${key}"]`);
+  await expect(row("r1").getByTestId("result-review")).toHaveText("corrected");
+  // The person's answer replaces the model's ("positive") in the output columns, and says whose it is.
+  await expect(row("r1").getByRole("cell").nth(3)).toHaveText("negative");
+  await expect(row("r1").getByRole("cell").nth(4)).toHaveText("fixed by a person");
+  await expect(row("r1").getByTestId("answer-by")).toHaveText("person");
+  await expect(row("r2").getByTestId("result-review")).toHaveText("pending");
+  await expect(row("r2").getByTestId("answer-by")).toHaveText("model");
+  await expect(row("r3").getByTestId("result-review")).toHaveText("");
+  // In view: the answer, who gave it, and the review (the box scrolls sideways to them).
+  await row("r1").getByTestId("result-review").scrollIntoViewIfNeeded();
+  await row("r1").getByRole("cell").nth(3).scrollIntoViewIfNeeded();
+  await shot(page, "01b-reviews-desktop", false);
+
+  const r2 = await rowOf("r2");
+  const rejected = await page.request.post(`${base}/items/${r2.id}/review`, { data: { decision: "reject", version: r2.review!.version } });
+  expect(rejected.status(), await rejected.text()).toBe(200);
+  await page.reload();
+  await expect(row("r2").getByTestId("result-review")).toHaveText("rejected");
+  await expect(row("r2").getByRole("cell").nth(3)).toHaveText("positive");
+});
+
 test("1400×900: Verdict = failed shows only the failing row; Status filters too", async () => {
   const detail = detailOf(page);
   const options = await detail.getByLabel("Verdict", { exact: true }).locator("option").allTextContents();
@@ -143,6 +199,49 @@ test("1400×900: Verdict = failed shows only the failing row; Status filters too
   await expect(detail.getByText("No items match these filters.")).toBeVisible();
   await detail.getByLabel("Status", { exact: true }).selectOption("all");
   await detail.getByLabel("Verdict", { exact: true }).selectOption("all");
+  await expect(rows).toHaveCount(3);
+});
+
+test("1400×900: Check filters by one check's result and Search finds text in the key, input or answer (a person's correction too)", async () => {
+  await page.goto(`/threads/${thread}`);
+  const detail = detailOf(page);
+  const rows = rowsOf(detail);
+  await expect(rows).toHaveCount(3);
+  const keys = () => rows.evaluateAll((trs) => trs.map((tr) => tr.getAttribute("data-item-key")));
+  const check = detail.getByLabel("Check", { exact: true });
+  expect(await check.locator("option").allTextContents()).toEqual([
+    "Any",
+    "label_format passed (3)",
+    "label_format failed (0)",
+    "label_matches passed (2)",
+    "label_matches failed (1)",
+  ]);
+  await check.selectOption("label_matches:failed");
+  await expect.poll(keys).toEqual(["r3"]);
+  await check.selectOption("label_matches:passed");
+  await expect.poll(keys).toEqual(["r1", "r2"]);
+  await check.selectOption("all");
+  await expect(rows).toHaveCount(3);
+
+  const search = detail.getByLabel("Search results");
+  for (const [text, want] of [
+    ["BROKEN", ["r3"]], // the input and the answer, any case
+    ["r2", ["r2"]], // the key
+    ["fixed by a person", ["r1"]], // the correction, not only the model's answer
+  ] as const) {
+    await search.fill(text);
+    await search.press("Enter");
+    await expect.poll(keys).toEqual(want);
+  }
+  // With the check filter: both apply.
+  await search.fill("positive");
+  await search.press("Enter");
+  await check.selectOption("label_matches:failed");
+  await expect(detail.getByText("No items match these filters.")).toBeVisible();
+  await detail.getByTestId("results-scroll").scrollIntoViewIfNeeded();
+  await shot(page, "01c-check-and-search-desktop", false);
+  await check.selectOption("all");
+  await search.fill("");
   await expect(rows).toHaveCount(3);
 });
 
@@ -264,6 +363,8 @@ test("390×844: the table scrolls sideways in its box with the item column in vi
   for (const control of [
     detail.getByLabel("Status", { exact: true }),
     detail.getByLabel("Verdict", { exact: true }),
+    detail.getByLabel("Check", { exact: true }),
+    detail.getByLabel("Search results"),
     detail.getByRole("button", { name: "Retry failed checks" }),
     detail.getByRole("link", { name: "Download CSV" }),
   ]) {
@@ -329,7 +430,7 @@ test("Items view: an opened item shows its verdict and each check with its reaso
   await shot(page, "05-item-checks", false);
 });
 
-/** The issue's batch: one input field, three output fields and three checks (twelve columns). */
+/** The issue's batch: one input field, three output fields and three checks (fifteen columns with Expected, Answer by and Review). */
 const WIDE_SCHEMA = {
   type: "object",
   properties: {
@@ -354,7 +455,7 @@ async function expectNoClippedColumns(scope: Locator) {
   for (const th of await scope.getByRole("columnheader").all()) await expect(th).toBeInViewport({ ratio: 1 });
 }
 
-test("Open full width (1400×900): a twelve-column batch on a page of its own, with the panel's filters, pass rates and every column", async () => {
+test("Open full width (1400×900): a fifteen-column batch on a page of its own, with the panel's filters, pass rates and every column", async () => {
   wideThread = await createThreadViaApi(page, "Wide batch");
   const res = await page.request.post(`/api/threads/${wideThread}/subagent-batches`, {
     data: {
@@ -378,7 +479,7 @@ test("Open full width (1400×900): a twelve-column batch on a page of its own, w
 
   await page.goto(`/threads/${wideThread}`);
   const detail = detailOf(page);
-  // In the panel most of the twelve columns sit behind a sideways scroll (measured once the rows are in).
+  // In the panel most of the fifteen columns sit behind a sideways scroll (measured once the rows are in).
   await expect(rowsOf(detail)).toHaveCount(3);
   await expect.poll(() => detail.getByTestId("results-scroll").evaluate((el) => el.scrollWidth / el.clientWidth)).toBeGreaterThan(2);
   await detail.getByLabel("Verdict", { exact: true }).selectOption("failed");
@@ -400,13 +501,16 @@ test("Open full width (1400×900): a twelve-column batch on a page of its own, w
   expect(headers).toEqual([
     "Item",
     "text",
+    "Expected",
     "label",
     "summary",
     "topic",
+    "Answer by",
     "label_format",
     "label_matches",
     "has_summary",
     "Verdict",
+    "Review",
     "Status",
     "Cost",
     "Duration",

@@ -51,10 +51,13 @@ export function fetchBatch(threadId: string, batchId: string, signal?: AbortSign
   return fetchJson(batchProjectionSchema, batchPath(threadId, batchId), "batch", { signal });
 }
 
-/** The server-side filters of an items page (`?status=&verdict=`). */
+/** The server-side filters of an items page (`?status=&verdict=&check=&check_result=&q=`). */
 export interface ItemFilter {
   status?: ItemStatus | null;
   verdict?: Verdict | null;
+  /** `<check name>:passed` or `<check name>:failed` (a check name holds no colon). */
+  check?: string | null;
+  q?: string | null;
 }
 
 export function fetchItems(
@@ -66,6 +69,12 @@ export function fetchItems(
   const q = new URLSearchParams();
   if (opts.status) q.set("status", opts.status);
   if (opts.verdict) q.set("verdict", opts.verdict);
+  if (opts.check) {
+    const at = opts.check.lastIndexOf(":");
+    q.set("check", opts.check.slice(0, at));
+    q.set("check_result", opts.check.slice(at + 1));
+  }
+  if (opts.q) q.set("q", opts.q);
   if (opts.cursor) q.set("cursor", opts.cursor);
   q.set("limit", String(opts.limit ?? ITEM_PAGE_SIZE));
   return fetchJson(itemPageSchema, `${batchPath(threadId, batchId)}/items?${q}`, "item page", { signal });

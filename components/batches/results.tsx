@@ -19,7 +19,11 @@ export function producesData(batch: BatchProjection): boolean {
   return batch.checks.length > 0 || batch.output_fields.length > 0 || batch.input_fields.length > 0;
 }
 
-/** The Results view's columns: the item, its input fields, the output's fields, each check, the verdict, status, cost (tokens on hover) and duration. */
+/**
+ * The Results view's columns: the item, its input fields, its expected value (while a loaded item
+ * has one), the final answer's fields (a person's correction, else the model's) and who gave it,
+ * each check, the verdict, the review, status, cost (tokens on hover) and duration.
+ */
 function resultColumnSet(batch: BatchProjection, layout: ColumnSet["layout"]): ColumnSet {
   const columns = resultColumns(batch);
   return {
@@ -27,28 +31,35 @@ function resultColumnSet(batch: BatchProjection, layout: ColumnSet["layout"]): C
     caption: "Results: one row per item",
     layout,
     empty: "No items match these filters.",
-    columns: () => ({
-      span: 1 + Math.max(1, columns.input.length) + Math.max(1, columns.output.length) + columns.checks.length + 4,
+    columns: (items) => {
+      // The Expected column shows while a loaded item has an expected value.
+      const expected = items.some((item) => item.expected !== null && item.expected !== undefined);
+      return {
+      span: 1 + Math.max(1, columns.input.length) + (expected ? 1 : 0) + Math.max(1, columns.output.length) + columns.checks.length + 6,
       head: (
         <thead className="text-[11px] text-zinc-600">
           <tr className="bg-zinc-50">
             <Th className={stickyCell}>Item</Th>
             {columns.input.length > 0 ? columns.input.map((f) => <Th key={`in-${f}`}>{f}</Th>) : <Th>Input</Th>}
+            {expected ? <Th>Expected</Th> : null}
             {columns.output.length > 0 ? columns.output.map((c) => <Th key={`out-${c.field}`}>{c.header}</Th>) : <Th>Result</Th>}
+            <Th>Answer by</Th>
             {columns.checks.map((name) => (
               <Th key={`check-${name}`} className="text-center">
                 {name}
               </Th>
             ))}
             <Th>Verdict</Th>
+            <Th>Review</Th>
             <Th>Status</Th>
             <Th className="text-right">Cost</Th>
             <Th className="text-right">Duration</Th>
           </tr>
         </thead>
       ),
-      row: (item) => <ResultRow key={item.id} item={item} columns={columns} />,
-    }),
+      row: (item) => <ResultRow key={item.id} item={item} columns={columns} expected={expected} />,
+      };
+    },
   };
 }
 
@@ -78,6 +89,8 @@ export function ResultsSection({
     <div className="flex min-w-0 flex-col gap-2">
       <div className="flex flex-wrap items-center gap-x-3 gap-y-2">
         <FilterBar batch={batch} filter={filter} onChange={changeFilter} verdict />
+        <CheckFilter batch={batch} value={filter.check ?? null} onChange={(check) => changeFilter({ ...filter, check })} />
+        <SearchBox value={filter.q ?? ""} onSearch={(q) => changeFilter({ ...filter, q: q || null })} />
         {page ? null : (
           <a
             href={fullWidthHref(threadId, batch.id, filter)}
@@ -94,6 +107,59 @@ export function ResultsSection({
       <ResultActions threadId={threadId} batch={batch} workerAlive={workerAlive} filter={filter} />
       <BatchTable threadId={threadId} batch={batch} filter={filter} set={resultColumnSet(batch, page ? "fill" : "scroll")} />
     </div>
+  );
+}
+
+/** "Check": the items one check passed, or failed. */
+function CheckFilter({ batch, value, onChange }: { batch: BatchProjection; value: string | null; onChange: (check: string | null) => void }) {
+  if (batch.checks.length === 0) return null;
+  return (
+    <label className="flex items-center gap-1.5">
+      <span className="text-xs text-zinc-600">Check</span>
+      <select
+        aria-label="Check"
+        value={value ?? "all"}
+        onChange={(e) => onChange(e.target.value === "all" ? null : e.target.value)}
+        className="max-w-48 rounded-md border border-zinc-300 bg-white px-2 py-1 text-sm focus-visible:outline-2 focus-visible:outline-sky-600"
+      >
+        <option value="all">Any</option>
+        {batch.checks.flatMap((c) => [
+          <option key={`${c.name}:passed`} value={`${c.name}:passed`}>
+            {c.name} passed ({formatCount(c.passed)})
+          </option>,
+          <option key={`${c.name}:failed`} value={`${c.name}:failed`}>
+            {c.name} failed ({formatCount(c.failed)})
+          </option>,
+        ])}
+      </select>
+    </label>
+  );
+}
+
+/** "Search": key, input and answer text, sent on Enter (each search reads pages of the batch on the server). */
+function SearchBox({ value, onSearch }: { value: string; onSearch: (q: string) => void }) {
+  const [text, setText] = useState(value);
+  return (
+    <form
+      onSubmit={(e) => {
+        e.preventDefault();
+        onSearch(text.trim());
+      }}
+      className="flex items-center gap-1.5"
+    >
+      <input
+        type="search"
+        aria-label="Search results"
+        placeholder="Search key, input, answer"
+        value={text}
+        maxLength={200}
+        onChange={(e) => {
+          setText(e.target.value);
+          if (e.target.value === "") onSearch("");
+        }}
+        className="w-48 rounded-md border border-zinc-300 bg-white px-2 py-1 text-sm focus-visible:outline-2 focus-visible:outline-sky-600"
+      />
+    </form>
   );
 }
 
@@ -176,16 +242,35 @@ function CheckCell({ result }: { result: CheckResult | undefined }) {
   );
 }
 
-const ResultRow = memo(function ResultRow({ item, columns }: { item: ItemProjection; columns: ResultColumns }) {
+/** An item's review as one word: a decided one with a correction reads "corrected". */
+function reviewWord(item: ItemProjection): "pending" | "accepted" | "rejected" | "corrected" | null {
+  if (!item.review) return null;
+  return item.review.corrected && item.review.state !== "pending" ? "corrected" : item.review.state;
+}
+
+const REVIEW_TONE: Record<NonNullable<ReturnType<typeof reviewWord>>, string> = {
+  pending: "bg-amber-50 text-amber-900 ring-amber-200",
+  accepted: "bg-emerald-50 text-emerald-900 ring-emerald-200",
+  rejected: "bg-red-50 text-red-900 ring-red-200",
+  corrected: "bg-sky-50 text-sky-900 ring-sky-200",
+};
+
+const ResultRow = memo(function ResultRow({ item, columns, expected }: { item: ItemProjection; columns: ResultColumns; expected: boolean }) {
   const fields = columns.input.length > 0 ? inputFields(item.input) : null;
   const duration = itemDurationMs(item);
-  const answerless = item.output === null || item.output === undefined;
+  // The final answer: the person's correction when there is one, else the model's.
+  const corrected = item.reviewed_output !== null && item.reviewed_output !== undefined;
+  const answer = corrected ? item.reviewed_output : item.output;
+  const answerless = answer === null || answer === undefined;
+  const review = reviewWord(item);
+  const answerTone = corrected ? "bg-sky-50" : "";
   return (
     <tr
       data-testid="result-row"
       data-item-key={item.item_key}
       data-status={item.status}
       data-verdict={item.verdict ?? ""}
+      data-review={review ?? ""}
       className="border-t border-zinc-100 bg-white"
     >
       <th scope="row" className={`${td} ${stickyCell} text-left font-normal`}>
@@ -205,7 +290,12 @@ const ResultRow = memo(function ResultRow({ item, columns }: { item: ItemProject
           </td>
         ))
       )}
-      {item.error || (columns.output.length > 0 && answerless) ? (
+      {expected ? (
+        <td className={td} data-testid="result-expected">
+          <Text value={cellText(item.expected)} className="text-zinc-700" />
+        </td>
+      ) : null}
+      {!corrected && (item.error || (columns.output.length > 0 && answerless)) ? (
         <td colSpan={Math.max(1, columns.output.length)} className={td}>
           {item.error ? (
             <Text value={item.error} className="text-red-700" />
@@ -217,15 +307,24 @@ const ResultRow = memo(function ResultRow({ item, columns }: { item: ItemProject
         </td>
       ) : columns.output.length > 0 ? (
         columns.output.map((c) => (
-          <td key={`out-${c.field}`} className={td}>
-            <Text value={cellText(outputField(item.output, c.field))} />
+          <td key={`out-${c.field}`} className={`${td} ${answerTone}`}>
+            <Text value={cellText(outputField(answer, c.field))} />
           </td>
         ))
       ) : (
-        <td className={td}>
-          <Text value={item.preview ?? cellText(item.output)} />
+        <td className={`${td} ${answerTone}`}>
+          <Text value={corrected ? cellText(answer) : (item.preview ?? cellText(answer))} />
         </td>
       )}
+      <td className={`${td} whitespace-nowrap`} data-testid="answer-by">
+        {corrected ? (
+          <span title="The answer shown is the person's correction (reviewed_output); the model's is in the item and the exports" className="font-medium text-sky-900">
+            person
+          </span>
+        ) : answerless ? null : (
+          <span className="text-zinc-600">model</span>
+        )}
+      </td>
       {columns.checks.map((name) => (
         <td key={`check-${name}`} className={`${td} text-center`}>
           <CheckCell result={item.checks.find((c) => c.name === name)} />
@@ -233,6 +332,13 @@ const ResultRow = memo(function ResultRow({ item, columns }: { item: ItemProject
       ))}
       <td className={td}>
         <VerdictBadge verdict={item.verdict} />
+      </td>
+      <td className={td} data-testid="result-review">
+        {review ? (
+          <span title={item.review?.note} className={`rounded-full px-1.5 py-0.5 text-[11px] font-medium whitespace-nowrap ring-1 ring-inset ${REVIEW_TONE[review]}`}>
+            {review}
+          </span>
+        ) : null}
       </td>
       <td className={td}>
         <StatusBadge status={item.status} />

@@ -10,10 +10,17 @@ import { ITEM_STATES } from "./status";
 
 /** Above a batch's table: its filters and downloads. */
 
-/** The filters of a batch's table (both server-side: `?status=&verdict=`); null is "All". */
+/**
+ * The filters of a batch's table (all server-side: `?status=&verdict=`, the Results view's
+ * `?check=&check_result=` and `?q=`); null is "All".
+ */
 export interface TableFilter {
   status: ItemStatus | null;
   verdict: Verdict | null;
+  /** One check's result: `<name>:passed` or `<name>:failed`. */
+  check?: string | null;
+  /** Text in the item key, input or answer. */
+  q?: string | null;
 }
 
 export const NO_FILTER: TableFilter = { status: null, verdict: null };
@@ -22,11 +29,12 @@ const VERDICT_WORDS: Record<Verdict, string> = { passed: "Passed", failed: "Fail
 
 /** How many items match, from the batch's counters; null when no counter says (a status and a verdict). */
 export function matchingCount(batch: BatchProjection, filter: TableFilter): number | null {
+  if (filter.check || filter.q) return null;
   if (filter.verdict !== null) return filter.status === null ? batch.verdicts[filter.verdict] : null;
   return filter.status === null ? batch.total : batch.counts[filter.status];
 }
 
-/** `?status=…&verdict=…`, or nothing without a filter (the downloads and the full-width page take them). */
+/** `?status=…&verdict=…`, or nothing without those (the downloads and the full-width page take them; the exports filter by no check or text). */
 export function filterQuery(filter: TableFilter): string {
   const q = new URLSearchParams();
   if (filter.status) q.set("status", filter.status);

@@ -20,13 +20,13 @@ const UNFINISHED = new Set(["pending", "queued", "leased", "running"]);
 export function useItemPages(threadId: string, batch: BatchProjection, filter: ItemFilter, view: string) {
   const qc = useQueryClient();
   const [loadError, setLoadError] = useState<string | null>(null);
-  const key = [...batchKeys.items(threadId, batch.id), view, filter.status ?? "all", filter.verdict ?? "all"] as const;
+  const key = [...batchKeys.items(threadId, batch.id), view, filter.status ?? "all", filter.verdict ?? "all", filter.check ?? "", filter.q ?? ""] as const;
   const active = isActiveBatch(batch.status);
 
-  const { status = null, verdict = null } = filter;
+  const { status = null, verdict = null, check = null, q = null } = filter;
   const fetchPage = useCallback(
-    (cursor: string | null, signal?: AbortSignal) => fetchItems(threadId, batch.id, { status, verdict, cursor }, signal),
-    [threadId, batch.id, status, verdict],
+    (cursor: string | null, signal?: AbortSignal) => fetchItems(threadId, batch.id, { status, verdict, check, q, cursor }, signal),
+    [threadId, batch.id, status, verdict, check, q],
   );
 
   const query = useQuery({

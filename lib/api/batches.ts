@@ -209,6 +209,10 @@ export const itemProjectionSchema = z
     cost_usd: z.number(),
     /** Typed results: the parsed answer; null without one, or when its compact JSON is longer than result_preview_max_chars. */
     output: z.unknown(),
+    /** An object item's `expected` (what the checks compare with); null without one, or when its compact JSON is longer than result_preview_max_chars. */
+    expected: z.unknown(),
+    /** A person's corrected answer (the final answer over `output`); null without one, or when longer than result_preview_max_chars. */
+    reviewed_output: z.unknown(),
     /** How each check judged the answer ([] when none ran). */
     checks: z.array(checkResultSchema),
     /** passed | failed once finished with checks; null otherwise. */

@@ -26,13 +26,13 @@ export async function getItemDetail(
       toolCallList: agentRuns.toolCalls,
       wholeInput: subagentBatchItems.input,
       prompt: subagentBatchItems.prompt,
-      expected: subagentBatchItems.expected,
+      wholeExpected: subagentBatchItems.expected,
     })
     .from(subagentBatchItems)
     .leftJoin(agentRuns, eq(agentRuns.id, subagentBatchItems.runId))
     .where(and(eq(subagentBatchItems.id, args.itemId), eq(subagentBatchItems.batchId, args.batchId)));
   if (!row) throw notFound("item");
-  const { toolCallList, wholeInput, prompt, expected, ...summary } = row;
+  const { toolCallList, wholeInput, prompt, wholeExpected, ...summary } = row;
   const item: ItemSummary = {
     ...summary,
     inputTokens: Number(summary.inputTokens),
@@ -41,6 +41,6 @@ export async function getItemDetail(
   return {
     ...toItemProjection(item, args.previewMaxChars),
     tool_call_list: toolCallList ?? [],
-    editable_input: editableInput(batch, { input: wholeInput, prompt, expected }),
+    editable_input: editableInput(batch, { input: wholeInput, prompt, expected: wholeExpected }),
   };
 }

@@ -202,6 +202,8 @@ export function toItemProjection(i: ItemSummary, previewMaxChars = DEFAULT_PREVI
     usage: usageOf(i),
     cost_usd: Number.isFinite(Number(i.costUsd)) ? Math.max(0, Number(i.costUsd)) : 0,
     output: boundedOutput(i.output, previewMaxChars),
+    expected: boundedOutput(i.expected, previewMaxChars),
+    reviewed_output: boundedOutput(i.reviewedOutput, previewMaxChars),
     checks: (i.checks ?? []).map((c) => ({
       name: c.name,
       passed: c.passed,

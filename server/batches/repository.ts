@@ -116,6 +116,9 @@ export const itemSummaryColumns = (previewMaxChars = DEFAULT_PREVIEW_MAX_CHARS) 
   // jsonb's text is at most 1.5x the compact JSON (a space after each , and :), so an output
   // whose stored text is longer cannot fit the cap and is never read; toItemProjection measures the rest.
   output: sql<unknown>`case when length(${subagentBatchItems.output}::text) <= ${Math.ceil(previewMaxChars * 1.5) + 2}::int then ${subagentBatchItems.output} end`,
+  // The expected value and a person's corrected answer, bounded like the output (each at most 1.5x its compact JSON).
+  expected: sql<unknown>`case when length(${subagentBatchItems.expected}::text) <= ${Math.ceil(previewMaxChars * 1.5) + 2}::int then ${subagentBatchItems.expected} end`,
+  reviewedOutput: sql<unknown>`case when length(${subagentBatchItems.reviewedOutput}::text) <= ${Math.ceil(previewMaxChars * 1.5) + 2}::int then ${subagentBatchItems.reviewedOutput} end`,
   checks: subagentBatchItems.checks,
   verdict: subagentBatchItems.verdict,
   ...reviewColumns(),
@@ -134,6 +137,33 @@ function parseReviewState(value: string | null | undefined): ReviewState | undef
   return parsed.data;
 }
 
+/**
+ * The filters no index serves (one check's result in the jsonb `checks`, a text search) read at
+ * most this many rows of the batch past the cursor per page, in the position index's order: a
+ * page may come back short, even empty, with a cursor to walk on from the last row it read.
+ */
+export const UNINDEXED_WALK_ROWS = 2_000;
+export const ITEM_SEARCH_MAX_CHARS = 200;
+
+/** `?check=&check_result=`: one check of the batch, passed or failed; both or neither. */
+function parseCheckFilter(batch: BatchRow, check: string | null | undefined, result: string | null | undefined): { name: string; passed: boolean } | undefined {
+  const named = check !== null && check !== undefined && check !== "";
+  const judged = result !== null && result !== undefined && result !== "";
+  if (!named && !judged) return undefined;
+  if (!judged || (result !== "passed" && result !== "failed"))
+    throw new AppError("validation_failed", "check_result: must be passed or failed (with check)");
+  if (!named) throw new AppError("validation_failed", "check: name the check that check_result is of");
+  if (!specColumns(batch).checks.includes(check)) throw new AppError("validation_failed", `check: this batch has no check named ${JSON.stringify(check)}`);
+  return { name: check, passed: result === "passed" };
+}
+
+function parseSearch(q: string | null | undefined): string | undefined {
+  if (q === null || q === undefined || q.trim() === "") return undefined;
+  if (q.length > ITEM_SEARCH_MAX_CHARS || q.includes("\0"))
+    throw new AppError("validation_failed", `q: must be at most ${ITEM_SEARCH_MAX_CHARS} characters, without NUL`);
+  return q.trim();
+}
+
 export async function listItems(
   db: DbOrTx,
   args: BatchScopeArgs & {
@@ -141,6 +171,11 @@ export async function listItems(
     verdict?: Verdict | string | null;
     /** Items of one review state (their partial index serves the page). */
     review?: string | null;
+    /** One check's result: `check` names it, `check_result` is passed or failed (a bounded walk). */
+    check?: string | null;
+    check_result?: string | null;
+    /** Text in the item key, the input or the answer, any case (a bounded walk). */
+    q?: string | null;
     cursor?: string | null;
     limit?: number;
     /** subagent_batches.result_preview_max_chars */
@@ -155,29 +190,58 @@ export async function listItems(
   if (!Number.isInteger(limit) || limit < 1 || limit > ITEM_PAGE_MAX)
     throw new AppError("validation_failed", `limit: must be a whole number between 1 and ${ITEM_PAGE_MAX}`);
   const batch = await getBatch(db, args);
+  const check = parseCheckFilter(batch, args.check, args.check_result);
+  const search = parseSearch(args.q);
   // The batch's counters answer a status with no items without reading any.
   if (status && countOf(batch, status) === 0) return { items: [], nextCursor: null };
   const verdicts = verdict === "passed" ? batch.verdictPassedCount : batch.verdictFailedCount;
   if (verdict && verdicts === 0) return { items: [], nextCursor: null };
   const i = subagentBatchItems;
+  // The status as a literal (it is one of ITEM_STATUSES), so the planner can pick that
+  // status's partial index, which a bound parameter never matches.
+  // The verdict likewise: a failed verdict has its partial index.
+  const indexed = and(
+    eq(i.batchId, args.batchId),
+    gt(i.position, after),
+    status ? sql`${i.status} = ${sql.raw(`'${status}'`)}` : undefined,
+    verdict ? sql`${i.verdict} = ${sql.raw(`'${verdict}'`)}` : undefined,
+    review ? sql`${i.reviewState} is not null and ${i.reviewState} = ${sql.raw(`'${review}'`)}` : undefined,
+  );
+  const walked = check !== undefined || search !== undefined;
   // In index order: the page reads only its rows even before the batch's rows are analyzed.
-  const rows = await inIndexOrder(db, (tx) => tx
-    .select(itemSummaryColumns(args.previewMaxChars))
-    .from(i)
-    // The status as a literal (it is one of ITEM_STATUSES), so the planner can pick that
-    // status's partial index, which a bound parameter never matches.
-    // The verdict likewise: a failed verdict has its partial index.
-    .where(
-      and(
-        eq(i.batchId, args.batchId),
-        gt(i.position, after),
-        status ? sql`${i.status} = ${sql.raw(`'${status}'`)}` : undefined,
-        verdict ? sql`${i.verdict} = ${sql.raw(`'${verdict}'`)}` : undefined,
-        review ? sql`${i.reviewState} is not null and ${i.reviewState} = ${sql.raw(`'${review}'`)}` : undefined,
-      ),
-    )
-    .orderBy(asc(i.position))
-    .limit(limit + 1));
+  const { rows, walkEnd } = await inIndexOrder(db, async (tx) => {
+    // An unindexed filter walks at most UNINDEXED_WALK_ROWS rows past the cursor (the indexed
+    // filters' index, position order): first the position of the last of them (null: fewer remain),
+    // then the matches up to it. A page costs two index walks of at most that many rows, each row's
+    // `checks` tested by containment and, searching, its key, input (cut as the page shows it),
+    // answer preview and output text by strpos: never the whole batch.
+    let end: number | null = null;
+    if (walked) {
+      const [last] = await tx.select({ position: i.position }).from(i).where(indexed).orderBy(asc(i.position)).offset(UNINDEXED_WALK_ROWS - 1).limit(1);
+      end = last?.position ?? null;
+    }
+    const needle = search?.toLowerCase();
+    const found = await tx
+      .select(itemSummaryColumns(args.previewMaxChars))
+      .from(i)
+      .where(
+        and(
+          indexed,
+          end === null ? undefined : sql`${i.position} <= ${end}`,
+          check ? sql`${i.checks} @> ${JSON.stringify([{ name: check.name, passed: check.passed }])}::jsonb` : undefined,
+          needle
+            ? sql`(strpos(lower(${i.itemKey}), ${needle}) > 0
+                   or strpos(lower(left(${i.input}, ${ITEM_INPUT_MAX_CHARS})), ${needle}) > 0
+                   or strpos(lower(coalesce(${i.preview}, '')), ${needle}) > 0
+                   or strpos(lower(coalesce(${i.output}::text, '')), ${needle}) > 0
+                   or strpos(lower(coalesce(${i.reviewedOutput}::text, '')), ${needle}) > 0)`
+            : undefined,
+        ),
+      )
+      .orderBy(asc(i.position))
+      .limit(limit + 1);
+    return { rows: found, walkEnd: end };
+  });
   const more = rows.length > limit;
   const items = (more ? rows.slice(0, limit) : rows).map((r) => ({
     ...r,
@@ -186,7 +250,9 @@ export async function listItems(
     cachedInputTokens: Number(r.cachedInputTokens),
     cacheWriteTokens: Number(r.cacheWriteTokens),
   })) as ItemSummary[];
-  return { items, nextCursor: more ? encodeCursor(items[items.length - 1]!.position) : null };
+  // A walk that stopped short of the batch's end goes on from where it stopped, even past an empty page.
+  const nextCursor = more ? encodeCursor(items[items.length - 1]!.position) : walkEnd !== null ? encodeCursor(walkEnd) : null;
+  return { items, nextCursor };
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -29,6 +29,9 @@ export interface ItemSummary {
    * the projection drops one whose compact JSON is still longer.
    */
   output: unknown;
+  /** The item's expected value and a person's corrected answer, read like `output` (null: none, or too long). */
+  expected: unknown;
+  reviewedOutput: unknown;
   checks: { name: string; passed: boolean; score?: number; reason?: string }[] | null;
   verdict: "passed" | "failed" | null;
   reviewState: "pending" | "accepted" | "rejected" | null;

@@ -97,8 +97,8 @@ export async function assertItemInBatch(db: Db, scope: BatchScope & { itemId: st
 }
 
 /**
- * `?status=&verdict=&cursor=&limit=` of an item page. Unknown or repeated parameters are refused;
- * status, verdict and cursor are checked by the repository (it owns their vocabularies).
+ * `?status=&verdict=&review=&check=&check_result=&q=&cursor=&limit=` of an item page. Unknown or
+ * repeated parameters are refused; the filters and the cursor are checked by the repository (it owns their vocabularies).
  */
 /** A page size from the query string: a whole number from 1 to `max`. */
 function limitParam(max: number) {
@@ -116,12 +116,24 @@ const itemPageQuerySchema = z
     status: z.string().optional(),
     verdict: z.string().optional(),
     review: z.string().optional(),
+    check: z.string().optional(),
+    check_result: z.string().optional(),
+    q: z.string().optional(),
     cursor: z.string().optional(),
     limit: limitParam(200),
   })
   .strict();
 
-export function parseItemPageQuery(params: URLSearchParams): { status?: string; verdict?: string; review?: string; cursor?: string; limit?: number } {
+export function parseItemPageQuery(params: URLSearchParams): {
+  status?: string;
+  verdict?: string;
+  review?: string;
+  check?: string;
+  check_result?: string;
+  q?: string;
+  cursor?: string;
+  limit?: number;
+} {
   return parseQuery(itemPageQuerySchema, params);
 }
 

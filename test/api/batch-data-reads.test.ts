@@ -157,6 +157,40 @@ describe("projections", () => {
     expect(detail.checks[0]).toEqual(fail("label_matches", "expected pos"));
   });
 
+  it("carries each item's expected value and a person's corrected answer (reviewed_output) beside the model's, bounded like output", async () => {
+    const cap = getConfig().subagent_batches.result_preview_max_chars;
+    const batch = await submit(
+      [
+        { item_key: "a", text: "one", expected: { label: "pos" } },
+        { item_key: "b", text: "two", expected: { label: "x".repeat(cap) } },
+        { item_key: "c", text: "three" },
+      ],
+      { prompt_template: "Classify {{text}}", output_schema: { type: "object", properties: { label: { type: "string" } } } },
+    );
+    for (const position of [1, 2, 3]) await settle(batch.id, position, { output: { label: "pos" } });
+    const a = await itemIdAt(tdb, batch.id, 1);
+    const queued = await call("POST", `${batchPath(batch.id)}/items/${a}/review`, { token: alice.token, json: { request: true } });
+    expect(queued.status, await queued.clone().text()).toBe(200);
+    const { version } = (await queued.json()) as { version: number };
+    const decided = await call("POST", `${batchPath(batch.id)}/items/${a}/review`, {
+      token: alice.token,
+      json: { decision: "accept", version, output: { label: "neg" } },
+    });
+    expect(decided.status, await decided.clone().text()).toBe(200);
+
+    const page = itemPageSchema.parse((await getJson(`${batchPath(batch.id)}/items`)).body);
+    expect(page.items.map((i) => [i.item_key, i.expected, i.output, i.reviewed_output, i.review?.state ?? null, i.review?.corrected ?? null])).toEqual([
+      ["a", { label: "pos" }, { label: "pos" }, { label: "neg" }, "accepted", true],
+      // An expected value longer than the preview cap is left to the item's detail and the exports.
+      ["b", null, { label: "pos" }, null, null, null],
+      ["c", null, { label: "pos" }, null, null, null],
+    ]);
+    const detail = itemDetailSchema.parse((await getJson(`${batchPath(batch.id)}/items/${a}`)).body);
+    expect(detail).toMatchObject({ expected: { label: "pos" }, reviewed_output: { label: "neg" } });
+    // Another user reads none of it.
+    expect((await getJson(`${batchPath(batch.id)}/items`, bob)).status).toBe(404);
+  });
+
   it("prices each item's usage at the batch's snapshot (cost_usd on rows and detail)", async () => {
     const batch = await submit(["a", "b"]);
     await tdb.sql`update subagent_batches set price_input_per_million = 2, price_output_per_million = 10 where id = ${batch.id}`;
@@ -261,6 +295,78 @@ describe("verdict filter", () => {
     const batch = await submit(["a", "b"]);
     const page = itemPageSchema.parse((await getJson(`${batchPath(batch.id)}/items?verdict=failed`)).body);
     expect(page).toEqual({ items: [], next_cursor: null });
+  });
+});
+
+describe("check and text filters", () => {
+  const allKeys = async (batchId: string, query: string, limit = 2) => {
+    const out: string[] = [];
+    let cursor: string | null = null;
+    let pages = 0;
+    do {
+      const res = await getJson(`${batchPath(batchId)}/items?${query}&limit=${limit}${cursor ? `&cursor=${cursor}` : ""}`);
+      expect(res.status, JSON.stringify(res.body)).toBe(200);
+      const page = itemPageSchema.parse(res.body);
+      out.push(...page.items.map((i) => i.item_key));
+      cursor = page.next_cursor;
+      pages++;
+    } while (cursor);
+    return { keys: out, pages };
+  };
+
+  it("pages items by one check's result (with verdict and status), and searches key, input and answer in any case", async () => {
+    const batch = await submit(["Oslo harbour", "Bergen rain", "oslo fjord", "Tromsø lights", "Bodø"]);
+    await typed(batch.id, { checks: CHECKS.slice(0, 2) });
+    await settle(batch.id, 1, { output: { label: "pos" }, checks: [pass("label_matches"), fail("has_reason", "no reason")], verdict: "failed" });
+    await settle(batch.id, 2, { output: { label: "neg", note: "WET" }, checks: [fail("label_matches", "neg"), pass("has_reason")], verdict: "failed" });
+    await settle(batch.id, 3, { output: { label: "pos" }, checks: [pass("label_matches"), pass("has_reason")], verdict: "passed" });
+    await settle(batch.id, 4, { status: "failed", error: "boom" });
+    await settle(batch.id, 5, { result: "A town with a Fjord view", checks: [fail("label_matches", "none"), pass("has_reason")], verdict: "failed" });
+    await recount(batch.id);
+
+    expect((await allKeys(batch.id, "check=label_matches&check_result=failed")).keys).toEqual(["item-2", "item-5"]);
+    expect((await allKeys(batch.id, "check=label_matches&check_result=passed")).keys).toEqual(["item-1", "item-3"]);
+    expect((await allKeys(batch.id, "check=has_reason&check_result=failed")).keys).toEqual(["item-1"]);
+    expect((await allKeys(batch.id, "check=has_reason&check_result=passed&verdict=failed")).keys).toEqual(["item-2", "item-5"]);
+    // Text: the input, the answer's preview, the output's JSON, the key; any case; with the other filters.
+    expect((await allKeys(batch.id, "q=OSLO")).keys).toEqual(["item-1", "item-3"]);
+    expect((await allKeys(batch.id, "q=fjord")).keys).toEqual(["item-3", "item-5"]);
+    expect((await allKeys(batch.id, "q=wet")).keys).toEqual(["item-2"]);
+    expect((await allKeys(batch.id, "q=item-4")).keys).toEqual(["item-4"]);
+    expect((await allKeys(batch.id, `q=${encodeURIComponent("tromsø")}`)).keys).toEqual(["item-4"]);
+    expect((await allKeys(batch.id, "q=oslo&check=label_matches&check_result=passed&verdict=passed")).keys).toEqual(["item-3"]);
+    expect((await allKeys(batch.id, "q=100%25")).keys).toEqual([]);
+  });
+
+  it("refuses a bad check filter or search naming the field, and another user's batch", async () => {
+    const batch = await submit(["a"]);
+    await typed(batch.id, { checks: CHECKS.slice(0, 1) });
+    for (const [query, field] of [
+      ["check=label_matches", "check_result"],
+      ["check=label_matches&check_result=FAILED", "check_result"],
+      ["check_result=passed", "check"],
+      ["check=nope&check_result=passed", "check"],
+      [`q=${"x".repeat(201)}`, "q"],
+      ["q=a%00b", "q"],
+      ["check=label_matches&check=x&check_result=passed", "check"],
+    ] as const) {
+      const res = await call("GET", `${batchPath(batch.id)}/items?${query}`, { token: alice.token });
+      expect(res.status, query).toBe(400);
+      expect((await errorOf(res)).message, query).toMatch(new RegExp(`^${field}: `));
+    }
+    const other = await call("GET", `${batchPath(batch.id)}/items?check=label_matches&check_result=passed&q=a`, { token: bob.token });
+    expect(other.status).toBe(404);
+  });
+
+  it("walks at most UNINDEXED_WALK_ROWS rows a page: a rare match past them comes on a later page, the empty ones carrying a cursor", async () => {
+    const batch = await submit(Array.from({ length: 2_100 }, (_, n) => (n === 2_049 ? "the needle" : `hay ${n}`)));
+    const { keys, pages } = await allKeys(batch.id, "q=needle", 50);
+    expect(keys).toEqual(["item-2050"]);
+    // 2,100 rows at 2,000 a walk: the first page reads 2,000 rows and finds nothing, the second finds it.
+    expect(pages).toBe(2);
+    const first = itemPageSchema.parse((await getJson(`${batchPath(batch.id)}/items?q=needle&limit=50`)).body);
+    expect(first.items).toEqual([]);
+    expect(first.next_cursor).not.toBeNull();
   });
 });
 

@@ -76,6 +76,8 @@ function item(n: number, status: ItemProjection["status"] = "queued"): ItemProje
     usage: { input_tokens: 0, output_tokens: 0, cached_input_tokens: 0, cache_write_tokens: 0 },
     cost_usd: 0,
     output: null,
+    expected: null,
+    reviewed_output: null,
     checks: [],
     verdict: null,
     review: null,
