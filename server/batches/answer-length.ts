@@ -1,14 +1,13 @@
 import type { BatchEstimate } from "@/lib/api/batches";
+import { ASSUMED_OUTPUT_TOKENS } from "@/server/runtime/rate-limit";
 
 /**
  * How many output tokens an estimate assumes an item writes (shown beside the estimate, so a
  * person can see what it rests on). With an output schema, the length of a typical answer of
- * that shape; else the definition's max_output_tokens; else a flat DEFAULT_OUTPUT_TOKENS_PER_ITEM.
+ * that shape; else the definition's max_output_tokens; else a flat ASSUMED_OUTPUT_TOKENS.
  * max_output_tokens caps a schema's figure (the model cannot write more).
  */
 
-/** Output tokens an item is assumed to write without a schema or a max_output_tokens. */
-export const DEFAULT_OUTPUT_TOKENS_PER_ITEM = 500;
 /** A free-text string (no enum, const, format or maxLength): a sentence or two. */
 const FREE_STRING_CHARS = 200;
 /** An array without maxItems: a few items. */
@@ -64,5 +63,5 @@ export function outputAssumption(outputSchema: unknown, maxOutputTokens: number 
     if (maxOutputTokens === undefined || tokens <= maxOutputTokens) return { tokens, from: "output_schema" };
   }
   if (maxOutputTokens !== undefined) return { tokens: maxOutputTokens, from: "max_output_tokens" };
-  return { tokens: DEFAULT_OUTPUT_TOKENS_PER_ITEM, from: "default" };
+  return { tokens: ASSUMED_OUTPUT_TOKENS, from: "default" };
 }

@@ -5,7 +5,8 @@ import type { DbOrTx } from "@/server/db/client";
 import { type CatalogEntry, catalogEntries } from "@/server/models/catalog";
 import { tokenCounter } from "@/server/models/token-count";
 import { turnEvery } from "@/server/runtime/next-turn";
-import { DEFAULT_OUTPUT_TOKENS_PER_ITEM, type OutputAssumption, outputAssumption } from "./answer-length";
+import { ASSUMED_OUTPUT_TOKENS } from "@/server/runtime/rate-limit";
+import { type OutputAssumption, outputAssumption } from "./answer-length";
 import { JUDGE_SYSTEM, judgePrompt } from "./checks";
 import type { ItemRow } from "./insert-items";
 import { prepareSubmission, type SubmitBatchArgs } from "./submit";
@@ -98,7 +99,7 @@ export async function estimateRows(args: {
   const cached = caches ? (readers - 1) * cacheable : 0;
   // Anthropic bills the first item's write of the cached prefix at its cache-write price.
   const written = caches && pricing.provider === "anthropic" ? cacheable : 0;
-  const perItem = args.outputPerItem ?? { tokens: DEFAULT_OUTPUT_TOKENS_PER_ITEM, from: "default" };
+  const perItem = args.outputPerItem ?? { tokens: ASSUMED_OUTPUT_TOKENS, from: "default" };
   const output = rows.length * perItem.tokens;
   const live =
     ((input - cached - written) * pricing.input + cached * pricing.cachedInput + written * pricing.cacheWrite + output * pricing.output) /

@@ -76,6 +76,12 @@ export function rateLimitSettingsFromConfig(config: FlotillaConfig, budget: Endp
  * shrinks because another program drains the key takes effect within it.
  */
 export const BACKGROUND_HORIZON_MS = 500;
+/**
+ * Output tokens a call is assumed to write until the endpoint's answers say what calls write (and
+ * a batch estimate's assumption without a schema or max_output_tokens). Debited up front, it keeps
+ * the first calls under a stated tokens limit; settle() hands back what was not used.
+ */
+export const ASSUMED_OUTPUT_TOKENS = 500;
 /** While nothing is known of an endpoint, one call goes first; the others wait this long at most for its answer. */
 const PROBE_HOLD_MS = 5_000;
 /** Below this fullness of the provider's bucket (remaining against capacity) the pace shrinks in proportion. */
@@ -244,8 +250,12 @@ export class SharedRateLimiter {
    * `signal` aborts while waiting, or a 429-classified error when the wait would exceed maxWaitMs.
    * Batch work (asBatchWork) reserves at most BACKGROUND_HORIZON_MS ahead.
    */
-  async acquire(endpoint: string, options: { estimatedTokens?: number; signal?: AbortSignal; batch?: boolean } = {}): Promise<Reservation> {
+  async acquire(
+    endpoint: string,
+    options: { estimatedTokens?: number; outputTokens?: number; signal?: AbortSignal; batch?: boolean } = {},
+  ): Promise<Reservation> {
     const estimatedTokens = Math.max(0, Math.round(options.estimatedTokens ?? 0));
+    const outputTokens = Math.max(0, Math.round(options.outputTokens ?? 0));
     const db = this.dbProvider();
     if (!this.enabled || !db) {
       await this.waitForSlowdown(endpoint, db, options.signal);
@@ -256,11 +266,11 @@ export class SharedRateLimiter {
     // A batch call joins its process's queue when one formed (first come, first served); any
     // other call asks at once.
     if (!batch || !(this.queues.get(endpoint)?.waiting ?? 0)) {
-      granted = await this.reserve(db, endpoint, estimatedTokens, batch);
+      granted = await this.reserve(db, endpoint, estimatedTokens, outputTokens, batch);
       if (granted.verdict === "exhausted") throw sharedBudgetExhausted(endpoint, granted.startMs - granted.nowMs);
     }
     if (granted?.verdict !== "ok" && granted?.verdict !== "fail_open")
-      granted = await this.queued(db, endpoint, estimatedTokens, batch, granted, options.signal);
+      granted = await this.queued(db, endpoint, estimatedTokens, outputTokens, batch, granted, options.signal);
     if (granted.verdict === "fail_open") return { waitedMs: 0, estimatedTokens: 0, counted: false };
     const waitMs = Math.max(0, granted.startMs - granted.nowMs);
     observeRateLimitWait(endpoint, waitMs / 1000);
@@ -284,6 +294,7 @@ export class SharedRateLimiter {
     db: Db,
     endpoint: string,
     estimatedTokens: number,
+    outputTokens: number,
     batch: boolean,
     first: Verdict | undefined,
     signal?: AbortSignal,
@@ -305,13 +316,13 @@ export class SharedRateLimiter {
     try {
       await abortable(before, signal);
       // After waiting behind others, the first answer is stale: ask again.
-      let verdict = first && ahead === 0 ? first : await this.reserve(db, endpoint, estimatedTokens, batch);
+      let verdict = first && ahead === 0 ? first : await this.reserve(db, endpoint, estimatedTokens, outputTokens, batch);
       for (;;) {
         if (verdict.verdict === "ok" || verdict.verdict === "fail_open") return verdict;
         if (verdict.verdict === "exhausted") throw sharedBudgetExhausted(endpoint, verdict.startMs - verdict.nowMs);
         const wait = verdict.verdict === "probe" ? 50 : Math.max(5, verdict.startMs - verdict.nowMs - BACKGROUND_HORIZON_MS + 5);
         await abortableSleep(wait, signal);
-        verdict = await this.reserve(db, endpoint, estimatedTokens, batch);
+        verdict = await this.reserve(db, endpoint, estimatedTokens, outputTokens, batch);
       }
     } finally {
       queue.waiting--;
@@ -320,10 +331,10 @@ export class SharedRateLimiter {
   }
 
   /** One atomic reservation attempt (see the header comment for the schedule). */
-  private async reserve(db: Db, endpoint: string, estimatedTokens: number, batch: boolean): Promise<Verdict> {
-    // One call goes first while nothing is known of the endpoint: its answer tells the limits and
-    // what a call costs in tokens. Only a stated requests limit alone paces the first calls safely.
-    const probeFirst = this.settings.learn === true && (this.statedRpm === null || this.statedTpm !== null);
+  private async reserve(db: Db, endpoint: string, estimatedTokens: number, outputTokens: number, batch: boolean): Promise<Verdict> {
+    // With no limit stated, one call goes first: its answer tells the limits. A stated limit paces
+    // from the first call; until an answer says what a call writes, each debits `outputTokens`.
+    const probeFirst = this.settings.learn === true && this.statedRpm === null && this.statedTpm === null;
     try {
       await this.ensureRow(db, endpoint);
       // The CTE locks the row; each schedule advances from the common start by its own cost.
@@ -335,10 +346,11 @@ export class SharedRateLimiter {
                  coalesce(60000.0 / nullif(least(${this.statedTpm}::float8, learned_tokens_per_minute * share_tokens), 0), 0) as tok_ms,
                  coalesce(60000.0 / nullif(learned_input_tokens_per_minute * share_input_tokens, 0), 0) as in_ms,
                  coalesce(60000.0 / nullif(learned_output_tokens_per_minute * share_output_tokens, 0), 0) as out_ms,
-                 -- The prompt's estimate plus the output calls lately used, or what calls lately used in all if more.
-                 greatest(${estimatedTokens} + coalesce(output_tokens_per_call, 0), coalesce(tokens_per_call, 0)) as debit_total,
+                 -- The prompt's estimate plus the output calls lately used (the caller's assumption
+                 -- before any answer), or what calls lately used in all if more.
+                 greatest(${estimatedTokens} + coalesce(output_tokens_per_call, ${outputTokens}), coalesce(tokens_per_call, 0)) as debit_total,
                  greatest(${estimatedTokens}, coalesce(input_tokens_per_call, 0)) as debit_input,
-                 coalesce(output_tokens_per_call, 0) as debit_output,
+                 coalesce(output_tokens_per_call, ${outputTokens}) as debit_output,
                  (${probeFirst} and answered_at is null) as probing,
                  probe_at
             from model_rate_limits where endpoint = ${endpoint} for update
@@ -710,11 +722,12 @@ export function rateLimitMiddleware(
   const limiterFor = () => options.limiter ?? getRateLimiter(options.config ?? getConfig(), options.budget);
 
   /** Waits for the shared budget of the call's endpoint; the clock starts once it is granted. */
-  const reserve = async (params: { prompt: LanguageModelV3Prompt; abortSignal?: AbortSignal }, model: LanguageModelV3) => {
+  const reserve = async (params: { prompt: LanguageModelV3Prompt; maxOutputTokens?: number; abortSignal?: AbortSignal }, model: LanguageModelV3) => {
     const limiter = limiterFor();
     const endpoint = options.endpoint ?? endpointKey(model);
     const reservation = await limiter.acquire(endpoint, {
       estimatedTokens: estimatePromptTokens(params.prompt),
+      outputTokens: params.maxOutputTokens ?? ASSUMED_OUTPUT_TOKENS,
       signal: params.abortSignal,
     });
     return { limiter, endpoint, reservation, started: performance.now() };

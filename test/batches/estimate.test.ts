@@ -5,7 +5,8 @@ import { batchEstimateSchema } from "@/lib/api/batches";
 import { getSubagentDefinition } from "@/server/agent/registry";
 import { getConfig } from "@/server/config/load";
 import { JUDGE_SYSTEM, judgePrompt } from "@/server/batches/checks";
-import { DEFAULT_OUTPUT_TOKENS_PER_ITEM, outputAssumption, typicalJsonChars } from "@/server/batches/answer-length";
+import { outputAssumption, typicalJsonChars } from "@/server/batches/answer-length";
+import { ASSUMED_OUTPUT_TOKENS } from "@/server/runtime/rate-limit";
 import {
   type EstimatePricing,
   estimateJudges,
@@ -119,7 +120,7 @@ describe("POST .../subagent-batches/estimate", () => {
     expect(estimate.output_per_item).toEqual({ tokens: 24, from: "output_schema" });
     expect(estimate.output_tokens).toBe(40 * 24);
     const flat = batchEstimateSchema.parse((await post("/estimate", { submission_key: "s2", items })).body);
-    expect(flat.output_per_item).toEqual({ tokens: DEFAULT_OUTPUT_TOKENS_PER_ITEM, from: "default" });
+    expect(flat.output_per_item).toEqual({ tokens: ASSUMED_OUTPUT_TOKENS, from: "default" });
     expect(estimate.cost_usd.live).toBeLessThan(flat.cost_usd.live / 5);
   });
 
@@ -182,7 +183,7 @@ describe("POST .../subagent-batches/estimate", () => {
     const judgeInput = (check: typeof graded | typeof self, count: (s: string) => number) =>
       items.reduce(
         (n, item) =>
-          n + count(JUDGE_SYSTEM) + DEFAULT_OUTPUT_TOKENS_PER_ITEM + count(judgePrompt(check, { prompt: `Label the sentiment: ${item.text}`, text: "", expected: item.expected })),
+          n + count(JUDGE_SYSTEM) + ASSUMED_OUTPUT_TOKENS + count(judgePrompt(check, { prompt: `Label the sentiment: ${item.text}`, text: "", expected: item.expected })),
         0,
       );
     const gradedInput = judgeInput(graded, (s) => Math.ceil(s.length / 4));

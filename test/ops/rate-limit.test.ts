@@ -86,6 +86,29 @@ describe("shared rate limiter (PostgreSQL schedule)", () => {
     expect(second.estimatedTokens).toBe(400);
   });
 
+  it("a stated limit paces a learning endpoint from its first call, the assumed output debited", async () => {
+    const endpoint = "race:stated-learn";
+    // 600,000 tokens/min: 100 ms per 1,000 tokens. Nothing is known of the endpoint yet.
+    const limiters = [0, 1].map((i) => limiterOn(i, { tokensPerMinute: 600_000, learn: true }));
+    const t0 = Date.now();
+    const reservations = await Promise.all(
+      Array.from({ length: 4 }, (_, k) => limiters[k % 2]!.acquire(endpoint, { estimatedTokens: 100, outputTokens: 900, batch: true })),
+    );
+    // No call waits for a first one's answer (that probe held the others up to 5 s).
+    expect(Date.now() - t0).toBeLessThan(1_500);
+    expect(reservations.every((r) => r.counted && r.probe === false)).toBe(true);
+    // Until an answer says what a call writes, each debits its prompt plus the assumed output.
+    expect(reservations.map((r) => r.estimatedTokens)).toEqual([1_000, 1_000, 1_000, 1_000]);
+    const starts = reservations.map((r) => r.startAtMs ?? Number.NaN).sort((a, b) => a - b);
+    for (let i = 1; i < starts.length; i++) expect(starts[i]! - starts[i - 1]!).toBeGreaterThanOrEqual(99.9);
+    // Nothing stated: the first call still goes alone to learn the limits.
+    const unstated = "race:unstated-learn";
+    const probe = await limiterOn(2, { learn: true }).acquire(unstated, { batch: true });
+    expect(probe.probe).toBe(true);
+    const second = await limiterOn(3, { learn: true, maxWaitMs: 60_000 }).acquire(unstated, { batch: true, signal: AbortSignal.timeout(300) }).catch((e) => e);
+    expect(second).toBeInstanceOf(Error); // still held for the probe's answer after 300 ms
+  });
+
   it("a 429 recorded by one process holds back every other process until retry-after", async () => {
     const endpoint = "race:429";
     await limiterOn(0, {}).recordRateLimited(endpoint, 700);
