@@ -68,11 +68,16 @@ describe("chat streams in the writing process", () => {
       writer.write(delta(1));
       expect((await reader.read()).value).toEqual(delta(0));
       expect((await reader.read()).value).toEqual(delta(1));
-      // ...while the writer's insert still waits for the lock.
-      const [waiting] = await blocker<{ n: number }[]>`
-        select count(*)::int as n from pg_stat_activity
-         where datname = current_database() and wait_event_type = 'Lock' and query ilike 'insert into "chat_stream_chunks"%'`;
-      expect(waiting!.n).toBe(1);
+      // ...while the writer's insert waits for the lock (polled: under load the insert may reach
+      // PostgreSQL a moment after the reader already has both chunks).
+      const inserting = async () => {
+        const [row] = await blocker<{ n: number }[]>`
+          select count(*)::int as n from pg_stat_activity
+           where datname = current_database() and wait_event_type = 'Lock' and query ilike 'insert into "chat_stream_chunks"%'`;
+        return row!.n;
+      };
+      for (let i = 0; i < 100 && (await inserting()) === 0; i++) await new Promise((r) => setTimeout(r, 50));
+      expect(await inserting()).toBe(1);
     } finally {
       await blocker`rollback`;
       blocker.release();
