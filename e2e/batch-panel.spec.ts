@@ -469,7 +469,7 @@ test("worker stopped: a control fails with the server's message, then the panel 
   await expect(button(panel, "New batch")).toBeDisabled();
   // Inspection and export still work.
   await expect(detailOf(page).getByRole("link", { name: "Download JSONL" })).toBeVisible();
-  await panel.getByRole("button", { name: /^[0-9a-f]{8}/ }).last().click();
+  await panel.getByTitle(/^Batch [0-9a-f-]{36}$/).last().click();
   await detailOf(page).getByLabel("Status", { exact: true }).selectOption("failed");
   await expect(detailOf(page).getByTestId("item-row")).toHaveCount(6);
   await expect(button(detailOf(page).getByTestId("item-row").first(), "Retry")).toBeDisabled();
