@@ -264,5 +264,5 @@ test("1400×900 and 390×844: Edit input and retry on a failed item: a 400 names
   const row = page.locator('[data-testid="item-row"][data-item-key="broken"]');
   await expect(row).toHaveAttribute("data-status", "succeeded", { timeout: 60_000 });
   const retried = (await resultLines()).find((l) => l.item_key === "broken")!;
-  expect(retried).toMatchObject({ status: "succeeded", input: '{"text":"Works fine now"}', expected: { label: "positive" }, verdict: "passed" });
+  expect(retried).toMatchObject({ status: "succeeded", input: { text: "Works fine now" }, expected: { label: "positive" }, verdict: "passed" });
 });
