@@ -15,10 +15,10 @@ import type { BenchRow } from "./types";
  * where there is one (export and submit against PostgreSQL doing the same rows, efficiency against
  * graphile-worker, chat against the model called directly), so a loaded machine moves both sides;
  * the two that are times (a one-item start, the worker's CPU per item) are medians. A row over the
- * line is measured once more before it counts, and the better figure is kept. Recorded figures are
- * taken on a loaded two-core machine (helpers' builds and suites running), so CI at today's speed
- * passes with room; re-record them (GUARD_RECORD=1 prints the JSON) when a change makes a row
- * better for good.
+ * line is measured once more before it counts, and the better figure is kept. The recorded figure
+ * of each row is the worse of two idle runs on the embedded PostgreSQL, as CI runs it (bench/RESULTS.md
+ * has both); re-record them (GUARD_RECORD=1 prints the JSON) when a change makes a row better for
+ * good. About 75 s on an idle two-core machine.
  *
  * Not part of a plain `npm run bench`: run it by name.
  */
