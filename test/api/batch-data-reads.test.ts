@@ -1,5 +1,5 @@
 import Papa from "papaparse";
-import { beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import {
   batchProjectionSchema,
   batchRetryResponseSchema,
@@ -299,6 +299,13 @@ describe("verdict filter", () => {
 });
 
 describe("check and text filters", () => {
+  // Out of the user's active batches (quotas.max_active_batches) for the suites after this one.
+  afterAll(async () => {
+    const active = await tdb.sql<{ id: string }[]>`
+      select id from subagent_batches where user_id = ${alice.userId} and thread_id = ${thread} and status in ('queued', 'running', 'paused')`;
+    for (const { id } of active) expect((await call("POST", `${batchPath(id)}/cancel`, { token: alice.token })).status).toBe(200);
+  });
+
   const allKeys = async (batchId: string, query: string, limit = 2) => {
     const out: string[] = [];
     let cursor: string | null = null;
