@@ -15,12 +15,18 @@ import { startWebServer, type WebServer } from "../helpers/web-server";
 
 const MAX_SECONDS = 2;
 process.env.FLOTILLA__EXPORTS__MAX_SECONDS = String(MAX_SECONDS);
+// Answers shown whole up to 10,000 characters, so the file (~100 MB) is far more than a client's
+// kernel buffers can take: Linux grows a socket's receive buffer up to tcp_rmem's maximum (32 MiB
+// on this machine), and a 20 MB file sometimes fitted whole, so a client that never read still
+// got all of it before the cut (a flaky "complete").
+const ANSWER_CHARS = 10_000;
+process.env.FLOTILLA__SUBAGENT_BATCHES__RESULT_PREVIEW_MAX_CHARS = String(ANSWER_CHARS);
 
 const tdb = await setupApiDatabase();
 let server: WebServer;
 let user: TestUser;
 let threadId: string;
-/** 5,000 items each (item-1 .. item-5000), answers of 2,000 characters: about 20 MB of pairs, more than the kernel buffers a client that never reads. */
+/** 5,000 items each (item-1 .. item-5000), answers of ANSWER_CHARS: about 100 MB of pairs, more than the kernel buffers of a client that never reads. */
 let bigA: string;
 let bigB: string;
 
@@ -43,7 +49,7 @@ beforeAll(async () => {
   bigA = await submit(items);
   bigB = await submit(items);
   for (const [id, fill] of [[bigA, "a"], [bigB, "b"]] as const)
-    await tdb.sql`update subagent_batch_items set status = 'succeeded', result = repeat(${fill}, 2000), started_at = now(), finished_at = now() where batch_id = ${id}`;
+    await tdb.sql`update subagent_batch_items set status = 'succeeded', result = repeat(${fill}, ${ANSWER_CHARS}), started_at = now(), finished_at = now() where batch_id = ${id}`;
 }, 120_000);
 
 afterAll(async () => {
