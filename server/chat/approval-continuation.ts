@@ -42,17 +42,7 @@ export async function continueDecidedReply(db: Db, input: Lead & { threadId: str
   const [owner] = await db.select({ userId: threads.userId }).from(threads).where(eq(threads.id, threadId));
   if (!owner) return null;
   // The reply that asked: the assistant message holding the calls' parts.
-  const [asking] = await db
-    .select({ id: messages.id, parts: messages.parts, metadata: messages.metadata })
-    .from(messages)
-    .where(
-      and(
-        eq(messages.threadId, threadId),
-        eq(messages.role, "assistant"),
-        sql`${messages.parts} @> ${JSON.stringify([{ toolCallId: rows[0]!.toolCallId }])}::jsonb`,
-      ),
-    )
-    .limit(1);
+  const [asking] = await repliesHolding(db, threadId, { toolCallId: rows[0]!.toolCallId }).limit(1);
   if (!asking) {
     // The reply is gone: nothing to go on with; the decisions are marked carried so the thread is free.
     await claimContinuation(db, { threadId, runId });
@@ -128,16 +118,7 @@ const BATCH_NOT_SUBMITTED = "Not carried out: the server stopped before this app
 export async function settleDeadContinuations(db: DbOrTx, threadIds: readonly string[]): Promise<number> {
   let settled = 0;
   for (const threadId of new Set(threadIds)) {
-    const replies = await db
-      .select({ id: messages.id, parts: messages.parts, metadata: messages.metadata })
-      .from(messages)
-      .where(
-        and(
-          eq(messages.threadId, threadId),
-          eq(messages.role, "assistant"),
-          sql`${messages.parts} @> ${JSON.stringify([{ state: "approval-responded" }])}::jsonb`,
-        ),
-      );
+    const replies = await repliesHolding(db, threadId, { state: "approval-responded" });
     for (const reply of replies) {
       const parts: Part[] = [];
       for (const p of reply.parts as Part[]) {
@@ -169,4 +150,12 @@ export async function settleDeadContinuations(db: DbOrTx, threadIds: readonly st
     }
   }
   return settled;
+}
+
+/** The thread's assistant replies with a part that holds `part`'s fields (jsonb containment). */
+function repliesHolding(db: DbOrTx, threadId: string, part: Record<string, string>) {
+  return db
+    .select({ id: messages.id, parts: messages.parts, metadata: messages.metadata })
+    .from(messages)
+    .where(and(eq(messages.threadId, threadId), eq(messages.role, "assistant"), sql`${messages.parts} @> ${JSON.stringify([part])}::jsonb`));
 }

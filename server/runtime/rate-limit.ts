@@ -11,6 +11,7 @@ import { log } from "@/server/log";
 import { observeModelCall, observeRateLimitWait } from "@/server/instruments";
 import { classifyModelError, retryAfterMs } from "@/server/runtime/model-errors";
 import { bucketFullness, LIMIT_KINDS, type LimitKind, type LimitState, parseProviderLimits } from "@/server/runtime/provider-limits";
+import { abortable } from "./abortable";
 
 /**
  * Provider-wide rate limits shared by every process (web and any number of workers, on any
@@ -143,25 +144,6 @@ function abortableSleep(ms: number, signal?: AbortSignal): Promise<void> {
       resolve();
     }, ms);
     signal?.addEventListener("abort", onAbort, { once: true });
-  });
-}
-
-function abortable<T>(promise: Promise<T>, signal?: AbortSignal): Promise<T> {
-  if (!signal) return promise;
-  if (signal.aborted) return Promise.reject(signal.reason);
-  return new Promise((resolve, reject) => {
-    const onAbort = () => reject(signal.reason);
-    signal.addEventListener("abort", onAbort, { once: true });
-    promise.then(
-      (v) => {
-        signal.removeEventListener("abort", onAbort);
-        resolve(v);
-      },
-      (e) => {
-        signal.removeEventListener("abort", onAbort);
-        reject(e);
-      },
-    );
   });
 }
 

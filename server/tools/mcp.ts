@@ -6,6 +6,7 @@ import type { FlotillaConfig } from "@/lib/config";
 import { AppError, errorText } from "@/server/errors";
 import { log } from "@/server/log";
 import type { ToolGroup } from "./types";
+import { abortable } from "@/server/runtime/abortable";
 
 /**
  * `mcp:<name>`: every tool of a configured MCP server, named `<name>__<tool>`. One client per
@@ -122,25 +123,6 @@ function transportFor(spec: McpServerConfig, onDead: () => void): TransportOptio
 export function mcpResultText(result: CallResult): string {
   if (result.content === undefined) return JSON.stringify(result.toolResult ?? null);
   return result.content.map((p) => (p.type === "text" && typeof p.text === "string" ? p.text : JSON.stringify(p))).join("\n");
-}
-
-function abortable<T>(promise: Promise<T>, signal: AbortSignal | undefined): Promise<T> {
-  if (!signal) return promise;
-  if (signal.aborted) return Promise.reject(signal.reason);
-  return new Promise<T>((resolve, reject) => {
-    const onAbort = () => reject(signal.reason);
-    signal.addEventListener("abort", onAbort, { once: true });
-    promise.then(
-      (v) => {
-        signal.removeEventListener("abort", onAbort);
-        resolve(v);
-      },
-      (e) => {
-        signal.removeEventListener("abort", onAbort);
-        reject(e);
-      },
-    );
-  });
 }
 
 /** One configured server in this process. */
