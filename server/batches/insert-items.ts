@@ -56,8 +56,16 @@ export async function insertItems(
   args: { batchId: string; offset: number; live: number; items: readonly ItemRow[] },
 ): Promise<void> {
   if (args.items.length === 0) return;
-  if (args.items.length <= INSERT_MAX_ITEMS && textChars(args.items) <= INSERT_MAX_CHARS) return insertRows(tx, args);
+  if (oneInsert(args.items)) return insertRows(tx, args);
   return copyRows(tx, args);
+}
+
+/**
+ * These items take the one-INSERT path (not COPY), which may go out pipelined behind the batch's
+ * own insert on the transaction's connection: COPY is never sent before an earlier statement answered.
+ */
+export function oneInsert(items: readonly ItemRow[]): boolean {
+  return items.length <= INSERT_MAX_ITEMS && textChars(items) <= INSERT_MAX_CHARS;
 }
 
 function textChars(items: readonly ItemRow[]): number {

@@ -41,7 +41,7 @@ import { compileOutputSchemaYielding } from "@/server/runtime/output-schema";
 import { nextTurn } from "@/server/runtime/next-turn";
 import { matchingPaths } from "@/server/workspace/files";
 import { assertDailyTokenQuota, modelPrices } from "./budget";
-import { type ItemRow, insertItems } from "./insert-items";
+import { type ItemRow, insertItems, oneInsert } from "./insert-items";
 import { BATCH_CHANNEL, batchEventPayload } from "./notify";
 import { buildExecutionSpec, type ExecutionSpec, type SpecDefinition, type SubmissionOrigin } from "./spec";
 import type { BatchRow } from "./types";
@@ -353,7 +353,7 @@ export async function writeBatch<R extends ItemRow>(
   // The id is chosen here so the submit notification (delivered at commit; a rolled-back
   // transaction sends nothing) goes out with the batch's insert instead of a round trip after it.
   const id = randomUUID();
-  const [[batch]] = await Promise.all([
+  const inserted = Promise.all([
     tx
     .insert(subagentBatches)
     .values({
@@ -384,12 +384,24 @@ export async function writeBatch<R extends ItemRow>(
     .returning(),
     tx.execute(sql`select pg_notify(${BATCH_CHANNEL}, ${batchEventPayload("submit", id)})`),
   ]);
+  inserted.catch(() => {}); // awaited below, after the first chunk that may go out behind it
   let offset = 0;
+  let waited = false;
   for await (const items of plan.chunks) {
-    await insertItems(tx, { batchId: batch!.id, offset, live, items });
-    await plan.afterChunk?.(tx, { batchId: batch!.id, offset, items });
+    if (!waited && oneInsert(items)) {
+      // A small first chunk goes out right behind the batch's insert (PostgreSQL runs them in
+      // order, so the foreign key holds): one round trip for the batch, its items and the
+      // notification. A refused batch insert aborts the transaction, and the first error is its.
+      await Promise.all([inserted, insertItems(tx, { batchId: id, offset, live, items })]);
+    } else {
+      await inserted;
+      await insertItems(tx, { batchId: id, offset, live, items });
+    }
+    waited = true;
+    await plan.afterChunk?.(tx, { batchId: id, offset, items });
     offset += items.length;
   }
+  const [[batch]] = await inserted;
   if (offset !== plan.total) throw new AppError("conflict", "the input changed while the batch was being written; retry");
   return { batch: batch!, created: true };
 }
