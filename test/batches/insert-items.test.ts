@@ -2,6 +2,7 @@ import { batchSubagent } from "@/server/agent/registry";
 import { sql } from "drizzle-orm";
 import { beforeAll, describe, expect, it } from "vitest";
 import { INSERT_MAX_ITEMS, type ItemRow, insertItems } from "@/server/batches/insert-items";
+import { BATCH_CHANNEL, batchEventPayload } from "@/server/batches/notify";
 import { submitBatch } from "@/server/batches/submit";
 import { AppError } from "@/server/errors";
 import { createTestDatabase, type TestDatabase } from "../helpers/db";
@@ -67,6 +68,25 @@ describe("insertItems", () => {
     expect(err).toMatchObject({ code: "validation_failed", message: expect.stringMatching(new RegExp(`^items\\.${n - 1}: prompt must not contain NUL`)) });
     expect(await itemCount()).toBe(before);
     expect((await t.sql`select 1 from subagent_batches where submission_key = ${`ins-${keys}`}`).length).toBe(0);
+  });
+
+  it("the submit notification goes out with the batch's insert but is delivered only for a batch that committed", async () => {
+    // The batch insert, its notification and a small first chunk go out pipelined (submit.ts): a
+    // refusal of the chunk after the others were sent rolls all of them back, notification included.
+    const heard: string[] = [];
+    const listening = await t.sql.listen(BATCH_CHANNEL, (payload) => heard.push(payload));
+    try {
+      const refused = await submit(["fine", "bad\u0000one"]).catch((e: unknown) => e);
+      expect(refused).toMatchObject({ code: "validation_failed", message: expect.stringMatching(/^items\.1: prompt must not contain NUL/) });
+      const { batch } = await submit(["one"]);
+      await expect.poll(() => heard, { timeout: 5_000 }).toEqual([batchEventPayload("submit", batch.id)]);
+      // Nothing more arrives for the refused one.
+      await new Promise((r) => setTimeout(r, 200));
+      expect(heard).toEqual([batchEventPayload("submit", batch.id)]);
+      expect(await rows(batch.id)).toEqual([{ position: 1, item_key: "item-1", prompt: "one", input: "one", status: "queued" }]);
+    } finally {
+      await listening.unlisten();
+    }
   });
 
   it("writes identical rows through INSERT and COPY: every column, key, position, status and expected", async () => {
