@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { BatchProjection, ItemPage } from "@/lib/api/batches";
 import type { CompareSummary } from "@/lib/api/compare";
 import { GOLDEN_ITEMS_MAX, type GoldenItemPage, type GoldenSetAdded, type GoldenSetCreated } from "@/lib/api/golden-sets";
+import type { ReviewPage } from "@/lib/api/review-queue";
 import type { VariantDraft } from "@/lib/api/variants";
 import type { BatchWorker } from "@/server/worker/loop";
 import type { TestUser } from "../api/helpers";
@@ -128,21 +129,47 @@ describe("runs against a golden set", () => {
   it("runs the set's items, grades each answer against its expected field by field, and records the set and version", async () => {
     const created = await ok<BatchProjection>(
       batches(),
-      { json: { submission_key: "golden-typed", golden_set: { id: labels.id }, prompt_template: "[[json:{{answer}}]]", output_schema: SCHEMA } },
+      {
+        json: { submission_key: "golden-typed", golden_set: { id: labels.id }, prompt_template: "[[json:{{answer}}]]", output_schema: SCHEMA, review: { when: "all" } },
+      },
       201,
     );
     expect(created.total).toBe(3);
     expect(created.golden_set).toEqual({ id: labels.id, version: 1 });
     expect(created.checks.map((c) => c.name)).toEqual(["golden"]);
     const done = await settled(created.id);
-    expect(done.checks).toEqual([{ name: "golden", passed: 2, failed: 1 }]);
+    expect(done.checks).toEqual([{ name: "golden", passed: 2, failed: 1, agreement: null }]);
     expect(done.verdicts).toEqual({ passed: 2, failed: 1 });
     // a's answer carries a field the set does not name: only expected's fields are graded.
     expect(await goldenOf(created.id)).toEqual({ a: true, b: true, c: false });
     const page = await ok<ItemPage>(`${batches()}/${created.id}/items?check=golden&check_result=failed`);
     expect(page.items.map((i) => i.item_key)).toEqual(["c"]);
     expect(page.items[0]!.checks?.[0]?.reason).toBe('/label is "no", expected "yes"');
+
+    // The export carries it as any check.
+    const jsonl = await http<string>(`${batches()}/${created.id}/results.jsonl`);
+    const lines = jsonl.body.trim().split("\n").map((l) => JSON.parse(l) as { item_key: string; checks?: { name: string; passed: boolean }[] });
+    expect(lines.map((l) => [l.item_key, l.checks?.map((c) => [c.name, c.passed])])).toEqual([
+      ["a", [["golden", true]]],
+      ["b", [["golden", true]]],
+      ["c", [["golden", false]]],
+    ]);
+
+    // Agreement: how often the golden check's pass matches the person's accept (a agrees, c does not).
+    const queue = await ok<ReviewPage>(`/api/reviews?batch_id=${created.id}`);
+    for (const entry of queue.items.filter((e) => e.item_key === "a" || e.item_key === "c"))
+      await ok(`${batches()}/${created.id}/items/${entry.item_id}/review`, { json: { decision: "accept", version: entry.review.version } });
+    const reviewed = await ok<BatchProjection>(`${batches()}/${created.id}`);
+    expect(reviewed.checks).toEqual([{ name: "golden", passed: 2, failed: 1, agreement: 0.5 }]);
   }, 60_000);
+
+  it("estimates a run against a set as it would be written", async () => {
+    const estimate = await ok<{ items: number }>(`${batches()}/estimate`, { json: { submission_key: "golden-estimate", golden_set: { id: texts.id } } });
+    expect(estimate.items).toBe(2);
+    expect(await refused(`${batches()}/estimate`, { json: { submission_key: "golden-estimate", golden_set: { id: texts.id, version: 5 } } })).toBe(
+      "golden_set.version: this set has versions 1 to 1",
+    );
+  });
 
   it("keeps a string expected \"1\" the string \"1\" end to end (an untyped answer is compared as text)", async () => {
     const created = await ok<BatchProjection>(batches(), { json: { submission_key: "golden-text", golden_set: { id: texts.id, version: 1 } } }, 201);
