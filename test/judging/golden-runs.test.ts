@@ -231,13 +231,17 @@ describe("runs against a golden set", () => {
     const summary = await ok<CompareSummary>(`${batches()}/${a.id}/compare/${b.id}`);
     expect(summary.checks).toEqual([{ name: "golden", a: { passed: 2, failed: 1 }, b: { passed: 2, failed: 1 }, improved: 1, regressed: 1 }]);
     expect(summary.verdicts).toMatchObject({ improved: 1, regressed: 1, both_passed: 1 });
+    // Both ran on the same set and version: only the template differs.
+    expect(summary.differences.map((d) => d.setting)).toEqual(["prompt_template"]);
 
     // golden_set: null runs the original's items without the set (and without its check).
     const plain = await ok<BatchProjection>(`${batches()}/${a.id}/variant`, { json: { submission_key: "golden-cmp-c", golden_set: null } }, 201);
     expect(plain.golden_set).toBeNull();
     expect(plain.checks).toEqual([]);
-    expect(await refused(`${batches()}/${a.id}/variant`, { json: { submission_key: "golden-cmp-d", only: { verdict: "failed" } } })).toMatch(/^only: /);
     await settled(plain.id);
+    const off = await ok<CompareSummary>(`${batches()}/${a.id}/compare/${plain.id}`);
+    expect(off.differences.find((d) => d.setting === "golden_set")).toEqual({ setting: "golden_set", a: `${labels.id} version 1`, b: null });
+    expect(await refused(`${batches()}/${a.id}/variant`, { json: { submission_key: "golden-cmp-d", only: { verdict: "failed" } } })).toMatch(/^only: /);
   }, 90_000);
 
   it("makes and adds to a set from an uploaded CSV or JSONL with an expected column, refusing bad files naming the line", async () => {
