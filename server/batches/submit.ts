@@ -67,6 +67,12 @@ function fileLocator(paths: readonly string[]): Locator {
   return { item: at, field: (i, f) => `${at(i)}: ${f}` };
 }
 
+/** Items of a run against a golden set are named by their item_key in the set. */
+function goldenLocator(keys: readonly string[]): Locator {
+  const at = (i: number) => `golden_set item ${JSON.stringify(keys[i] ?? "")}`;
+  return { item: at, field: (i, f) => `${at(i)}: ${f}` };
+}
+
 /**
  * The paths a files batch would run over, refused (before another path is read) as soon as
  * their count or the prompts' computed total passes its bound: the glob's matches, never the
@@ -273,11 +279,12 @@ export async function prepareSubmission(
       raw = golden.items.map((g) => (g.fields ? { item_key: g.item_key, ...g.fields, expected: g.expected } : g.input));
     } else raw = input.items;
     const items = checkedItems(raw);
-    if (isProblem(items)) throw golden ? refusal({ field: "golden_set", message: problemText(items) }) : refusal(items, locator);
-    const template = input.prompt_template;
     const keys = golden?.items.map((g) => g.item_key) ?? args.variant?.itemKeys;
+    const itemsLocator = golden ? goldenLocator(keys!) : locator;
+    if (isProblem(items)) throw refusal(items, itemsLocator);
+    const template = input.prompt_template;
     const problem = itemsProblem(items, template, limits);
-    if (problem) throw refusal(problem, locator);
+    if (problem) throw refusal(problem, itemsLocator);
     const expected = golden !== undefined || items.some((item) => isFieldsItem(item) && item.expected !== undefined);
     await checkDataRules({ outputSchema, checks: input.checks ?? [], expected, config });
     if (golden) {

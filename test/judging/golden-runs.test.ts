@@ -197,6 +197,8 @@ describe("runs against a golden set", () => {
     expect(
       await refused(batches(), body({ golden_set: { id: labels.id }, prompt_template: "[[json:{{answer}}]]", output_schema: { type: "object", required: ["score"] } })),
     ).toMatch(/^golden_set: item "a": its expected answer does not match the batch's output_schema \(\/ must have required property 'score'\)/);
+    // The set's items under the submission's rules, named by their item_key in the set.
+    expect(await refused(batches(), body({ golden_set: { id: labels.id }, prompt_template: "Say {{missing}}" }))).toMatch(/^golden_set item "a": /);
     // An upload and a golden set together.
     expect(
       await refused(`${batches()}?submission_key=up&golden_set=${encodeURIComponent(JSON.stringify({ id: labels.id }))}`, {
