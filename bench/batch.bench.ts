@@ -17,6 +17,7 @@ import { createDatabase, type Database } from "@/server/db/client";
 import { startEmbeddedPostgres } from "@/server/db/embedded";
 import { migrateDatabase } from "@/server/db/migrate";
 import { threads, users } from "@/server/db/schema";
+import { traceSink, tracingRows } from "./tracing";
 import type { BenchRow } from "./types";
 import { spawnBenchWorkers, stopBenchWorkers, waitForWorkers } from "./workers";
 
@@ -37,7 +38,9 @@ import { spawnBenchWorkers, stopBenchWorkers, waitForWorkers } from "./workers";
  *
  * Rows are ratios where lower is better (the harness's convention): for throughput rows
  * "ours" is wall time and the baseline is the ideal (or graphile-worker's) wall time.
- * Select parts with BATCH_BENCH=read,submit,raw (default all).
+ * Select parts with BATCH_BENCH=read,submit,raw (default all). BENCH_TRACING=1 adds a raw row
+ * with tracing on: our worker exports every span to a local OTLP receiver (bench/tracing.ts), in
+ * the same rounds as the rows with tracing off (the default).
  */
 
 export const name = "batch";
@@ -121,13 +124,13 @@ export async function waitTerminal(db: Database["db"], scope: { userId: string; 
  * executor, run records, the simulator at latency 0) with `concurrency` slots, up and idle before
  * the batch is submitted; wall = the batch's first claim to its finish (server timestamps).
  */
-async function oursRaw(url: string, n: number, concurrency: number): Promise<number> {
+async function oursRaw(url: string, n: number, concurrency: number, env: Record<string, string> = {}): Promise<number> {
   const database = createDatabase(url, { max: 2 });
   const [child] = spawnBenchWorkers({
     databaseUrl: url,
     count: 1,
     slots: concurrency,
-    env: { FLOTILLA__SIMULATOR__LATENCY_MS: "0", FLOTILLA__SUBAGENT_BATCHES__MAX_RUNNING_ITEMS_PER_BATCH: String(concurrency) },
+    env: { FLOTILLA__SIMULATOR__LATENCY_MS: "0", FLOTILLA__SUBAGENT_BATCHES__MAX_RUNNING_ITEMS_PER_BATCH: String(concurrency), ...env },
   });
   try {
     await waitForWorkers(database.sql, 1);
@@ -232,10 +235,12 @@ function quietLogger() {
   });
 }
 
-async function rawThroughput(adminUrl: string): Promise<BenchRow> {
+async function rawThroughput(adminUrl: string): Promise<BenchRow[]> {
   const n = Number(process.env.BATCH_BENCH_RAW_ITEMS ?? 10_000);
   const concurrency = 32;
   const ours: number[] = [];
+  const traced: number[] = [];
+  let spans = 0;
   const theirs: number[] = [];
   const sides = process.env.BATCH_BENCH_RAW_SIDES ?? "ours,theirs";
   for (let round = 0; round < 2; round++) {
@@ -245,6 +250,19 @@ async function rawThroughput(adminUrl: string): Promise<BenchRow> {
         ours.push(await oursRaw(a.url, n, concurrency));
       } finally {
         await a.close();
+      }
+      if (tracingRows()) {
+        const c = await freshDatabase(adminUrl);
+        const sink = await traceSink();
+        try {
+          traced.push(await oursRaw(c.url, n, concurrency, sink.env));
+          // The worker has stopped and flushed: no span received means tracing was not on.
+          if (sink.spans() === 0) throw new Error("raw bench: tracing on, but no span reached the receiver");
+          spans = sink.spans();
+        } finally {
+          await sink.close();
+          await c.close();
+        }
       }
     }
     if (sides.includes("theirs")) {
@@ -260,14 +278,25 @@ async function rawThroughput(adminUrl: string): Promise<BenchRow> {
   if (theirs.length === 0) theirs.push(Number.NaN);
   const o = Math.min(...ours);
   const t = Math.min(...theirs);
-  return {
+  const rows: BenchRow[] = [{
     metric: `raw engine: ${n} zero-latency items, concurrency 32, 1 worker (server/worker/main.ts, simulator): wall s vs graphile-worker 0.17.3 doing the same work (generateText + INSERT), localQueue 500, completeJobBatchDelay 0 (ours ${(n / o).toFixed(0)}/s, theirs ${(n / t).toFixed(0)}/s)`,
     ours: o,
     baseline: t,
     ratio: o / t,
     // issue 44: on the same work, at least half graphile-worker's throughput (we aim at 1.0)
     target: 2.0,
-  };
+  }];
+  if (traced.length) {
+    const w = Math.min(...traced);
+    rows.push({
+      metric: `raw engine with tracing on (the worker exports to a local OTLP receiver, ${spans} spans in the last round): wall s vs graphile-worker as above (ours ${(n / w).toFixed(0)}/s traced, ${(n / o).toFixed(0)}/s untraced: ${((w / o - 1) * 100).toFixed(0)}% longer)`,
+      ours: w,
+      baseline: t,
+      ratio: w / t,
+      target: 2.0,
+    });
+  }
+  return rows;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -360,7 +389,7 @@ export async function run(): Promise<BenchRow[]> {
   try {
     if (parts.has("read")) rows.push(await detailRead(server.adminUrl));
     if (parts.has("submit")) rows.push(await submission(server.adminUrl));
-    if (parts.has("raw")) rows.push(await rawThroughput(server.adminUrl));
+    if (parts.has("raw")) rows.push(...(await rawThroughput(server.adminUrl)));
   } finally {
     await server.stop();
   }

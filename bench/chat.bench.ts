@@ -3,6 +3,7 @@ import { promisify } from "node:util";
 import { startFakeOpenAI } from "../test/helpers/fake-openai";
 import { benchServer, freshDatabase } from "./batch.bench";
 import { newThread, type Product, startProduct } from "./e2e.bench";
+import { traceSink, tracingRows } from "./tracing";
 import type { BenchRow } from "./types";
 import { benchEnv } from "./web";
 
@@ -14,6 +15,8 @@ import { benchEnv } from "./web";
  * built-in simulator (latency 0), and a real OpenAI-compatible stream from a local fake server
  * (test/helpers/fake-openai.ts). Target (issue 22): median overhead <= 15 ms, expressed as
  * gateway median / (direct median + 15 ms) <= 1. Needs `npx next build`.
+ * BENCH_TRACING=1 adds both rows again with tracing on: the web and worker export every span to a
+ * local OTLP receiver (bench/tracing.ts); the rows above run with tracing off, as by default.
  */
 
 export const name = "chat";
@@ -93,6 +96,23 @@ export async function run(): Promise<BenchRow[]> {
   try {
     rows.push(await probe(server.adminUrl, { FLOTILLA__SIMULATOR__LATENCY_MS: "0" }, "simulator"));
     rows.push(await probe(server.adminUrl, { MODEL_BASE_URL: fake.url, MODEL_API_KEY: "bench-key", MODEL_NAME: "bench-model" }, "OpenAI-compatible fake server"));
+    if (tracingRows()) {
+      const models = [
+        ["simulator", { FLOTILLA__SIMULATOR__LATENCY_MS: "0" }],
+        ["OpenAI-compatible fake server", { MODEL_BASE_URL: fake.url, MODEL_API_KEY: "bench-key", MODEL_NAME: "bench-model" }],
+      ] as const;
+      for (const [label, env] of models) {
+        const sink = await traceSink();
+        try {
+          const row = await probe(server.adminUrl, { ...env, ...sink.env }, `${label}, tracing on`);
+          // The product has stopped (and flushed its spans): none received means tracing was off.
+          if (sink.spans() === 0) throw new Error("chat bench: tracing on, but no span reached the receiver");
+          rows.push({ ...row, metric: `${row.metric}; ${sink.spans()} spans exported` });
+        } finally {
+          await sink.close();
+        }
+      }
+    }
   } finally {
     await fake.close();
     await server.stop();

@@ -1,5 +1,6 @@
 import { once } from "node:events";
 import { type DbOrTx, driverOf } from "@/server/db/client";
+import { orderedIds } from "@/server/db/ordered-ids";
 import { AppError } from "@/server/errors";
 
 /** One item row as the writer hands it over: key, prompt, and what the owner sees as its input. */
@@ -50,6 +51,10 @@ const INSERT_MAX_CHARS = 512 * 1024;
  * FROM STDIN: measured on 100,000 items (PostgreSQL 15, bench/scale), COPY parses the rows in a
  * fraction of the time INSERT ... SELECT over one JSON parameter took, and they cross the wire
  * once, in chunks. Both write the same rows.
+ *
+ * Each row's id comes from here, time-ordered (server/db/ordered-ids.ts): the primary key's index
+ * then grows at its right edge instead of taking each row on a random leaf, and with no volatile
+ * default left to evaluate, COPY writes the heap a page of rows at a time.
  */
 export async function insertItems(
   tx: DbOrTx,
@@ -86,6 +91,7 @@ async function insertRows(
   args: { batchId: string; offset: number; live: number; items: readonly ItemRow[] },
 ): Promise<void> {
   const n = args.items.length;
+  const ids = orderedIds(n);
   const keys = new Array<string>(n);
   const prompts = new Array<string>(n);
   const inputs = new Array<string>(n);
@@ -100,19 +106,19 @@ async function insertRows(
   }
   const sql = driverOf(tx);
   await sql`
-    insert into subagent_batch_items (batch_id, position, item_key, prompt, input, status, expected)
-    select ${args.batchId}::uuid, ${args.offset}::int + r.ord::int, r.item_key, r.prompt, r.input,
+    insert into subagent_batch_items (id, batch_id, position, item_key, prompt, input, status, expected)
+    select r.id, ${args.batchId}::uuid, ${args.offset}::int + r.ord::int, r.item_key, r.prompt, r.input,
            case when ${args.offset}::int + r.ord::int <= ${args.live}::int then 'queued' else 'pending' end,
            r.expected::jsonb
-    from unnest(${keys}::text[], ${prompts}::text[], ${inputs}::text[], ${expected}::text[])
-      with ordinality as r(item_key, prompt, input, expected, ord)`;
+    from unnest(${ids}::uuid[], ${keys}::text[], ${prompts}::text[], ${inputs}::text[], ${expected}::text[])
+      with ordinality as r(id, item_key, prompt, input, expected, ord)`;
 }
 
 async function copyRows(
   tx: DbOrTx,
   args: { batchId: string; offset: number; live: number; items: readonly ItemRow[] },
 ): Promise<void> {
-  const query = driverOf(tx)`copy subagent_batch_items (batch_id, position, item_key, prompt, input, status, expected) from stdin`;
+  const query = driverOf(tx)`copy subagent_batch_items (id, batch_id, position, item_key, prompt, input, status, expected) from stdin`;
   // postgres.js 3.4.9 never settles the stream of a COPY that fails after end() (porsager/postgres
   // #1173); the error still reaches the query's reject, so it is taken from there.
   const failed = new Promise<never>((_, reject) => {
@@ -123,12 +129,13 @@ async function copyRows(
   const stop = Promise.race([failed, once(copy, "error").then(([err]) => Promise.reject(err))]);
   stop.catch(() => {}); // observed where it matters: below, and while waiting for drain
   try {
+    const ids = orderedIds(args.items.length);
     let chunk = "";
     for (let i = 0; i < args.items.length; i++) {
       const item = args.items[i]!;
       const index = args.offset + i;
       const position = index + 1;
-      chunk += `${args.batchId}\t${position}\t${copyText(item.key, index, "item_key")}\t${copyText(item.prompt, index, "prompt")}\t${copyText(item.input, index, "input")}\t${position <= args.live ? "queued" : "pending"}\t${expectedText(item.expected, index)}\n`;
+      chunk += `${ids[i]}\t${args.batchId}\t${position}\t${copyText(item.key, index, "item_key")}\t${copyText(item.prompt, index, "prompt")}\t${copyText(item.input, index, "input")}\t${position <= args.live ? "queued" : "pending"}\t${expectedText(item.expected, index)}\n`;
       if (chunk.length >= COPY_CHUNK_CHARS) {
         if (!copy.write(chunk)) await Promise.race([once(copy, "drain"), stop]);
         chunk = "";

@@ -126,6 +126,21 @@ describe("insertItems", () => {
     );
   });
 
+  it.each(PATHS)("gives the rows time-ordered ids (version 7) that grow with position, across writes (%s)", async (_path, n) => {
+    const { batch } = await submit(["first"]);
+    const items = Array.from({ length: n }, (_, i) => ({ key: `o${i}`, prompt: "p", input: "p" }));
+    await t.db.transaction(async (tx) => {
+      await insertItems(tx, { batchId: batch.id, offset: 1, live: 0, items });
+      await insertItems(tx, { batchId: batch.id, offset: 1 + n, live: 0, items: items.map((x) => ({ ...x, key: `${x.key}b` })) });
+    });
+    const ids = (await t.sql<{ id: string }[]>`select id::text from subagent_batch_items where batch_id = ${batch.id} order by position`).map((r) => r.id);
+    expect(ids).toHaveLength(2 * n + 1);
+    expect(ids.every((id) => /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/.test(id))).toBe(true);
+    expect(ids.every((id, i) => i === 0 || ids[i - 1]! < id)).toBe(true);
+    // The milliseconds in front are the write's (within the test's few seconds).
+    expect(Math.abs(Number.parseInt(ids[0]!.replace("-", "").slice(0, 12), 16) - Date.now())).toBeLessThan(60_000);
+  });
+
   it.each(PATHS)("rejects (never hangs) when PostgreSQL refuses rows, and the transaction writes nothing (%s)", async (_path, n) => {
     const { batch } = await submit(["a", "b"]);
     const before = await itemCount();
