@@ -16,6 +16,7 @@ export async function variantDraft(db: DbOrTx, args: BatchScopeArgs & { config: 
     output_schema: spec.output_schema,
     checks: spec.checks,
     max_running_items: batch.maxRunningItems,
+    examples: spec.examples && { golden_set: spec.examples.golden_set, version: spec.examples.version, count: spec.examples.count },
     review: batch.reviewWhen ? { when: batch.reviewWhen, ...(batch.reviewRate === null ? {} : { rate: batch.reviewRate }) } : null,
     models: catalogEntries(args.config).map((e) => e.name),
   };
