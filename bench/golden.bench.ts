@@ -18,7 +18,7 @@ import type { BenchRow } from "./types";
  *     driver into a plain table with the same primary key (target <= 2)
  *   - the web process's worst peak RSS growth while it makes the set vs 64 MB (target <= 1): the
  *     rows go from table to table inside PostgreSQL, none through the process
- * GOLDEN_ITEMS runs fewer items.
+ * GOLDEN_ITEMS runs fewer items; GOLDEN_WEB_PORT moves the web process (default 3224).
  */
 
 export const name = "golden";
@@ -151,7 +151,8 @@ async function reviewedBatchSmall(scope: Scope): Promise<string> {
 
 export async function run(): Promise<BenchRow[]> {
   try {
-    return await runParts([goldenPart]);
+    // Its own port (GOLDEN_WEB_PORT), beside scale.bench's web process.
+    return await runParts([goldenPart], undefined, Number(process.env.GOLDEN_WEB_PORT ?? 3224));
   } finally {
     agent.destroy();
   }
