@@ -227,6 +227,23 @@ describe("refusals", () => {
   });
 });
 
+describe("the upload doors", () => {
+  it("take examples as JSON in the query string, checked as the JSON door checks them", async () => {
+    const body = ITEMS.map((i) => JSON.stringify(i)).join("\n");
+    const query = (examples: unknown, key: string) =>
+      `${batches()}?submission_key=${key}&subagent=answerer&prompt_template=${encodeURIComponent("Question: {{q}}")}&examples=${encodeURIComponent(JSON.stringify(examples))}`;
+    const headers = { authorization: `Bearer ${owner.token}`, "content-type": "application/x-ndjson" };
+    const made = await send(server, query({ golden_set: setId, version: 1, count: 2 }, "ndjson-examples"), { method: "POST", headers, body });
+    expect(made.status, made.body).toBe(201);
+    const id = (JSON.parse(made.body) as { id: string }).id;
+    expect((await ok<VariantDraft>(`${batches()}/${id}/variant`)).examples).toEqual({ golden_set: setId, version: 1, count: 2 });
+    await until(id, settled);
+    const refused = await send(server, query({ golden_set: setId, count: 99 }, "ndjson-bad"), { method: "POST", headers, body });
+    expect(refused.status).toBe(400);
+    expect(messageOf(JSON.parse(refused.body))).toMatch(/^examples\.count: must be between 1 and 20/);
+  });
+});
+
 describe("the estimate", () => {
   it("counts the examples' tokens: it grows with count", async () => {
     const tokens: number[] = [];
