@@ -40,11 +40,11 @@ import { compileOutputSchemaYielding } from "@/server/runtime/output-schema";
 import { nextTurn } from "@/server/runtime/next-turn";
 import { matchingPaths } from "@/server/workspace/files";
 import { assertDailyTokenQuota, modelPrices } from "./budget";
-import { resolveExamples } from "./examples";
 import { type ItemRow, insertItems } from "./insert-items";
 import { BATCH_CHANNEL, batchEventPayload } from "./notify";
 import { buildExecutionSpec, type ExecutionSpec, type SpecDefinition, type SubmissionOrigin } from "./spec";
 import type { BatchRow } from "./types";
+import { resolveExamples } from "./examples";
 
 /**
  * The one writer of batches. Every door (JSON, NDJSON and CSV bodies, the files glob, batch_task,
