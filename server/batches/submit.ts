@@ -46,6 +46,7 @@ import { type ItemRow, insertItems, oneInsert } from "./insert-items";
 import { BATCH_CHANNEL, batchEventPayload } from "./notify";
 import { buildExecutionSpec, type ExecutionSpec, type SpecDefinition, type SubmissionOrigin } from "./spec";
 import type { BatchRow } from "./types";
+import { resolveExamples } from "./examples";
 
 /**
  * The one writer of batches. Every door (JSON, NDJSON and CSV bodies, the files glob, batch_task,
@@ -300,6 +301,9 @@ export async function prepareSubmission(
     fields = inputFields(items);
   }
 
+  // Resolved once, here: the batch keeps these examples whatever the set holds later.
+  const examples = input.examples ? await resolveExamples(db, { userId: args.userId, request: input.examples }) : null;
+
   const spec = buildExecutionSpec({
     extraToolGroups: overFiles ? ["workspace"] : [],
     userId: args.userId,
@@ -315,6 +319,7 @@ export async function prepareSubmission(
     // Kept for an item retried with a corrected input (repository.ts retryItem).
     promptTemplate: overFiles ? null : input.prompt_template,
     lane: input.lane,
+    examples,
   });
   const lane = laneProblem(config, spec);
   if (lane) throw refusal(lane);

@@ -55,6 +55,7 @@ describe("GET .../variant", () => {
       golden_set: null,
       max_running_items: 3,
       review: { when: "sample", rate: 0.25 },
+      examples: null,
       models: expect.arrayContaining(["simulator"]),
     });
   });
