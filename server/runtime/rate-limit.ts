@@ -21,12 +21,14 @@ import { abortable } from "./abortable";
  * from which the next request may start. A call reserves its start in ONE atomic
  * `UPDATE ... RETURNING` that computes from PostgreSQL's `now()`:
  *
- *   start            = greatest(next_request_at, next_token_at, slow_until, now())
- *   next_request_at := start + 60 s / requests_per_minute
- *   next_token_at   := start + estimated_tokens × 60 s / tokens_per_minute
+ *   start            = greatest(next_request_at, next_token_at − burst, slow_until, now())
+ *   next_request_at := greatest(next_request_at, start) + 60 s / requests_per_minute
+ *   next_token_at   := greatest(next_token_at, start) + estimated_tokens × 60 s / tokens_per_minute
  *
  * and then sleeps until `start` (abortable, bounded). Requests are therefore spaced evenly at the
- * configured rate however many processes draw from the budget — no burst can overshoot it. After
+ * configured rate however many processes draw from the budget; the token schedules of a real
+ * provider (learned limits) may run BURST_MS ahead, drawing what its one-second bucket kept
+ * (burst is 0 otherwise), so nothing overshoots the rate by more than that. After
  * the call, the token schedule is corrected by (actual − estimated) tokens. A provider 429 moves
  * `slow_until` to now() + retry-after, so every process holds back on that endpoint.
  *
