@@ -27,18 +27,20 @@ import { spawnBenchWorkers, stopBenchWorkers, waitForWorkers } from "./workers";
  * Rows: the wall time from the first request to the last answer against the ideal (items at
  * the rate the limit allows: ≥ 0.95 of it unstated, ≥ 0.97 stated), the 429s (≤ 2 % unstated,
  * none stated), and with the second program how soon `remaining` was noticed (the shared row's
- * share fell below 0.75) and the 429s. PROVIDER_LIMIT_BENCH_ITEMS sizes each run (default 400, 20 s).
+ * share fell below 0.75) and the 429s. PROVIDER_LIMIT_BENCH_ITEMS sizes each run (default 400, 20 s);
+ * PROVIDER_LIMIT_BENCH_RUNS picks runs by key, PROVIDER_LIMIT_BENCH_PORT moves the web process.
  */
 
 export const name = "provider-limit";
 
 const ITEMS = Number(process.env.PROVIDER_LIMIT_BENCH_ITEMS ?? 400);
 const LATENCY_MS = 400;
-const PORT = 3237;
+const PORT = Number(process.env.PROVIDER_LIMIT_BENCH_PORT ?? 3237);
 const SLOTS = 16;
 const RPM = 1_200;
 const TOKENS_IN = 150;
 const TOKENS_OUT = 50;
+const TRACE = process.env.PROVIDER_LIMIT_BENCH_TRACE === "1";
 const log = (msg: string) => process.stderr.write(`  provider-limit: ${msg}\n`);
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -53,7 +55,7 @@ interface Run {
   other?: number;
 }
 
-const RUNS: Run[] = [
+const ALL_RUNS: Run[] = [
   { key: "oa-req-unstated-1", provider: "openai", bound: "requests", stated: false, workers: 1 },
   { key: "oa-req-stated-1", provider: "openai", bound: "requests", stated: true, workers: 1 },
   { key: "oa-tok-unstated-1", provider: "openai", bound: "tokens", stated: false, workers: 1 },
@@ -65,6 +67,10 @@ const RUNS: Run[] = [
   { key: "an-tok-unstated-4", provider: "anthropic", bound: "tokens", stated: false, workers: 4 },
   { key: "oa-req-shared-4", provider: "openai", bound: "requests", stated: false, workers: 4, other: 0.5 },
 ];
+
+/** PROVIDER_LIMIT_BENCH_RUNS=oa-tok-stated-4,… runs only those (comma-separated keys). */
+const only = process.env.PROVIDER_LIMIT_BENCH_RUNS?.split(",").map((k) => k.trim());
+const RUNS = only ? ALL_RUNS.filter((r) => only.includes(r.key)) : ALL_RUNS;
 
 function accountLimits(run: Run): AccountLimitsOptions {
   if (run.bound === "requests") return { requestsPerMinute: RPM };
@@ -193,6 +199,7 @@ async function measure(
   if (res.status !== 201) throw new Error(`provider-limit: submit HTTP ${res.status} ${(await res.text()).slice(0, 300)}`);
   const id = ((await res.json()) as { id: string }).id;
   let detectS: number | undefined;
+  const trace: string[] = [];
   let waitingSeen = 0;
   let status = "";
   let succeeded = 0;
@@ -202,6 +209,12 @@ async function measure(
     status = b.status;
     succeeded = b.succeeded_count ?? b.counts?.succeeded ?? 0;
     if (b.waiting_reason === "rate_limited") waitingSeen++;
+    if (TRACE) {
+      const [r] = (await ctx.db.db.execute(
+        sql`select share_requests as r, share_tokens as t, round(extract(epoch from greatest(next_request_at, next_token_at) - now()) * 1000) as ahead_ms, round(extract(epoch from slow_until - now()) * 1000) as slow_ms from model_rate_limits where endpoint = ${endpoint}`,
+      )) as unknown as Record<string, unknown>[];
+      trace.push(`${((Date.now() - submittedAt) / 1000).toFixed(1)}s ${JSON.stringify(r ?? {})}`);
+    }
     if (run.other && detectS === undefined) {
       const [row] = (await ctx.db.db.execute(
         sql`select share_requests as share from model_rate_limits where endpoint = ${endpoint}`,
@@ -229,6 +242,15 @@ async function measure(
       `${reqs.length} requests, ${rejected} 429s${run.other ? `, other program's 429s ${otherRejected}, detected after ${detectS?.toFixed(1)} s` : ""}; ` +
       `learned ${JSON.stringify(row ?? {})}; panel said rate_limited ${waitingSeen}×`,
   );
+  if (TRACE) {
+    const perS = new Map<number, string>();
+    for (const q of reqs) {
+      const sec = Math.floor((q.receivedAt - first) / 1000);
+      perS.set(sec, (perS.get(sec) ?? "") + (q.usage ? "." : "x"));
+    }
+    log(`${run.key} admitted per second: ${[...perS.entries()].map(([k, v]) => `${k}:${v.length}${v.includes("x") ? `(${v.split("x").length - 1}x)` : ""}`).join(" ")}`);
+    log(`${run.key} row: ${trace.join(" | ")}`);
+  }
   return { run, wallS, idealS, requests: reqs.length, rejected, detectS, waitingSeen };
 }
 

@@ -170,6 +170,13 @@ export function geminiRetryDelayMs(body: unknown): number | undefined {
   return undefined;
 }
 
+/** How long the bucket takes to refill from empty (its capacity in time: 1 s for a bucket of one second's share). */
+export function bucketSpanMs(state: LimitState): number | undefined {
+  if (state.remaining === undefined || state.resetMs === undefined) return undefined;
+  const capacity = Math.min(state.limit, Math.max(1, state.remaining + (state.resetMs / 60_000) * state.limit));
+  return (capacity / state.limit) * 60_000;
+}
+
 /**
  * How full the bucket was (0..1) before the answer's own request took `own` from it, from one
  * kind's limit, remaining and reset: the bucket refills at limit/min, so it holds remaining +

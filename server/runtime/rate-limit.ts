@@ -10,7 +10,7 @@ import * as schema from "@/server/db/schema";
 import { log } from "@/server/log";
 import { observeModelCall, observeRateLimitWait } from "@/server/instruments";
 import { classifyModelError, retryAfterMs } from "@/server/runtime/model-errors";
-import { bucketFullness, LIMIT_KINDS, type LimitKind, type LimitState, parseProviderLimits } from "@/server/runtime/provider-limits";
+import { bucketFullness, bucketSpanMs, LIMIT_KINDS, type LimitKind, type LimitState, parseProviderLimits } from "@/server/runtime/provider-limits";
 import { abortable } from "./abortable";
 
 /**
@@ -21,12 +21,14 @@ import { abortable } from "./abortable";
  * from which the next request may start. A call reserves its start in ONE atomic
  * `UPDATE ... RETURNING` that computes from PostgreSQL's `now()`:
  *
- *   start            = greatest(next_request_at, next_token_at, slow_until, now())
- *   next_request_at := start + 60 s / requests_per_minute
- *   next_token_at   := start + estimated_tokens × 60 s / tokens_per_minute
+ *   start            = greatest(next_request_at, next_token_at − burst, slow_until, now())
+ *   next_request_at := greatest(next_request_at, start) + 60 s / requests_per_minute
+ *   next_token_at   := greatest(next_token_at, start) + estimated_tokens × 60 s / tokens_per_minute
  *
  * and then sleeps until `start` (abortable, bounded). Requests are therefore spaced evenly at the
- * configured rate however many processes draw from the budget — no burst can overshoot it. After
+ * configured rate however many processes draw from the budget; the token schedules of a real
+ * provider (learned limits) may run BURST_MS ahead, drawing what its one-second bucket kept
+ * (burst is 0 otherwise), so nothing overshoots the rate by more than that. After
  * the call, the token schedule is corrected by (actual − estimated) tokens. A provider 429 moves
  * `slow_until` to now() + retry-after, so every process holds back on that endpoint.
  *
@@ -83,9 +85,28 @@ export const BACKGROUND_HORIZON_MS = 500;
  * the first calls under a stated tokens limit; settle() hands back what was not used.
  */
 export const ASSUMED_OUTPUT_TOKENS = 500;
+/**
+ * On an endpoint that learns from its headers (a real provider, whose bucket holds one second's
+ * share of each per-minute limit), calls may start up to this far ahead of the token schedules
+ * once they have fallen behind: what a pause, the probe's round trip or the first calls'
+ * over-debited output left unused in the provider's bucket is drawn, instead of lost. Under half
+ * the bucket: the rest is margin for jitter, estimates, and the round trip it takes to see another
+ * program draining. It shrinks with the least share (another program seen draining the key), so
+ * the schedule pays it back into the bucket then; recordAnswer discounts it from the fullness.
+ */
+export const BURST_MS = 400;
+/**
+ * The requests schedule has none: a request's cost is exact (nothing over-debited to hand back),
+ * and a batch paces the requests bucket at its edge, where the whole bucket is the margin that
+ * lets another program's drain be seen before it empties.
+ */
+const burstOf = (kind: LimitKind) => (kind === "requests" ? 0 : BURST_MS);
 /** While nothing is known of an endpoint, one call goes first; the others wait this long at most for its answer. */
 const PROBE_HOLD_MS = 5_000;
-/** Below this fullness of the provider's bucket (remaining against capacity) the pace shrinks in proportion. */
+/**
+ * Below this fullness of the provider's bucket (remaining against capacity, against what the
+ * call's own burst is expected to have drawn) the pace shrinks in proportion.
+ */
 const FULLNESS_TARGET = 0.8;
 /** The least share of a learned limit: a `remaining` of 0 slows the pace, never parks it. */
 const MIN_SHARE = 0.1;
@@ -129,6 +150,8 @@ export interface Reservation {
   startAtMs?: number;
   /** This call is the one that finds out whether the provider states its limits. */
   probe?: boolean;
+  /** How far ahead of the schedule this call started (the burst in use, ms; see BURST_MS). */
+  burstMs?: number;
 }
 
 function abortableSleep(ms: number, signal?: AbortSignal): Promise<void> {
@@ -167,16 +190,24 @@ const isBatchWork = () => background.getStore() === true;
 // ---- what the provider's headers taught ------------------------------------------------------
 
 /**
- * Share of a learned limit this endpoint may use, from how full the provider's bucket was before
- * the answer's own request (for requests: remaining + 1, or a bucket of two reads empty half the
- * time at our own pace).
+ * How full the provider's bucket was before the answer's own request (for requests: remaining +
+ * 1, or a bucket of two reads empty half the time at our own pace), 1 when the answer does not
+ * say; and the share of the bucket our own burst may have drawn: this call's (`ours`), or all of
+ * BURST_MS (`oursMax`) while the burst is on — a call reserved while it was off can start after
+ * calls that used it. The share of the limit is fixed in recordAnswer's update from these.
  */
-function shareOf(state: LimitState | undefined, kind: LimitKind): number | undefined {
+function fullnessOf(state: LimitState | undefined, kind: LimitKind, burstMs = 0) {
   if (!state) return undefined;
   const fullness = bucketFullness(state, kind === "requests" ? 1 : 0);
-  if (fullness === undefined) return 1;
-  return Math.max(MIN_SHARE, Math.min(1, fullness / FULLNESS_TARGET));
+  if (fullness === undefined) return { fullness: 1, ours: 0, oursMax: 0 };
+  const span = bucketSpanMs(state);
+  const frac = (ms: number) => (span ? Math.min(0.5, ms / span) : 0);
+  const burst = burstOf(kind);
+  return { fullness, ours: frac(Math.min(burstMs, burst)), oursMax: frac(burst) };
 }
+
+/** The share from a fullness: below FULLNESS_TARGET (our own burst's draw discounted) it shrinks in proportion. */
+const shareFrom = (fullness: number, ours: number) => Math.max(MIN_SHARE, Math.min(1, (fullness + ours) / FULLNESS_TARGET));
 
 const loggedProblems = new Set<string>();
 
@@ -265,6 +296,7 @@ export class SharedRateLimiter {
       counted: true,
       startAtMs: granted.startMs,
       probe: granted.probing,
+      burstMs: granted.burstMs,
     };
   }
 
@@ -317,13 +349,26 @@ export class SharedRateLimiter {
     // With no limit stated, one call goes first: its answer tells the limits. A stated limit paces
     // from the first call; until an answer says what a call writes, each debits `outputTokens`.
     const probeFirst = this.settings.learn === true && this.statedRpm === null && this.statedTpm === null;
+    const burstS = this.settings.learn === true ? BURST_MS / 1000 : 0;
     try {
       await this.ensureRow(db, endpoint);
-      // The CTE locks the row; each schedule advances from the common start by its own cost.
+      // The first CTE locks the row, and all after it read the row from there (a second scan of
+      // the table would see the statement's snapshot: the row as it was before the lock was
+      // granted). Each schedule advances from the later of its own position and the common start.
       const rows = (await db.execute(sql`
-        with c as (
-          select endpoint,
-                 greatest(next_request_at, next_token_at, next_input_token_at, next_output_token_at, slow_until, now()) as start,
+        with b as (
+          select *,
+                 greatest(next_request_at, next_token_at, next_input_token_at, next_output_token_at) as due,
+                 -- The burst (BURST_MS, token schedules only) shrinks with the least share: while another
+                 -- program drains the key, ours is paid back into the provider's bucket.
+                 least(1, share_requests, share_tokens, share_input_tokens, share_output_tokens) as burst_share
+            from model_rate_limits where endpoint = ${endpoint} for update
+        ), c as (
+          select b.endpoint,
+                 greatest(next_request_at,
+                          greatest(next_token_at, next_input_token_at, next_output_token_at) - make_interval(secs => ${burstS} * b.burst_share),
+                          slow_until, now()) as start,
+                 b.due,
                  coalesce(60000.0 / nullif(least(${this.statedRpm}::float8, learned_requests_per_minute * share_requests), 0), 0) as req_ms,
                  coalesce(60000.0 / nullif(least(${this.statedTpm}::float8, learned_tokens_per_minute * share_tokens), 0), 0) as tok_ms,
                  coalesce(60000.0 / nullif(learned_input_tokens_per_minute * share_input_tokens, 0), 0) as in_ms,
@@ -335,7 +380,7 @@ export class SharedRateLimiter {
                  coalesce(output_tokens_per_call, ${outputTokens}) as debit_output,
                  (${probeFirst} and answered_at is null) as probing,
                  probe_at
-            from model_rate_limits where endpoint = ${endpoint} for update
+            from b
         ), d as (
           select c.*, case
                    when probing and probe_at > now() - make_interval(secs => ${PROBE_HOLD_MS / 1000}) then 'probe'
@@ -345,10 +390,10 @@ export class SharedRateLimiter {
             from c
         )
         update model_rate_limits m set
-          next_request_at = case when d.verdict = 'ok' then d.start + make_interval(secs => d.req_ms / 1000) else m.next_request_at end,
-          next_token_at = case when d.verdict = 'ok' then d.start + make_interval(secs => d.debit_total * d.tok_ms / 1000) else m.next_token_at end,
-          next_input_token_at = case when d.verdict = 'ok' then d.start + make_interval(secs => d.debit_input * d.in_ms / 1000) else m.next_input_token_at end,
-          next_output_token_at = case when d.verdict = 'ok' then d.start + make_interval(secs => d.debit_output * d.out_ms / 1000) else m.next_output_token_at end,
+          next_request_at = case when d.verdict = 'ok' then greatest(m.next_request_at, d.start) + make_interval(secs => d.req_ms / 1000) else m.next_request_at end,
+          next_token_at = case when d.verdict = 'ok' then greatest(m.next_token_at, d.start) + make_interval(secs => d.debit_total * d.tok_ms / 1000) else m.next_token_at end,
+          next_input_token_at = case when d.verdict = 'ok' then greatest(m.next_input_token_at, d.start) + make_interval(secs => d.debit_input * d.in_ms / 1000) else m.next_input_token_at end,
+          next_output_token_at = case when d.verdict = 'ok' then greatest(m.next_output_token_at, d.start) + make_interval(secs => d.debit_output * d.out_ms / 1000) else m.next_output_token_at end,
           requests = m.requests + (d.verdict = 'ok')::int,
           tokens = m.tokens + case when d.verdict = 'ok' then round(d.debit_total)::bigint else 0 end,
           probe_at = case when d.verdict = 'ok' and d.probing then now() else m.probe_at end,
@@ -356,6 +401,7 @@ export class SharedRateLimiter {
           updated_at = case when d.verdict = 'ok' then now() else m.updated_at end
         from d where m.endpoint = d.endpoint
         returning d.verdict, d.probing, d.debit_total, d.debit_input, d.debit_output,
+                  greatest(0, extract(epoch from d.due - d.start) * 1000) as burst_ms,
                   extract(epoch from d.start) * 1000 as start_ms,
                   extract(epoch from now()) * 1000 as now_ms`)) as unknown as Rows<{
         verdict: Verdict["verdict"];
@@ -363,6 +409,7 @@ export class SharedRateLimiter {
         debit_total: number | string;
         debit_input: number | string;
         debit_output: number | string;
+        burst_ms: number | string;
         start_ms: number | string;
         now_ms: number | string;
       }>;
@@ -377,6 +424,7 @@ export class SharedRateLimiter {
         startMs: Number(row.start_ms),
         nowMs: Number(row.now_ms),
         debit: { total: Number(row.debit_total), input: Number(row.debit_input), output: Number(row.debit_output) },
+        burstMs: Number(row.burst_ms),
       };
     } catch (err) {
       log.warn({ endpoint, err }, "rate limiter: database unavailable, letting the call through");
@@ -425,9 +473,12 @@ export class SharedRateLimiter {
     const parsed = parseProviderLimits(headers);
     logProblems(endpoint, parsed.problems);
     const learned: Learned = { limits: {} as Learned["limits"], shares: {} as Learned["shares"] };
+    const full = {} as Record<LimitKind, ReturnType<typeof fullnessOf> | null>;
     for (const kind of LIMIT_KINDS) {
       learned.limits[kind] = parsed.limits[kind]?.limit ?? null;
-      learned.shares[kind] = shareOf(parsed.limits[kind], kind) ?? null;
+      const f = fullnessOf(parsed.limits[kind], kind, reservation?.burstMs);
+      full[kind] = f ?? null;
+      learned.shares[kind] = f ? shareFrom(f.fullness, f.ours) : null;
     }
     const now = Date.now();
     const last = this.written.get(endpoint);
@@ -445,7 +496,16 @@ export class SharedRateLimiter {
     const db = this.dbProvider();
     if (!db) return;
     const known = LIMIT_KINDS.some((k) => learned.limits[k] !== null);
-    const { limits: l, shares: sh } = learned;
+    const l = learned.limits;
+    // A share falls at once to what the bucket says, and rises by SHARE_RISE_PER_SECOND at most;
+    // a kind this answer does not report keeps its share.
+    const share = (kind: LimitKind, column: string) => {
+      const f = full[kind];
+      const col = sql.raw(column);
+      if (!f) return sql`${col}`;
+      const cases = sql`greatest(${f.ours}::float8, ${f.oursMax}::float8 * least(1, share_requests, share_tokens, share_input_tokens, share_output_tokens))`;
+      return sql`least(${col} + ${SHARE_RISE_PER_SECOND} * r.rise_s, greatest(${MIN_SHARE}::float8, least(1, (${f.fullness}::float8 + ${cases}) / ${FULLNESS_TARGET})))`;
+    };
     try {
       await this.ensureRow(db, endpoint);
       // rise_s: seconds since the shares were last written by any process.
@@ -455,10 +515,10 @@ export class SharedRateLimiter {
           learned_tokens_per_minute = coalesce(${l.tokens}::float8, learned_tokens_per_minute),
           learned_input_tokens_per_minute = coalesce(${l.input_tokens}::float8, learned_input_tokens_per_minute),
           learned_output_tokens_per_minute = coalesce(${l.output_tokens}::float8, learned_output_tokens_per_minute),
-          share_requests = coalesce(least(${sh.requests}::float8, share_requests + ${SHARE_RISE_PER_SECOND} * rise_s), share_requests),
-          share_tokens = coalesce(least(${sh.tokens}::float8, share_tokens + ${SHARE_RISE_PER_SECOND} * rise_s), share_tokens),
-          share_input_tokens = coalesce(least(${sh.input_tokens}::float8, share_input_tokens + ${SHARE_RISE_PER_SECOND} * rise_s), share_input_tokens),
-          share_output_tokens = coalesce(least(${sh.output_tokens}::float8, share_output_tokens + ${SHARE_RISE_PER_SECOND} * rise_s), share_output_tokens),
+          share_requests = ${share("requests", "share_requests")},
+          share_tokens = ${share("tokens", "share_tokens")},
+          share_input_tokens = ${share("input_tokens", "share_input_tokens")},
+          share_output_tokens = ${share("output_tokens", "share_output_tokens")},
           learned_at = case when ${known} then now() else learned_at end,
           answered_at = coalesce(answered_at, now())
         from (select least(60, extract(epoch from now() - coalesce(learned_at, now() - interval '60 seconds'))) as rise_s
@@ -535,9 +595,10 @@ interface Verdict {
   startMs: number;
   nowMs: number;
   debit: { total: number; input: number; output: number };
+  burstMs: number;
 }
 
-const FAIL_OPEN: Verdict = { verdict: "fail_open", probing: false, startMs: 0, nowMs: 0, debit: { total: 0, input: 0, output: 0 } };
+const FAIL_OPEN: Verdict = { verdict: "fail_open", probing: false, startMs: 0, nowMs: 0, debit: { total: 0, input: 0, output: 0 }, burstMs: 0 };
 
 // ---- what operators see --------------------------------------------------------------------
 

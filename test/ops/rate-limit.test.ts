@@ -1,12 +1,13 @@
 import { APICallError } from "@ai-sdk/provider";
 import { generateText, streamText, wrapLanguageModel } from "ai";
 import { sql } from "drizzle-orm";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { createDatabase, type Database } from "@/server/db/client";
 import { metricsRegistry } from "@/server/metrics";
 import { classifyModelError, retryAfterMs } from "@/server/runtime/model-errors";
 import { createSimulatorModel } from "@/server/models/simulator";
-import { type RateLimitSettings, rateLimitMiddleware, SharedRateLimiter } from "@/server/runtime/rate-limit";
+import { log } from "@/server/log";
+import { BURST_MS, type RateLimitSettings, rateLimitMiddleware, SharedRateLimiter } from "@/server/runtime/rate-limit";
 import { createTestDatabase, type TestDatabase } from "../helpers/db";
 
 const base: RateLimitSettings = {
@@ -92,21 +93,100 @@ describe("shared rate limiter (PostgreSQL schedule)", () => {
     const limiters = [0, 1].map((i) => limiterOn(i, { tokensPerMinute: 600_000, learn: true }));
     const t0 = Date.now();
     const reservations = await Promise.all(
-      Array.from({ length: 4 }, (_, k) => limiters[k % 2]!.acquire(endpoint, { estimatedTokens: 100, outputTokens: 900, batch: true })),
+      Array.from({ length: 9 }, (_, k) => limiters[k % 2]!.acquire(endpoint, { estimatedTokens: 100, outputTokens: 900 })),
     );
     // No call waits for a first one's answer (that probe held the others up to 5 s).
-    expect(Date.now() - t0).toBeLessThan(1_500);
+    expect(Date.now() - t0).toBeLessThan(2_000);
     expect(reservations.every((r) => r.counted && r.probe === false)).toBe(true);
     // Until an answer says what a call writes, each debits its prompt plus the assumed output.
-    expect(reservations.map((r) => r.estimatedTokens)).toEqual([1_000, 1_000, 1_000, 1_000]);
+    expect(reservations.map((r) => r.estimatedTokens)).toEqual(Array(9).fill(1_000));
+    // A learning endpoint's bucket holds a second's share: part of it (BURST_MS) goes at once,
+    // then one call every 100 ms. Never more than the burst plus the rate in any window.
     const starts = reservations.map((r) => r.startAtMs ?? Number.NaN).sort((a, b) => a - b);
-    for (let i = 1; i < starts.length; i++) expect(starts[i]! - starts[i - 1]!).toBeGreaterThanOrEqual(99.9);
+    for (let i = 1; i < starts.length; i++) expect(starts[i]! - starts[0]!).toBeGreaterThanOrEqual(i * 100 - BURST_MS - 0.1);
+    const atOnce = BURST_MS / 100 + 1; // the burst and the call it is ahead of
+    expect(starts[atOnce - 1]! - starts[0]!).toBeLessThan(60);
+    expect(starts[atOnce]! - starts[0]!).toBeGreaterThanOrEqual(99.9);
+    expect(starts[8]! - starts[7]!).toBeGreaterThanOrEqual(99.9);
+    expect(Math.max(...reservations.map((r) => r.burstMs ?? 0))).toBeCloseTo(BURST_MS, -1);
     // Nothing stated: the first call still goes alone to learn the limits.
     const unstated = "race:unstated-learn";
     const probe = await limiterOn(2, { learn: true }).acquire(unstated, { batch: true });
     expect(probe.probe).toBe(true);
     const second = await limiterOn(3, { learn: true, maxWaitMs: 60_000 }).acquire(unstated, { batch: true, signal: AbortSignal.timeout(300) }).catch((e) => e);
     expect(second).toBeInstanceOf(Error); // still held for the probe's answer after 300 ms
+  });
+
+  it("headers it cannot trust never stop calls or park the endpoint, and each is logged once", async () => {
+    const endpoint = "race:bad-headers";
+    const warn = vi.spyOn(log, "warn");
+    const limiter = limiterOn(0, { learn: true, maxRetryAfterMs: 60_000 });
+    const probe = await limiter.acquire(endpoint, { batch: true });
+    expect(probe.probe).toBe(true);
+    const bad = {
+      "x-ratelimit-limit-requests": "lots", // does not parse
+      "x-ratelimit-limit-tokens": "0", // a limit of 0
+      "anthropic-ratelimit-input-tokens-limit": "100",
+      "anthropic-ratelimit-input-tokens-remaining": "5000", // remaining above the limit
+      "anthropic-ratelimit-output-tokens-limit": "6000",
+      "anthropic-ratelimit-output-tokens-remaining": "0",
+      "anthropic-ratelimit-output-tokens-reset": "2027-12-07T00:00:00Z", // a year away
+    };
+    await limiter.recordAnswer(endpoint, bad, probe);
+    for (let i = 0; i < 5; i++) await limiter.recordAnswer(endpoint, bad);
+    const [learned] = (await t.db.execute(sql`
+      select learned_requests_per_minute as rpm, learned_tokens_per_minute as tpm, learned_input_tokens_per_minute as itpm,
+             learned_output_tokens_per_minute as otpm, share_output_tokens as oshare
+        from model_rate_limits where endpoint = ${endpoint}`)) as unknown as Record<string, number | null>[];
+    // Only the output limit is believed; its remaining of 0 means nothing without a usable reset.
+    expect(learned).toEqual({ rpm: null, tpm: null, itpm: null, otpm: 6000, oshare: 1 });
+    // Calls go on at once: nothing paces at "0", "lots" or a bucket that refills in a year.
+    const t0 = Date.now();
+    await Promise.all(Array.from({ length: 10 }, () => limiter.acquire(endpoint, { estimatedTokens: 10, outputTokens: 0, batch: true })));
+    expect(Date.now() - t0).toBeLessThan(1_000);
+    // A retry-after a year away parks the endpoint for 60 s at most.
+    await limiter.recordRateLimited(endpoint, 365 * 86_400_000);
+    const slow = Number((await row(endpoint))?.slow_ms);
+    expect(slow).toBeGreaterThan(50_000);
+    expect(slow).toBeLessThanOrEqual(60_000);
+    const logged = warn.mock.calls.filter((c) => String(c[1]).includes("cannot trust")).map((c) => (c[0] as { problem: string }).problem);
+    warn.mockRestore();
+    expect(logged.map((p) => p.split(":")[0]).sort()).toEqual([
+      "anthropic-ratelimit-input-tokens-remaining",
+      "anthropic-ratelimit-output-tokens-reset",
+      "retry-after",
+      "x-ratelimit-limit-requests",
+      "x-ratelimit-limit-tokens",
+    ]);
+  });
+
+  it("a share discounts the provider's bucket our own burst drew, and a kind not reported keeps its share", async () => {
+    const endpoint = "race:burst-share";
+    const limiter = limiterOn(1, { learn: true });
+    const answer = (remaining: number, burstMs: number) =>
+      limiter.recordAnswer(
+        endpoint,
+        // 240,000 tokens a minute: a bucket of 4,000 that refills one every 0.25 ms.
+        { "x-ratelimit-limit-tokens": "240000", "x-ratelimit-remaining-tokens": String(remaining), "x-ratelimit-reset-tokens": `${(4000 - remaining) / 4}ms` },
+        { waitedMs: 0, estimatedTokens: 0, counted: true, probe: true, burstMs },
+      );
+    const shares = async () =>
+      ((await t.db.execute(sql`select share_requests as r, share_tokens as t from model_rate_limits where endpoint = ${endpoint}`)) as unknown as {
+        r: number;
+        t: number;
+      }[])[0];
+    await limiter.acquire(endpoint, { batch: true });
+    await answer(3800, 0);
+    expect(await shares()).toEqual({ r: 1, t: 1 });
+    // 1,800 of 4,000 left: (0.45 + our burst's share of the bucket, 400 ms of 1 s) / 0.8 ≥ 1.
+    await answer(1800, BURST_MS);
+    expect(await shares()).toEqual({ r: 1, t: 1 });
+    // 1,000 left: more drained than our burst explains, so someone else draws: (0.25 + 0.4) / 0.8.
+    await answer(1000, BURST_MS);
+    const s = await shares();
+    expect(s?.t).toBeCloseTo((0.25 + BURST_MS / 1000) / 0.8, 2);
+    // The requests share was never reported: it stays 1 (it used to grow past 1 with every answer).
+    expect(s?.r).toBe(1);
   });
 
   it("a 429 recorded by one process holds back every other process until retry-after", async () => {

@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import {
   bucketFullness,
+  bucketSpanMs,
   geminiRetryDelayMs,
   MAX_RESET_MS,
   parseDurationMs,
@@ -141,5 +142,9 @@ describe("provider rate-limit headers", () => {
     expect(bucketFullness({ limit: 1200, remaining: 10 })).toBeUndefined();
     // Before the answer's own request: a bucket of two at our own pace reads 0 left, yet was half full.
     expect(bucketFullness({ limit: 120, remaining: 0, resetMs: 1000 }, 1)).toBeCloseTo(0.5, 5);
+    // The bucket's span: one second's share refills in a second, whatever the limit.
+    expect(bucketSpanMs({ limit: 1200, remaining: 10, resetMs: 500 })).toBeCloseTo(1000, 5);
+    expect(bucketSpanMs({ limit: 240_000, remaining: 1000, resetMs: 750 })).toBeCloseTo(1000, 5);
+    expect(bucketSpanMs({ limit: 1200, remaining: 10 })).toBeUndefined();
   });
 });
