@@ -76,7 +76,20 @@ export const judgeCheckSchema = z
 export const checkSchema = z.discriminatedUnion("type", [regexCheckSchema, equalsCheckSchema, judgeCheckSchema], {
   error: 'must be a check of type "regex", "equals" or "judge"',
 });
+/**
+ * The check a run against a golden set gets (DESIGN "Reviews that teach"): the answer equals the
+ * item's `expected` under the equals check's rules, for a typed answer every field of `expected`.
+ * Added by the writer, never submitted (a submission's checks take the three types above).
+ */
+export const GOLDEN_CHECK_NAME = "golden";
+export const goldenCheckSchema = z.object({ name: z.literal(GOLDEN_CHECK_NAME), type: z.literal("golden") }).strict();
+export type GoldenCheck = z.infer<typeof goldenCheckSchema>;
+/** A check a submission gives. */
 export type Check = z.infer<typeof checkSchema>;
+/** A check as a batch's spec holds it: a submitted one, or the golden set's. */
+export type SpecCheck = Check | GoldenCheck;
+/** The checks a spec holds (the golden one among them). */
+export const specChecksSchema = z.array(z.discriminatedUnion("type", [regexCheckSchema, equalsCheckSchema, judgeCheckSchema, goldenCheckSchema]));
 
 export const checksSchema = z
   .array(checkSchema)

@@ -54,6 +54,14 @@ export const batchSubmissionInputSchema = z.object({
       "Instead of items: a glob over this thread's workspace files (e.g. reports/*.md, **/*.csv). One item per " +
         "matching file, keyed by its path; each item's sub-agent gets the workspace tools to read its file.",
     ),
+  golden_set: z
+    .object({ id: z.string(), version: z.number().int().min(1).optional() })
+    .strict()
+    .optional()
+    .describe(
+      "Instead of items: a golden set's id (and version, default its newest). Its items run, and the check golden compares " +
+        "each answer with the set's expected answer (batch_status reports its pass rate). With variant_of: run on this set.",
+    ),
   max_live_items: z.number().int().positive().optional().describe("Items admitted to the live window at once."),
   max_running_items: z.number().int().positive().optional().describe("Items of this batch executing at once across all workers."),
   max_total_tokens: z

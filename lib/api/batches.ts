@@ -21,6 +21,7 @@ import {
   outputSchemaSchema,
   verdictSchema,
 } from "./batch-data";
+import { goldenSetRunSchema } from "./golden-sets";
 import { batchReviewsSchema, itemReviewSchema, reviewStateSchema } from "./reviews";
 import { toolCallRecordSchema } from "./runs";
 
@@ -167,6 +168,8 @@ export const batchProjectionSchema = z
     checks: z.array(batchCheckCountSchema),
     /** Finished items with checks by verdict. */
     verdicts: batchVerdictsSchema,
+    /** A run against a golden set: the set and version its items came from (their answers graded by the check "golden"); null otherwise. */
+    golden_set: goldenSetRunSchema.nullable(),
     /** The object items' field names (the results table's input columns); [] for string items. */
     input_fields: z.array(z.string()),
     /** The output schema's top-level property names (the results table's output columns); [] without a schema. */

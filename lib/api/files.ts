@@ -2,6 +2,7 @@ import { z } from "zod";
 import { FILE_PLACEHOLDER, GLOB_MAX_CHARS } from "@/lib/batch-rules";
 import { compileGlob, GlobError } from "@/lib/glob";
 import { promptTemplateSchema, type SubmitBatchInput, submissionFieldsShape } from "./batches";
+import { goldenSetRefSchema } from "./golden-sets";
 
 /** Public projections of a thread's workspace files (snake_case JSON); never the bytes. */
 export const fileProjectionSchema = z
@@ -42,8 +43,25 @@ export const submitFileBatchSchema = z
   .strict();
 export type SubmitFileBatchInput = z.infer<typeof submitFileBatchSchema>;
 
-/** What the batch submission endpoint and batch_task accept: items, or a glob over files. */
-export type BatchSubmission = SubmitBatchInput | SubmitFileBatchInput;
+/**
+ * A run against a golden set (DESIGN "Reviews that teach"): the items, each with its `expected`,
+ * come from the set's version (the newest when omitted), instead of `items` or a glob.
+ */
+export const submitGoldenBatchSchema = z
+  .object({
+    ...submissionFieldsShape,
+    golden_set: goldenSetRefSchema,
+    prompt_template: promptTemplateSchema.optional(),
+  })
+  .strict();
+export type SubmitGoldenBatchInput = z.infer<typeof submitGoldenBatchSchema>;
+
+/** What the batch submission endpoint and batch_task accept: items, a glob over files, or a golden set. */
+export type BatchSubmission = SubmitBatchInput | SubmitFileBatchInput | SubmitGoldenBatchInput;
+
+export function isGoldenSubmission(input: BatchSubmission): input is SubmitGoldenBatchInput {
+  return "golden_set" in input && input.golden_set !== undefined;
+}
 
 export function isFileSubmission(input: BatchSubmission): input is SubmitFileBatchInput {
   return "files" in input && input.files !== undefined;

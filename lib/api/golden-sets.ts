@@ -93,3 +93,15 @@ export type GoldenItem = z.infer<typeof goldenItemSchema>;
 
 export const goldenItemPageSchema = z.object({ items: z.array(goldenItemSchema), next_cursor: z.string().nullable() }).strict();
 export type GoldenItemPage = z.infer<typeof goldenItemPageSchema>;
+
+/** A run against a golden set (a submission, a variant, batch_task): the set and its version (the newest when omitted). */
+export const goldenSetRefSchema = z
+  .object({
+    id: z.string({ error: "must be a golden set id" }),
+    version: z.number({ error: "must be a version number" }).int("must be a whole number").min(1, "must be at least 1").optional(),
+  })
+  .strict();
+export type GoldenSetRef = z.infer<typeof goldenSetRefSchema>;
+/** What a batch records of the set it ran on. */
+export const goldenSetRunSchema = z.object({ id: z.string(), version: z.number() }).strict();
+export type GoldenSetRun = z.infer<typeof goldenSetRunSchema>;

@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { SUBAGENT_NAME_MAX_CHARS } from "@/lib/batch-rules";
+import { goldenSetRefSchema, goldenSetRunSchema } from "./golden-sets";
 import { checkSchema, outputSchemaSchema, verdictSchema } from "./batch-data";
 import { itemStatusSchema, promptTemplateSchema, reviewPolicySchema, submissionFieldsShape, submitChecksSchema, submitOutputSchemaSchema } from "./batches";
 
@@ -18,6 +19,8 @@ export const variantRequestSchema = z
     subagent: z.string().min(1, "must not be empty").max(SUBAGENT_NAME_MAX_CHARS, `must be at most ${SUBAGENT_NAME_MAX_CHARS} characters`).optional(),
     output_schema: submitOutputSchemaSchema.nullable().optional(),
     checks: submitChecksSchema.optional(),
+    /** Run on this golden set (its items and the check "golden"); default the original's; null: the original's items, without it. */
+    golden_set: goldenSetRefSchema.nullable().optional(),
     review: reviewPolicySchema.nullable().optional(),
     max_running_items: submissionFieldsShape.max_running_items,
     pilot: submissionFieldsShape.pilot,
@@ -46,6 +49,8 @@ export const variantDraftSchema = z
     prompt_template: z.string().nullable(),
     output_schema: outputSchemaSchema.nullable(),
     checks: z.array(checkSchema),
+    /** The golden set the batch ran on (a variant runs on it too unless it names another, or null). */
+    golden_set: goldenSetRunSchema.nullable(),
     max_running_items: z.number(),
     /** Its review policy (null: none). */
     review: reviewPolicySchema.nullable(),

@@ -1,7 +1,8 @@
 import { generateText, jsonSchema, NoObjectGeneratedError, Output } from "ai";
 import {
-  type Check,
   type CheckResult,
+  type GoldenCheck,
+  type SpecCheck,
   DEFAULT_JUDGE_THRESHOLD,
   JUDGE_OUTPUT_NAME,
   type Verdict,
@@ -38,7 +39,7 @@ export interface JudgeContext {
 }
 
 export interface RunChecksArgs {
-  checks: readonly Check[];
+  checks: readonly SpecCheck[];
   /** The item's prompt (without any retry feedback), quoted to a judge. */
   prompt: string;
   /** The final answer text (a typed answer's compact JSON). */
@@ -116,7 +117,7 @@ function show(value: unknown): string {
 
 const where = (path: string) => (path === "" ? "the answer" : path);
 
-async function runRegex(check: Extract<Check, { type: "regex" }>, args: RunChecksArgs): Promise<CheckResult> {
+async function runRegex(check: Extract<SpecCheck, { type: "regex" }>, args: RunChecksArgs): Promise<CheckResult> {
   const { name } = check;
   let whole: string;
   if (check.path === undefined) whole = args.text;
@@ -142,7 +143,7 @@ async function runRegex(check: Extract<Check, { type: "regex" }>, args: RunCheck
   };
 }
 
-function runEquals(check: Extract<Check, { type: "equals" }>, args: RunChecksArgs): CheckResult {
+function runEquals(check: Extract<SpecCheck, { type: "equals" }>, args: RunChecksArgs): CheckResult {
   const { name, path } = check;
   const expectedPath = check.expected_path ?? path;
   if (args.expected === undefined || args.expected === null)
@@ -155,8 +156,32 @@ function runEquals(check: Extract<Check, { type: "equals" }>, args: RunChecksArg
   return { name, passed: false, reason: `${where(path)} is ${show(got)}, expected ${show(want)}` };
 }
 
+const isRecord = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === "object" && !Array.isArray(v);
+
+/**
+ * The golden set's check: the answer equals the item's `expected` under the equals check's rules
+ * (jsonEqual); a typed answer whose `expected` is an object passes when every field of `expected`
+ * has its value in the answer (fields the set does not name are not graded).
+ */
+export function runGolden(check: GoldenCheck, args: Pick<RunChecksArgs, "text" | "output" | "expected">): CheckResult {
+  const { name } = check;
+  if (args.expected === undefined || args.expected === null) return { name, passed: false, reason: "the item has no expected value" };
+  const answer = answerValue(args);
+  if (args.output === undefined || !isRecord(args.expected)) {
+    if (jsonEqual(answer, args.expected)) return { name, passed: true };
+    return { name, passed: false, reason: `the answer is ${show(answer)}, expected ${show(args.expected)}` };
+  }
+  if (!isRecord(answer)) return { name, passed: false, reason: `the answer is ${show(answer)}, expected an object with ${show(args.expected)}` };
+  for (const [field, want] of Object.entries(args.expected)) {
+    const path = `/${field.replaceAll("~", "~0").replaceAll("/", "~1")}`;
+    if (!Object.hasOwn(answer, field)) return { name, passed: false, reason: `the answer has no value at ${path}, expected ${show(want)}` };
+    if (!jsonEqual(answer[field], want)) return { name, passed: false, reason: `${path} is ${show(answer[field])}, expected ${show(want)}` };
+  }
+  return { name, passed: true };
+}
+
 /** What a path looks into: the typed output, else the answer text. */
-function answerValue(args: RunChecksArgs): unknown {
+function answerValue(args: Pick<RunChecksArgs, "text" | "output">): unknown {
   return args.output !== undefined ? args.output : args.text;
 }
 
@@ -185,7 +210,7 @@ const JUDGE_SCHEMA = jsonSchema<{ score: number; reason: string }>({
  * The judge's prompt: the rubric (the owner's instruction), then what it grades as one line of
  * JSON strings between two delimiter lines (quote-data.ts: nothing in it can close the block).
  */
-export function judgePrompt(check: Extract<Check, { type: "judge" }>, args: Pick<RunChecksArgs, "prompt" | "text" | "expected">): string {
+export function judgePrompt(check: Extract<SpecCheck, { type: "judge" }>, args: Pick<RunChecksArgs, "prompt" | "text" | "expected">): string {
   const data: Record<string, string> = {
     task: cut(args.prompt, JUDGE_QUOTE_CHARS),
     answer: cut(args.text, JUDGE_QUOTE_CHARS),
@@ -217,7 +242,7 @@ type JudgeCallUsage = {
   inputTokenDetails?: { cacheReadTokens?: number; cacheWriteTokens?: number };
 };
 
-async function runJudge(check: Extract<Check, { type: "judge" }>, args: RunChecksArgs, usage: Map<string, Usage>): Promise<CheckResult> {
+async function runJudge(check: Extract<SpecCheck, { type: "judge" }>, args: RunChecksArgs, usage: Map<string, Usage>): Promise<CheckResult> {
   const { name } = check;
   const { judge } = args;
   const threshold = check.threshold ?? DEFAULT_JUDGE_THRESHOLD;
@@ -269,10 +294,11 @@ async function runJudge(check: Extract<Check, { type: "judge" }>, args: RunCheck
 }
 
 /** One check; anything unexpected fails it with a reason instead of failing the item. */
-async function runOne(check: Check, args: RunChecksArgs, usage: Map<string, Usage>): Promise<CheckResult> {
+async function runOne(check: SpecCheck, args: RunChecksArgs, usage: Map<string, Usage>): Promise<CheckResult> {
   try {
     if (check.type === "regex") return runRegex(check, args);
     if (check.type === "equals") return runEquals(check, args);
+    if (check.type === "golden") return runGolden(check, args);
     return await runJudge(check, args, usage);
   } catch (err) {
     if (args.judge.signal.aborted || err instanceof JudgeRateLimited) throw err;

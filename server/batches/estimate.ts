@@ -1,4 +1,4 @@
-import type { Check } from "@/lib/api/batch-data";
+import type { SpecCheck } from "@/lib/api/batch-data";
 import type { BatchEstimate } from "@/lib/api/batches";
 import type { FlotillaConfig, ModelProvider } from "@/lib/config";
 import type { DbOrTx } from "@/server/db/client";
@@ -115,7 +115,7 @@ export async function estimateRows(args: {
   };
 }
 
-type JudgeCheck = Extract<Check, { type: "judge" }>;
+type JudgeCheck = Extract<SpecCheck, { type: "judge" }>;
 /** The judges' part of an estimate, and how their tokens were counted. */
 export type JudgesEstimate = NonNullable<BatchEstimate["judges"]> & { tokens_method: BatchEstimate["tokens_method"] };
 
@@ -128,7 +128,7 @@ export type JudgesEstimate = NonNullable<BatchEstimate["judges"]> & { tokens_met
  */
 export async function estimateJudges(args: {
   rows: readonly ItemRow[];
-  checks: readonly Check[];
+  checks: readonly SpecCheck[];
   /** The answer each judge reads, in tokens: the item's output estimate. */
   answerTokens: number;
   /** The pricing of the model a check's judge runs on. */

@@ -9,6 +9,8 @@ import {
   type GoldenSetAdded,
   type GoldenSetCreated,
   type GoldenSetDetail,
+  type GoldenSetRef,
+  type GoldenSetRun,
   type GoldenSetSummary,
   type GoldenSource,
 } from "@/lib/api/golden-sets";
@@ -252,4 +254,49 @@ export async function goldenItems(
     ...(r.sourceBatchId && r.sourceItemId && r.decision ? { source: { batch_id: r.sourceBatchId, item_id: r.sourceItemId, decision: r.decision } } : {}),
   }));
   return { items, next_cursor: more ? encodeKeyCursor(page.at(-1)!.itemKey) : null, version };
+}
+
+/** What a run against a golden set takes from it: the version read, and its items with their expected answers in item_key order. */
+export interface GoldenRunItems {
+  run: GoldenSetRun;
+  items: { item_key: string; input: string | null; fields: Record<string, unknown> | null; expected: unknown }[];
+}
+
+/**
+ * The items a run against a golden set gets (a submission, a variant, batch_task): the given
+ * version's (the newest without one), refused before any item is read when the version holds
+ * more than `maxItems`. An unknown set and another user's read the same (400 naming
+ * `golden_set.id`: a submission never learns whether someone else's set exists).
+ */
+export async function goldenRunItems(db: DbOrTx, args: { userId: string; ref: GoldenSetRef; maxItems: number }): Promise<GoldenRunItems> {
+  const set = await ownedSet(db, { userId: args.userId, setId: args.ref.id }).catch((err: unknown) => {
+    if (err instanceof AppError && err.code === "not_found") throw new AppError("validation_failed", "golden_set.id: no such golden set");
+    throw err;
+  });
+  const version = args.ref.version ?? set.version;
+  if (version > set.version) throw new AppError("validation_failed", `golden_set.version: this set has versions 1 to ${set.version}`);
+  const [counted] = await db
+    .select({ items: goldenSetVersions.items })
+    .from(goldenSetVersions)
+    .where(and(eq(goldenSetVersions.setId, set.id), eq(goldenSetVersions.version, version)));
+  const size = counted?.items ?? 0;
+  if (size > args.maxItems)
+    throw new AppError("validation_failed", `golden_set: version ${version} holds ${size} items; at most ${args.maxItems} items per batch`);
+  const g = goldenSetItems;
+  const rows = await db
+    .select({
+      itemKey: g.itemKey,
+      input: g.input,
+      // Read raw: drizzle's jsonb mapping would JSON.parse a string answer again ("1" -> 1).
+      fields: sql<Record<string, unknown> | null>`${g.fields}`,
+      expected: sql<unknown>`${g.expected}`,
+    })
+    .from(g)
+    .where(and(eq(g.setId, set.id), inVersion(version)))
+    .orderBy(asc(g.itemKey))
+    .limit(args.maxItems + 1);
+  return {
+    run: { id: set.id, version },
+    items: rows.map((r) => ({ item_key: r.itemKey, input: r.input, fields: r.fields, expected: r.expected })),
+  };
 }

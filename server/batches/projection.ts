@@ -44,7 +44,13 @@ function batchModel(b: Pick<BatchRow, "executionSpec">): string {
   return typeof model === "string" ? model : "simulator";
 }
 
-type CheckCount = { name: string; passed: number; failed: number };
+/** The golden set a batch ran on, as its spec records it. */
+function goldenSetOf(b: Pick<BatchRow, "executionSpec">): { id: string; version: number } | null {
+  const g = (b.executionSpec as { golden_set?: { id?: unknown; version?: unknown } | null }).golden_set;
+  return g && typeof g.id === "string" && typeof g.version === "number" ? { id: g.id, version: g.version } : null;
+}
+
+export type CheckCount = { name: string; passed: number; failed: number };
 
 /**
  * Without `live` (the tool's compact view, tests), waiting_reason comes from the row alone
@@ -110,6 +116,7 @@ export function toBatchProjection(
       return { name, passed: count(c?.passed), failed: count(c?.failed), ...agreement };
     }),
     verdicts: { passed: count(b.verdictPassedCount), failed: count(b.verdictFailedCount) },
+    golden_set: goldenSetOf(b),
     input_fields: columns.inputFields,
     output_fields: columns.outputFields,
     created_at: b.createdAt.toISOString(),
@@ -127,7 +134,7 @@ export function toBatchProjection(
 }
 
 /** The per-check counts of these batches (one query; at most MAX_CHECKS rows a batch). */
-async function loadCheckCounts(db: DbOrTx, batchIds: string[]): Promise<Map<string, CheckCount[]>> {
+export async function loadCheckCounts(db: DbOrTx, batchIds: string[]): Promise<Map<string, CheckCount[]>> {
   const byBatch = new Map<string, CheckCount[]>();
   if (batchIds.length === 0) return byBatch;
   const c = subagentBatchCheckCounts;

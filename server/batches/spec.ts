@@ -1,5 +1,6 @@
 import { z } from "zod";
-import { type Check, checksSchema, type OutputSchema, outputSchemaSchema } from "@/lib/api/batch-data";
+import { type OutputSchema, outputSchemaSchema, type SpecCheck, specChecksSchema } from "@/lib/api/batch-data";
+import { goldenSetRunSchema } from "@/lib/api/golden-sets";
 
 /**
  * The execution spec stored with a batch: a snapshot of everything that defines the delegated
@@ -60,7 +61,9 @@ const specSchema = z.object({
   /** Typed results: each item's answer is one JSON value valid against this (the submission's, else the definition's). */
   output_schema: outputSchemaSchema.nullable().default(null),
   /** Checks run on each finished answer (lib/api/batch-data.ts). */
-  checks: checksSchema.default([]),
+  checks: specChecksSchema.default([]),
+  /** A run against a golden set: the set and the version its items came from (each item's `expected` is the set's). */
+  golden_set: goldenSetRunSchema.nullable().default(null),
   /** Object items' field names in first-seen order: the results table's and CSV's input columns. */
   input_fields: z.array(z.string()).default([]),
   /**
@@ -126,7 +129,8 @@ export function buildExecutionSpec(args: {
   kind?: ExecutionKind;
   /** The submission's output schema (wins over the definition's). */
   outputSchema?: OutputSchema | null;
-  checks?: readonly Check[];
+  checks?: readonly SpecCheck[];
+  goldenSet?: { id: string; version: number } | null;
   /** The object items' field names, first seen first. */
   inputFields?: readonly string[];
   /** An items submission's template (not a files batch's). */
@@ -162,6 +166,7 @@ export function buildExecutionSpec(args: {
     authorization: { allowed_subagents: [...args.allowedSubagents] },
     output_schema: args.outputSchema ?? def.outputSchema ?? null,
     checks: [...(args.checks ?? [])],
+    golden_set: args.goldenSet ?? null,
     input_fields: [...(args.inputFields ?? [])],
     prompt_template: args.promptTemplate ?? null,
     output_fields: outputFieldsOf(args.outputSchema ?? def.outputSchema ?? null),

@@ -1,7 +1,7 @@
 import { and, eq, sql } from "drizzle-orm";
 import { providerBatchLane, type ReviewPolicy, submitBatchSchema } from "@/lib/api/batches";
-import { type BatchSubmission, isFileSubmission, submitFileBatchSchema } from "@/lib/api/files";
-import type { Check, OutputSchema } from "@/lib/api/batch-data";
+import { type BatchSubmission, isFileSubmission, isGoldenSubmission, submitFileBatchSchema, submitGoldenBatchSchema } from "@/lib/api/files";
+import { type Check, GOLDEN_CHECK_NAME, type OutputSchema, type SpecCheck } from "@/lib/api/batch-data";
 import {
   budgetProblem,
   checksProblem,
@@ -36,10 +36,11 @@ import { subagentBatches, threads } from "@/server/db/schema";
 import { AppError, notFound } from "@/server/errors";
 import { findCatalogEntry } from "@/server/models/catalog";
 import { resolveModel } from "@/server/models/index";
-import { compileOutputSchemaYielding } from "@/server/runtime/output-schema";
+import { compileOutputSchemaYielding, prepareOutputSchema, validateAnswer } from "@/server/runtime/output-schema";
 import { nextTurn } from "@/server/runtime/next-turn";
 import { matchingPaths } from "@/server/workspace/files";
 import { assertDailyTokenQuota, modelPrices } from "./budget";
+import { type GoldenRunItems, goldenRunItems } from "./golden-sets";
 import { type ItemRow, insertItems } from "./insert-items";
 import { BATCH_CHANNEL, batchEventPayload } from "./notify";
 import { buildExecutionSpec, type ExecutionSpec, type SpecDefinition, type SubmissionOrigin } from "./spec";
@@ -118,6 +119,11 @@ export interface SubmitBatchArgs {
 
 /** Top-level fields (everything but items) against the wire schema: a caller that skipped its door is still checked. */
 export function envelopeProblem(input: BatchSubmission): Problem | null {
+  if (isGoldenSubmission(input)) {
+    if ("items" in input) return { field: "golden_set", message: "give either golden_set or items, not both" };
+    const parsed = submitGoldenBatchSchema.safeParse(input);
+    return parsed.success ? null : issueProblem(parsed.error.issues);
+  }
   const schema = isFileSubmission(input) ? submitFileBatchSchema : submitBatchSchema.omit({ items: true });
   const { items: _items, ...rest } = input as { items?: unknown };
   const parsed = schema.safeParse(isFileSubmission(input) ? input : rest);
@@ -236,7 +242,8 @@ export async function prepareSubmission(
     throw new Error(`submitBatch: the door resolved ${args.definition.name}, the submission names ${input.subagent}`);
 
   const outputSchema = input.output_schema ?? args.definition.outputSchema;
-  const checks = input.checks ?? [];
+  const checks: SpecCheck[] = [...(input.checks ?? [])];
+  let golden: GoldenRunItems | undefined;
   let rows: ItemRow[];
   let fields: string[] = [];
   const overFiles = isFileSubmission(input);
@@ -247,7 +254,7 @@ export async function prepareSubmission(
     const template = input.prompt_template;
     const templateIssue = templateProblem(template, FILE_PLACEHOLDER);
     if (templateIssue) throw refusal(templateIssue);
-    await checkDataRules({ outputSchema, checks, expected: false, config });
+    await checkDataRules({ outputSchema, checks: input.checks ?? [], expected: false, config });
     const paths = await boundedMatches(db, { userId: args.userId, threadId: args.threadId, glob: input.files, template, limits });
     if (paths.length === 0)
       throw new AppError(
@@ -259,15 +266,29 @@ export async function prepareSubmission(
     rows = paths.map((path) => ({ key: path, prompt: fillTemplate(template, FILE_PLACEHOLDER, path), input: path }));
   } else {
     if (!options.replay) await ownedThread(db, args);
-    const items = checkedItems(input.items);
-    if (isProblem(items)) throw refusal(items, locator);
+    let raw: unknown;
+    if (isGoldenSubmission(input)) {
+      // The set's items, each with its expected answer; graded by the check "golden".
+      golden = await goldenRunItems(db, { userId: args.userId, ref: input.golden_set, maxItems: limits.maxItems });
+      raw = golden.items.map((g) => (g.fields ? { item_key: g.item_key, ...g.fields, expected: g.expected } : g.input));
+    } else raw = input.items;
+    const items = checkedItems(raw);
+    if (isProblem(items)) throw golden ? refusal({ field: "golden_set", message: problemText(items) }) : refusal(items, locator);
     const template = input.prompt_template;
+    const keys = golden?.items.map((g) => g.item_key) ?? args.variant?.itemKeys;
     const problem = itemsProblem(items, template, limits);
     if (problem) throw refusal(problem, locator);
-    const expected = items.some((item) => isFieldsItem(item) && item.expected !== undefined);
-    await checkDataRules({ outputSchema, checks, expected, config });
+    const expected = golden !== undefined || items.some((item) => isFieldsItem(item) && item.expected !== undefined);
+    await checkDataRules({ outputSchema, checks: input.checks ?? [], expected, config });
+    if (golden) {
+      const taken = checks.findIndex((c) => c.name === GOLDEN_CHECK_NAME);
+      if (taken >= 0) throw refusal({ field: `checks.${taken}.name`, message: `"${GOLDEN_CHECK_NAME}" is the golden set's own check; name this one differently` });
+      if (outputSchema) await expectedProblem(outputSchema, golden);
+      checks.push({ name: GOLDEN_CHECK_NAME, type: "golden" });
+    }
     // Only now, with every length known to be within bounds, are prompts built.
-    rows = itemRows(items, template, args.variant?.itemKeys);
+    rows = itemRows(items, template, keys);
+    if (golden) for (const [i, g] of golden.items.entries()) rows[i]!.expected = g.expected;
     fields = inputFields(items);
   }
 
@@ -281,6 +302,7 @@ export async function prepareSubmission(
     origin: args.origin ?? { kind: "api" },
     outputSchema: input.output_schema ?? null,
     checks,
+    goldenSet: golden?.run ?? null,
     inputFields: fields,
     // Kept for an item retried with a corrected input (repository.ts retryItem).
     promptTemplate: overFiles ? null : input.prompt_template,
@@ -289,6 +311,22 @@ export async function prepareSubmission(
   const lane = laneProblem(config, spec);
   if (lane) throw refusal(lane);
   return { rows, spec };
+}
+
+/**
+ * A golden run's answers against the batch's output schema (the validator the worker checks
+ * answers with): 400 naming `golden_set` and the first item whose expected does not validate.
+ */
+async function expectedProblem(outputSchema: OutputSchema, golden: GoldenRunItems): Promise<void> {
+  const schema = prepareOutputSchema(outputSchema);
+  for (const item of golden.items) {
+    const checked = await validateAnswer(schema, JSON.stringify(item.expected), item.expected);
+    if (!checked.ok)
+      throw refusal({
+        field: "golden_set",
+        message: `item "${item.item_key}": its expected answer does not match the batch's output_schema (${checked.errors})`,
+      });
+  }
 }
 
 /** What every door's batch becomes: the row's fields and its items in position order. */

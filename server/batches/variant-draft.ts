@@ -14,7 +14,9 @@ export async function variantDraft(db: DbOrTx, args: BatchScopeArgs & { config: 
     model: spec.model.name,
     prompt_template: spec.prompt_template,
     output_schema: spec.output_schema,
-    checks: spec.checks,
+    // The golden set's check comes with golden_set, never as a check of its own.
+    checks: spec.checks.filter((c) => c.type !== "golden"),
+    golden_set: spec.golden_set,
     max_running_items: batch.maxRunningItems,
     review: batch.reviewWhen ? { when: batch.reviewWhen, ...(batch.reviewRate === null ? {} : { rate: batch.reviewRate }) } : null,
     models: catalogEntries(args.config).map((e) => e.name),

@@ -1,4 +1,4 @@
-import { type BatchSubmission, isFileSubmission } from "@/lib/api/files";
+import { type BatchSubmission, isFileSubmission, isGoldenSubmission } from "@/lib/api/files";
 import type { ChatMessage } from "@/lib/api/chat";
 import type { DbOrTx } from "@/server/db/client";
 import { messages } from "@/server/db/schema";
@@ -18,6 +18,7 @@ import { DERIVED_TITLE_MAX, shortTitle, touchThread } from "./threads";
 export function batchTitle(input: BatchSubmission): string {
   if (input.prompt_template) return input.prompt_template;
   if (isFileSubmission(input)) return input.files;
+  if (isGoldenSubmission(input)) return `golden set ${input.golden_set.id}`;
   const first = input.items[0];
   if (typeof first === "string") return first;
   return typeof first?.prompt === "string" ? first.prompt : "";
@@ -40,7 +41,11 @@ export async function recordSubmittedBatch(
 ): Promise<void> {
   const { batch, input } = args;
   const items = `${batch.total} item${batch.total === 1 ? "" : "s"}`;
-  const what = isFileSubmission(input) ? `${items} (the workspace files matching ${input.files})` : items;
+  const what = isFileSubmission(input)
+    ? `${items} (the workspace files matching ${input.files})`
+    : isGoldenSubmission(input)
+      ? `${items} (golden set ${input.golden_set.id}, graded by the check "golden")`
+      : items;
   const template = input.prompt_template ? ` Prompt template: ${shortTitle(input.prompt_template, RECEIPT_TEMPLATE_CHARS)}` : "";
   const message: ChatMessage = {
     id: receiptMessageId(batch.id),

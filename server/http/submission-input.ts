@@ -10,7 +10,7 @@ import {
   submitOutputSchemaSchema,
 } from "@/lib/api/batches";
 import { MAX_ITEM_FIELDS } from "@/lib/api/batch-data";
-import { type BatchSubmission, submitFileBatchSchema } from "@/lib/api/files";
+import { type BatchSubmission, submitFileBatchSchema, submitGoldenBatchSchema } from "@/lib/api/files";
 import {
   fieldNameProblem,
   issueProblem,
@@ -73,6 +73,7 @@ export function parseJsonSubmission(text: string, limits: SubmissionLimits): Bat
 
 /** The JSON door's body once parsed (also an MCP submit_batch call's arguments): items or files, checked by the shared rules. */
 export function parseSubmissionBody(value: unknown, limits: SubmissionLimits): BatchSubmission {
+  if (value !== null && typeof value === "object" && "golden_set" in value) return parseGoldenSubmission(value, limits);
   if (value !== null && typeof value === "object" && "files" in value) return parseFileSubmission(value, limits);
   const envelope = jsonEnvelopeSchema.safeParse(value);
   if (!envelope.success) throw refusal(issueProblem(envelope.error.issues));
@@ -80,6 +81,17 @@ export function parseSubmissionBody(value: unknown, limits: SubmissionLimits): B
   const problem = submissionProblem(input, limits);
   if (problem) throw refusal(problem);
   return input;
+}
+
+/** A run against a golden set: its items come from the set (server/batches/golden-sets.ts goldenRunItems). */
+function parseGoldenSubmission(value: object, limits: SubmissionLimits): BatchSubmission {
+  if ("items" in value || "files" in value)
+    throw refusal({ field: "golden_set", message: `give either golden_set or ${"items" in value ? "items" : "files"}, not both` });
+  const parsed = submitGoldenBatchSchema.safeParse(value);
+  if (!parsed.success) throw refusal(issueProblem(parsed.error.issues));
+  const problem = windowProblem(parsed.data, limits);
+  if (problem) throw refusal(problem);
+  return parsed.data;
 }
 
 /** A batch over workspace files: a glob instead of items (matched against the thread when written). */
@@ -203,6 +215,7 @@ function parseUpload(
   params: URLSearchParams,
   limits: SubmissionLimits,
 ): { input: SubmitBatchInput; locator: Locator } {
+  if (params.has("golden_set")) throw refusal({ field: "golden_set", message: "give either golden_set or an uploaded file of items, not both" });
   const fields = queryFields(params);
   const items = new UploadItems(limits);
   if (format === "csv") {

@@ -4,7 +4,7 @@ import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { z } from "zod";
 import { batchSubmissionInputSchema } from "@/lib/api/batch-tools";
 import { batchListSchema, batchProjectionSchema, itemPageSchema, submissionFieldsShape } from "@/lib/api/batches";
-import { type BatchSubmission, isFileSubmission } from "@/lib/api/files";
+import { type BatchSubmission, isFileSubmission, isGoldenSubmission } from "@/lib/api/files";
 import { isProblem, parseItem, submissionLimits } from "@/lib/batch-rules";
 import type { FlotillaConfig } from "@/lib/config";
 import { batchSubagent, describeSubagents } from "@/server/agent/registry";
@@ -74,6 +74,7 @@ async function batchJson(caller: McpCaller, batch: BatchRow) {
 /** A new thread's title: the first item's prompt (a batch over files: its glob), cut as a first message's is. */
 function titleOf(input: BatchSubmission): string {
   if (isFileSubmission(input)) return input.files;
+  if (isGoldenSubmission(input)) return `golden set ${input.golden_set.id}`;
   const first = parseItem(input.items[0], 0);
   // The door has checked every item; a problem here only means a default title.
   if (isProblem(first)) return "";

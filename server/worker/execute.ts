@@ -256,7 +256,7 @@ export async function checkAnswer(
   }
   out.checks = checked.checks;
   out.verdict = checked.verdict;
-  const retry = new Set(spec.checks.filter((c) => c.on_fail === "retry").map((c) => c.name));
+  const retry = new Set(spec.checks.filter((c) => c.type !== "golden" && c.on_fail === "retry").map((c) => c.name));
   const failed = checked.checks.find((c) => !c.passed && retry.has(c.name));
   if (failed) {
     out.status = "failed";

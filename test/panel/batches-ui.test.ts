@@ -45,6 +45,7 @@ function batch(over: Partial<BatchProjection> = {}): BatchProjection {
     worker_slots: null,
     checks: [],
     verdicts: { passed: 0, failed: 0 },
+    golden_set: null,
     input_fields: [],
     output_fields: [],
     created_at: "2026-01-01T00:00:00.000Z",

@@ -16,6 +16,7 @@ const DRAFT: VariantDraft = {
   prompt_template: "Label {{text}}",
   output_schema: { type: "object", properties: { label: { type: "string" } }, required: ["label"] },
   checks: [{ name: "has_label", type: "regex", pattern: "\\w", path: "/label" }],
+  golden_set: null,
   max_running_items: 8,
   review: { when: "failed" },
   models: ["simulator", "claude-fake"],

@@ -2,7 +2,8 @@ import { jsonSchema, type ToolSet, tool, zodSchema } from "ai";
 import { sql } from "drizzle-orm";
 import type { BatchSubmission } from "@/lib/api/files";
 import { FILE_PLACEHOLDER } from "@/lib/batch-rules";
-import { toBatchProjection } from "@/server/batches/projection";
+import { type CheckCount, loadCheckCounts, toBatchProjection } from "@/server/batches/projection";
+import type { DbOrTx } from "@/server/db/client";
 import { getBatch, listBatches, listItems } from "@/server/batches/repository";
 import { threadBatches } from "@/server/batches/owned";
 import { estimateBatch, laneCostUsd } from "@/server/batches/estimate";
@@ -14,6 +15,7 @@ import { AppError, zodMessage } from "@/server/errors";
 import { log } from "@/server/log";
 import { countLiveWorkers, livenessWindowSeconds } from "@/server/runtime/heartbeat";
 import { CARD_PILOT_ITEMS } from "@/lib/api/approvals";
+import { GOLDEN_CHECK_NAME } from "@/lib/api/batch-data";
 import type { BatchEstimate } from "@/lib/api/batches";
 import { type VariantRequest, variantRequestSchema } from "@/lib/api/variants";
 import { approvedLeadCall } from "../chat-approvals";
@@ -37,8 +39,9 @@ import { refusing } from "./refusal";
  */
 
 /** Compact, model-facing view of a batch: counts (and verdict counts when it has checks), never results. */
-export function compactBatch(b: BatchRow) {
-  const p = toBatchProjection(b);
+export function compactBatch(b: BatchRow, checkCounts?: readonly CheckCount[]) {
+  const p = toBatchProjection(b, undefined, checkCounts);
+  const golden = p.golden_set && p.checks.find((c) => c.name === GOLDEN_CHECK_NAME);
   return {
     batch_id: p.id,
     status: p.status,
@@ -54,8 +57,25 @@ export function compactBatch(b: BatchRow) {
     cost_usd: p.cost_usd,
     ...(p.counts.awaiting_approval ? { awaiting_approval: p.counts.awaiting_approval } : {}),
     ...(p.checks.length ? { verdicts: p.verdicts } : {}),
+    // A run against a golden set: how many finished answers agree with the set's (the check "golden").
+    ...(p.golden_set && golden
+      ? {
+          golden: {
+            golden_set: p.golden_set,
+            passed: golden.passed,
+            failed: golden.failed,
+            pass_rate: golden.passed + golden.failed > 0 ? Math.round((golden.passed / (golden.passed + golden.failed)) * 1000) / 1000 : null,
+          },
+        }
+      : {}),
     ...(p.pause_reason ? { pause_reason: p.pause_reason } : {}),
   };
+}
+
+/** compactBatch with each batch's per-check counts (the golden check's pass rate among them). */
+async function compactBatches(db: DbOrTx, batches: BatchRow[]) {
+  const counts = await loadCheckCounts(db, batches.map((b) => b.id));
+  return batches.map((b) => compactBatch(b, counts.get(b.id)));
 }
 
 const NO_RESUBMIT =
@@ -95,7 +115,8 @@ const batchTaskArguments = jsonSchema<unknown>(() => zodSchema(batchTaskInputSch
 function submissionOf(input: unknown, submissionKey: string): BatchSubmission | { error: string } {
   if (input === null || typeof input !== "object" || Array.isArray(input)) return { error: "The arguments must be a JSON object." };
   const args = input as Record<string, unknown>;
-  if ((args.items === undefined) === (args.files === undefined)) return { error: "Pass either items or files (a glob), not both." };
+  if ([args.items, args.files, args.golden_set].filter((v) => v !== undefined).length !== 1)
+    return { error: "Pass exactly one of items, files (a glob) and golden_set." };
   if (args.files !== undefined && !(typeof args.prompt_template === "string" && args.prompt_template.includes(FILE_PLACEHOLDER)))
     return { error: `A batch over files needs a prompt_template containing ${FILE_PLACEHOLDER}.` };
   for (const field of ["model", "only"])
@@ -114,7 +135,7 @@ const SUBMIT_UNAVAILABLE = "The batch could not be submitted because of a server
 function variantRequestOf(args: Record<string, unknown>, submissionKey: string): VariantRequest | { error: string } {
   const { variant_of: _original, ...settings } = args;
   if (settings.items !== undefined || settings.files !== undefined)
-    return { error: "variant_of: a variant runs that batch's items again; pass no items or files." };
+    return { error: "variant_of: a variant runs that batch's items again (or golden_set's); pass no items or files." };
   const parsed = variantRequestSchema.safeParse({ ...settings, submission_key: submissionKey });
   return parsed.success ? parsed.data : { error: zodMessage(parsed.error) };
 }
@@ -195,6 +216,8 @@ export function createBatchTaskTool(ctx: LeadToolContext) {
       "To run a batch's items again with a changed prompt_template, model, sub-agent, output_schema or checks (all of them, " +
       "or only: {verdict: \"failed\"}), pass variant_of: its batch_id and only what changes, no items; then compare_batches " +
       "tells what got better or worse. " +
+      "To grade a run against what people decided, pass golden_set: {id, version?} instead of items: the set's items run, " +
+      "and the check golden (the answer equals the set's expected) gives the pass rate batch_status reports. " +
       "The receipt carries the batch's cost estimate; a batch estimated over the configured amount waits for the user's approval first. " +
       `Limits: at most ${b.max_items_per_batch} items, max_live_items up to ${b.max_live_items_per_batch} ` +
       `(default ${b.default_max_live_items}), max_running_items up to ${b.max_running_items_per_batch} ` +
@@ -243,10 +266,10 @@ export function createBatchStatusTool(ctx: LeadToolContext) {
     execute: refusing(ctx, "batch_status", "Batch status is unavailable right now.", async ({ batch_id }) => {
       if (batch_id) {
         const batch = await getBatch(ctx.db, { userId: ctx.userId, threadId: ctx.threadId, batchId: batch_id });
-        return { batches: [compactBatch(batch)] };
+        return { batches: await compactBatches(ctx.db, [batch]) };
       }
       const batches = await listBatches(ctx.db, { userId: ctx.userId, threadId: ctx.threadId, limit: 10 });
-      return { batches: batches.map(compactBatch) };
+      return { batches: await compactBatches(ctx.db, batches) };
     }),
   });
 }
