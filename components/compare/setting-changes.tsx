@@ -7,6 +7,7 @@ const SETTING_NAMES: Record<CompareSummary["differences"][number]["setting"], st
   output_schema: "Output schema",
   checks: "Checks",
   lane: "Lane",
+  examples: "Examples",
 };
 
 /** What changed from A to B: each setting that differs, A's value beside B's; or that none did. */

@@ -7,6 +7,7 @@ import {
   SUBAGENT_NAME_MAX_CHARS,
 } from "@/lib/batch-rules";
 import { batchLaneSchema, MAX_PILOT_ITEMS } from "./batches";
+import { examplesSchema } from "./golden-sets";
 import { variantRequestSchema } from "./variants";
 
 /**
@@ -97,6 +98,13 @@ export const batchSubmissionInputSchema = z.object({
       "provider_batch: the items go through the model provider's batch API at its batch price, slower (an openai or " +
         "anthropic model, a sub-agent without tools); default live.",
     ),
+  examples: examplesSchema
+    .nullable()
+    .optional()
+    .describe(
+      "{golden_set, version?, count: 1..20}: that many of a golden set's items (what people accepted or corrected) go " +
+        "before every item's prompt as input -> answer examples (never the item itself). With variant_of: null drops the original's.",
+    ),
 });
 
 /** batch_task: a new batch, or with variant_of a variant (the variant endpoint's settings). */
@@ -106,7 +114,7 @@ export const batchTaskInputSchema = batchSubmissionInputSchema.extend({
     .optional()
     .describe(
       "A batch_id of this thread: run its items again (same item_keys, fields and expected values) with only what you " +
-        "pass changed: prompt_template, model, subagent, output_schema, checks, pilot, lane, max_running_items; every " +
+        "pass changed: prompt_template, model, subagent, output_schema, checks, pilot, lane, examples, max_running_items; every " +
         "other setting as that batch's. Pass no items or files. Then compare the two runs with compare_batches.",
     ),
   model: variantRequestSchema.shape.model.describe("With variant_of: a catalog model name every item runs on."),

@@ -21,7 +21,7 @@ import {
   outputSchemaSchema,
   verdictSchema,
 } from "./batch-data";
-import { goldenSetRunSchema } from "./golden-sets";
+import { examplesSchema, goldenSetRunSchema } from "./golden-sets";
 import { batchReviewsSchema, itemReviewSchema, reviewStateSchema } from "./reviews";
 import { toolCallRecordSchema } from "./runs";
 
@@ -390,6 +390,8 @@ export const submissionFieldsShape = {
    * (an openai or anthropic model, a sub-agent without tool groups); default `live`.
    */
   lane: batchLaneSchema.optional(),
+  /** A golden set's items put before each item's prompt as input -> answer pairs (lib/api/golden-sets.ts). */
+  examples: examplesSchema.optional(),
 };
 
 /** NUL and lone surrogates: jsonb refuses them, so they are a 400 here, not a 500 at the insert. */

@@ -55,7 +55,7 @@ export const compareSummarySchema = z
     differences: z.array(
       z
         .object({
-          setting: z.enum(["prompt_template", "model", "subagent", "output_schema", "checks", "lane"]),
+          setting: z.enum(["prompt_template", "model", "subagent", "output_schema", "checks", "lane", "examples"]),
           a: z.string().nullable(),
           b: z.string().nullable(),
         })

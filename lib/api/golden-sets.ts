@@ -105,3 +105,24 @@ export type GoldenSetRef = z.infer<typeof goldenSetRefSchema>;
 /** What a batch records of the set it ran on. */
 export const goldenSetRunSchema = z.object({ id: z.string(), version: z.number() }).strict();
 export type GoldenSetRun = z.infer<typeof goldenSetRunSchema>;
+
+/** The most golden-set items a submission may put before each item's prompt as examples. */
+export const MAX_EXAMPLES = 20;
+
+/**
+ * A submission's `examples` (DESIGN "Reviews that teach"): `count` of a golden set's items (its
+ * newest version without `version`), the first by md5 of item_key, go before each item's prompt as
+ * input -> answer pairs, in the shared prefix the provider caches; an item never sees itself.
+ */
+export const examplesSchema = z
+  .object({
+    golden_set: z.string({ error: (iss) => (iss.input === undefined ? "is required" : "must be a golden set id") }).min(1, "must be a golden set id"),
+    version: z.number({ error: "must be a version number" }).int("must be a whole number").positive("must be a positive whole number").optional(),
+    count: z
+      .number({ error: (iss) => (iss.input === undefined ? "is required" : "must be a whole number") })
+      .int("must be a whole number")
+      .min(1, `must be between 1 and ${MAX_EXAMPLES}`)
+      .max(MAX_EXAMPLES, `must be between 1 and ${MAX_EXAMPLES}`),
+  })
+  .strict();
+export type ExamplesRequest = z.infer<typeof examplesSchema>;

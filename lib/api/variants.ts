@@ -2,6 +2,7 @@ import { z } from "zod";
 import { SUBAGENT_NAME_MAX_CHARS } from "@/lib/batch-rules";
 import { goldenSetRefSchema, goldenSetRunSchema } from "./golden-sets";
 import { checkSchema, outputSchemaSchema, verdictSchema } from "./batch-data";
+import { examplesSchema } from "./golden-sets";
 import { itemStatusSchema, promptTemplateSchema, reviewPolicySchema, submissionFieldsShape, submitChecksSchema, submitOutputSchemaSchema } from "./batches";
 
 /**
@@ -26,6 +27,8 @@ export const variantRequestSchema = z
     pilot: submissionFieldsShape.pilot,
     /** Default: the original's lane. */
     lane: submissionFieldsShape.lane,
+    /** Default: the original's examples; null drops them. */
+    examples: examplesSchema.nullable().optional(),
     only: z
       .object({
         status: z.array(itemStatusSchema).min(1, "must name at least one status").max(8).optional(),
@@ -54,6 +57,8 @@ export const variantDraftSchema = z
     max_running_items: z.number(),
     /** Its review policy (null: none). */
     review: reviewPolicySchema.nullable(),
+    /** Its examples, their version pinned (null or absent: none). */
+    examples: examplesSchema.extend({ version: z.number() }).nullable().optional(),
     models: z.array(z.string()),
   })
   .strict();

@@ -5,7 +5,7 @@ import { AppError } from "@/server/errors";
 import { decodeCursor, encodeCursor } from "./cursor";
 import { getBatch, getOwnedBatch, type BatchScopeArgs } from "./owned";
 import { DEFAULT_PREVIEW_MAX_CHARS, ITEM_INPUT_MAX_CHARS } from "./repository";
-import { parseExecutionSpec, specColumns } from "./spec";
+import { type ExecutionSpec, parseExecutionSpec, specColumns } from "./spec";
 import { batchTitle } from "./title";
 import type { BatchRow } from "./types";
 
@@ -174,10 +174,17 @@ function settingDifferences(a: BatchRow, b: BatchRow): CompareSummary["differenc
       ["output_schema", json(spec.output_schema)],
       ["checks", spec.checks.length ? json(spec.checks) : null],
       ["lane", spec.lane],
+      ["examples", examplesSetting(spec)],
     ];
   };
   const sb = settings(b);
   return settings(a).flatMap(([setting, va], k) => (va === sb[k]![1] ? [] : [{ setting, a: va, b: sb[k]![1] }]));
+}
+
+/** A batch's examples as a comparison shows them: how many, from which set and version (null: none). */
+function examplesSetting(spec: ExecutionSpec): string | null {
+  const e = spec.examples;
+  return e ? `${e.count} example${e.count === 1 ? "" : "s"} from golden set ${JSON.stringify(e.name)} (${e.golden_set}), version ${e.version}` : null;
 }
 
 export const COMPARE_PAGE_DEFAULT = 50;

@@ -8,7 +8,9 @@ import { turnEvery } from "@/server/runtime/next-turn";
 import { ASSUMED_OUTPUT_TOKENS } from "@/server/runtime/rate-limit";
 import { type OutputAssumption, outputAssumption } from "./answer-length";
 import { JUDGE_SYSTEM, judgePrompt } from "./checks";
+import { sharedExamplesText, withExamples } from "./examples";
 import type { ItemRow } from "./insert-items";
+import type { ExamplesSnapshot } from "./spec";
 import { prepareSubmission, type SubmitBatchArgs } from "./submit";
 
 /**
@@ -75,21 +77,29 @@ export async function estimateRows(args: {
   pricing: EstimatePricing;
   /** What an item is assumed to write (answer-length.ts); the flat default without one. */
   outputPerItem?: OutputAssumption;
+  /** The examples every prompt opens with (examples.ts): in the shared prefix, but for the items that are examples themselves. */
+  examples?: ExamplesSnapshot | null;
 }): Promise<BatchEstimate> {
   const { rows, pricing } = args;
   const { count, method } = await tokenCounter(pricing);
   const prefix = sharedPrefix(args.template);
+  const spec = { examples: args.examples ?? null };
+  const shared = sharedExamplesText(spec);
+  // The items that are examples themselves see another set of examples: their own prompt, uncached.
+  const ownExamples = new Set(args.examples?.items.slice(0, args.examples.count).map((e) => e.item_key));
   const systemTokens = await count(args.systemPrompt);
-  const prefixTokens = await count(prefix);
+  const sharedTokens = await count(shared);
+  const prefixTokens = await count(shared + prefix);
   const breathe = turnEvery(20);
   let input = 0;
   let sharing = 0;
   for (const row of rows) {
     // The prefix is the same text in every prompt that starts with it: counted once, the rest per item.
-    if (prefix !== "" && row.prompt.startsWith(prefix)) {
+    if (ownExamples.has(row.key)) input += systemTokens + (await count(withExamples(spec, row.key, row.prompt)));
+    else if (shared + prefix !== "" && row.prompt.startsWith(prefix)) {
       sharing++;
       input += systemTokens + prefixTokens + (await count(row.prompt.slice(prefix.length)));
-    } else input += systemTokens + (await count(row.prompt));
+    } else input += systemTokens + sharedTokens + (await count(row.prompt));
     await breathe();
   }
   const cacheable = systemTokens + (sharing > 0 ? prefixTokens : 0);
@@ -199,6 +209,7 @@ export async function estimateBatch(db: DbOrTx, args: SubmitBatchArgs): Promise<
     template: args.input.prompt_template,
     pricing: pricingOf(spec.model.name),
     outputPerItem,
+    examples: spec.examples,
   });
   const judges = await estimateJudges({
     rows,

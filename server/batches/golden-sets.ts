@@ -35,8 +35,8 @@ import { getOwnedBatch, UUID } from "./owned";
 type Source = GoldenSource;
 type Owned = { userId: string; setId: string };
 
-/** Rows of one version: added at or before it and not replaced by then. */
-function inVersion(version: number): SQL {
+/** Rows of one version: added at or before it and not replaced by then (examples.ts reads them too). */
+export function inVersion(version: number): SQL {
   const g = goldenSetItems;
   return and(lte(g.addedIn, version), or(isNull(g.replacedIn), gt(g.replacedIn, version))) as SQL;
 }

@@ -29,6 +29,22 @@ const modelPriceSchema = z.object({
 });
 export type ModelPrice = z.infer<typeof modelPriceSchema>;
 
+const examplesSnapshotSchema = z.object({
+  golden_set: z.string(),
+  /** The set's name at submission (what a comparison shows). */
+  name: z.string(),
+  version: z.number().int().positive(),
+  count: z.number().int().positive(),
+  items: z.array(
+    z.object({
+      item_key: z.string(),
+      input: z.string().nullable(),
+      fields: z.record(z.string(), z.unknown()).nullable(),
+      expected: z.unknown(),
+    }),
+  ),
+});
+
 const specSchema = z.object({
   version: z.literal(EXECUTION_SPEC_VERSION),
   kind: z.enum(EXECUTION_KINDS).default("subagent"),
@@ -89,8 +105,15 @@ const specSchema = z.object({
   batch_discount: z.number().min(0).max(1).nullable().default(null),
   /** The provider whose batch API a provider_batch batch uses (its model's, at submission). */
   batch_provider: z.enum(["openai", "anthropic"]).nullable().default(null),
+  /**
+   * The submission's `examples`, resolved once at submission (a later add to the set changes
+   * nothing here): the set's version and, in md5(item_key) order, the first `count` + 1 of its
+   * items (the one past `count` stands in for an item that is itself an example). Null: none.
+   */
+  examples: examplesSnapshotSchema.nullable().default(null),
 });
 export type ExecutionSpec = z.infer<typeof specSchema>;
+export type ExamplesSnapshot = z.infer<typeof examplesSnapshotSchema>;
 
 export type SubmissionOrigin = { kind: "api" } | { kind: "tool"; runId: string; toolCallId: string };
 
@@ -136,6 +159,8 @@ export function buildExecutionSpec(args: {
   /** An items submission's template (not a files batch's). */
   promptTemplate?: string | null;
   lane?: "live" | "provider_batch";
+  /** The examples resolved from a golden set (server/batches/examples.ts). */
+  examples?: ExamplesSnapshot | null;
 }): ExecutionSpec {
   const def = args.definition;
   const callerModel = args.model.catalogName ?? args.model.name;
@@ -175,6 +200,7 @@ export function buildExecutionSpec(args: {
     lane: args.lane ?? "live",
     batch_discount: null,
     batch_provider: null,
+    examples: args.examples ?? null,
   };
 }
 

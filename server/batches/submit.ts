@@ -41,6 +41,7 @@ import { nextTurn } from "@/server/runtime/next-turn";
 import { matchingPaths } from "@/server/workspace/files";
 import { assertDailyTokenQuota, modelPrices } from "./budget";
 import { type GoldenRunItems, goldenRunItems } from "./golden-sets";
+import { resolveExamples } from "./examples";
 import { type ItemRow, insertItems } from "./insert-items";
 import { BATCH_CHANNEL, batchEventPayload } from "./notify";
 import { buildExecutionSpec, type ExecutionSpec, type SpecDefinition, type SubmissionOrigin } from "./spec";
@@ -292,6 +293,11 @@ export async function prepareSubmission(
     fields = inputFields(items);
   }
 
+  if (input.examples && input.lane === "provider_batch")
+    throw refusal({ field: "examples", message: 'the provider_batch lane does not take examples yet; run them on the "live" lane' });
+  // Resolved once, here: the batch keeps these examples whatever the set holds later.
+  const examples = input.examples ? await resolveExamples(db, { userId: args.userId, request: input.examples }) : null;
+
   const spec = buildExecutionSpec({
     extraToolGroups: overFiles ? ["workspace"] : [],
     userId: args.userId,
@@ -307,6 +313,7 @@ export async function prepareSubmission(
     // Kept for an item retried with a corrected input (repository.ts retryItem).
     promptTemplate: overFiles ? null : input.prompt_template,
     lane: input.lane,
+    examples,
   });
   const lane = laneProblem(config, spec);
   if (lane) throw refusal(lane);

@@ -18,6 +18,7 @@ export async function variantDraft(db: DbOrTx, args: BatchScopeArgs & { config: 
     checks: spec.checks.filter((c) => c.type !== "golden"),
     golden_set: spec.golden_set,
     max_running_items: batch.maxRunningItems,
+    examples: spec.examples && { golden_set: spec.examples.golden_set, version: spec.examples.version, count: spec.examples.count },
     review: batch.reviewWhen ? { when: batch.reviewWhen, ...(batch.reviewRate === null ? {} : { rate: batch.reviewRate }) } : null,
     models: catalogEntries(args.config).map((e) => e.name),
   };

@@ -43,6 +43,7 @@ interface Spec {
   tool_groups?: string[];
   model?: { name?: string };
   lane?: "live" | "provider_batch";
+  examples?: { golden_set: string; version: number; count: number } | null;
 }
 
 export async function planVariant(db: DbOrTx, args: VariantDoor): Promise<VariantSubmission> {
@@ -89,6 +90,10 @@ export async function planVariant(db: DbOrTx, args: VariantDoor): Promise<Varian
       ? original.reviewWhen && { when: original.reviewWhen, ...(original.reviewRate === null ? {} : { rate: original.reviewRate }) }
       : request.review;
   if (review) input.review = review;
+  // The original's examples at the version it ran with, unless changed (null drops them).
+  const originalExamples = spec.examples && { golden_set: spec.examples.golden_set, version: spec.examples.version, count: spec.examples.count };
+  const examples = request.examples === undefined ? originalExamples : request.examples;
+  if (examples) input.examples = examples;
   const subagent = args.resolveSubagent(subagentName);
   return {
     userId: args.userId,

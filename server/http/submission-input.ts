@@ -145,6 +145,7 @@ const uploadParamsSchema = z
     output_schema: jsonParam(submitOutputSchemaSchema).optional(),
     checks: jsonParam(submitChecksSchema).optional(),
     review: jsonParam(reviewPolicySchema).optional(),
+    examples: jsonParam(submissionFieldsShape.examples.unwrap()).optional(),
   })
   .strict();
 

@@ -16,7 +16,7 @@ import { resolveModelByName } from "@/server/models/index";
 import type { ResolvedModel } from "@/server/models/types";
 import { costUsd } from "@/server/models/catalog";
 import { snapshotPrices } from "@/server/batches/budget";
-import { sharedPrefix } from "@/lib/batch-rules";
+import { batchSharedPrefix, withExamples } from "@/server/batches/examples";
 import { admit, type SubagentRuntime } from "@/server/runtime/admission";
 import { isCapacityError } from "@/server/runtime/capacity";
 import { asBatchWork, endpointBackoffMs } from "@/server/runtime/rate-limit";
@@ -80,14 +80,14 @@ export function subagentItemExecutor(args: {
       threadId: spec.caller.thread_id,
       kind: "batch_item",
       definition: snapshotDefinition(spec),
-      prompt: item.feedback ? withFeedback(item.prompt, item.feedback) : item.prompt,
+      prompt: withExamples(spec, item.itemKey, item.feedback ? withFeedback(item.prompt, item.feedback) : item.prompt),
       model,
       signal,
       runtime: args.runtime,
       onStarted,
       returnRunRow: true,
       steps,
-      promptCache: { key: `flotilla:${item.batchId}`, sharedPrefix: sharedPrefix(spec.prompt_template) },
+      promptCache: { key: `flotilla:${item.batchId}`, sharedPrefix: batchSharedPrefix(spec) },
       ...(decided ?? {}),
     }));
     const out: ItemRunResult = {

@@ -54,6 +54,7 @@ describe("GET .../variant", () => {
       checks,
       max_running_items: 3,
       review: { when: "sample", rate: 0.25 },
+      examples: null,
       models: expect.arrayContaining(["simulator"]),
     });
   });
