@@ -14,7 +14,9 @@ import { startWorker, stopAllWorkers } from "./support/worker";
  * /review (three accepted, two corrected, one rejected without a correction), "Save reviewed as
  * golden set…" makes a set of five from them, its page shows the version and the items (the
  * corrections as the expected answers) and downloads items.jsonl; the batch menu's "Save reviewed
- * as golden set…" adds the batch again as version 2; and the set is deleted.
+ * as golden set…" adds the batch again as version 2; the New batch dialog starts a batch whose
+ * items are the set's and whose prompts carry two of its answers as examples (the estimate asked
+ * with them); and the set is deleted.
  */
 
 mkdirSync(SCREENSHOT_DIR, { recursive: true });
@@ -31,7 +33,7 @@ const ITEMS: { item_key: string; text: string; decide: "accept" | "reject" | { c
   { item_key: "g1-loved", text: "Loved it, would buy again", decide: "accept" },
   { item_key: "g2-great", text: "Great value", decide: "accept" },
   { item_key: "g3-fine", text: "Does the job", decide: "accept" },
-  { item_key: "g4-meh", text: 'Broke in a week [[json:{"label":"positive"}]]', decide: { correct: "negative" } },
+  { item_key: "g4-meh", text: "Broke in a week", decide: { correct: "negative" } },
   { item_key: "g5-sarcasm", text: "Oh great, another crash", decide: { correct: "negative" } },
   { item_key: "g6-spam", text: "Buy followers now", decide: "reject" },
 ];
@@ -207,6 +209,79 @@ test("1400×900: the batch menu's Save reviewed as golden set… adds the batch 
   await expect(page.getByTestId("golden-item")).toHaveCount(5);
   const detailRes = await page.request.get(`/api/golden-sets/${setId}`);
   expect(((await detailRes.json()) as GoldenSetDetail).versions.map((v) => v.items)).toEqual([5, 5]);
+});
+
+test("1400×900 and 390×844: New batch from the golden set as items, with two of its answers as examples, the estimate counting them", async () => {
+  await page.goto(`/threads/${thread}`);
+  await panelOf(page).getByRole("button", { name: "New batch", exact: true }).click();
+  const dialog = page.getByRole("dialog", { name: "New batch" });
+  await dialog.getByText("Golden set", { exact: true }).click();
+  const source = dialog.getByTestId("golden-items-source");
+  await expect(source.getByLabel("Golden set", { exact: true })).toHaveValue(setId);
+  await expect(source.getByLabel("Version")).toHaveValue("");
+  // The set's items' fields, for the template.
+  await expect(source).toContainText(`5 items of ${SET_NAME} with the fields {{text}}`);
+  await source.getByLabel("Version").selectOption("1");
+  await dialog.getByLabel("Prompt template").fill("Label this review: {{text}}");
+  await dialog.getByText("Output and checks").click();
+  await dialog.getByLabel("Output schema").fill(JSON.stringify(SCHEMA));
+  const estimate = dialog.getByTestId("new-batch-estimate");
+  await expect(estimate.getByTestId("estimate-items")).toHaveText("5");
+  /** The estimate's input tokens ("≈1,234 …"). */
+  const inputTokens = async () => Number((await estimate.getByTestId("estimate-input").textContent())!.match(/\d[\d,]*/)![0].replace(/,/g, ""));
+  await expect(estimate.getByTestId("estimate-input")).toHaveText(/^≈\d/);
+  const without = await inputTokens();
+
+  // Examples: the estimate is asked again with them, and counts their tokens.
+  const examples = dialog.getByTestId("examples-field");
+  await examples.getByLabel("Show the model examples from a golden set").check();
+  await expect(examples.getByLabel("Examples from", { exact: true })).toHaveValue(setId);
+  await examples.getByLabel("Number of examples").fill("9");
+  await expect(examples.getByRole("alert")).toContainText(`Examples: ${SET_NAME} holds 5 items, fewer than 9.`);
+  await expect(dialog.getByRole("button", { name: "Start batch" })).toBeDisabled();
+  const asked = page.waitForRequest((r) => r.url().endsWith("/subagent-batches/estimate") && (r.postDataJSON() as { examples?: unknown }).examples !== undefined);
+  await examples.getByLabel("Number of examples").fill("2");
+  const body = (await asked).postDataJSON() as Record<string, unknown>;
+  expect(body).toMatchObject({ golden_set: { id: setId, version: 1 }, examples: { golden_set: setId, count: 2 }, prompt_template: "Label this review: {{text}}" });
+  expect(body).not.toHaveProperty("items");
+  await expect.poll(inputTokens).toBeGreaterThan(without);
+  await shot(page, "09-new-batch-golden-desktop");
+  await page.setViewportSize(PHONE);
+  const box = await dialog.boundingBox();
+  expect(box!.x).toBeGreaterThanOrEqual(0);
+  expect(box!.x + box!.width).toBeLessThanOrEqual(PHONE.width);
+  await expectFits(source, PHONE.width);
+  await expectFits(examples, PHONE.width);
+  await examples.scrollIntoViewIfNeeded();
+  await shot(page, "10-new-batch-golden-phone");
+  await page.setViewportSize(DESKTOP);
+
+  await dialog.getByRole("button", { name: "Start batch" }).click();
+  await expect(dialog).toBeHidden();
+  const detail = panelOf(page).getByTestId("batch-detail");
+  const created = (await detail.getAttribute("data-batch-id"))!;
+  expect(created).not.toBe(batchId);
+  const batchUrl = `/api/threads/${thread}/subagent-batches/${created}`;
+  const read = async () => (await (await page.request.get(batchUrl)).json()) as {
+    status: string;
+    total: number;
+    counts: { succeeded: number };
+    verdicts: { passed: number; failed: number };
+    golden_set: { id: string; version: number } | null;
+    checks: { name: string; passed: number; failed: number }[];
+  };
+  await expect.poll(async () => (await read()).status, { timeout: 90_000 }).toBe("completed");
+  const done = await read();
+  expect(done.total).toBe(5);
+  expect(done.golden_set).toEqual({ id: setId, version: 1 });
+  // Every answer graded against what people said (the golden check), beside the verdict.
+  expect(done.counts.succeeded).toBe(5);
+  const golden = done.checks.find((c) => c.name === "golden")!;
+  expect(golden.passed + golden.failed).toBe(5);
+  expect(done.verdicts).toEqual({ passed: golden.passed, failed: golden.failed });
+  // The batch kept its examples, their version pinned (the newest, 2): what "Run a variant…" starts from.
+  const draft = (await (await page.request.get(`${batchUrl}/variant`)).json()) as { examples?: unknown };
+  expect(draft.examples).toEqual({ golden_set: setId, version: 2, count: 2 });
 });
 
 test("1400×900: Delete set… asks, then removes the set and goes back to the list", async () => {
