@@ -6,6 +6,7 @@ const SETTING_NAMES: Record<CompareSummary["differences"][number]["setting"], st
   subagent: "Sub-agent",
   output_schema: "Output schema",
   checks: "Checks",
+  golden_set: "Golden set",
   lane: "Lane",
   examples: "Examples",
 };

@@ -123,7 +123,7 @@ export const batchCheckCountSchema = z
     name: z.string(),
     passed: z.number(),
     failed: z.number(),
-    /** Judge checks: the share of items a person decided where the judge's pass equals the person's accept (null before any). */
+    /** Judge checks and the golden set's: the share of items a person decided where the check's pass equals the person's accept (null before any). */
     agreement: z.number().nullable().optional(),
   })
   .strict();

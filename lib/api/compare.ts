@@ -55,7 +55,7 @@ export const compareSummarySchema = z
     differences: z.array(
       z
         .object({
-          setting: z.enum(["prompt_template", "model", "subagent", "output_schema", "checks", "lane", "examples"]),
+          setting: z.enum(["prompt_template", "model", "subagent", "output_schema", "checks", "golden_set", "lane", "examples"]),
           a: z.string().nullable(),
           b: z.string().nullable(),
         })

@@ -173,6 +173,8 @@ function settingDifferences(a: BatchRow, b: BatchRow): CompareSummary["differenc
       ["subagent", batch.subagent],
       ["output_schema", json(spec.output_schema)],
       ["checks", spec.checks.length ? json(spec.checks) : null],
+      // Two runs on one set differ in nothing here; on two versions (or sets) the person should know.
+      ["golden_set", spec.golden_set ? `${spec.golden_set.id} version ${spec.golden_set.version}` : null],
       ["lane", spec.lane],
       ["examples", examplesSetting(spec)],
     ];

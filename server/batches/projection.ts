@@ -65,7 +65,10 @@ export function toBatchProjection(
   providerBatches: readonly ProviderBatchView[] = [],
   variantOfTitle: string | null = null,
 ): BatchProjection {
-  const judges = new Set((b.executionSpec as { checks?: { name: string; type: string }[] }).checks?.filter((c) => c.type === "judge").map((c) => c.name));
+  // Judges and the golden set's check: how often their pass matches the person's accept.
+  const judges = new Set(
+    (b.executionSpec as { checks?: { name: string; type: string }[] }).checks?.filter((c) => c.type === "judge" || c.type === "golden").map((c) => c.name),
+  );
   const counts = {
     pending: count(b.pendingCount),
     queued: count(b.queuedCount),

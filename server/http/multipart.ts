@@ -255,3 +255,53 @@ export async function receiveBatchFile(
     throw new CompatParamError("purpose", `purpose: only "batch" is supported, got ${JSON.stringify(fields.purpose ?? null)}`);
   return received;
 }
+
+/** A form's one file (part `file`) and its text fields, the file waiting in the request's spool. */
+export interface ReceivedFormFile {
+  filename: string;
+  contentType: string;
+  fields: Record<string, string>;
+  content: SpoolEntry;
+}
+
+/**
+ * Receives a multipart form carrying one file in its `file` part (a golden set's CSV or JSONL)
+ * and a few short text fields: 413 as soon as the body passes `maxBytes`, 400 naming `file` when
+ * the part is missing or the body is malformed.
+ */
+export async function receiveFormFile(req: Request, limits: { maxBytes: number }, spool: BodySpool): Promise<ReceivedFormFile> {
+  const contentType = req.headers.get("content-type");
+  if (!contentType?.toLowerCase().startsWith("multipart/form-data") || !req.body)
+    throw new AppError("unsupported_media_type", "send multipart/form-data with a `file` part");
+  let parser: busboy.Busboy;
+  try {
+    parser = busboy({ headers: { "content-type": contentType }, defParamCharset: "utf8", limits: { files: 1, fields: 20, fieldSize: 4096 } });
+  } catch {
+    throw new AppError("validation_failed", "file: the multipart body is malformed");
+  }
+  const failure = { current: null as unknown, wake: () => {} };
+  const tooLarge = () => new AppError("payload_too_large", `file: larger than http.max_body_bytes (${limits.maxBytes} bytes)`);
+  const fields: Record<string, string> = {};
+  let file: ReceivedFormFile | null = null;
+  parser.on("field", (name, value) => {
+    fields[name] = value;
+  });
+  parser.on("file", (name, stream, info) => {
+    stream.on("error", () => {});
+    if (name !== "file" || file) {
+      stream.resume();
+      return;
+    }
+    const current: ReceivedFormFile = { filename: info.filename ?? "", contentType: info.mimeType ?? "", fields, content: spool.entry() };
+    file = current;
+    stream.on("data", (chunk: Buffer) => current.content.write(chunk));
+  });
+  try {
+    await parseBody(req, parser, spool, { maxBodyBytes: limits.maxBytes, tooLarge }, failure);
+  } catch (err) {
+    if (err instanceof AppError) throw err;
+    throw new AppError("validation_failed", "file: the multipart body is malformed or incomplete");
+  }
+  if (!file) throw new AppError("validation_failed", "file: a `file` part is required (a CSV or JSONL file)");
+  return file;
+}

@@ -63,6 +63,11 @@ export async function readJson<S extends z.ZodType>(req: Request, schema: S, max
   } catch {
     throw new AppError("invalid_json", "request body is not valid JSON");
   }
+  return validated(schema, value);
+}
+
+/** A body against its schema: 400 naming the first bad field. */
+export function validated<S extends z.ZodType>(schema: S, value: unknown): z.output<S> {
   const parsed = schema.safeParse(value);
   if (!parsed.success) throw new AppError("validation_failed", zodMessage(parsed.error));
   return parsed.data;

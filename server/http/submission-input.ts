@@ -10,6 +10,7 @@ import {
   submitOutputSchemaSchema,
 } from "@/lib/api/batches";
 import { MAX_ITEM_FIELDS } from "@/lib/api/batch-data";
+import { GOLDEN_ITEMS_MAX, type GoldenItemInput, goldenItemInputSchema } from "@/lib/api/golden-sets";
 import { type BatchSubmission, submitFileBatchSchema, submitGoldenBatchSchema } from "@/lib/api/files";
 import {
   fieldNameProblem,
@@ -20,6 +21,7 @@ import {
   lineLocator,
   PROMPT_TEMPLATE_MAX_CHARS,
   parseItem,
+  problemText,
   type SubmissionLimits,
   type SubmitItem,
   submissionLimits,
@@ -173,19 +175,33 @@ function queryFields(params: URLSearchParams): z.output<typeof uploadParamsSchem
 /** An upload's items as they are read, each with its physical line: bounded, and each checked as it comes. */
 class UploadItems {
   readonly items: SubmitItem[] = [];
-  private readonly lineOf: number[] = [];
-  readonly locator: Locator = lineLocator(this.lineOf);
+  private readonly lines: number[] = [];
+  readonly locator: Locator = lineLocator(this.lines);
 
-  constructor(private readonly limits: SubmissionLimits) {}
+  constructor(
+    private readonly limits: Pick<SubmissionLimits, "maxItems">,
+    private readonly per = "per batch",
+  ) {}
 
   /** Refuses the item on `line` past the bound (reading stops at the first line past it). */
   makeRoom(line: number): void {
     if (this.items.length === this.limits.maxItems)
-      throw refusal({ message: `line ${line}: at most ${this.limits.maxItems} items per batch` });
+      throw refusal({ message: `line ${line}: at most ${this.limits.maxItems} items ${this.per}` });
+  }
+
+  /** The physical line item `index` started on. */
+  lineOf(index: number): number {
+    return this.lines[index]!;
+  }
+
+  /** An item checked by its caller's own rules (a golden set's line). */
+  take(value: unknown, line: number): void {
+    this.lines.push(line);
+    this.items.push(value as SubmitItem);
   }
 
   add(value: unknown, line: number): void {
-    this.lineOf.push(line);
+    this.lines.push(line);
     const item = parseItem(value, this.items.length);
     if (isProblem(item)) throw refusal(item, this.locator);
     this.items.push(value as SubmitItem);
@@ -227,8 +243,36 @@ function parseUpload(
   return uploaded(fields, items, limits, "one JSON string or object per line");
 }
 
-/** One JSON value a line; blank lines are skipped. */
-function readNdjsonLines(text: string, items: UploadItems): void {
+/**
+ * A golden set's file (DESIGN "Reviews that teach": a CSV / JSONL with `expected`), read by the
+ * batch uploads' own readers: CSV as an upload's records (item_key, expected, every other column
+ * a field), JSONL one item a line as the JSON body's items take them ({item_key?, input | fields,
+ * expected}). 400 naming the line: a record without `expected`, a bad line, past GOLDEN_ITEMS_MAX.
+ * The items are then checked as the JSON body's are (golden-sets.ts checkItems).
+ */
+export function parseGoldenUpload(format: "csv" | "ndjson", text: string): GoldenItemInput[] {
+  const items = new UploadItems({ maxItems: GOLDEN_ITEMS_MAX }, "per request");
+  if (format === "csv") readCsvRecords(text, items);
+  else
+    readJsonLines(text, items, (value, line) => {
+      const parsed = goldenItemInputSchema.safeParse(value);
+      if (!parsed.success) throw refusal({ message: `line ${line}: ${problemText(issueProblem(parsed.error.issues))}` });
+      items.take(value, line);
+    });
+  if (items.items.length === 0) throw refusal({ field: "file", message: "holds no items" });
+  if (format === "csv" && items.items.every((item) => (item as Record<string, unknown>).expected === undefined))
+    throw refusal({ field: "file", message: "the CSV needs an expected column (the right answer of each item)" });
+  return items.items.map((raw, index) => {
+    const record = raw as Record<string, unknown>;
+    if (record.expected === undefined) throw refusal({ message: `line ${items.lineOf(index)}: expected: is required` });
+    if (format === "ndjson") return record as GoldenItemInput;
+    const { item_key, expected, ...fields } = record;
+    return { ...(typeof item_key === "string" ? { item_key } : {}), fields, expected };
+  });
+}
+
+/** One JSON value a line (blank lines skipped), each handed to `accept` with its line. */
+function readJsonLines(text: string, items: UploadItems, accept: (value: unknown, line: number) => void): void {
   const lines = text.split("\n");
   for (let i = 0; i < lines.length; i++) {
     const line = lines[i]!.replace(/\r$/, "");
@@ -240,8 +284,13 @@ function readNdjsonLines(text: string, items: UploadItems): void {
     } catch {
       throw refusal({ message: `line ${i + 1}: not valid JSON` });
     }
-    items.add(value, i + 1);
+    accept(value, i + 1);
   }
+}
+
+/** One JSON value a line; blank lines are skipped. */
+function readNdjsonLines(text: string, items: UploadItems): void {
+  readJsonLines(text, items, (value, line) => items.add(value, line));
 }
 
 const CSV_QUOTE_ERRORS: Record<string, string> = {

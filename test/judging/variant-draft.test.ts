@@ -52,6 +52,7 @@ describe("GET .../variant", () => {
       prompt_template: "Label {{text}}",
       output_schema: outputSchema,
       checks,
+      golden_set: null,
       max_running_items: 3,
       review: { when: "sample", rate: 0.25 },
       examples: null,

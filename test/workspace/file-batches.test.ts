@@ -175,7 +175,7 @@ describe("batch_task with files", () => {
       error: "A batch over files needs a prompt_template containing {{file}}.",
     });
     expect(await exec({ files: "data/*.csv", items: ["x"], prompt_template: "{{file}}" })).toEqual({
-      error: "Pass either items or files (a glob), not both.",
+      error: "Pass exactly one of items, files (a glob) and golden_set.",
     });
     expect(await exec({ files: "nothing/*", prompt_template: "{{file}}" })).toEqual({
       error: `files: the glob "nothing/*" matches no file in this thread's workspace`,

@@ -4,7 +4,8 @@ import { createGoldenSet, listGoldenSets } from "@/server/batches/golden-sets";
 import { getConfig } from "@/server/config/load";
 import { getDatabase } from "@/server/db/client";
 import { project } from "@/server/http/batch-scope";
-import { handle, json, readJson } from "@/server/http/route";
+import { isMultipart, readGoldenUpload } from "@/server/http/golden-upload";
+import { handle, json, readJson, validated } from "@/server/http/route";
 
 export const dynamic = "force-dynamic";
 
@@ -14,9 +15,17 @@ export const GET = handle(async (req: Request) => {
   return json(project(goldenSetListSchema, { golden_sets: await listGoldenSets(getDatabase().db, userId) }));
 });
 
-/** A new golden set (version 1) from a reviewed batch (`from_batch`) or from `items`: 201. */
+/** A new golden set (version 1) from a reviewed batch (`from_batch`), from `items`, or from an uploaded CSV / JSONL (multipart: name, file): 201. */
 export const POST = handle(async (req: Request) => {
   const { userId } = await requireUser(req);
-  const body = await readJson(req, createGoldenSetSchema, getConfig().http.max_body_bytes);
+  const maxBytes = getConfig().http.max_body_bytes;
+  const body = isMultipart(req)
+    ? validated(createGoldenSetSchema, await uploadBody(req, maxBytes))
+    : await readJson(req, createGoldenSetSchema, maxBytes);
   return json(project(goldenSetCreatedSchema, await createGoldenSet(getDatabase().db, { userId, ...body })), 201);
 });
+
+async function uploadBody(req: Request, maxBytes: number) {
+  const { fields, items } = await readGoldenUpload(req, { maxBytes, allowed: ["name"] });
+  return { name: fields.name, items };
+}

@@ -135,7 +135,7 @@ const SUBMIT_UNAVAILABLE = "The batch could not be submitted because of a server
 function variantRequestOf(args: Record<string, unknown>, submissionKey: string): VariantRequest | { error: string } {
   const { variant_of: _original, ...settings } = args;
   if (settings.items !== undefined || settings.files !== undefined)
-    return { error: "variant_of: a variant runs that batch's items again (or golden_set's); pass no items or files." };
+    return { error: "variant_of: a variant runs that batch's items again; pass no items or files." };
   const parsed = variantRequestSchema.safeParse({ ...settings, submission_key: submissionKey });
   return parsed.success ? parsed.data : { error: zodMessage(parsed.error) };
 }
