@@ -25,6 +25,7 @@ const MODULES: Array<() => Promise<BenchModule>> = [
   () => import("./patterns.bench"),
   () => import("./caching.bench"),
   () => import("./compare.bench"),
+  () => import("./golden.bench"),
   () => import("./provider-batch.bench"),
   () => import("./provider-limit.bench"),
   () => import("./guard.bench"),

@@ -343,14 +343,14 @@ export async function runRow(scope: Scope, n = Number(process.env.SCALE_RUN_ITEM
 export type ScalePart = (s: Scope) => Promise<BenchRow | BenchRow[]>;
 
 /** Each part in a fresh database (of adminUrl's server, else a new one) with its own web process (scripts/web.ts). */
-export async function runParts(parts: ScalePart[], adminUrl?: string): Promise<BenchRow[]> {
+export async function runParts(parts: ScalePart[], adminUrl?: string, port = PORT): Promise<BenchRow[]> {
   const server = adminUrl ? { adminUrl, stop: async () => {} } : await benchServer();
   const rows: BenchRow[] = [];
   try {
     for (const part of parts) {
       const bdb = await freshDatabase(server.adminUrl);
       const database = createDatabase(bdb.url, { max: 2 });
-      const web = await startWeb(bdb.url, { env: webEnv, port: PORT });
+      const web = await startWeb(bdb.url, { env: webEnv, port });
       try {
         // As a user meets a freshly loaded batch: statistics as the submission leaves them, with
         // no autovacuum analyzing the table behind the bench's back (issue 44: an export planned

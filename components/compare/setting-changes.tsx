@@ -20,7 +20,7 @@ export function SettingChanges({ differences }: { differences: CompareSummary["d
       </h2>
       {differences.length === 0 ? (
         <p className="text-sm text-zinc-600">
-          Nothing in the settings: the same template, model, sub-agent, output schema, checks and lane.
+          Nothing in the settings: the same template, model, sub-agent, output schema, checks, lane and examples.
         </p>
       ) : (
         <dl className="grid min-w-0 gap-2 rounded-lg border border-zinc-200 bg-white p-2 text-xs sm:p-3">

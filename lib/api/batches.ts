@@ -555,7 +555,7 @@ export const settlementsSeenSchema = z.object({ cleared: z.number() }).strict();
  * at ~4 characters a token ("approx"); output at `output_per_item`: a typical answer of the output
  * schema's shape (`from: "output_schema"`, capped by max_output_tokens), else the definition's
  * max_output_tokens, else 500 an item (`"default"`). `cached_input_tokens` (inside `input_tokens`): the shared prefix every item after the
- * first reads from the provider's cache. `provider_batch`: the same on the provider's batch lane
+ * first reads from the provider's cache (a submission's `examples` open it, so they count in it). `provider_batch`: the same on the provider's batch lane
  * (present for openai and anthropic entries). Judge checks add one call an item each, on the
  * judge's model at its price, live on either lane: counted in the totals, and `judges` says how
  * much of them they are (present only when the batch has judge checks).

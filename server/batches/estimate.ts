@@ -19,7 +19,9 @@ import { prepareSubmission, type SubmitBatchArgs } from "./submit";
  * nothing written), then its prompts are counted. The template's text before its first
  * placeholder (with the sub-agent's system prompt, which comes before it) is the shared prefix:
  * counted once, and read from the provider's cache by every item after the first where the
- * provider caches a prefix that long. A judge check adds one call an item on its own model, at
+ * provider caches a prefix that long. A batch's examples (examples.ts) open that prefix: counted
+ * once with it, except for the items that are examples themselves, whose prompts carry others and
+ * are counted whole. A judge check adds one call an item on its own model, at
  * that model's price, live on either lane.
  */
 

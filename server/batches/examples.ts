@@ -3,7 +3,7 @@ import type { ExamplesRequest } from "@/lib/api/golden-sets";
 import type { DbOrTx } from "@/server/db/client";
 import { goldenSetItems, goldenSets, goldenSetVersions } from "@/server/db/schema";
 import { AppError } from "@/server/errors";
-import { sharedPrefix } from "@/lib/batch-rules";
+import { ITEM_PROMPT_MAX_CHARS, sharedPrefix } from "@/lib/batch-rules";
 import { inVersion } from "./golden-sets";
 import { UUID } from "./owned";
 import { blockLines, quoteAsData } from "./quote-data";
@@ -52,13 +52,18 @@ export async function resolveExamples(db: DbOrTx, args: { userId: string; reques
     .where(and(eq(g.setId, set.id), inVersion(version)))
     .orderBy(sql`md5(${g.itemKey})`, asc(g.itemKey))
     .limit(request.count + 1);
-  return {
+  const snapshot = {
     golden_set: set.id,
     name: set.name,
     version,
     count: request.count,
     items: items.map((r) => ({ item_key: r.itemKey, input: r.input, fields: r.fields, expected: r.expected })),
   };
+  // Every prompt carries them: as text they may be as long as one item's prompt, no longer.
+  const chars = Math.max(...[null, ...snapshot.items.map((i) => i.item_key)].map((key) => examplesText(examplesFor(snapshot, key)).length));
+  if (chars > ITEM_PROMPT_MAX_CHARS)
+    throw refuse("count", `${request.count} examples of this set are ${chars} characters as text; at most ${ITEM_PROMPT_MAX_CHARS} (ask for fewer)`);
+  return snapshot;
 }
 
 /** The examples the item of this key sees: the first `count`, itself left out. */

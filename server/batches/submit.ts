@@ -293,8 +293,6 @@ export async function prepareSubmission(
     fields = inputFields(items);
   }
 
-  if (input.examples && input.lane === "provider_batch")
-    throw refusal({ field: "examples", message: 'the provider_batch lane does not take examples yet; run them on the "live" lane' });
   // Resolved once, here: the batch keeps these examples whatever the set holds later.
   const examples = input.examples ? await resolveExamples(db, { userId: args.userId, request: input.examples }) : null;
 

@@ -1,10 +1,12 @@
 import { type ChildProcess, spawn } from "node:child_process";
+import { createHash } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { sql } from "drizzle-orm";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import type { FlotillaConfigInput } from "@/lib/config";
 import { batchSubagent } from "@/server/agent/registry";
 import { cancelBatch, getBatch, pauseBatch, resumeBatch } from "@/server/batches/repository";
+import { createGoldenSet } from "@/server/batches/golden-sets";
 import { submitBatch } from "@/server/batches/submit";
 import { type AnthropicHandler, defaultAnthropicHandler, type FakeAnthropic, startFakeAnthropic } from "../helpers/fake-anthropic";
 import { type FakeOpenAI, startFakeOpenAI } from "../helpers/fake-openai";
@@ -228,6 +230,43 @@ describe("lane: provider_batch through real workers", () => {
         { type: "text", text: expect.stringMatching(/^Label this support ticket\. .*Ticket:/), cache_control: { type: "ephemeral" } },
         { type: "text", text: expect.stringMatching(/thing \d$/) },
       ]);
+  }, 150_000);
+
+  it("anthropic: a golden set's examples open every request inside the cached prefix; an item that is an example sees the next one", async () => {
+    controls(anthropicBatches, { finishAfterPolls: 0 });
+    const owner = await makeOwner(t.db);
+    const golden = Array.from({ length: 4 }, (_, i) => ({ item_key: `item-${i + 1}`, input: `golden ticket ${i + 1}`, expected: `label ${i + 1}` }));
+    const set = await createGoldenSet(t.db, { userId: owner.userId, name: "tickets", items: golden });
+    const before = anthropic.requests.length;
+    const prefix = `Label this support ticket. ${"Tickets about screens, keyboards or cables are hardware. ".repeat(90)}Ticket: `;
+    const batch = await submit(owner, { key: "examples", n: 4, over: { prompt_template: `${prefix}{{item}}`, examples: { golden_set: set.id, count: 2 } } });
+    spawnWorker();
+    expect(await until("the batch to finish", () => batchRow(owner, batch.id), terminal)).toMatchObject({ status: "completed", succeededCount: 4 });
+    const created = anthropic.requests.slice(before).filter((r) => r.path === "/v1/messages/batches");
+    const reqs = (created[0]!.body as { requests: { custom_id: string; params: { messages: { role: string; content: unknown }[] } }[] }).requests;
+    expect(reqs).toHaveLength(4);
+    const keyOf = new Map(
+      (await t.db.execute<{ id: string; item_key: string }>(sql`select id, item_key from subagent_batch_items where batch_id = ${batch.id}`)).map((r) => [r.id, r.item_key]),
+    );
+    // The set's keys in md5 order, computed here.
+    const md5 = (k: string) => createHash("md5").update(k).digest("hex");
+    const order = golden.map((g) => g.item_key).sort((a, b) => (md5(a) < md5(b) ? -1 : 1));
+    const line = (k: string) => JSON.stringify({ input: golden.find((g) => g.item_key === k)!.input, answer: golden.find((g) => g.item_key === k)!.expected });
+    for (const r of reqs) {
+      const key = keyOf.get(r.custom_id)!;
+      const blocks = r.params.messages[0]!.content as { type: string; text: string; cache_control?: unknown }[];
+      const seen = order.filter((k) => k !== key).slice(0, 2);
+      const text = blocks.map((b) => b.text).join("");
+      for (const k of seen) expect(text).toContain(line(k));
+      expect(text).not.toContain(line(key));
+      expect(text.endsWith(`Ticket: thing ${Number(key.slice(5)) - 1}`)).toBe(true);
+      if (order.slice(0, 2).includes(key)) continue;
+      // Not an example itself: the examples and the template's prefix are one marked block.
+      expect(blocks).toEqual([
+        { type: "text", text: expect.stringMatching(/^Worked examples: [\s\S]*END EXAMPLES\n\nLabel this support ticket\. .*Ticket: $/), cache_control: { type: "ephemeral" } },
+        { type: "text", text: expect.stringMatching(/^thing \d$/) },
+      ]);
+    }
   }, 150_000);
 
   it("openai: a JSONL file with purpose batch, then a batch on /v1/chat/completions; no live call, priced at the discount", async () => {

@@ -198,6 +198,10 @@ describe("examples in the prompt", () => {
 describe("refusals", () => {
   it("are 400s naming the field, and write nothing", async () => {
     const stranger_set = (await ok<GoldenSetCreated>("/api/golden-sets", { json: { name: "theirs", items: GOLDEN }, user: stranger }, 201)).id;
+    // Two answers of 60,000 characters each: more text than one item's prompt may be (100,000).
+    const long = (await ok<GoldenSetCreated>("/api/golden-sets", {
+      json: { name: "long", items: [1, 2].map((i) => ({ item_key: `long-${i}`, input: `${i}${"x".repeat(60_000)}`, expected: "y" })) },
+    }, 201)).id;
     const before = (await ok<{ batches: unknown[] }>(batches())).batches.length;
     const cases: Array<[unknown, RegExp]> = [
       [{ golden_set: "00000000-0000-4000-8000-000000000000", count: 2 }, /^examples\.golden_set: no golden set/],
@@ -210,6 +214,7 @@ describe("refusals", () => {
       [{ golden_set: setId, count: 2.5 }, /^examples\.count: must be a whole number/],
       [{ count: 2 }, /^examples\.golden_set: is required/],
       [{ golden_set: setId, count: 2, extra: 1 }, /^examples/],
+      [{ golden_set: long, count: 2 }, /^examples\.count: 2 examples of this set are \d+ characters as text; at most 100000/],
     ];
     for (const [examples, message] of cases) {
       for (const path of [batches(), `${batches()}/estimate`]) {
@@ -218,9 +223,6 @@ describe("refusals", () => {
         expect(messageOf(res.body)).toMatch(message);
       }
     }
-    const lane = await http(batches(), { json: submission("bad-lane", { lane: "provider_batch" }) });
-    expect(lane.status).toBe(400);
-    expect(messageOf(lane.body)).toMatch(/^examples: the provider_batch lane does not take examples yet/);
     expect((await ok<{ batches: unknown[] }>(batches())).batches.length).toBe(before);
   });
 });

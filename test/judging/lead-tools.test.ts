@@ -175,3 +175,63 @@ describe("batch_task with variant_of, and compare_batches", () => {
     expect(await batchCount()).toBe(before);
   }, 120_000);
 });
+
+describe("batch_task with examples", () => {
+  /** Runs one batch_task call through its estimate card and answers its tool result. */
+  async function approvedBatchTask(input: Record<string, unknown>): Promise<Record<string, unknown>> {
+    const calls = (await chat.toolParts(thread, "batch_task")).length;
+    await chat.say(thread, `[[tool:batch_task ${JSON.stringify(input)}]]`);
+    const [card] = await chat.waiting(thread);
+    expect(card).toMatchObject({ kind: "lead", tool: "batch_task" });
+    expect((await chat.decide(thread, card!.id, { decision: "approve" })).status).toBe(200);
+    const output = await waitUntil("the tool result", async () => {
+      const parts = await chat.toolParts(thread, "batch_task");
+      return parts.length > calls ? parts.at(-1)!.output : undefined;
+    });
+    await chat.idle(thread);
+    return output!;
+  }
+  const results = async (batchId: string) =>
+    (await t.sql<{ result: string }[]>`select result from subagent_batch_items where batch_id = ${batchId} order by position`).map((r) => r.result);
+
+  it("puts a golden set's items before each prompt; a variant drops them with null; a bad count is refused naming the field", async () => {
+    const created = await call("POST", "/api/golden-sets", {
+      token: alice.token,
+      json: {
+        name: "lead's set",
+        items: [
+          { item_key: "gA", input: "golden question A", expected: "golden answer A" },
+          { item_key: "gB", input: "golden question B", expected: "golden answer B" },
+        ],
+      },
+    });
+    expect(created.status).toBe(201);
+    const setId = ((await created.json()) as { id: string }).id;
+
+    // [[echo]] answers the whole message: the examples, then the filled template.
+    const first = await approvedBatchTask({
+      items: [{ item_key: "k1", first: "hello" }],
+      prompt_template: "[[echo]]{{first}}",
+      examples: { golden_set: setId, count: 2 },
+    });
+    expect(first).toMatchObject({ created: true, total: 1 });
+    const withExamples = first.batch_id as string;
+    await settled(withExamples);
+    const [answer] = await results(withExamples);
+    expect(answer).toContain('{"input":"golden question A","answer":"golden answer A"}');
+    expect(answer).toContain('{"input":"golden question B","answer":"golden answer B"}');
+    expect(answer!.trimEnd().endsWith("hello")).toBe(true);
+
+    const dropped = await approvedBatchTask({ variant_of: withExamples, examples: null });
+    expect(dropped).toMatchObject({ variant_of: withExamples, created: true });
+    await settled(dropped.batch_id as string);
+    expect(await results(dropped.batch_id as string)).toEqual(["hello"]);
+
+    const before = await batchCount();
+    expect(await toolResult("batch_task", { items: ["x"], prompt_template: "[[echo]]{{item}}", examples: { golden_set: setId, count: 3 } })).toEqual({
+      error: "examples.count: version 1 of this set holds 2 items; ask for at most 2",
+    });
+    expect(await chat.waiting(thread)).toEqual([]);
+    expect(await batchCount()).toBe(before);
+  }, 180_000);
+});

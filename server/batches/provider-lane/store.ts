@@ -40,6 +40,17 @@ export async function takeForProvider(db: DbOrTx, args: { owner: string; limit: 
   };
 }
 
+/**
+ * The item_keys of taken items (the take hands over none), by item id: what a batch with examples
+ * needs to leave an item's own answer out of its examples (server/batches/examples.ts).
+ */
+export async function takenItemKeys(db: DbOrTx, ids: readonly string[]): Promise<Map<string, string>> {
+  if (ids.length === 0) return new Map();
+  const rows = await driverOf(db)<{ id: string; item_key: string }[]>`
+    select id, item_key from subagent_batch_items where id = any(${`{${ids.join(",")}}`}::uuid[])`;
+  return new Map(rows.map((r) => [r.id, r.item_key]));
+}
+
 /** A provider batch this worker now holds under its lease. */
 export interface LeasedProviderBatch {
   id: string;

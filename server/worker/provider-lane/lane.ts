@@ -15,9 +15,11 @@ import {
   releaseItems,
   type Taken,
   takeForProvider,
+  takenItemKeys,
   updateProviderBatch,
 } from "@/server/batches/provider-lane/store";
 import { snapshotPrices } from "@/server/batches/budget";
+import { withExamples } from "@/server/batches/examples";
 import { type Settlement, settlementOf, type Usage } from "@/server/batches/settlement";
 import { type ExecutionSpec, parseExecutionSpec } from "@/server/batches/spec";
 import type { ClaimedItem } from "@/server/batches/types";
@@ -192,12 +194,15 @@ export class ProviderLane {
     // poller abandons the provider batch and its items go back to the queue).
     const renewEveryMs = (this.cfg.lease_seconds * 1000) / 3;
     let renewedAt = Date.now();
+    // Examples leave out the item itself, known by its key.
+    const keys = ctx.spec.examples ? await takenItemKeys(this.o.db, taken.items.map((i) => i.id)) : null;
     for (const item of taken.items) {
       if (Date.now() - renewedAt > renewEveryMs) {
         if (!(await this.update(taken.providerBatchId, {}))) return;
         renewedAt = Date.now();
       }
-      const request = { customId: item.id, body: await build(item.feedback ? withFeedback(item.prompt, item.feedback) : item.prompt) };
+      const prompt = item.feedback ? withFeedback(item.prompt, item.feedback) : item.prompt;
+      const request = { customId: item.id, body: await build(keys ? withExamples(ctx.spec, keys.get(item.id) ?? "", prompt) : prompt) };
       const size = ctx.api.size(request);
       if (requests.length >= ctx.api.maxRequests || bytes + size > ctx.api.maxBytes) overflow.push(item.id);
       else {
@@ -402,7 +407,7 @@ export class ProviderLane {
           kind: "failed",
           error: result.kind === "errored" ? `provider_batch_error: ${this.providerText(result.error)}` : "provider_batch_cancelled: the provider cancelled this request",
         };
-      const prompt = item.feedback ? withFeedback(item.prompt, item.feedback) : item.prompt;
+      const prompt = withExamples(spec, item.itemKey, item.feedback ? withFeedback(item.prompt, item.feedback) : item.prompt);
       const a = await read({ prompt, body: result.body, signal: this.controller.signal });
       const out: ItemRunResult = {
         status: a.status,

@@ -6,7 +6,7 @@ import type { PromptCache } from "@/server/agent/executor/prompt-cache";
 import { addStepUsage, NO_USAGE } from "@/server/agent/executor/usage";
 import { typedOutput } from "@/server/agent/structured-output";
 import type { SubagentUsage } from "@/lib/api/subagents";
-import { sharedPrefix } from "@/lib/batch-rules";
+import { batchSharedPrefix } from "@/server/batches/examples";
 import type { BatchProvider } from "@/server/batches/provider-lane/store";
 import { type ExecutionSpec, snapshotDefinition } from "@/server/batches/spec";
 import type { CatalogEntry } from "@/server/models/catalog";
@@ -61,11 +61,11 @@ const json = (body: unknown) => new Response(JSON.stringify(body), { status: 200
 
 /**
  * The prompt cache as a live item of the batch uses it (server/worker/execute.ts): the shared
- * prefix marked for Anthropic, which also caches within a Message Batch, and OpenAI's
+ * prefix (the examples and the template's text before its first placeholder) marked for Anthropic, which also caches within a Message Batch, and OpenAI's
  * `prompt_cache_key`.
  */
 export function lanePromptCache(entry: CatalogEntry, spec: ExecutionSpec, batchId: string): PromptCache {
-  return { provider: entry.provider, modelId: entry.model, key: `flotilla:${batchId}`, sharedPrefix: sharedPrefix(spec.prompt_template) };
+  return { provider: entry.provider, modelId: entry.model, key: `flotilla:${batchId}`, sharedPrefix: batchSharedPrefix(spec) };
 }
 
 /** The model call of an item as the live executor makes it (no tools: the lane allows none). */
