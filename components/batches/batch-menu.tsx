@@ -7,6 +7,7 @@ import type { BatchProjection } from "@/lib/api/batches";
 import { formatCount, formatTime } from "@/lib/format";
 import { buttonClasses } from "@/components/ui/button";
 import { Spinner } from "@/components/ui/spinner";
+import { SaveGoldenSetDialog } from "@/components/golden-sets/save-dialog";
 import { comparePagePath, fetchVariantDraft } from "./api";
 import { NewBatchDialog } from "./new-batch/dialog";
 import type { VariantOf } from "./new-batch/variant";
@@ -46,7 +47,8 @@ export function compareCandidates(batch: BatchProjection, batches: readonly Batc
 /**
  * A batch's menu of what to do with it as a whole: "Run a variant…" (the New batch dialog,
  * prefilled from GET .../variant, over the same items) and "Compare with…" (the thread's other
- * batches, each a link to the comparison page).
+ * batches, each a link to the comparison page) and "Save reviewed as golden set…" (its accepted
+ * and corrected items as a golden set, or a new version of one).
  */
 export function BatchMenu({ threadId, batch, workerAlive }: { threadId: string; batch: BatchProjection; workerAlive: boolean }) {
   const listId = useId();
@@ -54,12 +56,14 @@ export function BatchMenu({ threadId, batch, workerAlive }: { threadId: string; 
   const { focusBatch } = useBatchPanelRequests(threadId);
   const [variantOf, setVariantOf] = useState<VariantOf | null>(null);
   const [comparing, setComparing] = useState(false);
+  const [saving, setSaving] = useState(false);
   const draft = useMutation({
     mutationFn: () => fetchVariantDraft(threadId, batch.id),
     onSuccess: (d) => setVariantOf({ batch, draft: d }),
   });
   const candidates = compareCandidates(batch, batches);
   const noOther = candidates.length === 0;
+  const decided = batch.reviews.accepted + batch.reviews.rejected;
 
   return (
     <div data-testid="batch-menu" className="flex min-w-0 flex-col gap-2">
@@ -86,6 +90,11 @@ export function BatchMenu({ threadId, batch, workerAlive }: { threadId: string; 
             className={buttonClasses("secondary", "sm")}
           >
             Compare with…
+          </button>
+        </span>
+        <span title={decided === 0 ? "No item of this batch has been reviewed yet" : undefined}>
+          <button type="button" disabled={decided === 0} onClick={() => setSaving(true)} className={buttonClasses("secondary", "sm")}>
+            Save reviewed as golden set…
           </button>
         </span>
       </fieldset>
@@ -118,6 +127,9 @@ export function BatchMenu({ threadId, batch, workerAlive }: { threadId: string; 
         </ul>
       </div>
 
+      {saving ? (
+        <SaveGoldenSetDialog batches={[{ id: batch.id, title: batch.title }]} initialBatchId={batch.id} onClose={() => setSaving(false)} />
+      ) : null}
       {variantOf ? (
         <NewBatchDialog
           threadId={threadId}

@@ -87,6 +87,7 @@ function AccountFooter({ email, pathname }: { email: string; pathname: string })
       {/* Wraps rather than squeezing: with a pending count, "Sign out" no longer fits beside the links on one line. */}
       <div className="flex flex-wrap items-center gap-x-2.5 gap-y-1">
         <ReviewLink current={pathname === "/review"} />
+        {link("/golden-sets", "Golden sets")}
         {link("/workers", "Workers")}
         {link("/settings", "Settings")}
         <Button variant="ghost" size="sm" className="ml-auto" onClick={() => signOut({ callbackUrl: "/signin" })}>

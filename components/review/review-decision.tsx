@@ -92,6 +92,8 @@ export function ReviewDecision({
 
   useEffect(() => {
     function onKey(e: KeyboardEvent) {
+      // A dialog over the queue (Save reviewed as golden set…) has the keys to itself.
+      if (e.target instanceof Element && e.target.closest("dialog")) return;
       // Ctrl/Cmd+Enter accepts from anywhere, the editor included (with its correction).
       if (e.key === "Enter" && (e.ctrlKey || e.metaKey) && !e.altKey) {
         e.preventDefault();

@@ -8,6 +8,7 @@ import { Button } from "@/components/ui/button";
 import { fetchReviewPage, PENDING_REVIEWS_KEY } from "./api";
 import { ReviewDecision } from "./review-decision";
 import { ReviewItem } from "./review-item";
+import { SaveReviewedButton } from "./save-reviewed";
 
 interface Loaded {
   entries: ReviewEntry[];
@@ -26,6 +27,8 @@ export function ReviewQueue() {
   const [queue, setQueue] = useState<Loaded | null>(null);
   const [index, setIndex] = useState(0);
   const [notice, setNotice] = useState<string | null>(null);
+  // The batches decided on this page, the latest first (what "Save reviewed as golden set…" offers first).
+  const [decidedHere, setDecidedHere] = useState<{ id: string; title: string }[]>([]);
   const [loadError, setLoadError] = useState<string | null>(null);
   const loading = useRef(false);
 
@@ -71,6 +74,7 @@ export function ReviewQueue() {
     (entry: ReviewEntry, message: string) => {
       setQueue((q) => q && { ...q, entries: q.entries.filter((e) => e.item_id !== entry.item_id), pending: Math.max(0, q.pending - 1) });
       setNotice(message);
+      setDecidedHere((d) => [{ id: entry.batch_id, title: entry.batch_title }, ...d.filter((b) => b.id !== entry.batch_id)]);
       void qc.invalidateQueries({ queryKey: PENDING_REVIEWS_KEY });
     },
     [qc],
@@ -91,10 +95,13 @@ export function ReviewQueue() {
   const entry = queue.entries[Math.min(index, count - 1)];
   return (
     <div className="space-y-4">
-      <p className="text-sm text-zinc-600" data-testid="review-position">
-        {queue.pending} waiting for review
-        {entry ? ` · item ${Math.min(index, count - 1) + 1} of ${count}${cursor ? "+" : ""} loaded` : ""}
-      </p>
+      <div className="flex flex-wrap items-center justify-between gap-2">
+        <p className="text-sm text-zinc-600" data-testid="review-position">
+          {queue.pending} waiting for review
+          {entry ? ` · item ${Math.min(index, count - 1) + 1} of ${count}${cursor ? "+" : ""} loaded` : ""}
+        </p>
+        <SaveReviewedButton current={entry ? { id: entry.batch_id, title: entry.batch_title } : null} seen={decidedHere} />
+      </div>
       {notice ? (
         <p role="status" data-testid="review-notice" className="rounded-lg border border-sky-200 bg-sky-50 px-3 py-2 text-sm text-sky-900 wrap-anywhere">
           {notice}

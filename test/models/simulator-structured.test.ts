@@ -5,7 +5,7 @@ import { JUDGE_OUTPUT_NAME } from "@/lib/api/batch-data";
 import { repairOptions } from "@/lib/api/model-facts";
 import { createSimulatorModel, resetSimulatorOnceState } from "@/server/models/simulator";
 import { parseJsonDirective, stripDirectives } from "@/server/models/simulator/directives";
-import { schemaValue } from "@/server/models/simulator/structured";
+import { jsonAnswer, schemaValue } from "@/server/models/simulator/structured";
 import { compileOutputSchema, schemaErrors } from "@/server/runtime/output-schema";
 
 const sim = createSimulatorModel({ latencyMs: 0 });
@@ -187,5 +187,30 @@ describe("simulator: JSON response formats", () => {
     expect(text).toMatch(/^Simulated answer to "Hello there"\./);
     expect(stripDirectives('a [[json-once:{"x":"]]"}]] b')).toBe("a   b");
     expect(parseJsonDirective('[[json: {"x": "]]"} ]]')?.value).toBe('{"x": "]]"}');
+  });
+});
+
+describe("worked examples: the simulator answers an enum field as the most similar example did", () => {
+  const SCHEMA = { type: "object", properties: { label: { enum: ["spam", "ham"] }, reason: { type: "string" } }, required: ["label", "reason"] };
+  const block = (examples: { input: unknown; answer: unknown }[]) =>
+    ["Worked examples: …", "BEGIN EXAMPLES", ...examples.map((e) => JSON.stringify(e)), "END EXAMPLES", "", ""].join("\n");
+  const EXAMPLES = [
+    { input: { text: "WIN a free cruise now" }, answer: { label: "spam", reason: "a prize" } },
+    { input: { text: "Minutes of the budget meeting" }, answer: { label: "ham", reason: "work" } },
+  ];
+  const answer = (prompt: string) => JSON.parse(jsonAnswer(prompt, { type: "json", schema: SCHEMA }, "", new Set())) as { label: string; reason: string };
+
+  it("takes the label of the example sharing the most words with the item", () => {
+    expect(answer(`${block(EXAMPLES)}Is this spam? Agenda for the budget meeting`).label).toBe("ham");
+    expect(answer(`${block(EXAMPLES)}Is this spam? A free cruise for you`).label).toBe("spam");
+    // Only the enum field: the reason is the simulator's own, drawn from the prompt.
+    expect(answer(`${block(EXAMPLES)}Is this spam? Agenda for the budget meeting`).reason).not.toBe("work");
+  });
+  it("answers as without examples when none shares a word, without a block, or when the example's value is outside the enum", () => {
+    expect(answer(`${block(EXAMPLES)}Is this spam? Lunch?`).label).toBe("spam");
+    expect(answer("Is this spam? Agenda for the budget meeting").label).toBe("spam");
+    expect(answer(`${block([{ input: "the budget meeting", answer: { label: "maybe" } }])}Is this spam? the budget meeting`).label).toBe("spam");
+    // A line that is not JSON is skipped.
+    expect(answer(`${block(EXAMPLES).replace("BEGIN EXAMPLES\n", "BEGIN EXAMPLES\nnot json\n")}the budget meeting`).label).toBe("ham");
   });
 });

@@ -31,6 +31,7 @@ const unchanged = (): VariantValues => ({
   maxRunningItems: DRAFT.max_running_items,
   items: "all",
   review: { when: "failed" },
+  examples: null,
 });
 
 describe("variantChanges: only what the person changed", () => {
@@ -56,6 +57,13 @@ describe("variantChanges: only what the person changed", () => {
     expect(variantChanges(DRAFT, { ...unchanged(), checks: undefined })).toEqual({ checks: [] });
     const schema = { type: "object" as const, properties: { label: { type: "string" as const, enum: ["a", "b"] } } };
     expect(variantChanges(DRAFT, { ...unchanged(), outputSchema: schema })).toEqual({ output_schema: schema });
+  });
+  it("examples added, changed or dropped are sent; the original's as they were are not", () => {
+    const examples = { golden_set: "9d7c1c52-0000-4000-8000-000000000001", version: 2, count: 5 };
+    expect(variantChanges(DRAFT, { ...unchanged(), examples })).toEqual({ examples });
+    expect(variantChanges({ ...DRAFT, examples }, { ...unchanged(), examples })).toEqual({});
+    expect(variantChanges({ ...DRAFT, examples }, { ...unchanged(), examples: { ...examples, count: 3 } })).toEqual({ examples: { ...examples, count: 3 } });
+    expect(variantChanges({ ...DRAFT, examples }, { ...unchanged(), examples: null })).toEqual({ examples: null });
   });
   it("an emptied template is a problem of the draft; an emptied schema asks for none", () => {
     expect(variantProblems(DRAFT, { template: " " })).toEqual({ template: "Prompt template: must not be empty." });

@@ -15,7 +15,18 @@ import { ErrorText } from "../ui";
 import { buttonClasses } from "@/components/ui/button";
 import { Spinner } from "@/components/ui/spinner";
 import { detectFormat, draftPrompt, type ItemsFormat, parseItemsInput } from "./items-input";
-import { ItemsInput, type ItemsFile, ItemsSourceSwitch } from "./items-source";
+import { ItemsInput, type ItemsFile, type ItemsSource, ItemsSourceSwitch } from "./items-source";
+import {
+  chosenSet,
+  type ExamplesDraft,
+  ExamplesField,
+  examplesDraftOf,
+  examplesOf,
+  type GoldenChoice,
+  GoldenSetItems,
+  goldenSetRef,
+  useGoldenSets,
+} from "./golden-source";
 import { LimitsSection, type LimitsDraft } from "./limits";
 import { type ReviewDraft, ReviewPolicyField, reviewDraftOf, reviewPolicyOf } from "./review-policy";
 import { DraftSummary } from "./preview";
@@ -79,8 +90,13 @@ export function NewBatchDialog({
     maxTokens: "",
     maxCost: "",
   });
-  // "From files": a glob over the thread's workspace instead of typed items.
-  const [fromFiles, setFromFiles] = useState(false);
+  // "From files": a glob over the thread's workspace instead of typed items; "Golden set": a set's items.
+  const [itemsSource, setItemsSource] = useState<ItemsSource>("list");
+  const fromFiles = itemsSource === "files";
+  const fromGolden = itemsSource === "golden";
+  const [golden, setGolden] = useState<GoldenChoice>({ setId: "", version: null });
+  // Examples: a golden set's answers before each item's prompt (a variant's start as its original's).
+  const [examplesDraft, setExamplesDraft] = useState<ExamplesDraft>(() => examplesDraftOf(draft?.examples));
   const [glob, setGlob] = useState("**");
   const [selection, setSelection] = useState<FilesSelection | null>(null);
   // "Output and checks": JSON text, read on every edit.
@@ -125,6 +141,11 @@ export function NewBatchDialog({
   const review = reviewPolicyOf(reviewDraft);
   const reviewError = "error" in review ? review.error : null;
   const reviewBody = "value" in review && review.value ? { review: review.value } : {};
+  const goldenSets = useGoldenSets();
+  const goldenSet = chosenSet(goldenSets.data, golden.setId);
+  const examples = examplesOf(examplesDraft, goldenSets.data);
+  const examplesError = "error" in examples ? examples.error : null;
+  const examplesBody = "value" in examples && examples.value ? { examples: examples.value } : {};
   // Well-formed JSON is then compiled as the server would (Ajv, RE2), in a chunk loaded on demand.
   const compiled = useTypedCompile(outputSchema.value, checks.value);
   // A variant's own problems, then what the server refused (shown under the field it names).
@@ -171,6 +192,8 @@ export function NewBatchDialog({
     ? (variantProblem?.template ?? null)
     : fromFiles
     ? (selection?.problem ?? budget.error ?? null)
+    : fromGolden
+    ? (budget.error ?? null)
     : (parsed.error ??
       (parsed.items.length > 0
         ? (built?.error ?? (built?.body && limits ? submissionRefusal(built.body, submissionLimits(limits)) : null) ?? budget.error)
@@ -183,7 +206,7 @@ export function NewBatchDialog({
   useEffect(() => {
     keyRef.current = null;
     reset();
-  }, [chosenSubagent, model, variantItems, template, source, effective, limitsDraft, fromFiles, glob, schemaText, checksText, cost, reviewDraft]);
+  }, [chosenSubagent, model, variantItems, template, source, effective, limitsDraft, itemsSource, glob, schemaText, checksText, cost, reviewDraft, golden, examplesDraft]);
 
   useEffect(() => {
     const d = ref.current;
@@ -192,7 +215,12 @@ export function NewBatchDialog({
   }, []);
 
   // The submission the draft makes (its key aside), or null while the draft has a problem of its own.
-  const complete = (variantOf ? true : fromFiles ? !!selection && selection.count > 0 : !!built?.body) && !problem && !typedError && !reviewError;
+  const complete =
+    (variantOf ? true : fromFiles ? !!selection && selection.count > 0 : fromGolden ? !!goldenSet : !!built?.body) &&
+    !problem &&
+    !typedError &&
+    !reviewError &&
+    !examplesError;
   const variantBody: VariantRequest | null =
     draft && complete
       ? {
@@ -206,6 +234,7 @@ export function NewBatchDialog({
             maxRunningItems,
             items: variantItems,
             review: "value" in review ? review.value : null,
+            examples: "value" in examples ? examples.value : null,
           }),
         }
       : null;
@@ -223,10 +252,26 @@ export function NewBatchDialog({
           ...(outputSchema.value !== undefined ? { output_schema: outputSchema.value } : {}),
           ...(checks.value?.length ? { checks: checks.value } : {}),
           ...reviewBody,
+          ...examplesBody,
           ...budget.body,
         }
+      : fromGolden && goldenSet
+        ? {
+            submission_key: "",
+            subagent: chosenSubagent || undefined,
+            golden_set: goldenSetRef(goldenSet, golden.version),
+            prompt_template: template,
+            ...(model ? { model } : {}),
+            max_live_items: maxLiveItems,
+            max_running_items: maxRunningItems,
+            ...(outputSchema.value !== undefined ? { output_schema: outputSchema.value } : {}),
+            ...(checks.value?.length ? { checks: checks.value } : {}),
+            ...reviewBody,
+            ...examplesBody,
+            ...budget.body,
+          }
       : built?.body
-        ? { ...built.body, ...budget.body, ...reviewBody, ...(model ? { model } : {}) }
+        ? { ...built.body, ...budget.body, ...reviewBody, ...examplesBody, ...(model ? { model } : {}) }
         : null;
   // The estimate is of the whole batch on the chosen lane (a pilot runs the first items of the same).
   // (A variant has no estimate of its own: the dialog says what its original cost.)
@@ -275,9 +320,10 @@ export function NewBatchDialog({
           <VariantItems variantOf={variantOf} value={variantItems} onChange={setVariantItems} error={refusedAt("items")} />
         ) : (
           <ItemsSourceSwitch
-            fromFiles={fromFiles}
-            onChange={(files) => {
-              setFromFiles(files);
+            source={itemsSource}
+            onChange={(next) => {
+              setItemsSource(next);
+              const files = next === "files";
               // Swap the untouched default template for the other mode's placeholder.
               if (template === (files ? ITEM_PLACEHOLDER : FILE_PLACEHOLDER)) setTemplate(files ? FILE_PLACEHOLDER : ITEM_PLACEHOLDER);
             }}
@@ -307,8 +353,9 @@ export function NewBatchDialog({
         {fromFiles && !variantOf ? (
           <FilesBatchSource threadId={threadId} glob={glob} template={template} onGlobChange={setGlob} onSelection={setSelection} />
         ) : null}
+        {fromGolden && !variantOf ? <GoldenSetItems value={golden} onChange={setGolden} /> : null}
         <ItemsInput
-          hidden={fromFiles || !!variantOf}
+          hidden={fromFiles || fromGolden || !!variantOf}
           text={text}
           onText={setText}
           file={file}
@@ -324,9 +371,10 @@ export function NewBatchDialog({
           onChecks={setChecksText}
           schemaError={schemaError}
           checksError={checksError}
-          expectedColumn={!fromFiles && parsed.expected}
+          expectedColumn={fromGolden || (!fromFiles && parsed.expected)}
           open={!!variantOf && (schemaText !== "" || checksText !== "")}
         />
+        <ExamplesField draft={examplesDraft} onChange={setExamplesDraft} error={examplesError ?? refusedAt("examples")} />
         <ReviewPolicyField draft={reviewDraft} onChange={setReviewDraft} error={reviewError ?? refusedAt("review")} />
         <LimitsSection
           limits={limits}
@@ -335,7 +383,7 @@ export function NewBatchDialog({
           onChange={(next) => setLimitsDraft((d) => ({ ...d, ...next }))}
           runningOnly={!!variantOf}
         />
-        {fromFiles || variantOf ? null : (
+        {fromFiles || fromGolden || variantOf ? null : (
           <DraftSummary
             countId={ids.count}
             parsed={parsed}

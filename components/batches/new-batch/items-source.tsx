@@ -13,21 +13,24 @@ export interface ItemsFile {
   text: string;
 }
 
-/** Items typed or uploaded here, or the thread's workspace files. */
-export function ItemsSourceSwitch({ fromFiles, onChange }: { fromFiles: boolean; onChange: (fromFiles: boolean) => void }) {
-  const option = (files: boolean, label: string) => (
+/** Where a new batch's items come from: typed or uploaded here, the thread's workspace files, or a golden set. */
+export type ItemsSource = "list" | "files" | "golden";
+
+export function ItemsSourceSwitch({ source, onChange }: { source: ItemsSource; onChange: (source: ItemsSource) => void }) {
+  const option = (value: ItemsSource, label: string) => (
     <label
-      className={`flex cursor-pointer items-center gap-1.5 rounded px-2 py-1 text-xs font-medium has-[:focus-visible]:outline-2 has-[:focus-visible]:outline-sky-600 ${fromFiles === files ? "bg-white text-zinc-900 shadow-xs" : "text-zinc-600"}`}
+      className={`flex cursor-pointer items-center gap-1.5 rounded px-2 py-1 text-xs font-medium has-[:focus-visible]:outline-2 has-[:focus-visible]:outline-sky-600 ${source === value ? "bg-white text-zinc-900 shadow-xs" : "text-zinc-600"}`}
     >
-      <input type="radio" name="items-source" className="sr-only" checked={fromFiles === files} onChange={() => onChange(files)} />
+      <input type="radio" name="items-source" className="sr-only" checked={source === value} onChange={() => onChange(value)} />
       {label}
     </label>
   );
   return (
     <fieldset className="flex w-fit gap-1 rounded-md bg-zinc-100 p-1">
       <legend className="sr-only">Source of items</legend>
-      {option(false, "Item list")}
-      {option(true, "From files")}
+      {option("list", "Item list")}
+      {option("files", "From files")}
+      {option("golden", "Golden set")}
     </fieldset>
   );
 }

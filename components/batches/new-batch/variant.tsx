@@ -5,6 +5,7 @@ import { useId } from "react";
 import type { Check, OutputSchema, Verdict } from "@/lib/api/batch-data";
 import type { BatchProjection, ItemStatus, ReviewPolicy } from "@/lib/api/batches";
 import { ApiError } from "@/lib/api/client";
+import type { ExamplesRequest } from "@/lib/api/golden-sets";
 import type { VariantDraft, VariantRequest } from "@/lib/api/variants";
 import { titleFrom } from "@/lib/batch-title";
 import { formatCount, formatUsd } from "@/lib/format";
@@ -45,6 +46,8 @@ export interface VariantValues {
   items: VariantItemsChoice;
   /** null: none (the variant drops the original's policy). */
   review: ReviewPolicy | null;
+  /** null: none (the variant drops the original's examples). */
+  examples: ExamplesRequest | null;
 }
 
 const same = (x: unknown, y: unknown) => JSON.stringify(x ?? null) === JSON.stringify(y ?? null);
@@ -64,6 +67,7 @@ export function variantChanges(draft: VariantDraft, v: VariantValues): Omit<Vari
   if (!same(v.checks ?? [], draft.checks)) out.checks = v.checks ?? [];
   if (v.maxRunningItems !== undefined && v.maxRunningItems !== draft.max_running_items) out.max_running_items = v.maxRunningItems;
   if (!same(v.review, draft.review)) out.review = v.review;
+  if (!same(v.examples, draft.examples)) out.examples = v.examples;
   if (v.items !== "all") out.only = ONLY[v.items];
   return out;
 }
@@ -76,7 +80,7 @@ export function variantProblems(draft: VariantDraft, v: Pick<VariantValues, "tem
 }
 
 /** The dialog's fields a server refusal can name; anything else shows above Start. */
-export type VariantField = "template" | "schema" | "checks" | "model" | "subagent" | "items" | "pilot" | "review" | "other";
+export type VariantField = "template" | "schema" | "checks" | "model" | "subagent" | "items" | "pilot" | "review" | "examples" | "other";
 
 /** Where a 400 belongs: its locator ("checks.1.pattern: …") names the field, in the dialog's words. */
 export function serverFieldError(err: unknown): { field: VariantField; message: string } | null {
@@ -101,7 +105,9 @@ export function serverFieldError(err: unknown): { field: VariantField; message: 
                   ? "pilot"
                   : locator === "review"
                     ? "review"
-                    : "other";
+                    : locator === "examples"
+                      ? "examples"
+                      : "other";
   return { field, message: field === "schema" || field === "checks" ? relabelServerMessage(message) : message };
 }
 

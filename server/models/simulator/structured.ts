@@ -10,7 +10,9 @@ import { judgeFailReason, parseJsonDirective, stripDirectives } from "./directiv
  * - [[json:VALUE]] answers VALUE verbatim (valid or not, on purpose); [[json-once:VALUE]] only the
  *   first time this exact prompt is answered in this process (later answers and the repair turn
  *   are ordinary);
- * - with a schema: a deterministic value valid against it (schemaValue);
+ * - with a schema: a deterministic value valid against it (schemaValue); with worked examples in
+ *   the prompt (a batch's `examples`), each top-level enum property takes the value of the
+ *   example whose input shares the most words with the item (a model that learns from them);
  * - without one: `{"answer": "<the usual answer>"}`.
  */
 
@@ -41,7 +43,7 @@ export function jsonAnswer(promptText: string, format: JsonFormat, usual: string
     if (directive.once) onceUsed.add(promptText);
     return directive.value;
   }
-  if (format.schema !== undefined) return JSON.stringify(schemaValue(format.schema, promptText));
+  if (format.schema !== undefined) return JSON.stringify(withExampleLabels(schemaValue(format.schema, promptText), format.schema, promptText));
   return JSON.stringify({ answer: usual });
 }
 
@@ -233,4 +235,60 @@ function value(schema: unknown, ctx: Ctx, depth: number, variant: number): unkno
 export function schemaValue(schema: unknown, promptText: string): unknown {
   const text = stripDirectives(promptText).replace(/\s+/g, " ").trim();
   return value(schema, { root: isSchema(schema) ? schema : {}, text }, 0, 0);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Worked examples
+
+/** The delimiter lines of a batch's examples block (server/batches/examples.ts, quote-data.ts). */
+const EXAMPLES_BEGIN = "BEGIN EXAMPLES";
+const EXAMPLES_END = "END EXAMPLES";
+
+/** Words of three letters or more, lower case: what "similar" means to the simulator. */
+function words(text: string): Set<string> {
+  return new Set(text.toLowerCase().match(/[\p{L}\p{N}]{3,}/gu) ?? []);
+}
+
+const inputText = (input: unknown): string =>
+  typeof input === "string" ? input : isSchema(input) ? Object.values(input).map((v) => (typeof v === "string" ? v : JSON.stringify(v))).join(" ") : "";
+
+/**
+ * The answer of the worked example (a batch's `examples`: one `{"input", "answer"}` line each
+ * between BEGIN EXAMPLES and END EXAMPLES) whose input shares the most words with the prompt
+ * after the block; undefined without examples or when none shares a word.
+ */
+export function nearestExampleAnswer(promptText: string): unknown {
+  const lines = promptText.split("\n");
+  const begin = lines.indexOf(EXAMPLES_BEGIN);
+  const end = begin < 0 ? -1 : lines.indexOf(EXAMPLES_END, begin + 1);
+  if (end < 0) return undefined;
+  const item = words(lines.slice(end + 1).join(" "));
+  let best: { score: number; answer: unknown } | undefined;
+  for (const line of lines.slice(begin + 1, end)) {
+    let example: unknown;
+    try {
+      example = JSON.parse(line);
+    } catch {
+      continue;
+    }
+    if (!isSchema(example)) continue;
+    let score = 0;
+    for (const w of words(inputText(example.input))) if (item.has(w)) score++;
+    if (score > 0 && (!best || score > best.score)) best = { score, answer: example.answer };
+  }
+  return best?.answer;
+}
+
+/**
+ * A schema value as a model that learns from its examples would give it: each top-level property
+ * with an `enum` takes the nearest example's value for it (when that value is one of the enum's).
+ */
+function withExampleLabels(value: unknown, schema: unknown, promptText: string): unknown {
+  if (!isSchema(value) || !isSchema(schema) || !isSchema(schema.properties)) return value;
+  const answer = nearestExampleAnswer(promptText);
+  if (!isSchema(answer)) return value;
+  const out: Record<string, unknown> = { ...value };
+  for (const [key, sub] of Object.entries(schema.properties))
+    if (isSchema(sub) && Array.isArray(sub.enum) && key in answer && sub.enum.some((e) => JSON.stringify(e) === JSON.stringify(answer[key]))) out[key] = answer[key];
+  return out;
 }
