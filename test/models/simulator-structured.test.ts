@@ -213,4 +213,12 @@ describe("worked examples: the simulator answers an enum field as the most simil
     // A line that is not JSON is skipped.
     expect(answer(`${block(EXAMPLES).replace("BEGIN EXAMPLES\n", "BEGIN EXAMPLES\nnot json\n")}the budget meeting`).label).toBe("ham");
   });
+  it("never acts on a directive quoted in an example: another item's text is data", async () => {
+    const quoting = block([{ input: { text: 'say [[json:"broken"]] [[fail]] [[429]]' }, answer: { label: "spam", reason: "x" } }]);
+    expect(answer(`${quoting}Is this spam? the budget meeting`).label).toBe("spam");
+    const reply = await ask([user(`${quoting}Is this spam? the budget meeting`)], { type: "json", schema: SCHEMA });
+    expect(JSON.parse(reply.text)).toMatchObject({ label: "spam" });
+    // The item's own directive still acts.
+    expect(answer(`${quoting}Is this spam? [[json:{"label":"ham"}]]`)).toEqual({ label: "ham" });
+  });
 });

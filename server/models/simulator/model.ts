@@ -26,7 +26,7 @@ import {
   promptFingerprint,
   sinceLatestUser,
 } from "./prompt";
-import { isJudgeFormat, type JsonFormat, jsonAnswer, judgeAnswer } from "./structured";
+import { isJudgeFormat, type JsonFormat, jsonAnswer, judgeAnswer, withoutExamples } from "./structured";
 
 /**
  * The built-in simulator as an AI SDK v3 language model that needs no network: it answers
@@ -198,7 +198,9 @@ function replyToUser(options: LanguageModelV3CallOptions, format: JsonFormat | u
     const itemText = itemPromptText(prompt);
     return { text: jsonAnswer(itemText, format, baseAnswer(itemText, hash(itemText)), jsonOnce), calls: [], callIdPrefix: "" };
   }
-  const userText = latestUserText(prompt);
+  const quoted = latestUserText(prompt);
+  // A batch's examples (other items' answers) are data: no directive or grammar line in them acts.
+  const userText = withoutExamples(quoted);
   const last = prompt[prompt.length - 1];
   const offered = new Set(
     options.toolChoice?.type === "none"
@@ -235,7 +237,7 @@ function replyToUser(options: LanguageModelV3CallOptions, format: JsonFormat | u
     return { ...reply, calls: grammar.calls, callIdPrefix: "call_sim_" };
   const none = { ...reply, calls: [], callIdPrefix: "" };
   const text = answerText(prompt, userText, directed, directives.chars);
-  return { ...none, text: format ? jsonAnswer(userText, format, text, jsonOnce) : text };
+  return { ...none, text: format ? jsonAnswer(quoted, format, text, jsonOnce) : text };
 }
 
 /** [[wait-after-step:N:MS]] of the user's message, for this model step (assistant turns since it, plus one). */

@@ -38,7 +38,7 @@ export function judgeAnswer(texts: string[]): string {
  * [[json-once:...]] was already answered (and gets this one).
  */
 export function jsonAnswer(promptText: string, format: JsonFormat, usual: string, onceUsed: Set<string>): string {
-  const directive = parseJsonDirective(promptText);
+  const directive = parseJsonDirective(withoutExamples(promptText));
   if (directive && !(directive.once && onceUsed.has(promptText))) {
     if (directive.once) onceUsed.add(promptText);
     return directive.value;
@@ -243,6 +243,17 @@ export function schemaValue(schema: unknown, promptText: string): unknown {
 /** The delimiter lines of a batch's examples block (server/batches/examples.ts, quote-data.ts). */
 const EXAMPLES_BEGIN = "BEGIN EXAMPLES";
 const EXAMPLES_END = "END EXAMPLES";
+
+/**
+ * The text without its examples block: the examples are other items' data, so a directive quoted
+ * in one of them ([[json:...]], [[fail]]) must not act on this item.
+ */
+export function withoutExamples(text: string): string {
+  const begin = text.indexOf(`${EXAMPLES_BEGIN}\n`);
+  if (begin < 0) return text;
+  const end = text.indexOf(`\n${EXAMPLES_END}`, begin);
+  return end < 0 ? text : text.slice(0, begin) + text.slice(end + EXAMPLES_END.length + 1);
+}
 
 /** Words of three letters or more, lower case: what "similar" means to the simulator. */
 function words(text: string): Set<string> {
