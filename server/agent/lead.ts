@@ -71,6 +71,8 @@ export interface LeadResponseOptions {
   messages: ChatMessage[];
   /** An extra abort source; Stop always works through the run registry. Never the HTTP request: responses outlive it. */
   signal?: AbortSignal;
+  /** The batch tools' facts, read beside the turn's own writes (LeadToolContext.batchFacts). */
+  batchFacts?: LeadToolContext["batchFacts"];
 }
 
 export interface LeadRunHandle {
@@ -181,6 +183,7 @@ class LeadResponse {
       abortSignal: this.controller.signal,
       writer: writer as UIMessageStreamWriter,
       approvalDetails: this.approvalDetails,
+      batchFacts: this.options.batchFacts,
     };
     const tools: ToolSet = await buildLeadTools(ctx);
     const modelMessages = await convertToModelMessages(messages, { tools, ignoreIncompleteToolCalls: true });

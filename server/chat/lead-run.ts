@@ -4,7 +4,8 @@ import { and, desc, eq, sql } from "drizzle-orm";
 import { type BusyPolicy, THREAD_BUSY_MESSAGE } from "@/lib/api/chat";
 import type { FlotillaConfig } from "@/lib/config";
 import { denyLeadApprovals } from "@/server/agent/chat-approvals";
-import { startLeadResponse } from "@/server/agent/lead";
+import { type LeadResponseOptions, startLeadResponse } from "@/server/agent/lead";
+import { batchToolFacts } from "@/server/agent/tools/batch";
 import { stopRunTree } from "@/server/agent/runs";
 import type { Db, DbOrTx } from "@/server/db/client";
 import { chatStreams, threads, toolApprovals } from "@/server/db/schema";
@@ -20,6 +21,7 @@ import {
   insertMessage,
   loadMessages,
   lockThreadQueue,
+  queuedIn,
   queueHead,
   saveMessage,
   threadsWithQueuedMessages,
@@ -106,18 +108,21 @@ function responseText(message: ChatMessage): string {
  * insert, so a refusal writes nothing. Undefined while a response runs, and while the lead's
  * last reply waits for a person's decision on its calls (lead rows in tool_approvals no
  * continuation has carried yet): only that continuation (`continuation`) takes the thread then.
+ * `unlessQueued` also leaves it while messages wait in the thread's queue (in the same
+ * statement: one round trip less on a new message's way to the model).
  */
 export async function tryLockThread(
   tx: DbOrTx,
-  input: { threadId: string; userId: string; messageId: string; continuation?: boolean },
+  input: { threadId: string; userId: string; messageId: string; continuation?: boolean; unlessQueued?: boolean },
 ): Promise<string | undefined> {
   const take = async () =>
     (
       await tx.execute<{ id: string }>(sql`
         insert into ${chatStreams} (thread_id, user_id, message_id)
         select ${input.threadId}, ${input.userId}, ${input.messageId}
-         where ${input.continuation === true} or not exists (
-           select 1 from ${toolApprovals} a where a.thread_id = ${input.threadId} and a.kind = 'lead' and a.continued_at is null)
+         where (${input.continuation === true} or not exists (
+           select 1 from ${toolApprovals} a where a.thread_id = ${input.threadId} and a.kind = 'lead' and a.continued_at is null))
+           and (${input.unlessQueued !== true} or not ${queuedIn(input.threadId)})
         on conflict (thread_id) where status = 'active' do nothing
         returning id`)
     )[0]?.id;
@@ -185,6 +190,9 @@ export async function postUserMessage(
 ): Promise<PostedMessage> {
   const { userId, message, config } = input;
   const policy = busyPolicyFor(config.chat.busy_policy, input.requested);
+  // Read beside the thread's reads and the message's transaction, not after them on the first
+  // token's path; owner-scoped, and unused when the message waits or is refused.
+  const batchFacts = batchToolFacts(db, config, { userId, threadId: input.threadId });
   const [thread, history] = await Promise.all([
     getThreadForUser(db, { userId, threadId: input.threadId }),
     loadMessages(db, { threadId: input.threadId }),
@@ -196,12 +204,12 @@ export async function postUserMessage(
   const taken = await db.transaction(async (tx) => {
     await lockThreadQueue(tx, threadId);
     // Messages already waiting go first; an interrupting one goes ahead of them.
-    const waiting = policy !== "interrupt" && (await hasQueuedMessages(tx, threadId));
-    const streamId = waiting ? undefined : await tryLockThread(tx, { threadId, userId, messageId });
+    const streamId = await tryLockThread(tx, { threadId, userId, messageId, unlessQueued: policy !== "interrupt" });
     if (streamId) {
       await insertMessage(tx, { threadId, message });
       return { kind: "locked" as const, streamId };
     }
+    const waiting = policy !== "interrupt" && (await hasQueuedMessages(tx, threadId));
     if (policy === "reject") throw new AppError("conflict", THREAD_BUSY_MESSAGE);
     const position = await enqueueMessage(tx, {
       threadId,
@@ -220,6 +228,7 @@ export async function postUserMessage(
       streamId: taken.streamId,
       messageId,
       unattended: false,
+      batchFacts,
     });
     return { kind: "started", streamId: run.streamId };
   }
@@ -340,6 +349,7 @@ export async function runLocked(
     messageId: string;
     unattended: boolean;
     signal?: AbortSignal;
+    batchFacts?: LeadResponseOptions["batchFacts"];
   },
 ): Promise<StartedLeadRun> {
   const { config, model, userId, threadId, history, trigger, streamId, messageId } = input;
@@ -380,7 +390,7 @@ export async function runLocked(
   const messages = turn ? [...history, turn] : history;
   let lead: Awaited<ReturnType<typeof startLeadResponse>>;
   try {
-    lead = await startLeadResponse({ db, config, model, userId, threadId, messages, signal: input.signal });
+    lead = await startLeadResponse({ db, config, model, userId, threadId, messages, signal: input.signal, batchFacts: input.batchFacts });
     await touched;
   } catch (err) {
     await writer.close();
@@ -429,11 +439,19 @@ export async function runLocked(
 
   const streamed = (async () => {
     const reader = stream.getReader();
+    let firstToken = true;
     try {
       for (;;) {
         const { done: ended, value } = await reader.read();
         if (ended) break;
         writer.write(value);
+        // A reply that arrives in a burst (a fast provider, the simulator) would otherwise pass
+        // whole through the AI SDK's stages, its storage and its finish before the readers'
+        // streams get a turn to write the first token to their sockets: let them, once.
+        if (firstToken && (value.type === "text-delta" || value.type === "reasoning-delta")) {
+          firstToken = false;
+          await new Promise<void>((resolve) => setImmediate(resolve));
+        }
       }
     } catch (err) {
       log.error({ err, run_id: runId }, "lead response stream failed");

@@ -1,5 +1,5 @@
 import type { ChatMessage, ChatMessageMetadata } from "@/lib/api/chat";
-import { and, asc, eq, sql } from "drizzle-orm";
+import { and, asc, eq, type SQL, sql } from "drizzle-orm";
 import type { DbOrTx } from "@/server/db/client";
 import { storable } from "@/server/db/storable";
 import { messages } from "@/server/db/schema";
@@ -79,6 +79,11 @@ export async function saveMessage(db: DbOrTx, input: { threadId: string; message
  */
 export async function lockThreadQueue(tx: DbOrTx, threadId: string): Promise<void> {
   await tx.execute(sql`select pg_advisory_xact_lock(hashtextextended(${`flotilla:chat-queue:${threadId}`}, 0))`);
+}
+
+/** Whether the thread has queued messages, as a condition for another statement (one index probe). */
+export function queuedIn(threadId: string): SQL {
+  return sql`exists (select 1 from ${messages} where ${messages.threadId} = ${threadId} and ${isQueued})`;
 }
 
 /** Whether the thread has queued messages (one index probe). */

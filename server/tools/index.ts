@@ -167,10 +167,16 @@ function traced(name: string, execute: Execute): Execute {
     );
 }
 
-/** Tools with no other wrapper (the lead's delegation tools), each call in its execute_tool span. */
+/**
+ * Tools with no other wrapper (the lead's delegation tools), each call in its execute_tool span,
+ * their schemas converted once per process (convertedOnce): the lead builds them every turn.
+ */
 export function traceTools(tools: ToolSet): ToolSet {
   return Object.fromEntries(
-    Object.entries(tools).map(([name, t]) => [name, t.execute ? ({ ...t, execute: traced(name, t.execute) } as Tool) : t]),
+    Object.entries(tools).map(([name, t]) => [
+      name,
+      { ...t, inputSchema: convertedOnce(t.inputSchema), ...(t.execute ? { execute: traced(name, t.execute) } : {}) } as Tool,
+    ]),
   );
 }
 

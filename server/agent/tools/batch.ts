@@ -1,6 +1,7 @@
 import { jsonSchema, type ToolSet, tool, zodSchema } from "ai";
 import { sql } from "drizzle-orm";
 import type { BatchSubmission } from "@/lib/api/files";
+import type { FlotillaConfig } from "@/lib/config";
 import { FILE_PLACEHOLDER } from "@/lib/batch-rules";
 import { type CheckCount, loadCheckCounts, toBatchProjection } from "@/server/batches/projection";
 import type { DbOrTx } from "@/server/db/client";
@@ -10,6 +11,7 @@ import { estimateBatch, laneCostUsd } from "@/server/batches/estimate";
 import { envelopeProblem, refusal as submissionRefusal, type SubmitBatchArgs, submitBatch } from "@/server/batches/submit";
 import type { BatchRow } from "@/server/batches/types";
 import { planVariant } from "@/server/batches/variant";
+import type { Db } from "@/server/db/client";
 import { subagentBatches } from "@/server/db/schema";
 import { AppError, zodMessage } from "@/server/errors";
 import { log } from "@/server/log";
@@ -27,7 +29,7 @@ import {
   batchTaskInputSchema,
 } from "@/lib/api/batch-tools";
 import { createCompareBatchesTool } from "./compare";
-import type { LeadToolContext } from "./context";
+import type { BatchToolFacts, LeadToolContext } from "./context";
 import { refusing } from "./refusal";
 
 /**
@@ -83,17 +85,34 @@ const NO_RESUBMIT =
   "and do not submit this batch again. Their results are not returned into this conversation: the user reads them " +
   "in the batch panel or downloads results.jsonl. Use batch_status for progress counts.";
 
-async function workerAlive(ctx: LeadToolContext): Promise<boolean> {
-  return (await countLiveWorkers(ctx.db, livenessWindowSeconds(ctx.config.subagent_batches.lease_seconds))) > 0;
+async function workerAlive(db: Db, config: FlotillaConfig): Promise<boolean> {
+  return (await countLiveWorkers(db, livenessWindowSeconds(config.subagent_batches.lease_seconds))) > 0;
 }
 
-async function threadHasBatches(ctx: LeadToolContext): Promise<boolean> {
-  const [row] = await ctx.db
+async function threadHasBatches(db: Db, scope: { userId: string; threadId: string }): Promise<boolean> {
+  const [row] = await db
     .select({ one: sql<number>`1` })
     .from(subagentBatches)
-    .where(threadBatches(ctx))
+    .where(threadBatches(scope))
     .limit(1);
   return row !== undefined;
+}
+
+/**
+ * The batch tools' facts for this owner's thread (owner-scoped, so it may run before the
+ * thread's ownership is checked); null when batches are off or the database did not answer.
+ * Never rejects: the chat route starts it beside the turn's own reads and writes
+ * (server/chat/lead-run.ts), off the first token's path, and may never use it.
+ */
+export async function batchToolFacts(db: Db, config: FlotillaConfig, scope: { userId: string; threadId: string }): Promise<BatchToolFacts | null> {
+  if (!config.subagent_batches.enabled || !config.subagents.enabled) return null;
+  try {
+    const [alive, history] = await Promise.all([workerAlive(db, config), threadHasBatches(db, scope)]);
+    return { alive, history };
+  } catch (err) {
+    log.warn({ err }, "batch tools unavailable: the database did not answer");
+    return null;
+  }
 }
 
 /**
@@ -225,7 +244,7 @@ export function createBatchTaskTool(ctx: LeadToolContext) {
     inputSchema: batchTaskArguments,
     needsApproval: (input, { toolCallId }) => asksPerson(ctx, input, toolCallId),
     execute: refusing(ctx, "batch_task", SUBMIT_UNAVAILABLE, async (input, { toolCallId }) => {
-      if (!(await workerAlive(ctx)))
+      if (!(await workerAlive(ctx.db, ctx.config)))
         return {
           error:
             "No batch worker is running, so a batch would never start. Tell the user to start one (npm run worker) " +
@@ -340,16 +359,12 @@ export function createBatchResultsTool(ctx: LeadToolContext) {
  * thread already has batches, batch_results and compare_batches only then.
  */
 export async function createBatchTools(ctx: LeadToolContext): Promise<ToolSet> {
-  if (!ctx.config.subagent_batches.enabled || !ctx.config.subagents.enabled) return {};
-  try {
-    const [alive, history] = await Promise.all([workerAlive(ctx), threadHasBatches(ctx)]);
-    return {
-      ...(alive ? { batch_task: createBatchTaskTool(ctx) } : {}),
-      ...(alive || history ? { batch_status: createBatchStatusTool(ctx) } : {}),
-      ...(history ? { batch_results: createBatchResultsTool(ctx), compare_batches: createCompareBatchesTool(ctx) } : {}),
-    };
-  } catch (err) {
-    log.warn({ err }, "batch tools unavailable: the database did not answer");
-    return {};
-  }
+  const facts = await (ctx.batchFacts ?? batchToolFacts(ctx.db, ctx.config, ctx));
+  if (!facts) return {};
+  const { alive, history } = facts;
+  return {
+    ...(alive ? { batch_task: createBatchTaskTool(ctx) } : {}),
+    ...(alive || history ? { batch_status: createBatchStatusTool(ctx) } : {}),
+    ...(history ? { batch_results: createBatchResultsTool(ctx), compare_batches: createCompareBatchesTool(ctx) } : {}),
+  };
 }

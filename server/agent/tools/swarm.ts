@@ -67,12 +67,14 @@ export function swarmModelOutput(output: SwarmResult | BackgroundReceipt) {
   return textWithOutput("agent_swarm", swarmModelText(output), output);
 }
 
+// The model sees the full shape; bounds and cross-field rules are checked (and traced) by runSwarm.
+// Converted on first use, once per process (the lead builds this tool every turn).
+const swarmSchema = jsonSchema<SwarmInput>(() => z.toJSONSchema(swarmInputSchema) as Exclude<Parameters<typeof jsonSchema>[0], () => unknown>);
+
 export function createSwarmTool(ctx: SwarmToolContext) {
-  // The model sees the full shape; bounds and cross-field rules are checked (and traced) by runSwarm.
-  const schema = jsonSchema<SwarmInput>(z.toJSONSchema(swarmInputSchema) as Parameters<typeof jsonSchema>[0]);
   return tool({
     description: description(ctx.config),
-    inputSchema: schema,
+    inputSchema: swarmSchema,
     execute: async (input, options): Promise<SwarmResult | BackgroundReceipt> => {
       const signal = options.abortSignal ? AbortSignal.any([ctx.abortSignal, options.abortSignal]) : ctx.abortSignal;
       return runSwarmCall(
