@@ -14,19 +14,23 @@ import { cutConnection } from "./connections";
 /**
  * results.jsonl and results.csv as byte streams: one READ ONLY, REPEATABLE READ transaction (so a
  * batch that is still running exports one consistent snapshot of every item, terminal or in
- * flight) reading keyset pages in position order, each cut at EXPORT_FETCH_BYTES of stored text.
- * PostgreSQL writes every line itself, so rows reach this process as finished bytes. Pages are
- * read only when the HTTP consumer asks for more (one ahead), so memory stays at a few pages
- * however large the batch or slow the client. An export holds its connection and snapshot at most
+ * flight) reading one server-side cursor in position order, each fetch cut at EXPORT_FETCH_BYTES
+ * of stored text. PostgreSQL writes every line itself, so rows reach this process as finished
+ * bytes. Fetches are asked for only as the HTTP consumer reads (FETCH_AHEAD ahead), so memory
+ * stays at a few fetches however large the batch or slow the client. An export holds its connection and snapshot at most
  * `exports.max_seconds`, and a user has at most EXPORTS_PER_USER of them open across every web
  * process (advisory locks held by the export's own transaction). Ownership must be checked by the
  * caller before streaming (the route answers 404 first).
  */
 
-/** Stored text per page (at least one row): with results <= max_result_chars that is about 1 MB in flight. */
+/** Stored text per fetch (at least one row): with results <= max_result_chars that is about 1 MB a fetch. */
 export const EXPORT_FETCH_BYTES = 1024 * 1024;
-/** Rows per page at most; each page asks for as many rows as the last one's sizes say fit. */
+/** Rows per fetch at most. */
 export const EXPORT_FETCH_ROWS = 5_000;
+/** Fetches of lines asked for ahead of the consumer (each at most EXPORT_FETCH_BYTES of stored text and one row). */
+const FETCH_AHEAD = 2;
+/** Rows' sizes read at once (a few bytes each). */
+const SIZES_PER_FETCH = 20_000;
 /** A client that stops reading for this long releases the snapshot and its connection. */
 export const EXPORT_STALL_MS = 30_000;
 /** Exports at once per web process; more wait for a connection of this pool, never one of the main pool. */
@@ -51,18 +55,17 @@ export function exportPool(): postgres.Sql {
 }
 
 /**
- * One page of the export, each row's JSON line written by PostgreSQL (the one place a full
+ * The rows of results.jsonl, each row's JSON line written by PostgreSQL (the one place a full
  * result leaves the server). to_json escapes text exactly as JSON.stringify does (quote,
  * backslash, \b \f \n \r \t, other control characters as lowercase \u00xx, nothing else), and
  * the keys come in the wire schema's order, so each line is byte for byte what JSON.stringify
  * writes (test/api/export-exactness.test.ts); `expected`, `output`, `checks` and `reviewed_output` are compact JSON
  * (flotilla_json_text, server/batches/sql/export.sql), their numbers as jsonb writes them (which
  * differs from JSON.stringify only in exponent form: 1e-7, 1e21); an item without them never
- * calls that function (a call costs microseconds a row even for null). A page takes rows after
- * position $2 while the text stored in the rows before each one stays under $4 bytes, at most $3
- * rows; octet_length reads stored sizes without decompressing anything. Measured on 100,000 small
+ * calls that function (a call costs microseconds a row even for null). Measured on 100,000 small
  * rows (bench/scale): encoding lines in this process cost 5x a COPY of the same rows; PostgreSQL
- * writes them at nearly COPY's speed.
+ * writes them in about 2.5x a COPY's CPU (issue 44: the concatenation and to_json's escaping; one
+ * format() or concat() call instead of the || chain measured the same).
  *
  * Values, not JSON inside strings: in a batch of object items an item's `input` is its fields as
  * the object they are (an explicit prompt among them stays text), and a typed answer's `result`
@@ -79,7 +82,7 @@ export const LARGE_RESULT_BYTES = 16 * 1024;
 const jsonValueText = (column: string) =>
   `case when ${column} is null then 'null' when jsonb_typeof(${column}) in ('object', 'array') then flotilla_json_text(${column}) else ${column}::text end`;
 
-function jsonlPage(filter: ExportFilter): string {
+function jsonlLines(filter: ExportFilter): string {
   // Up to the place of the result. A result written by this process goes at its end, the line's
   // byte offset the fourth column gives (the input before it may be an object holding a "result" key).
   const head = `'{"item_key":' || to_json(item_key)::text
@@ -99,12 +102,10 @@ function jsonlPage(filter: ExportFilter): string {
       || ',"reviewed_output":' || ${jsonValueText("reviewed_output")}
       || ',"usage":{"input_tokens":' || input_tokens || ',"output_tokens":' || output_tokens
       || ',"cached_input_tokens":' || cached_input_tokens || ',"cache_write_tokens":' || cache_write_tokens || '}}',
-         position,
          case when ${large} then result end,
          case when ${large} then octet_length(${head}) end
-    from (${pageRows(`item_key, input, prompt, expected, position, status, attempts, result, error, output, ${jsonValueText("output")} as output_text, checks, verdict, review_state, review_note, reviewed_output, input_tokens, output_tokens, cached_input_tokens, cache_write_tokens`, filter)}) page,
+    from (select *, ${jsonValueText("output")} as output_text from subagent_batch_items where ${itemsWhere(filter)}) item,
          (${OBJECT_ITEMS}) batch
-   where before < $4
    order by position`;
 }
 
@@ -115,7 +116,7 @@ function jsonlPage(filter: ExportFilter): string {
  */
 const OBJECT_INPUT = "object_items and left(input, 1) = '{' and prompt <> input and flotilla_is_json_object(input)";
 
-/** Whether batch $1 is one of object items (its spec names input fields): read once per page. */
+/** Whether batch $1 is one of object items (its spec names input fields): read once (an init plan). */
 const OBJECT_ITEMS = `select coalesce(execution_spec -> 'input_fields', '[]') <> '[]'::jsonb as object_items from subagent_batches where id = $1`;
 
 /** Which items an export holds: the items list's `?status=&verdict=` (either or both; none = every item). */
@@ -125,55 +126,59 @@ export interface ExportFilter {
 }
 
 /**
- * The rows of one page: those after position $2 of batch $1 that pass the filter, at most $3,
- * each with the stored bytes of the rows before it in the page (`before`; the caller keeps rows
- * while it is under $4). The filter's values are written as literals, as the items list writes
- * them (one of a fixed vocabulary, parsed before): the planner then uses that status's or the
- * failed verdict's partial index, which a bound parameter never matches.
+ * The items an export reads, of batch $1, as a WHERE clause. The filter's values are written as
+ * literals, as the items list writes them (one of a fixed vocabulary, parsed before): the planner
+ * then uses that status's or the failed verdict's partial index, which a bound parameter never matches.
  */
-function pageRows(columns: string, filter: ExportFilter): string {
-  const where = [
-    "batch_id = $1 and position > $2",
+function itemsWhere(filter: ExportFilter): string {
+  return [
+    "batch_id = $1",
     filter.status ? `status = '${filter.status}'` : "",
     filter.verdict ? `verdict = '${filter.verdict}'` : "",
-  ].filter(Boolean);
-  return `select ${columns},
-                 coalesce(sum(octet_length(item_key) + octet_length(input) + coalesce(octet_length(result), 0)
-                              + coalesce(octet_length(error), 0) + coalesce(pg_column_size(output), 0)
-                              + coalesce(pg_column_size(expected), 0) + coalesce(octet_length(review_note), 0)
-                              + coalesce(pg_column_size(reviewed_output), 0))
-                            over (order by position rows between unbounded preceding and 1 preceding), 0) as before
-            from subagent_batch_items
-           where ${where.join(" and ")}
-           order by position
-           limit $3`;
+  ]
+    .filter(Boolean)
+    .join(" and ");
 }
 
 /**
- * A page's rows: [JSON line, position, large result, its place], as the bytes PostgreSQL sent. A
- * result over LARGE_RESULT_BYTES comes raw, its place in the line (a byte offset) left empty after `"result":`:
+ * The stored bytes of each item the export reads, in its order (octet_length and pg_column_size
+ * read stored sizes without decompressing anything): what exportStream plans each fetch from.
+ */
+function storedSizes(filter: ExportFilter): string {
+  return `select octet_length(item_key) + octet_length(input) + coalesce(octet_length(result), 0)
+                 + coalesce(octet_length(error), 0) + coalesce(pg_column_size(output), 0)
+                 + coalesce(pg_column_size(expected), 0) + coalesce(octet_length(review_note), 0)
+                 + coalesce(pg_column_size(reviewed_output), 0)
+            from subagent_batch_items
+           where ${itemsWhere(filter)}
+           order by position`;
+}
+
+/**
+ * A fetch's rows: [line, large result, its place], as the bytes PostgreSQL sent (a CSV line
+ * comes alone). A JSON line's result over LARGE_RESULT_BYTES comes raw, its place in the line (a byte offset) left empty after `"result":`:
  * to_json escapes at ~78 MB/s where V8's JSON.stringify is several times faster (bench export:
  * 5,000 results of 100,000 characters took 3.7x a COPY with PostgreSQL escaping everything).
  */
-type PageRow = readonly [Uint8Array, Uint8Array, Uint8Array | null, Uint8Array | null];
+type LineRow = readonly [Uint8Array, (Uint8Array | null)?, (Uint8Array | null)?];
 const asBuffer = (b: Uint8Array) => (Buffer.isBuffer(b) ? b : Buffer.from(b.buffer, b.byteOffset, b.byteLength));
 
-/** Bytes a page's rows take before escaping (the next page's size is planned from it). */
-function rawBytes(rows: readonly PageRow[]): number {
+/** Bytes a fetch's rows take before escaping. */
+function rawBytes(rows: readonly LineRow[]): number {
   let size = 0;
-  for (const [line, , large] of rows) size += line.byteLength + 1 + (large ? large.byteLength : 0);
+  for (const [line, large] of rows) size += line.byteLength + 1 + (large ? large.byteLength : 0);
   return size;
 }
 
 /**
- * The page's lines, each followed by `eol`, written into one buffer. A large result is
+ * A fetch's lines, each followed by `eol`, written into one buffer. A large result is
  * escaped from its bytes read as latin1 (one character per byte): JSON.stringify escapes only
  * `"`, `\` and characters below 0x20, all ASCII, so the bytes of multi-byte UTF-8 sequences
  * (all >= 0x80) pass through untouched and writing the string back as latin1 gives exactly the
  * bytes of decoding, stringifying and encoding as UTF-8, without either UTF-8 pass or a second
  * copy of the line. The buffer is sized for a few escapes and grows in the rare case it must.
  */
-function joinLines(rows: readonly PageRow[], eol: Buffer): Buffer {
+function joinLines(rows: readonly LineRow[], eol: Buffer): Buffer {
   const raw = rawBytes(rows);
   let out = Buffer.allocUnsafe(raw + (raw >> 4) + 128);
   let pos = 0;
@@ -183,10 +188,10 @@ function joinLines(rows: readonly PageRow[], eol: Buffer): Buffer {
     out.copy(bigger, 0, 0, pos);
     out = bigger;
   };
-  for (const [written, , large, place] of rows) {
+  for (const [written, large, place] of rows) {
     const line = asBuffer(written);
     if (large) {
-      // The line has nothing after `"result":` (at the byte offset the page gave): the escaped result goes there.
+      // The line has nothing after `"result":` (at the byte offset the row gave): the escaped result goes there.
       const at = Number(asBuffer(place!).toString("latin1"));
       const escaped = JSON.stringify(asBuffer(large).toString("latin1"));
       room(line.byteLength + escaped.length + eol.byteLength);
@@ -272,20 +277,36 @@ export function parseExportQuery(params: URLSearchParams, options: { raw: boolea
 
 /** results.jsonl: one JSON line per item, `\n`-terminated. */
 export function exportResultsStream(sql: postgres.Sql, args: ExportArgs): Promise<ReadableStream<Uint8Array>> {
-  return exportStream(sql, { ...args, page: jsonlPage(args.filter ?? {}), params: [], eol: Buffer.from("\n") });
+  const filter = args.filter ?? {};
+  return exportStream(sql, {
+    ...args,
+    lines: { sql: jsonlLines(filter), params: [args.batchId] },
+    sizes: { sql: storedSizes(filter), params: [args.batchId] },
+    eol: Buffer.from("\n"),
+  });
 }
 
-/** What an export streams: pages of `page` (its $1..$4 as jsonlPage's, then `params`), after `head`'s one row (a CSV's header). */
-export interface ExportQuery {
-  page: string;
+/** A statement and its parameters. */
+export interface Statement {
+  sql: string;
   params: readonly unknown[];
-  eol: Buffer;
-  head?: { sql: string; params: readonly unknown[] };
 }
 
 /**
- * The stream every export is (results.jsonl, results.csv, compare.csv): `head`, then pages of
- * `page`, each row a finished line followed by `eol`. Resolves once the export holds its
+ * What an export streams: the rows of `lines` (each [line, large result, its place]: LineRow),
+ * after `head`'s one row (a CSV's header). `sizes` reads the stored bytes of the same rows in
+ * the same order, one number a row: each fetch of lines is sized from them.
+ */
+export interface ExportQuery {
+  lines: Statement;
+  sizes: Statement;
+  eol: Buffer;
+  head?: Statement;
+}
+
+/**
+ * The stream every export is (results.jsonl, results.csv, compare.csv): `head`, then the rows of
+ * `lines`, each a finished line followed by `eol`, one chunk a fetch. Resolves once the export holds its
  * snapshot and one of the user's slots (so the route can still answer 429); the stream then
  * errors (the response is cut, never ended as if complete) when the client stalls, goes away, or
  * the export outlives `maxMs`, and each of those releases the connection and the snapshot at once.
@@ -353,10 +374,12 @@ export function exportStream(sql: postgres.Sql, args: ExportArgs & ExportQuery):
           check();
         };
 
-        // Each page is asked for before the previous one is encoded and handed over, so the
-        // database writes it while this process encodes and the consumer reads. The first page
-        // is small; each next one asks for one row more than the last one's sizes say fit in
-        // fetchBytes, and the byte cut decides.
+        // Two cursors on the snapshot walk the same rows in the same order: one of each row's
+        // stored bytes (a few bytes a row), from which each fetch of lines is sized so that the
+        // text stored in its rows before the last stays under fetchBytes (at most fetchRows rows,
+        // the first fetch at most 64 for a quick first byte); and the lines themselves, fetched
+        // FETCH_AHEAD ahead of the consumer so the database writes while this process hands a
+        // chunk over. Memory stays at a few fetches however large the batch or slow the client.
         const run = () =>
           sql.begin("isolation level repeatable read read only", async (tx) => {
             // The client may have gone while the export waited for a connection of the pool.
@@ -372,26 +395,53 @@ export function exportStream(sql: postgres.Sql, args: ExportArgs & ExportQuery):
             deadline.unref();
             opened();
             try {
-              const page = (after: number, rows: number) =>
-                tx
-                  .unsafe<PageRow[]>(args.page, [args.batchId, after, rows, fetchBytes, ...args.params] as postgres.ParameterOrJSON<never>[])
-                  .raw() as unknown as Promise<PageRow[]>;
-              let rows = Math.min(64, fetchRows);
+              const declare = (name: string, query: { sql: string; params: readonly unknown[] }) =>
+                tx.unsafe(`declare ${name} no scroll cursor for ${query.sql}`, query.params as postgres.ParameterOrJSON<never>[]);
+              await declare("flotilla_export_sizes", args.sizes);
+              await declare("flotilla_export_lines", args.lines);
               if (args.head) {
                 const [[head]] = (await tx.unsafe(args.head.sql, args.head.params as postgres.ParameterOrJSON<never>[]).raw()) as unknown as [[Uint8Array]];
                 await demand();
                 controller.enqueue(exportChunk(asBuffer(head)));
               }
-              let next = page(0, rows);
-              for (;;) {
-                const current = await next;
-                check();
-                if (current.length === 0) return;
-                // The next page is asked for before this one is encoded, so the database writes it meanwhile.
-                rows = Math.min(fetchRows, Math.ceil((current.length * fetchBytes) / rawBytes(current)) + 1);
-                next = page(Number(asBuffer(current[current.length - 1]![1]).toString("latin1")), rows);
-                // Observed at the next turn, or dropped with the transaction when the export stops.
+              // The stored bytes of the rows not yet asked for, in order (sizes[at..]).
+              let sizes: number[] = [];
+              let at = 0;
+              let sizesDone = false;
+              /** How many rows the next fetch of lines takes (0: none left). */
+              const plan = async (most: number): Promise<number> => {
+                let rows = 0;
+                let before = 0;
+                while (rows < most && before < fetchBytes) {
+                  if (at === sizes.length) {
+                    if (sizesDone) break;
+                    const got = (await tx.unsafe(`fetch ${SIZES_PER_FETCH} from flotilla_export_sizes`).raw()) as unknown as [Uint8Array][];
+                    sizesDone = got.length < SIZES_PER_FETCH;
+                    sizes = got.map(([size]) => Number(asBuffer(size).toString("latin1")));
+                    at = 0;
+                    continue;
+                  }
+                  before += sizes[at++]!;
+                  rows++;
+                }
+                return rows;
+              };
+              const ahead: Promise<LineRow[]>[] = [];
+              /** Asks for the next fetch of lines; false when no row is left. */
+              const fetchAhead = async (most: number): Promise<boolean> => {
+                const rows = await plan(most);
+                if (rows === 0) return false;
+                const next = tx.unsafe(`fetch ${rows} from flotilla_export_lines`).raw() as unknown as Promise<LineRow[]>;
+                // Observed in its turn, or dropped with the transaction when the export stops.
                 next.catch(() => {});
+                ahead.push(next);
+                return true;
+              };
+              if (await fetchAhead(Math.min(64, fetchRows))) while (ahead.length < FETCH_AHEAD && (await fetchAhead(fetchRows))) {}
+              while (ahead.length > 0) {
+                const current = await ahead.shift()!;
+                check();
+                await fetchAhead(fetchRows);
                 const chunk = joinLines(current, args.eol);
                 await demand();
                 controller.enqueue(exportChunk(chunk));
@@ -427,7 +477,7 @@ export function exportStream(sql: postgres.Sql, args: ExportArgs & ExportQuery):
         nudge();
       },
     },
-    // Counted in chunks: one page queued for the socket while the next is read.
+    // Counted in chunks: one fetch queued for the socket while the next ones are read.
     { highWaterMark: 1 },
   );
   return ready.then(() => stream);
@@ -521,14 +571,14 @@ export function exportFileName(batchId: string, ext: "csv" | "jsonl", query: { f
 }
 
 /**
- * A page of results.csv lines. Names travel as parameters after the page's four (each list of
- * names one JSON array, as the export pool knows no array types), only those the page uses.
+ * The results.csv lines of batch `batchId` ($1). Names travel as parameters after it (each list
+ * of names one JSON array, as the export pool knows no array types), only those the lines use.
  */
-function csvPage(plan: CsvPlan, filter: ExportFilter, raw: boolean): { page: string; params: unknown[] } {
-  const params: unknown[] = [];
+function csvLines(batchId: string, plan: CsvPlan, filter: ExportFilter, raw: boolean): Statement {
+  const params: unknown[] = [batchId];
   const names = (list: readonly string[]) => {
     params.push(JSON.stringify(list));
-    const at = params.length + 4;
+    const at = params.length;
     return (i: number) => `($${at}::jsonb ->> ${i})`;
   };
   const cell = cellSql(raw);
@@ -562,15 +612,11 @@ function csvPage(plan: CsvPlan, filter: ExportFilter, raw: boolean): { page: str
   // expression past PostgreSQL's stack depth. No cell is null (array_to_string would drop it).
   // An object item's input is its fields as compact JSON; an explicit prompt among them is not JSON.
   const fields = objects ? "case when left(input, 1) = '{' then flotilla_jsonb_or_null(input) end" : "null::jsonb";
-  const columns =
-    "item_key, input, expected, position, status, attempts, result, error, output, checks, verdict, input_tokens, output_tokens, cached_input_tokens, cache_write_tokens, cost_usd, started_at, finished_at, review_state, review_note, reviewed_output";
-  const page = `
-  select array_to_string(array[${cells.join(", ")}], ','), position, null::text, null::int
-    from (select *, ${fields} as fields
-            from (${pageRows(columns, filter)}) r) page
-   where before < $4
+  const lines = `
+  select array_to_string(array[${cells.join(", ")}], ',')
+    from (select *, ${fields} as fields from subagent_batch_items where ${itemsWhere(filter)}) item
    order by position`;
-  return { page, params };
+  return { sql: lines, params };
 }
 
 /**
@@ -585,7 +631,8 @@ export function exportCsvStream(
   const raw = args.raw ?? false;
   return exportStream(sql, {
     ...args,
-    ...csvPage(plan, args.filter ?? {}, raw),
+    lines: csvLines(args.batchId, plan, args.filter ?? {}, raw),
+    sizes: { sql: storedSizes(args.filter ?? {}), params: [args.batchId] },
     head: csvHead(csvColumns(plan), raw, !raw),
     eol: Buffer.from("\r\n"),
   });

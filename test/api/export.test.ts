@@ -172,6 +172,20 @@ describe("results.jsonl", () => {
     await eventually(async () => (await openTransactions()) === 0);
   });
 
+  it("sizes each fetch from the rows it will read: short rows followed by long ones never make one large fetch", async () => {
+    const batchId = await newBatch(400);
+    // 300 rows of 10 bytes, then 100 of 50 kB: a fetch sized from the rows before the jump would hold them all (5 MB).
+    await finishItems(tdb, batchId, range(1, 300), { status: "succeeded", result: "a".repeat(10) });
+    await finishItems(tdb, batchId, range(301, 400), { status: "succeeded", result: "b".repeat(50_000) });
+    const chunks: Buffer[] = [];
+    for await (const chunk of (await exportResultsStream(tdb.sql, exportArgs(batchId, { fetchBytes: 200_000 }))) as unknown as AsyncIterable<Uint8Array>)
+      chunks.push(Buffer.from(chunk));
+    expect(parseLines(Buffer.concat(chunks).toString("utf8")).map((l) => l.position)).toEqual(range(1, 400));
+    // Each fetch stops once the rows before its last hold 200 kB: at most 4 long rows a chunk (with short rows' lines before them).
+    for (const chunk of chunks) expect(chunk.byteLength).toBeLessThan(4 * 50_000 + 100_000);
+    expect(chunks.filter((c) => c.includes("bbbb")).length).toBeGreaterThanOrEqual(25);
+  });
+
   it("fetches only as fast as the client reads: a stalled reader is cut off, not buffered", async () => {
     const batchId = await newBatch(600);
     await finishItems(tdb, batchId, range(1, 600), { status: "succeeded", result: "s".repeat(20_000) });
