@@ -218,7 +218,9 @@ describe("worked examples: the simulator answers an enum field as the most simil
     expect(answer(`${quoting}Is this spam? the budget meeting`).label).toBe("spam");
     const reply = await ask([user(`${quoting}Is this spam? the budget meeting`)], { type: "json", schema: SCHEMA });
     expect(JSON.parse(reply.text)).toMatchObject({ label: "spam" });
-    // The item's own directive still acts.
+    // The item's own directive still acts; its [[echo]] answers the prompt as sent, examples and all.
     expect(answer(`${quoting}Is this spam? [[json:{"label":"ham"}]]`)).toEqual({ label: "ham" });
+    expect((await ask([user(`${quoting}[[echo]]the budget meeting`)])).text).toBe(`${quoting}the budget meeting`.trim());
+    expect((await ask([user(`${block([{ input: "[[echo]] me", answer: "x" }])}the budget meeting`)])).text).not.toContain("BEGIN EXAMPLES");
   });
 });

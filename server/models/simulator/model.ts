@@ -236,7 +236,7 @@ function replyToUser(options: LanguageModelV3CallOptions, format: JsonFormat | u
   if (last?.role === "user" && directed.calls.length === 0 && grammar.calls.length > 0)
     return { ...reply, calls: grammar.calls, callIdPrefix: "call_sim_" };
   const none = { ...reply, calls: [], callIdPrefix: "" };
-  const text = answerText(prompt, userText, directed, directives.chars);
+  const text = answerText(prompt, userText, quoted, directed, directives.chars);
   return { ...none, text: format ? jsonAnswer(quoted, format, text, jsonOnce) : text };
 }
 
@@ -250,11 +250,13 @@ function stepWait(prompt: LanguageModelV3Prompt, text: string): number {
 function answerText(
   prompt: LanguageModelV3Prompt,
   userText: string,
+  quoted: string,
   directed: { calls: SimulatedToolCall[]; rest: string },
   chars: number | undefined,
 ): string {
   const last = prompt[prompt.length - 1];
-  const echo = echoText(directed.calls.length > 0 ? directed.rest : userText);
+  // [[echo]] of the item's own text answers the prompt as sent, examples and all: what the model was given.
+  const echo = directed.calls.length > 0 ? echoText(directed.rest) : echoText(userText) === undefined ? undefined : echoText(quoted);
   if (directed.calls.length > 0) {
     const answer = toolDirectiveAnswer(prompt);
     return echo === undefined ? answer : `${echo}\n\n${answer}`;
