@@ -3,7 +3,7 @@
 import { Options } from "@/components/ui/field";
 import { type Verdict, verdictSchema } from "@/lib/api/batch-data";
 import { type BatchProjection, type ItemStatus, itemStatusSchema } from "@/lib/api/batches";
-import { buttonClasses } from "@/components/ui/button";
+import { DownloadLink } from "@/components/ui/download-link";
 import { formatCount } from "@/lib/format";
 import { resultsFileName, resultsUrl } from "./api";
 import { ITEM_STATES } from "./status";
@@ -112,17 +112,9 @@ export function Downloads({ threadId, batchId, filter }: { threadId: string; bat
   return (
     <span className="ml-auto flex flex-wrap gap-2">
       {(["csv", "jsonl"] as const).map((format) => (
-        <a
-          key={format}
-          href={`${resultsUrl(threadId, batchId, format)}${query}`}
-          download={resultsFileName(batchId, format)}
-          className={buttonClasses("secondary", "sm")}
-        >
-          <svg aria-hidden viewBox="0 0 16 16" className="size-3.5">
-            <path d="M8 2v8m0 0L5 7m3 3l3-3M3 13h10" fill="none" stroke="currentColor" strokeWidth="1.5" />
-          </svg>
+        <DownloadLink key={format} href={`${resultsUrl(threadId, batchId, format)}${query}`} fileName={resultsFileName(batchId, format)}>
           Download {format.toUpperCase()}
-        </a>
+        </DownloadLink>
       ))}
     </span>
   );

@@ -4,7 +4,7 @@ import { useId } from "react";
 import { COMPARE_CHANGES, type CompareChange, type CompareSummary } from "@/lib/api/compare";
 import { formatCount } from "@/lib/format";
 import { ErrorText } from "@/components/batches/ui";
-import { buttonClasses } from "@/components/ui/button";
+import { DownloadLink } from "@/components/ui/download-link";
 import { LoadMoreButton } from "@/components/ui/load-more";
 import { type CompareIds, compareCsvUrl, useComparePairs } from "./api";
 import { PairRow } from "./pair-row";
@@ -79,12 +79,7 @@ export function PairTable({
             })}
           </select>
         </label>
-        <a href={compareCsvUrl(ids, change)} download className={buttonClasses("secondary", "sm")}>
-          <svg aria-hidden viewBox="0 0 16 16" className="size-3.5">
-            <path d="M8 2v8m0 0L5 7m3 3l3-3M3 13h10" fill="none" stroke="currentColor" strokeWidth="1.5" />
-          </svg>
-          compare.csv
-        </a>
+        <DownloadLink href={compareCsvUrl(ids, change)}>compare.csv</DownloadLink>
       </div>
 
       {/* A table at a wide screen's width; on a narrow one its rows stack as cards (pair-row.tsx). */}

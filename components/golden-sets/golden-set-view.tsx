@@ -12,6 +12,7 @@ import { retryUnlessClientError } from "@/components/batches/panel-state";
 import { ErrorText, shortId } from "@/components/batches/ui";
 import { ClippedText, valueText } from "@/components/compare/clipped-text";
 import { buttonClasses } from "@/components/ui/button";
+import { DownloadLink } from "@/components/ui/download-link";
 import { LoadMoreButton } from "@/components/ui/load-more";
 import { deleteGoldenSet, fetchGoldenItems, fetchGoldenSet, goldenItemsJsonlPath, goldenKeys } from "./api";
 import { LocalTime } from "./local-time";
@@ -181,12 +182,9 @@ function Items({ setId, version, count }: { setId: string; version: number; coun
         <span className="text-xs text-zinc-600 tabular-nums" data-testid="golden-items-count">
           {formatCount(items.length)} of {formatCount(count)} shown
         </span>
-        <a href={goldenItemsJsonlPath(setId, version)} download className={buttonClasses("secondary", "sm", "ml-auto")}>
-          <svg aria-hidden viewBox="0 0 16 16" className="size-3.5">
-            <path d="M8 2v8m0 0L5 7m3 3l3-3M3 13h10" fill="none" stroke="currentColor" strokeWidth="1.5" />
-          </svg>
+        <DownloadLink href={goldenItemsJsonlPath(setId, version)} className="ml-auto">
           items.jsonl
-        </a>
+        </DownloadLink>
       </div>
       {/* A table at a wide screen's width; on a narrow one its rows stack as cards. */}
       <div className="min-w-0 overflow-hidden rounded-lg border border-zinc-200 bg-white">

@@ -1,10 +1,10 @@
 import { and, asc, eq, sql } from "drizzle-orm";
 import type { ExamplesRequest } from "@/lib/api/golden-sets";
 import type { DbOrTx } from "@/server/db/client";
-import { goldenSetItems, goldenSets, goldenSetVersions } from "@/server/db/schema";
+import { goldenSetItems, goldenSets } from "@/server/db/schema";
 import { AppError } from "@/server/errors";
 import { ITEM_PROMPT_MAX_CHARS, sharedPrefix } from "@/lib/batch-rules";
-import { inVersion } from "./golden-sets";
+import { goldenItemColumns, inVersion, versionSize } from "./golden-sets";
 import { UUID } from "./owned";
 import { blockLines, quoteAsData } from "./quote-data";
 import type { ExamplesSnapshot, ExecutionSpec } from "./spec";
@@ -32,22 +32,12 @@ export async function resolveExamples(db: DbOrTx, args: { userId: string; reques
   if (!set) throw unknown();
   const version = request.version ?? set.version;
   if (version > set.version) throw refuse("version", `this set has versions 1 to ${set.version}`);
-  const [row] = await db
-    .select({ items: goldenSetVersions.items })
-    .from(goldenSetVersions)
-    .where(and(eq(goldenSetVersions.setId, set.id), eq(goldenSetVersions.version, version)));
-  const size = row?.items ?? 0;
+  const size = await versionSize(db, set.id, version);
   if (request.count > size) throw refuse("count", `version ${version} of this set holds ${size} item${size === 1 ? "" : "s"}; ask for at most ${size}`);
   const g = goldenSetItems;
   // One more than count: it stands in for an item that is one of the examples itself.
   const items = await db
-    .select({
-      itemKey: g.itemKey,
-      input: g.input,
-      // Raw, as goldenItems reads them: drizzle's jsonb mapping would parse a string answer again.
-      fields: sql<Record<string, unknown> | null>`${g.fields}`,
-      expected: sql<unknown>`${g.expected}`,
-    })
+    .select(goldenItemColumns)
     .from(g)
     .where(and(eq(g.setId, set.id), inVersion(version)))
     .orderBy(sql`md5(${g.itemKey})`, asc(g.itemKey))

@@ -41,6 +41,26 @@ export function inVersion(version: number): SQL {
   return and(lte(g.addedIn, version), or(isNull(g.replacedIn), gt(g.replacedIn, version))) as SQL;
 }
 
+/**
+ * A golden item's columns as runs and pages read them: fields and expected raw, since drizzle's
+ * jsonb mapping would JSON.parse a string answer again ("1" -> 1).
+ */
+export const goldenItemColumns = {
+  itemKey: goldenSetItems.itemKey,
+  input: goldenSetItems.input,
+  fields: sql<Record<string, unknown> | null>`${goldenSetItems.fields}`,
+  expected: sql<unknown>`${goldenSetItems.expected}`,
+};
+
+/** How many items a version of a set holds. */
+export async function versionSize(db: DbOrTx, setId: string, version: number): Promise<number> {
+  const [row] = await db
+    .select({ items: goldenSetVersions.items })
+    .from(goldenSetVersions)
+    .where(and(eq(goldenSetVersions.setId, setId), eq(goldenSetVersions.version, version)));
+  return row?.items ?? 0;
+}
+
 export async function createGoldenSet(db: DbOrTx, args: { userId: string; name: string } & Source): Promise<GoldenSetCreated> {
   const items = args.items && checkItems(args.items);
   return db.transaction(async (tx) => {
@@ -230,11 +250,7 @@ export async function goldenItems(
   const rows = await inIndexOrder(db, (tx) =>
     tx
     .select({
-      itemKey: g.itemKey,
-      input: g.input,
-      // Read raw: drizzle's jsonb mapping would JSON.parse a string answer again ("1" -> 1).
-      fields: sql<Record<string, unknown> | null>`${g.fields}`,
-      expected: sql<unknown>`${g.expected}`,
+      ...goldenItemColumns,
       sourceBatchId: g.sourceBatchId,
       sourceItemId: g.sourceItemId,
       decision: g.decision,
@@ -275,22 +291,12 @@ export async function goldenRunItems(db: DbOrTx, args: { userId: string; ref: Go
   });
   const version = args.ref.version ?? set.version;
   if (version > set.version) throw new AppError("validation_failed", `golden_set.version: this set has versions 1 to ${set.version}`);
-  const [counted] = await db
-    .select({ items: goldenSetVersions.items })
-    .from(goldenSetVersions)
-    .where(and(eq(goldenSetVersions.setId, set.id), eq(goldenSetVersions.version, version)));
-  const size = counted?.items ?? 0;
+  const size = await versionSize(db, set.id, version);
   if (size > args.maxItems)
     throw new AppError("validation_failed", `golden_set: version ${version} holds ${size} items; at most ${args.maxItems} items per batch`);
   const g = goldenSetItems;
   const rows = await db
-    .select({
-      itemKey: g.itemKey,
-      input: g.input,
-      // Read raw: drizzle's jsonb mapping would JSON.parse a string answer again ("1" -> 1).
-      fields: sql<Record<string, unknown> | null>`${g.fields}`,
-      expected: sql<unknown>`${g.expected}`,
-    })
+    .select(goldenItemColumns)
     .from(g)
     .where(and(eq(g.setId, set.id), inVersion(version)))
     .orderBy(asc(g.itemKey))
