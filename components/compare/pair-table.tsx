@@ -6,10 +6,10 @@ import { formatCount } from "@/lib/format";
 import { ErrorText } from "@/components/batches/ui";
 import { DownloadLink } from "@/components/ui/download-link";
 import { LoadMoreButton } from "@/components/ui/load-more";
+import { StackedTable } from "@/components/ui/stacked-table";
 import { type CompareIds, compareCsvUrl, useComparePairs } from "./api";
 import { PairRow } from "./pair-row";
 
-const HEAD = "border-b border-zinc-200 px-3 py-1.5 font-medium";
 
 const CHANGE_WORDS: Record<CompareChange, string> = {
   improved: "Improved",
@@ -82,56 +82,26 @@ export function PairTable({
         <DownloadLink href={compareCsvUrl(ids, change)}>compare.csv</DownloadLink>
       </div>
 
-      {/* A table at a wide screen's width; on a narrow one its rows stack as cards (pair-row.tsx). */}
-      <div className="min-w-0 overflow-hidden rounded-lg border border-zinc-200 bg-white">
-        <table
-          aria-labelledby={captionId}
-          aria-busy={!ready || undefined}
-          data-testid="pair-table"
-          data-change={change}
-          data-ready={ready ? "true" : "false"}
-          className={`block w-full border-collapse text-left text-xs transition-opacity md:table md:table-fixed ${pairs.isPlaceholderData ? "opacity-60" : ""}`}
-        >
-          <colgroup className="max-md:hidden">
-            <col className="md:w-36" />
-            <col />
-            <col />
-            <col />
-            <col className="md:w-28" />
-          </colgroup>
-          <thead className="bg-zinc-50 text-zinc-600 max-md:hidden">
-            <tr>
-              <th scope="col" className={HEAD}>
-                Item
-              </th>
-              <th scope="col" className={HEAD}>
-                Input
-              </th>
-              <th scope="col" className={`${HEAD} truncate`} title={summary.a.title}>
-                A · {summary.a.model}
-              </th>
-              <th scope="col" className={`${HEAD} truncate`} title={summary.b.title}>
-                B · {summary.b.model}
-              </th>
-              <th scope="col" className={HEAD}>
-                Change
-              </th>
-            </tr>
-          </thead>
-          <tbody className="block md:table-row-group">
-            {items.map((pair) => (
-              <PairRow key={pair.item_key} pair={pair} />
-            ))}
-            {items.length === 0 ? (
-              <tr className="block md:table-row">
-                <td colSpan={5} data-testid="pair-empty" className="block px-3 py-6 text-sm text-zinc-600 md:table-cell">
-                  {pairs.isPending ? "Loading…" : pairs.isError ? "" : EMPTY[change]}
-                </td>
-              </tr>
-            ) : null}
-          </tbody>
-        </table>
-      </div>
+      {/* On a narrow screen its rows stack as cards (pair-row.tsx). */}
+      <StackedTable
+        labelledBy={captionId}
+        ready={ready}
+        dimmed={pairs.isPlaceholderData}
+        data={{ "data-testid": "pair-table", "data-change": change }}
+        columns={[
+          { head: "Item", width: "md:w-36" },
+          { head: "Input" },
+          { head: `A · ${summary.a.model}`, title: summary.a.title },
+          { head: `B · ${summary.b.model}`, title: summary.b.title },
+          { head: "Change", width: "md:w-28" },
+        ]}
+        empty={items.length > 0 ? null : pairs.isPending ? "Loading…" : pairs.isError ? "" : EMPTY[change]}
+        emptyTestId="pair-empty"
+      >
+        {items.map((pair) => (
+          <PairRow key={pair.item_key} pair={pair} />
+        ))}
+      </StackedTable>
       {pairs.isError ? <ErrorText error={pairs.error} /> : null}
 
       <div className="flex flex-wrap items-center gap-2 text-xs text-zinc-600">

@@ -14,6 +14,7 @@ import { ClippedText, valueText } from "@/components/compare/clipped-text";
 import { buttonClasses } from "@/components/ui/button";
 import { DownloadLink } from "@/components/ui/download-link";
 import { LoadMoreButton } from "@/components/ui/load-more";
+import { StackedTable } from "@/components/ui/stacked-table";
 import { deleteGoldenSet, fetchGoldenItems, fetchGoldenSet, goldenItemsJsonlPath, goldenKeys } from "./api";
 import { LocalTime } from "./local-time";
 
@@ -186,52 +187,18 @@ function Items({ setId, version, count }: { setId: string; version: number; coun
           items.jsonl
         </DownloadLink>
       </div>
-      {/* A table at a wide screen's width; on a narrow one its rows stack as cards. */}
-      <div className="min-w-0 overflow-hidden rounded-lg border border-zinc-200 bg-white">
-        <table
-          aria-labelledby={captionId}
-          aria-busy={!ready || undefined}
-          data-testid="golden-items"
-          data-version={version}
-          data-ready={ready ? "true" : "false"}
-          className={`block w-full border-collapse text-left text-xs transition-opacity md:table md:table-fixed ${pages.isPlaceholderData ? "opacity-60" : ""}`}
-        >
-          <colgroup className="max-md:hidden">
-            <col className="md:w-40" />
-            <col />
-            <col />
-            <col className="md:w-44" />
-          </colgroup>
-          <thead className="bg-zinc-50 text-zinc-600 max-md:hidden">
-            <tr>
-              <th scope="col" className={HEAD}>
-                Item
-              </th>
-              <th scope="col" className={HEAD}>
-                Input
-              </th>
-              <th scope="col" className={HEAD}>
-                Expected
-              </th>
-              <th scope="col" className={HEAD}>
-                Source
-              </th>
-            </tr>
-          </thead>
-          <tbody className="block md:table-row-group">
-            {items.map((item) => (
-              <ItemRow key={item.item_key} item={item} />
-            ))}
-            {items.length === 0 ? (
-              <tr className="block md:table-row">
-                <td colSpan={4} className="block px-3 py-6 text-sm text-zinc-600 md:table-cell">
-                  {pages.isPending ? "Loading…" : pages.isError ? "" : "This version has no items."}
-                </td>
-              </tr>
-            ) : null}
-          </tbody>
-        </table>
-      </div>
+      <StackedTable
+        labelledBy={captionId}
+        ready={ready}
+        dimmed={pages.isPlaceholderData}
+        data={{ "data-testid": "golden-items", "data-version": version }}
+        columns={[{ head: "Item", width: "md:w-40" }, { head: "Input" }, { head: "Expected" }, { head: "Source", width: "md:w-44" }]}
+        empty={items.length > 0 ? null : pages.isPending ? "Loading…" : pages.isError ? "" : "This version has no items."}
+      >
+        {items.map((item) => (
+          <ItemRow key={item.item_key} item={item} />
+        ))}
+      </StackedTable>
       {pages.isError ? <ErrorText error={pages.error} /> : null}
       {pages.hasNextPage ? <LoadMoreButton loading={pages.isFetchingNextPage} onLoad={() => void pages.fetchNextPage()} /> : null}
     </section>
