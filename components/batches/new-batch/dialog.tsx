@@ -238,41 +238,29 @@ export function NewBatchDialog({
           }),
         }
       : null;
+  // What a files or golden-set submission says besides where its items come from.
+  const sourcedBody = {
+    submission_key: "",
+    subagent: chosenSubagent || undefined,
+    prompt_template: template,
+    ...(model ? { model } : {}),
+    max_live_items: maxLiveItems,
+    max_running_items: maxRunningItems,
+    ...(outputSchema.value !== undefined ? { output_schema: outputSchema.value } : {}),
+    ...(checks.value?.length ? { checks: checks.value } : {}),
+    ...reviewBody,
+    ...examplesBody,
+    ...budget.body,
+  };
   const draftBody: BatchSubmission | null = !complete || variantOf
     ? null
     : fromFiles
-      ? {
-          submission_key: "",
-          subagent: chosenSubagent || undefined,
-          files: glob,
-          prompt_template: template,
-          ...(model ? { model } : {}),
-          max_live_items: maxLiveItems,
-          max_running_items: maxRunningItems,
-          ...(outputSchema.value !== undefined ? { output_schema: outputSchema.value } : {}),
-          ...(checks.value?.length ? { checks: checks.value } : {}),
-          ...reviewBody,
-          ...examplesBody,
-          ...budget.body,
-        }
+      ? { ...sourcedBody, files: glob }
       : fromGolden && goldenSet
-        ? {
-            submission_key: "",
-            subagent: chosenSubagent || undefined,
-            golden_set: goldenSetRef(goldenSet, golden.version),
-            prompt_template: template,
-            ...(model ? { model } : {}),
-            max_live_items: maxLiveItems,
-            max_running_items: maxRunningItems,
-            ...(outputSchema.value !== undefined ? { output_schema: outputSchema.value } : {}),
-            ...(checks.value?.length ? { checks: checks.value } : {}),
-            ...reviewBody,
-            ...examplesBody,
-            ...budget.body,
-          }
-      : built?.body
-        ? { ...built.body, ...budget.body, ...reviewBody, ...examplesBody, ...(model ? { model } : {}) }
-        : null;
+        ? { ...sourcedBody, golden_set: goldenSetRef(goldenSet, golden.version) }
+        : built?.body
+          ? { ...built.body, ...budget.body, ...reviewBody, ...examplesBody, ...(model ? { model } : {}) }
+          : null;
   // The estimate is of the whole batch on the chosen lane (a pilot runs the first items of the same).
   // (A variant has no estimate of its own: the dialog says what its original cost.)
   const estimate = useBatchEstimate(
