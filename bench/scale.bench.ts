@@ -36,7 +36,8 @@ import { processCpuMs, spawnBenchWorkers, stopBenchWorkers, waitForWorkers } fro
 export const name = "scale";
 
 const BIG = 100_000;
-const PORT = 3223;
+/** SCALE_BENCH_PORT moves the web process (two scale runs at once on one machine). */
+const PORT = Number(process.env.SCALE_BENCH_PORT ?? 3223);
 const limits = { max_items_per_batch: BIG, max_live_items_per_batch: 10_000, default_max_live_items: 1_000, max_running_items_per_batch: 1_024 };
 const cfg = configSchema.parse({
   subagent_batches: limits,
