@@ -8,14 +8,11 @@ import { updateBudget } from "./api";
 import { batchKeys } from "./panel-state";
 import { errorMessage } from "./shared";
 import { buttonClasses } from "@/components/ui/button";
+import { fieldClass, labelClass } from "@/components/ui/field";
 import { Spinner } from "@/components/ui/spinner";
 import { budgetUsage } from "./waiting";
 
 /** A batch's budget: the line in the panel, the form that raises it, and the New batch dialog's inputs. */
-
-export const fieldClass =
-  "w-full rounded-md border border-zinc-300 bg-white px-2 py-1.5 text-sm text-zinc-900 placeholder:text-zinc-400 focus-visible:outline-2 focus-visible:outline-sky-600 disabled:bg-zinc-100 disabled:text-zinc-500";
-export const labelClass = "text-xs font-medium text-zinc-700";
 
 /** Budget line with a raise form when the batch is paused at its budget. */
 export function BudgetSection({ threadId, batch }: { threadId: string; batch: BatchProjection }) {

@@ -1,10 +1,11 @@
 "use client";
 
-import { type ReactNode, useEffect, useId, useRef } from "react";
+import { type ReactNode, useId } from "react";
 import { formatCount } from "@/lib/format";
 import { useLiveBatch } from "./panel-state";
 import { isActiveBatch } from "./status";
 import { buttonClasses } from "@/components/ui/button";
+import { useModal } from "@/components/ui/modal-form";
 
 /**
  * Asks before a batch action that cannot be taken back (Cancel, the bulk retries): a modal
@@ -32,14 +33,9 @@ export function ConfirmDialog({
   onConfirm: () => void;
   onClose: () => void;
 }) {
-  const ref = useRef<HTMLDialogElement>(null);
+  const ref = useModal();
   const titleId = useId();
   const descId = useId();
-  useEffect(() => {
-    const d = ref.current;
-    if (d && !d.open) d.showModal();
-    return () => d?.close();
-  }, []);
   return (
     <dialog
       ref={ref}

@@ -13,7 +13,7 @@ import { batchKeys } from "./panel-state";
 import { RetryInputEditor } from "./retry-input-editor";
 import { errorMessage, NO_WORKER_TITLE } from "./shared";
 import { canRetryItem, ITEM_STATES } from "./status";
-import { FieldList, StatusBadge, VerdictBadge } from "./ui";
+import { ErrorText, FieldList, StatusBadge, VerdictBadge } from "./ui";
 import { useRetryItem } from "./use-retry-item";
 import { buttonClasses } from "@/components/ui/button";
 import { Spinner } from "@/components/ui/spinner";
@@ -284,11 +284,7 @@ function ItemReviewAction({ item, threadId, batchId }: { item: ItemProjection; t
           {state ? "Queue for review again" : "Queue for review"}
         </button>
       )}
-      {queue.isError ? (
-        <p role="alert" className="basis-full text-red-700">
-          {errorMessage(queue.error)}
-        </p>
-      ) : null}
+      {queue.isError ? <ErrorText error={queue.error} className="basis-full" /> : null}
     </section>
   );
 }

@@ -5,8 +5,7 @@ import { useEffect, useRef, useState } from "react";
 import { CollapsibleHeader, CountPill, useFold } from "@/components/ui/collapsible-header";
 import { type FileProjection, fileUrl } from "@/lib/api/files";
 import { formatTime } from "@/lib/format";
-import { errorMessage } from "../batches/shared";
-import { shortId } from "../batches/ui";
+import { ErrorText, shortId } from "../batches/ui";
 import { buttonClasses } from "@/components/ui/button";
 import { deleteFile, fetchFiles, filesKey, formatBytes } from "./api";
 
@@ -43,9 +42,7 @@ export function FilesSection({ threadId }: { threadId: string }) {
       </CollapsibleHeader>
       <div id={fold.bodyId} hidden={fold.collapsed}>
         {files.isError ? (
-          <p role="alert" className="px-4 py-3 text-xs text-red-700">
-            {errorMessage(files.error)}
-          </p>
+          <ErrorText error={files.error} className="px-4 py-3" />
         ) : files.isPending ? null : list.length === 0 ? (
           <p className="px-4 py-4 text-center text-zinc-600">
             No files yet. Attach files in the chat or drop them on it; files that sub-agents write appear here too.
@@ -101,11 +98,7 @@ function FileRow({ threadId, file }: { threadId: string; file: FileProjection })
             {formatTime(file.created_at)}
           </time>
         </p>
-        {remove.isError ? (
-          <p role="alert" className="text-xs text-red-700">
-            {errorMessage(remove.error)}
-          </p>
-        ) : null}
+        {remove.isError ? <ErrorText error={remove.error} /> : null}
       </div>
       {confirming ? (
         <span className="flex items-center gap-1.5">

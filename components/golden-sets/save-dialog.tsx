@@ -2,12 +2,13 @@
 
 import { useMutation, useQuery, useQueryClient } from "@tanstack/react-query";
 import Link from "next/link";
-import { useEffect, useId, useRef, useState } from "react";
+import { useEffect, useId, useState } from "react";
 import { GOLDEN_INCLUDE, GOLDEN_SET_NAME_MAX_CHARS, type GoldenInclude } from "@/lib/api/golden-sets";
 import { formatCount } from "@/lib/format";
-import { fieldClass, labelClass } from "@/components/batches/budget";
 import { ErrorText, shortId } from "@/components/batches/ui";
 import { buttonClasses } from "@/components/ui/button";
+import { fieldClass, LabelledSelect, labelClass } from "@/components/ui/field";
+import { ModalForm } from "@/components/ui/modal-form";
 import { Spinner } from "@/components/ui/spinner";
 import { addBatchToGoldenSet, createGoldenSetFromBatch, fetchGoldenSets, goldenKeys, goldenSetPagePath } from "./api";
 
@@ -48,8 +49,7 @@ export function SaveGoldenSetDialog({
   onClose: () => void;
 }) {
   const qc = useQueryClient();
-  const ref = useRef<HTMLDialogElement>(null);
-  const ids = { title: useId(), batch: useId(), name: useId(), set: useId() };
+  const ids = { name: useId(), set: useId() };
   const [batchId, setBatchId] = useState(initialBatchId);
   const [target, setTarget] = useState<"new" | "existing">("new");
   const [name, setName] = useState("");
@@ -80,12 +80,6 @@ export function SaveGoldenSetDialog({
     reset();
   }, [batchId, target, name, setId, include]);
 
-  useEffect(() => {
-    const d = ref.current;
-    if (d && !d.open) d.showModal();
-    return () => d?.close();
-  }, []);
-
   const problem =
     include.length === 0
       ? "Include accepted or corrected answers (or both)."
@@ -100,47 +94,28 @@ export function SaveGoldenSetDialog({
   const batch = batches.find((b) => b.id === batchId);
 
   return (
-    <dialog
-      ref={ref}
-      aria-labelledby={ids.title}
+    <ModalForm
+      title="Save reviewed as golden set"
+      width="md"
       onClose={onClose}
+      onSubmit={() => {
+        if (canSave) save.mutate();
+      }}
       data-testid="save-golden-dialog"
-      className="m-auto max-h-[calc(100dvh-2rem)] w-[min(32rem,calc(100vw-2rem))] overflow-y-auto rounded-lg bg-white p-0 text-sm text-zinc-900 shadow-xl backdrop:bg-zinc-900/40"
     >
-      <form
-        method="dialog"
-        className="flex flex-col gap-3 p-4"
-        onSubmit={(e) => {
-          e.preventDefault();
-          if (canSave) save.mutate();
-        }}
-      >
-        <div className="flex items-center gap-2">
-          <h3 id={ids.title} className="text-base font-semibold">
-            Save reviewed as golden set
-          </h3>
-          <button type="button" onClick={() => ref.current?.close()} className={buttonClasses("secondary", "sm", "ml-auto")}>
-            Close
-          </button>
-        </div>
         <p className="text-xs text-zinc-600">
           What people decided becomes the answers later runs are graded against: an accepted item keeps the model&apos;s answer, a
           corrected one the person&apos;s, and a rejection without a correction is left out.
         </p>
 
         {batches.length > 1 ? (
-          <div className="flex flex-col gap-1">
-            <label htmlFor={ids.batch} className={labelClass}>
-              Reviewed batch
-            </label>
-            <select id={ids.batch} value={batchId} onChange={(e) => setBatchId(e.target.value)} className={fieldClass}>
-              {batches.map((b) => (
-                <option key={b.id} value={b.id}>
-                  {b.title} ({shortId(b.id)})
-                </option>
-              ))}
-            </select>
-          </div>
+          <LabelledSelect label="Reviewed batch" value={batchId} onChange={(e) => setBatchId(e.target.value)}>
+            {batches.map((b) => (
+              <option key={b.id} value={b.id}>
+                {b.title} ({shortId(b.id)})
+              </option>
+            ))}
+          </LabelledSelect>
         ) : (
           <p className="min-w-0 text-xs text-zinc-600">
             From batch <span className="font-mono text-zinc-800">{shortId(batchId)}</span>
@@ -218,8 +193,7 @@ export function SaveGoldenSetDialog({
             Save golden set
           </button>
         </div>
-      </form>
-    </dialog>
+    </ModalForm>
   );
 }
 

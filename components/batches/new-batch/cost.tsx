@@ -8,10 +8,10 @@ import type { BatchSubmission } from "@/lib/api/files";
 import { formatCount, formatUsd } from "@/lib/format";
 import { outputAssumptionText } from "@/lib/output-assumption";
 import { estimateBatch } from "../api";
-import { fieldClass, labelClass } from "../budget";
 import { errorMessage } from "../shared";
 import { ErrorText } from "../ui";
 import { relabelServerMessage } from "./typed-input";
+import { labelClass, NumberInput } from "@/components/ui/field";
 
 /** Where a batch's items run: live, or through the provider's batch API. */
 export type BatchLane = "live" | "provider_batch";
@@ -145,7 +145,7 @@ export function RunOptions({
   pilotError: string | null;
   maxPilot: number;
 }) {
-  const ids = { pilot: useId(), size: useId(), lane: useId() };
+  const ids = { pilot: useId(), lane: useId() };
   return (
     <div className="flex flex-col gap-2">
       <div className="flex flex-wrap items-center gap-x-2 gap-y-1">
@@ -159,19 +159,14 @@ export function RunOptions({
         <label htmlFor={ids.pilot} className={labelClass}>
           Run a pilot first:
         </label>
-        <input
-          id={ids.size}
-          type="number"
+        <NumberInput
           aria-label="Pilot items"
           min={1}
           max={maxPilot}
-          step="1"
-          inputMode="numeric"
           disabled={!draft.pilotOn}
           value={draft.pilot}
-          onChange={(e) => onChange({ pilot: e.target.value })}
-          aria-invalid={pilotError ? true : undefined}
-          className={`${fieldClass} max-w-20`}
+          onChange={(pilot) => onChange({ pilot })}
+          invalid={!!pilotError}
         />
         <span className="text-xs text-zinc-700">items</span>
         <p className="basis-full text-xs text-zinc-600">

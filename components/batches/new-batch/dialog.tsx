@@ -8,11 +8,13 @@ import { type BatchSubmission, FILE_PLACEHOLDER } from "@/lib/api/files";
 import type { VariantRequest } from "@/lib/api/variants";
 import { ITEM_PLACEHOLDER, submissionLimits, submissionRefusal } from "@/lib/batch-rules";
 import { fetchFeatures, submitBatch, submitVariant } from "../api";
-import { budgetBody, fieldClass, labelClass } from "../budget";
+import { budgetBody } from "../budget";
 import { askChatToLook, batchKeys } from "../panel-state";
 import { errorMessage } from "../shared";
 import { ErrorText } from "../ui";
 import { buttonClasses } from "@/components/ui/button";
+import { LabelledSelect, Options } from "@/components/ui/field";
+import { ModalForm } from "@/components/ui/modal-form";
 import { Spinner } from "@/components/ui/spinner";
 import { detectFormat, draftPrompt, type ItemsFormat, parseItemsInput } from "./items-input";
 import { ItemsInput, type ItemsFile, type ItemsSource, ItemsSourceSwitch } from "./items-source";
@@ -32,8 +34,8 @@ import { type ReviewDraft, ReviewPolicyField, reviewDraftOf, reviewPolicyOf } fr
 import { DraftSummary } from "./preview";
 import { buildSubmission, newSubmissionKey } from "./submission";
 import { parseChecksText, parseOutputSchemaText } from "./typed-input";
-import { TextArea } from "./text-area";
-import { TypedOutputSection, useTypedCompile } from "./typed-output";
+import { FieldPlaceholders, TextArea } from "./text-area";
+import { type TypedDraft, TypedOutputSection, useTypedCompile } from "./typed-output";
 import { type CostDraft, EstimateView, initialCostDraft, pilotValue, refusedByEstimate, RunOptions, type RunExtras, useBatchEstimate } from "./cost";
 import {
   ModelField,
@@ -74,8 +76,7 @@ export function NewBatchDialog({
   const qc = useQueryClient();
   const features = useQuery({ queryKey: batchKeys.features, queryFn: ({ signal }) => fetchFeatures(signal) });
   const limits = features.data?.batches;
-  const ref = useRef<HTMLDialogElement>(null);
-  const ids = { title: useId(), count: useId() };
+  const countId = useId();
 
   const [subagent, setSubagent] = useState<string>(draft?.subagent ?? "");
   const [model, setModel] = useState(draft?.model ?? "");
@@ -100,8 +101,10 @@ export function NewBatchDialog({
   const [glob, setGlob] = useState("**");
   const [selection, setSelection] = useState<FilesSelection | null>(null);
   // "Output and checks": JSON text, read on every edit.
-  const [schemaText, setSchemaText] = useState(() => jsonText(draft?.output_schema));
-  const [checksText, setChecksText] = useState(() => (draft?.checks.length ? jsonText(draft.checks) : ""));
+  const [typed, setTyped] = useState<TypedDraft>(() => ({
+    schema: jsonText(draft?.output_schema),
+    checks: draft?.checks.length ? jsonText(draft.checks) : "",
+  }));
   // Review: which finished items wait for a person (a variant's starts as its original's).
   const [reviewDraft, setReviewDraft] = useState<ReviewDraft>(() => reviewDraftOf(draft?.review));
   // Pilot and lane (a variant's lane starts as its original's).
@@ -136,8 +139,8 @@ export function NewBatchDialog({
   const budget = budgetBody(limitsDraft.maxTokens, limitsDraft.maxCost);
   const maxLiveItems = optionalInt(limitsDraft.maxLive);
   const maxRunningItems = optionalInt(limitsDraft.maxRunning);
-  const outputSchema = useMemo(() => parseOutputSchemaText(schemaText), [schemaText]);
-  const checks = useMemo(() => parseChecksText(checksText), [checksText]);
+  const outputSchema = useMemo(() => parseOutputSchemaText(typed.schema), [typed.schema]);
+  const checks = useMemo(() => parseChecksText(typed.checks), [typed.checks]);
   const review = reviewPolicyOf(reviewDraft);
   const reviewError = "error" in review ? review.error : null;
   const reviewBody = "value" in review && review.value ? { review: review.value } : {};
@@ -206,13 +209,7 @@ export function NewBatchDialog({
   useEffect(() => {
     keyRef.current = null;
     reset();
-  }, [chosenSubagent, model, variantItems, template, source, effective, limitsDraft, itemsSource, glob, schemaText, checksText, cost, reviewDraft, golden, examplesDraft]);
-
-  useEffect(() => {
-    const d = ref.current;
-    if (d && !d.open) d.showModal();
-    return () => d?.close();
-  }, []);
+  }, [chosenSubagent, model, variantItems, template, source, effective, limitsDraft, itemsSource, glob, typed, cost, reviewDraft, golden, examplesDraft]);
 
   // The submission the draft makes (its key aside), or null while the draft has a problem of its own.
   const complete =
@@ -229,7 +226,7 @@ export function NewBatchDialog({
             subagent: chosenSubagent,
             model,
             template,
-            outputSchema: schemaText.trim() === "" ? null : outputSchema.value,
+            outputSchema: typed.schema.trim() === "" ? null : outputSchema.value,
             checks: checks.value,
             maxRunningItems,
             items: variantItems,
@@ -279,31 +276,14 @@ export function NewBatchDialog({
   };
 
   return (
-    <dialog
-      ref={ref}
-      aria-labelledby={ids.title}
+    <ModalForm
+      title={variantOf ? "Run a variant" : "New batch"}
+      width="lg"
       onClose={onClose}
+      onSubmit={onSubmit}
       data-testid="new-batch-dialog"
       data-variant-of={variantOf?.batch.id}
-      className="m-auto max-h-[calc(100dvh-2rem)] w-[min(40rem,calc(100vw-2rem))] overflow-y-auto rounded-lg bg-white p-0 text-sm text-zinc-900 shadow-xl backdrop:bg-zinc-900/40"
     >
-      <form
-        method="dialog"
-        className="flex flex-col gap-3 p-4"
-        onSubmit={(e) => {
-          e.preventDefault();
-          onSubmit();
-        }}
-      >
-        <div className="flex items-center gap-2">
-          <h3 id={ids.title} className="text-base font-semibold">
-            {variantOf ? "Run a variant" : "New batch"}
-          </h3>
-          <button type="button" onClick={() => ref.current?.close()} className={buttonClasses("secondary", "sm", "ml-auto")}>
-            Close
-          </button>
-        </div>
-
         {variantOf ? (
           <VariantItems variantOf={variantOf} value={variantItems} onChange={setVariantItems} error={refusedAt("items")} />
         ) : (
@@ -353,14 +333,11 @@ export function NewBatchDialog({
           onFormat={setFormat}
         />
         <TypedOutputSection
-          schema={schemaText}
-          checks={checksText}
-          onSchema={setSchemaText}
-          onChecks={setChecksText}
-          schemaError={schemaError}
-          checksError={checksError}
+          draft={typed}
+          onChange={(next) => setTyped((t) => ({ ...t, ...next }))}
+          errors={{ schema: schemaError, checks: checksError }}
           expectedColumn={fromGolden || (!fromFiles && parsed.expected)}
-          open={!!variantOf && (schemaText !== "" || checksText !== "")}
+          open={!!variantOf && (typed.schema !== "" || typed.checks !== "")}
         />
         <ExamplesField draft={examplesDraft} onChange={setExamplesDraft} error={examplesError ?? refusedAt("examples")} />
         <ReviewPolicyField draft={reviewDraft} onChange={setReviewDraft} error={reviewError ?? refusedAt("review")} />
@@ -373,7 +350,7 @@ export function NewBatchDialog({
         />
         {fromFiles || fromGolden || variantOf ? null : (
           <DraftSummary
-            countId={ids.count}
+            countId={countId}
             parsed={parsed}
             prompts={parsed.items.slice(0, PREVIEW_COUNT).map((item) => draftPrompt(item, template))}
             maxItems={limits?.max_items_per_batch}
@@ -405,8 +382,7 @@ export function NewBatchDialog({
             {variantOf ? "Start variant" : "Start batch"}
           </button>
         </div>
-      </form>
-    </dialog>
+    </ModalForm>
   );
 }
 
@@ -421,22 +397,20 @@ function SubagentField({
   onChange: (name: string) => void;
   error?: string | null;
 }) {
-  const id = useId();
   return (
-    <div className="flex flex-col gap-1">
-      <label htmlFor={id} className={labelClass}>
-        Sub-agent
-      </label>
-      <select id={id} value={value} onChange={(e) => onChange(e.target.value)} className={fieldClass}>
-        {subagents.map((s) => (
-          <option key={s.name} value={s.name}>
-            {s.name}
-          </option>
-        ))}
-      </select>
-      <p className="text-xs text-zinc-600">{subagents.find((s) => s.name === value)?.description}</p>
-      {error ? <ErrorText error={error} /> : null}
-    </div>
+    <LabelledSelect
+      label="Sub-agent"
+      value={value}
+      onChange={(e) => onChange(e.target.value)}
+      after={
+        <>
+          <p className="text-xs text-zinc-600">{subagents.find((s) => s.name === value)?.description}</p>
+          {error ? <ErrorText error={error} /> : null}
+        </>
+      }
+    >
+      <Options options={subagents.map((s) => ({ value: s.name, label: s.name }))} />
+    </LabelledSelect>
   );
 }
 
@@ -472,12 +446,7 @@ function TemplateField({
           ) : variantFields.length > 0 ? (
             <>
               The items&apos; fields:{" "}
-              {variantFields.map((f, i) => (
-                <span key={f}>
-                  {i > 0 ? ", " : ""}
-                  <code className="font-mono">{`{{${f}}}`}</code>
-                </span>
-              ))}
+              <FieldPlaceholders fields={variantFields} />
               .
             </>
           ) : (

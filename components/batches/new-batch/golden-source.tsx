@@ -6,8 +6,9 @@ import { useId } from "react";
 import { type ExamplesRequest, type GoldenSetRef, type GoldenSetSummary, MAX_EXAMPLES } from "@/lib/api/golden-sets";
 import { formatCount } from "@/lib/format";
 import { fetchGoldenItems, fetchGoldenSets, goldenKeys } from "@/components/golden-sets/api";
-import { fieldClass, labelClass } from "../budget";
 import { ErrorText } from "../ui";
+import { LabelledSelect, NumberInput } from "@/components/ui/field";
+import { FieldPlaceholders } from "./text-area";
 
 /** A golden set as the dialog holds it: the set, and a version (null: the newest when the batch starts). */
 export interface GoldenChoice {
@@ -41,40 +42,34 @@ function SetAndVersion({
   onChange: (next: GoldenChoice) => void;
   setLabel: string;
 }) {
-  const ids = { set: useId(), version: useId() };
   const set = chosenSet(sets, value.setId);
   return (
     <div className="flex flex-wrap items-end gap-2">
-      <span className="flex min-w-0 flex-1 basis-56 flex-col gap-1">
-        <label htmlFor={ids.set} className={labelClass}>
-          {setLabel}
-        </label>
-        <select id={ids.set} value={set?.id ?? ""} onChange={(e) => onChange({ setId: e.target.value, version: null })} className={fieldClass}>
-          {sets.map((s) => (
-            <option key={s.id} value={s.id}>
-              {s.name} ({formatCount(s.items)} items)
-            </option>
-          ))}
-        </select>
-      </span>
-      <span className="flex w-40 shrink-0 flex-col gap-1">
-        <label htmlFor={ids.version} className={labelClass}>
-          Version
-        </label>
-        <select
-          id={ids.version}
-          value={value.version === null ? "" : String(value.version)}
-          onChange={(e) => onChange({ ...value, setId: set?.id ?? value.setId, version: e.target.value === "" ? null : Number(e.target.value) })}
-          className={fieldClass}
-        >
-          <option value="">Newest (v{set?.version ?? "?"})</option>
-          {Array.from({ length: set?.version ?? 0 }, (_, i) => (set?.version ?? 0) - i).map((v) => (
-            <option key={v} value={v}>
-              v{v}
-            </option>
-          ))}
-        </select>
-      </span>
+      <LabelledSelect
+        label={setLabel}
+        className="flex min-w-0 flex-1 basis-56 flex-col gap-1"
+        value={set?.id ?? ""}
+        onChange={(e) => onChange({ setId: e.target.value, version: null })}
+      >
+        {sets.map((s) => (
+          <option key={s.id} value={s.id}>
+            {s.name} ({formatCount(s.items)} items)
+          </option>
+        ))}
+      </LabelledSelect>
+      <LabelledSelect
+        label="Version"
+        className="flex w-40 shrink-0 flex-col gap-1"
+        value={value.version === null ? "" : String(value.version)}
+        onChange={(e) => onChange({ ...value, setId: set?.id ?? value.setId, version: e.target.value === "" ? null : Number(e.target.value) })}
+      >
+        <option value="">Newest (v{set?.version ?? "?"})</option>
+        {Array.from({ length: set?.version ?? 0 }, (_, i) => (set?.version ?? 0) - i).map((v) => (
+          <option key={v} value={v}>
+            v{v}
+          </option>
+        ))}
+      </LabelledSelect>
     </div>
   );
 }
@@ -125,12 +120,7 @@ export function GoldenSetItems({ value, onChange }: { value: GoldenChoice; onCha
           <>
             {" "}
             with the fields{" "}
-            {fields.map((f, i) => (
-              <span key={f}>
-                {i > 0 ? ", " : ""}
-                <code className="font-mono">{`{{${f}}}`}</code>
-              </span>
-            ))}
+            <FieldPlaceholders fields={fields} />
           </>
         ) : null}
         . Each answer is checked against the set&apos;s expected one (the <code className="font-mono">golden</code> check).
@@ -175,13 +165,13 @@ export function examplesOf(
  * its own example.
  */
 export function ExamplesField({ draft, onChange, error }: { draft: ExamplesDraft; onChange: (next: ExamplesDraft) => void; error?: string | null }) {
-  const ids = { on: useId(), count: useId() };
+  const onId = useId();
   const sets = useGoldenSets();
   return (
     <fieldset className="flex flex-col gap-1.5" data-testid="examples-field">
       <legend className="sr-only">Examples</legend>
-      <label htmlFor={ids.on} className="flex items-center gap-2 text-xs font-medium text-zinc-700">
-        <input id={ids.on} type="checkbox" checked={draft.on} onChange={(e) => onChange({ ...draft, on: e.target.checked })} />
+      <label htmlFor={onId} className="flex items-center gap-2 text-xs font-medium text-zinc-700">
+        <input id={onId} type="checkbox" checked={draft.on} onChange={(e) => onChange({ ...draft, on: e.target.checked })} />
         Show the model examples from a golden set
       </label>
       {draft.on ? (
@@ -189,21 +179,14 @@ export function ExamplesField({ draft, onChange, error }: { draft: ExamplesDraft
           <div className="flex flex-col gap-2 pl-6">
             <SetAndVersion sets={sets.data} value={draft.choice} onChange={(choice) => onChange({ ...draft, choice })} setLabel="Examples from" />
             <span className="flex items-center gap-2 text-xs text-zinc-700">
-              <span className="w-20">
-                <input
-                  id={ids.count}
-                  type="number"
-                  aria-label="Number of examples"
-                  min={1}
-                  max={MAX_EXAMPLES}
-                  step={1}
-                  inputMode="numeric"
-                  value={draft.count}
-                  onChange={(e) => onChange({ ...draft, count: e.target.value })}
-                  aria-invalid={error ? true : undefined}
-                  className={fieldClass}
-                />
-              </span>
+              <NumberInput
+                aria-label="Number of examples"
+                min={1}
+                max={MAX_EXAMPLES}
+                value={draft.count}
+                onChange={(count) => onChange({ ...draft, count })}
+                invalid={!!error}
+              />
               examples before each item (an item never sees itself)
             </span>
           </div>

@@ -1,7 +1,7 @@
 import { useId, useState } from "react";
 import { buttonClasses } from "@/components/ui/button";
-import { fieldClass, labelClass } from "../budget";
 import { ErrorText } from "../ui";
+import { fieldClass, LabelledSelect, labelClass } from "@/components/ui/field";
 import type { ItemsFormat } from "./items-input";
 
 const MAX_FILE_BYTES = 20 * 1024 * 1024;
@@ -55,7 +55,7 @@ export function ItemsInput({
   effective: ItemsFormat;
   onFormat: (format: ItemsFormat | "auto") => void;
 }) {
-  const ids = { items: useId(), file: useId(), format: useId() };
+  const ids = { items: useId(), file: useId() };
   const [fileError, setFileError] = useState<string | null>(null);
   const read = async (f: File | undefined) => {
     setFileError(null);
@@ -114,22 +114,18 @@ export function ItemsInput({
         )}
       </div>
       {fileError ? <ErrorText error={fileError} /> : null}
-      <div className="flex items-center gap-2">
-        <label htmlFor={ids.format} className={labelClass}>
-          Format
-        </label>
-        <select
-          id={ids.format}
-          value={format}
-          onChange={(e) => onFormat(e.target.value as ItemsFormat | "auto")}
-          className="rounded-md border border-zinc-300 bg-white px-2 py-1 text-xs"
-        >
-          <option value="auto">Detect ({FORMAT_LABEL[effective]})</option>
-          <option value="lines">One item per line</option>
-          <option value="jsonl">JSONL</option>
-          <option value="csv">CSV</option>
-        </select>
-      </div>
+      <LabelledSelect
+        label="Format"
+        className="flex items-center gap-2"
+        selectClassName="rounded-md border border-zinc-300 bg-white px-2 py-1 text-xs"
+        value={format}
+        onChange={(e) => onFormat(e.target.value as ItemsFormat | "auto")}
+      >
+        <option value="auto">Detect ({FORMAT_LABEL[effective]})</option>
+        <option value="lines">One item per line</option>
+        <option value="jsonl">JSONL</option>
+        <option value="csv">CSV</option>
+      </LabelledSelect>
     </div>
   );
 }

@@ -2,8 +2,8 @@
 
 import { useId } from "react";
 import type { ReviewPolicy } from "@/lib/api/batches";
-import { fieldClass, labelClass } from "../budget";
 import { ErrorText } from "../ui";
+import { fieldClass, labelClass, NumberInput, Options } from "@/components/ui/field";
 
 /** The Review field as typed: which finished items join the review queue, and a sample's share in percent. */
 export interface ReviewDraft {
@@ -28,11 +28,11 @@ export function reviewPolicyOf(draft: ReviewDraft): { value: ReviewPolicy | null
   return { value: { when: "sample", rate: percent / 100 } };
 }
 
-const CHOICES: Array<[ReviewDraft["when"], string]> = [
-  ["none", "None"],
-  ["failed", "Items that failed (an error or a check)"],
-  ["all", "Every item"],
-  ["sample", "A sample"],
+const CHOICES: Array<{ value: ReviewDraft["when"]; label: string }> = [
+  { value: "none", label: "None" },
+  { value: "failed", label: "Items that failed (an error or a check)" },
+  { value: "all", label: "Every item" },
+  { value: "sample", label: "A sample" },
 ];
 
 /** "Review": which items wait in /review for a person once they finish. */
@@ -45,45 +45,35 @@ export function ReviewPolicyField({
   onChange: (next: ReviewDraft) => void;
   error?: string | null;
 }) {
-  const ids = { when: useId(), percent: useId() };
+  const whenId = useId();
   return (
     <div className="flex flex-col gap-1">
-      <label htmlFor={ids.when} className={labelClass}>
+      <label htmlFor={whenId} className={labelClass}>
         Review
       </label>
       <div className="flex flex-wrap items-center gap-2">
         {/* fieldClass is w-full: each control's width is its wrapper's. */}
         <span className="min-w-0 flex-1 basis-48">
           <select
-            id={ids.when}
+            id={whenId}
             value={draft.when}
             onChange={(e) => onChange({ ...draft, when: e.target.value as ReviewDraft["when"] })}
             className={fieldClass}
           >
-            {CHOICES.map(([value, label]) => (
-              <option key={value} value={value}>
-                {label}
-              </option>
-            ))}
+            <Options options={CHOICES} />
           </select>
         </span>
         {draft.when === "sample" ? (
           <span className="flex shrink-0 items-center gap-1 text-xs text-zinc-700">
-            <span className="w-20">
-              <input
-                id={ids.percent}
-                type="number"
-                aria-label="Review sample percent"
-                min={0.1}
-                max={100}
-                step="any"
-                inputMode="decimal"
-                value={draft.percent}
-                onChange={(e) => onChange({ ...draft, percent: e.target.value })}
-                aria-invalid={error ? true : undefined}
-                className={fieldClass}
-              />
-            </span>
+            <NumberInput
+              aria-label="Review sample percent"
+              min={0.1}
+              max={100}
+              step="any"
+              value={draft.percent}
+              onChange={(percent) => onChange({ ...draft, percent })}
+              invalid={!!error}
+            />
             % of the items
           </span>
         ) : null}

@@ -1,8 +1,8 @@
 "use client";
 
 import { type ReactNode, type TextareaHTMLAttributes, useId } from "react";
-import { fieldClass, labelClass } from "../budget";
 import { ErrorText } from "../ui";
+import { fieldClass, labelClass } from "@/components/ui/field";
 
 /** One of the dialog's longer fields: a labelled textarea (monospace), its hint, and its error when there is one. */
 export function TextArea({
@@ -32,4 +32,14 @@ export function TextArea({
       {error ? <ErrorText error={error} /> : null}
     </div>
   );
+}
+
+/** Item fields as the template names them: `{{a}}, {{b}}`. */
+export function FieldPlaceholders({ fields }: { fields: readonly string[] }) {
+  return fields.map((f, i) => (
+    <span key={f}>
+      {i > 0 ? ", " : ""}
+      <code className="font-mono">{`{{${f}}}`}</code>
+    </span>
+  ));
 }

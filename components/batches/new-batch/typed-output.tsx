@@ -33,23 +33,46 @@ export function useTypedCompile(
   }, [needed, compiler, schema, checks]);
 }
 
+/** "Output and checks" as typed: JSON text of the schema and of the checks ("" for none). */
+export interface TypedDraft {
+  schema: string;
+  checks: string;
+}
+
+const TYPED_FIELDS = [
+  {
+    key: "schema",
+    label: "Output schema",
+    example: OUTPUT_SCHEMA_EXAMPLE,
+    hint: () =>
+      "Optional. A JSON Schema: each item answers one JSON value valid against it, and its top-level properties become the Results table's columns.",
+  },
+  {
+    key: "checks",
+    label: "Checks",
+    example: CHECKS_EXAMPLE,
+    hint: (expectedColumn: boolean) => (
+      <>
+        Optional. A JSON array of checks: <code className="font-mono">regex</code> (pattern, path?),{" "}
+        <code className="font-mono">equals</code> (path, expected_path?) or <code className="font-mono">judge</code>{" "}
+        (rubric, threshold?); <code className="font-mono">on_fail</code> "flag" or "retry".
+        {expectedColumn ? " The items' expected values are what equals compares with." : ""}
+      </>
+    ),
+  },
+] as const;
+
 /** "Output and checks": an optional JSON Schema for each answer, and the checks that grade it. */
 export function TypedOutputSection({
-  schema,
-  checks,
-  onSchema,
-  onChecks,
-  schemaError,
-  checksError,
+  draft,
+  onChange,
+  errors,
   expectedColumn,
   open = false,
 }: {
-  schema: string;
-  checks: string;
-  onSchema: (text: string) => void;
-  onChecks: (text: string) => void;
-  schemaError: string | null;
-  checksError: string | null;
+  draft: TypedDraft;
+  onChange: (next: Partial<TypedDraft>) => void;
+  errors: Record<keyof TypedDraft, string | null>;
   /** Whether the items carry `expected` (an equals check compares with it). */
   expectedColumn: boolean;
   /** Opened from the start (a variant's prefilled schema and checks are shown, not folded away). */
@@ -59,33 +82,19 @@ export function TypedOutputSection({
     <details open={open || undefined} className="rounded-md border border-zinc-200 px-2 py-1">
       <summary className="cursor-pointer text-xs font-medium text-zinc-700">Output and checks</summary>
       <div className="flex flex-col gap-3 py-2">
-        <TextArea
-          label="Output schema"
-          value={schema}
-          onChange={(e) => onSchema(e.target.value)}
-          spellCheck={false}
-          placeholder={OUTPUT_SCHEMA_EXAMPLE}
-          className="text-xs"
-          error={schemaError}
-          hint="Optional. A JSON Schema: each item answers one JSON value valid against it, and its top-level properties become the Results table's columns."
-        />
-        <TextArea
-          label="Checks"
-          value={checks}
-          onChange={(e) => onChecks(e.target.value)}
-          spellCheck={false}
-          placeholder={CHECKS_EXAMPLE}
-          className="text-xs"
-          error={checksError}
-          hint={
-            <>
-              Optional. A JSON array of checks: <code className="font-mono">regex</code> (pattern, path?),{" "}
-              <code className="font-mono">equals</code> (path, expected_path?) or <code className="font-mono">judge</code>{" "}
-              (rubric, threshold?); <code className="font-mono">on_fail</code> "flag" or "retry".
-              {expectedColumn ? " The items' expected values are what equals compares with." : ""}
-            </>
-          }
-        />
+        {TYPED_FIELDS.map((f) => (
+          <TextArea
+            key={f.key}
+            label={f.label}
+            value={draft[f.key]}
+            onChange={(e) => onChange({ [f.key]: e.target.value })}
+            spellCheck={false}
+            placeholder={f.example}
+            className="text-xs"
+            error={errors[f.key]}
+            hint={f.hint(expectedColumn)}
+          />
+        ))}
       </div>
     </details>
   );

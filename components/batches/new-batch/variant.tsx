@@ -1,7 +1,6 @@
 "use client";
 
-import { Options } from "@/components/ui/field";
-import { useId } from "react";
+import { fieldClass, LabelledSelect, Options } from "@/components/ui/field";
 import type { Check, OutputSchema, Verdict } from "@/lib/api/batch-data";
 import type { BatchProjection, ItemStatus, ReviewPolicy } from "@/lib/api/batches";
 import { ApiError } from "@/lib/api/client";
@@ -9,7 +8,6 @@ import type { ExamplesRequest } from "@/lib/api/golden-sets";
 import type { VariantDraft, VariantRequest } from "@/lib/api/variants";
 import { titleFrom } from "@/lib/batch-title";
 import { formatCount, formatUsd } from "@/lib/format";
-import { fieldClass, labelClass } from "../budget";
 import { errorMessage } from "../shared";
 import { ErrorText, shortId } from "../ui";
 import { relabelServerMessage } from "./typed-input";
@@ -123,7 +121,6 @@ export function VariantItems({
   onChange: (value: VariantItemsChoice) => void;
   error: string | null;
 }) {
-  const id = useId();
   const { batch, draft } = variantOf;
   const title = titleFrom(draft.prompt_template, draft.subagent);
   const options: { value: VariantItemsChoice; label: string; n: number }[] = [
@@ -139,14 +136,15 @@ export function VariantItems({
         <span className="font-mono text-xs text-zinc-600">({shortId(batch.id)})</span>
       </p>
       {offered.length > 1 ? (
-        <div className="flex items-center gap-2">
-          <label htmlFor={id} className={labelClass}>
-            Run
-          </label>
-          <select id={id} value={value} onChange={(e) => onChange(e.target.value as VariantItemsChoice)} className={`${fieldClass} min-w-0 flex-1`}>
-            <Options options={offered} />
-          </select>
-        </div>
+        <LabelledSelect
+          label="Run"
+          className="flex items-center gap-2"
+          selectClassName={`${fieldClass} min-w-0 flex-1`}
+          value={value}
+          onChange={(e) => onChange(e.target.value as VariantItemsChoice)}
+        >
+          <Options options={offered} />
+        </LabelledSelect>
       ) : null}
       <p className="text-xs text-zinc-600">
         Item keys, fields and expected values as before, so the two runs compare item by item. The original cost{" "}
@@ -172,22 +170,17 @@ export function ModelField({
   error: string | null;
   defaultLabel?: string;
 }) {
-  const id = useId();
   const names = models.includes(value) || (value === "" && defaultLabel) ? models : [value, ...models];
   return (
-    <div className="flex flex-col gap-1">
-      <label htmlFor={id} className={labelClass}>
-        Model
-      </label>
-      <select id={id} value={value} onChange={(e) => onChange(e.target.value)} aria-invalid={error ? true : undefined} className={fieldClass}>
-        {defaultLabel ? <option value="">{defaultLabel}</option> : null}
-        {names.map((m) => (
-          <option key={m} value={m}>
-            {m}
-          </option>
-        ))}
-      </select>
-      {error ? <ErrorText error={error} /> : null}
-    </div>
+    <LabelledSelect
+      label="Model"
+      value={value}
+      onChange={(e) => onChange(e.target.value)}
+      aria-invalid={error ? true : undefined}
+      after={error ? <ErrorText error={error} /> : null}
+    >
+      {defaultLabel ? <option value="">{defaultLabel}</option> : null}
+      <Options options={names.map((m) => ({ value: m, label: m }))} />
+    </LabelledSelect>
   );
 }
