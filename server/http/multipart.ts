@@ -1,4 +1,5 @@
 import "server-only";
+import type { Readable } from "node:stream";
 import busboy from "busboy";
 import { CompatParamError } from "@/server/compat/errors";
 import { AppError } from "@/server/errors";
@@ -16,6 +17,26 @@ import type { BodySpool, SpoolEntry } from "./spool";
 /** Multipart framing around the file bytes (boundaries, part headers). */
 const FRAMING_ALLOWANCE_BYTES = 1024 * 1024;
 const MAX_FILES_PER_UPLOAD = 1000;
+
+/**
+ * A one-file form: every text field lands in `fields`, the first part named `file` goes to
+ * `onFile`, and any other file part is drained unread (so the body can still be parsed to its end).
+ */
+function takeFilePart(parser: busboy.Busboy, fields: Record<string, string>, onFile: (stream: Readable, info: busboy.FileInfo) => void): void {
+  let taken = false;
+  parser.on("field", (name, value) => {
+    fields[name] = value;
+  });
+  parser.on("file", (name, stream, info) => {
+    stream.on("error", () => {});
+    if (name !== "file" || taken) {
+      stream.resume();
+      return;
+    }
+    taken = true;
+    onFile(stream, info);
+  });
+}
 
 /**
  * Feeds the request body to a busboy parser, chunk by chunk, waiting for the spool to take each
@@ -220,15 +241,7 @@ export async function receiveBatchFile(
   let file: ReceivedBatchFile | null = null;
   let last = NEWLINE;
 
-  parser.on("field", (name, value) => {
-    fields[name] = value;
-  });
-  parser.on("file", (name, stream, info) => {
-    stream.on("error", () => {});
-    if (name !== "file" || file) {
-      stream.resume();
-      return;
-    }
+  takeFilePart(parser, fields, (stream, info) => {
     const current: ReceivedBatchFile = { filename: (info.filename || "upload.jsonl").slice(0, 255), bytes: 0, lines: 0, content: spool.entry() };
     file = current;
     stream.on("data", (chunk: Buffer) => {
@@ -283,15 +296,7 @@ export async function receiveFormFile(req: Request, limits: { maxBytes: number }
   const tooLarge = () => new AppError("payload_too_large", `file: larger than http.max_body_bytes (${limits.maxBytes} bytes)`);
   const fields: Record<string, string> = {};
   let file: ReceivedFormFile | null = null;
-  parser.on("field", (name, value) => {
-    fields[name] = value;
-  });
-  parser.on("file", (name, stream, info) => {
-    stream.on("error", () => {});
-    if (name !== "file" || file) {
-      stream.resume();
-      return;
-    }
+  takeFilePart(parser, fields, (stream, info) => {
     const current: ReceivedFormFile = { filename: info.filename ?? "", contentType: info.mimeType ?? "", fields, content: spool.entry() };
     file = current;
     stream.on("data", (chunk: Buffer) => current.content.write(chunk));
