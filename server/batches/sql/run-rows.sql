@@ -1,6 +1,7 @@
--- Run rows as jsonb objects (column names as agent_runs spells them), read into agent_runs'
--- columns with the same defaults, for both writers below. One select, so the planner inlines it.
-create or replace function flotilla_run_rows_of(p_rows jsonb)
+-- A run row as a jsonb object (column names as agent_runs spells them), read into agent_runs'
+-- columns with their defaults, for both writers below. One select, so the planner inlines it
+-- where it is joined laterally: the same plan as writing the read out in each writer.
+create or replace function flotilla_run_row_of(p_row jsonb)
 returns table (id uuid, user_id uuid, thread_id uuid, kind text, definition text, model text, prompt text,
                depth integer, status text, stop_reason text, result text, error text, input_tokens bigint,
                output_tokens bigint, cached_input_tokens bigint, cache_write_tokens bigint, transcript jsonb,
@@ -12,7 +13,7 @@ language sql stable as $$
          coalesce(r.cached_input_tokens, 0), coalesce(r.cache_write_tokens, 0), r.transcript,
          r.tool_calls, coalesce(r.tool_call_count, 0), r.owner_instance, r.created_at, r.started_at,
          coalesce(r.finished_at, now())
-    from jsonb_to_recordset(p_rows) as r(
+    from jsonb_to_record(p_row) as r(
       id uuid, user_id uuid, thread_id uuid, kind text, definition text, model text, prompt text, depth integer,
       status text, stop_reason text, result text, error text, input_tokens bigint, output_tokens bigint,
       cached_input_tokens bigint, cache_write_tokens bigint,
@@ -33,7 +34,7 @@ begin
                           result, error, input_tokens, output_tokens, cached_input_tokens, cache_write_tokens,
                           transcript, tool_calls, tool_call_count,
                           owner_instance, created_at, started_at, finished_at)
-  select * from flotilla_run_rows_of(p_rows);
+  select r.* from jsonb_array_elements(p_rows) e cross join lateral flotilla_run_row_of(e) r;
 end
 $$;
 
@@ -44,17 +45,16 @@ $$;
 -- thread or user was deleted meanwhile is skipped, and a row already written (a round trip that
 -- committed but whose answer was lost) is left as it is, so neither can fail the settlements.
 create or replace function flotilla_settle_run_rows(p_settle jsonb) returns void language plpgsql as $$
-declare
-  -- A variable, not a sub-select, as the argument: only then is flotilla_run_rows_of inlined.
-  v_rows jsonb := (select jsonb_agg(e->'run_row') from jsonb_array_elements(p_settle) e where jsonb_typeof(e->'run_row') = 'object');
 begin
   insert into agent_runs (id, user_id, thread_id, kind, definition, model, prompt, depth, status, stop_reason,
                           result, error, input_tokens, output_tokens, cached_input_tokens, cache_write_tokens,
                           transcript, tool_calls, tool_call_count,
                           owner_instance, created_at, started_at, finished_at)
   select r.*
-    from flotilla_run_rows_of(v_rows) r
-   where exists (select 1 from users u where u.id = r.user_id)
+    from jsonb_array_elements(p_settle) e
+    cross join lateral flotilla_run_row_of(e->'run_row') r
+   where jsonb_typeof(e->'run_row') = 'object'
+     and exists (select 1 from users u where u.id = r.user_id)
      and (r.thread_id is null or exists (select 1 from threads t where t.id = r.thread_id))
   on conflict (id) do nothing;
 end
