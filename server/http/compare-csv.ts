@@ -3,7 +3,7 @@ import type postgres from "postgres";
 import type { CompareChange } from "@/lib/api/compare";
 import { pairPageSql, shownOutput } from "@/server/batches/compare";
 import { ITEM_INPUT_MAX_CHARS } from "@/server/batches/repository";
-import { cellSql, csvHead, type ExportArgs, exportStream } from "./export";
+import { cellSql, csvChunk, csvHead, type ExportArgs, exportStream } from "./export";
 
 /**
  * compare.csv: every matched pair of a comparison (or those of one change), one line each with
@@ -61,6 +61,6 @@ export function compareCsvStream(
     lines: { sql: compareLines(change, args.previewMaxChars), params: [args.batchId, 0, null, args.otherId] },
     sizes: { sql: compareSizes(change, args.previewMaxChars), params: [args.batchId, 0, null, args.otherId] },
     head: csvHead(COMPARE_CSV_HEADER, false),
-    eol: Buffer.from("\r\n"),
+    write: csvChunk,
   });
 }

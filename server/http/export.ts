@@ -10,13 +10,14 @@ import { AppError } from "@/server/errors";
 import { log } from "@/server/log";
 import { exportChunk, trackExport } from "@/server/instruments";
 import { cutConnection } from "./connections";
+import { type ExportRow, jsonLines } from "./result-lines";
 
 /**
  * results.jsonl and results.csv as byte streams: one READ ONLY, REPEATABLE READ transaction (so a
  * batch that is still running exports one consistent snapshot of every item, terminal or in
  * flight) reading one server-side cursor in position order, each fetch cut at EXPORT_FETCH_BYTES
- * of stored text. PostgreSQL writes every line itself, so rows reach this process as finished
- * bytes. Fetches are asked for only as the HTTP consumer reads (FETCH_AHEAD ahead), so memory
+ * of stored text. PostgreSQL writes every CSV line itself; a results.jsonl line is written here
+ * from the item's record (result-lines.ts), bytes to bytes. Fetches are asked for only as the HTTP consumer reads (FETCH_AHEAD ahead), so memory
  * stays at a few fetches however large the batch or slow the client. An export holds its connection and snapshot at most
  * `exports.max_seconds`, and a user has at most EXPORTS_PER_USER of them open across every web
  * process (advisory locks held by the export's own transaction). Ownership must be checked by the
@@ -55,57 +56,25 @@ export function exportPool(): postgres.Sql {
 }
 
 /**
- * The rows of results.jsonl, each row's JSON line written by PostgreSQL (the one place a full
- * result leaves the server). to_json escapes text exactly as JSON.stringify does (quote,
- * backslash, \b \f \n \r \t, other control characters as lowercase \u00xx, nothing else), and
- * the keys come in the wire schema's order, so each line is byte for byte what JSON.stringify
- * writes (test/api/export-exactness.test.ts); `expected`, `output`, `checks` and `reviewed_output` are compact JSON
- * (flotilla_json_text, server/batches/sql/export.sql), their numbers as jsonb writes them (which
- * differs from JSON.stringify only in exponent form: 1e-7, 1e21); an item without them never
- * calls that function (a call costs microseconds a row even for null). Measured on 100,000 small
- * rows (bench/scale): encoding lines in this process cost 5x a COPY of the same rows; PostgreSQL
- * writes them in about 2.5x a COPY's CPU (issue 44: the concatenation and to_json's escaping; one
- * format() or concat() call instead of the || chain measured the same).
+ * results.jsonl's rows: each item as one record of the columns its line needs (as COPY would
+ * send them: text, every jsonb as jsonb writes it), from which this process writes the line
+ * (server/http/result-lines.ts jsonLines, the field order it reads). PostgreSQL writing the lines
+ * itself cost about 2.5x a COPY's CPU (issue 44: to_json's escaping, the ~35-part || chain, the
+ * casts) and sent 66 MB of lines for COPY's 40 MB; split this way PostgreSQL does about a COPY's
+ * work, and this process encodes a fetch while the next one is read.
  *
  * Values, not JSON inside strings: in a batch of object items an item's `input` is its fields as
- * the object they are (an explicit prompt among them stays text), and a typed answer's `result`
- * is the same value as its `output`; a string item's input and an untyped answer are text.
+ * the object they are (an explicit prompt among them stays text: `object_input` says which), and
+ * a typed answer's `result` is the same value as its `output` (so the result is not sent then);
+ * a string item's input and an untyped answer are text.
  */
-/** Results longer than this (stored bytes) are escaped by this process, not by PostgreSQL. */
-export const LARGE_RESULT_BYTES = 16 * 1024;
-
-/**
- * A nullable jsonb column as compact JSON text: only an object or array calls flotilla_json_text
- * (each call costs tens of microseconds); null and scalars are written as jsonb writes them, as
- * flotilla_json_text itself writes a scalar.
- */
-const jsonValueText = (column: string) =>
-  `case when ${column} is null then 'null' when jsonb_typeof(${column}) in ('object', 'array') then flotilla_json_text(${column}) else ${column}::text end`;
-
-function jsonlLines(filter: ExportFilter): string {
-  // Up to the place of the result. A result written by this process goes at its end, the line's
-  // byte offset the fourth column gives (the input before it may be an object holding a "result" key).
-  const head = `'{"item_key":' || to_json(item_key)::text
-      || ',"input":' || case when ${OBJECT_INPUT} then input else to_json(input)::text end
-      || ',"position":' || position || ',"status":' || to_json(status)::text || ',"attempts":' || attempts || ',"result":'`;
-  const large = `output is null and octet_length(result) > ${LARGE_RESULT_BYTES}`;
+function jsonlRows(filter: ExportFilter): string {
   return `
-  select ${head}
-      || case when output is not null then output_text when ${large} then '' else coalesce(to_json(result)::text, 'null') end
-      || ',"error":' || coalesce(to_json(error)::text, 'null')
-      || ',"expected":' || ${jsonValueText("expected")}
-      || ',"output":' || output_text
-      || ',"checks":' || case when checks is null then '[]' else flotilla_json_text(checks) end
-      || ',"verdict":' || coalesce(to_json(verdict)::text, 'null')
-      || ',"review_state":' || coalesce(to_json(review_state)::text, 'null')
-      || ',"review_note":' || coalesce(to_json(review_note)::text, 'null')
-      || ',"reviewed_output":' || ${jsonValueText("reviewed_output")}
-      || ',"usage":{"input_tokens":' || input_tokens || ',"output_tokens":' || output_tokens
-      || ',"cached_input_tokens":' || cached_input_tokens || ',"cache_write_tokens":' || cache_write_tokens || '}}',
-         case when ${large} then result end,
-         case when ${large} then octet_length(${head}) end
-    from (select *, ${jsonValueText("output")} as output_text from subagent_batch_items where ${itemsWhere(filter)}) item,
-         (${OBJECT_ITEMS}) batch
+  select row(item_key, coalesce(${OBJECT_INPUT}, false), input, position, status, attempts, output,
+             case when output is null then result end, error, expected, checks, verdict, review_state, review_note,
+             reviewed_output, input_tokens, output_tokens, cached_input_tokens, cache_write_tokens)::text
+    from subagent_batch_items item, (${OBJECT_ITEMS}) batch
+   where ${itemsWhere(filter)}
    order by position`;
 }
 
@@ -154,57 +123,21 @@ function storedSizes(filter: ExportFilter): string {
            order by position`;
 }
 
-/**
- * A fetch's rows: [line, large result, its place], as the bytes PostgreSQL sent (a CSV line
- * comes alone). A JSON line's result over LARGE_RESULT_BYTES comes raw, its place in the line (a byte offset) left empty after `"result":`:
- * to_json escapes at ~78 MB/s where V8's JSON.stringify is several times faster (bench export:
- * 5,000 results of 100,000 characters took 3.7x a COPY with PostgreSQL escaping everything).
- */
-type LineRow = readonly [Uint8Array, (Uint8Array | null)?, (Uint8Array | null)?];
 const asBuffer = (b: Uint8Array) => (Buffer.isBuffer(b) ? b : Buffer.from(b.buffer, b.byteOffset, b.byteLength));
 
-/** Bytes a fetch's rows take before escaping. */
-function rawBytes(rows: readonly LineRow[]): number {
-  let size = 0;
-  for (const [line, large] of rows) size += line.byteLength + 1 + (large ? large.byteLength : 0);
-  return size;
-}
+const CRLF = Buffer.from("\r\n");
 
-/**
- * A fetch's lines, each followed by `eol`, written into one buffer. A large result is
- * escaped from its bytes read as latin1 (one character per byte): JSON.stringify escapes only
- * `"`, `\` and characters below 0x20, all ASCII, so the bytes of multi-byte UTF-8 sequences
- * (all >= 0x80) pass through untouched and writing the string back as latin1 gives exactly the
- * bytes of decoding, stringifying and encoding as UTF-8, without either UTF-8 pass or a second
- * copy of the line. The buffer is sized for a few escapes and grows in the rare case it must.
- */
-function joinLines(rows: readonly LineRow[], eol: Buffer): Buffer {
-  const raw = rawBytes(rows);
-  let out = Buffer.allocUnsafe(raw + (raw >> 4) + 128);
+/** A fetch of CSV lines as PostgreSQL wrote them (one column a row), each followed by CRLF, as one chunk. */
+export function csvChunk(rows: readonly ExportRow[]): Buffer {
+  let size = 0;
+  for (const [line] of rows) size += line!.byteLength + CRLF.byteLength;
+  const out = Buffer.allocUnsafe(size);
   let pos = 0;
-  const room = (n: number) => {
-    if (pos + n <= out.length) return;
-    const bigger = Buffer.allocUnsafe(Math.max(out.length * 2, pos + n));
-    out.copy(bigger, 0, 0, pos);
-    out = bigger;
-  };
-  for (const [written, large, place] of rows) {
-    const line = asBuffer(written);
-    if (large) {
-      // The line has nothing after `"result":` (at the byte offset the row gave): the escaped result goes there.
-      const at = Number(asBuffer(place!).toString("latin1"));
-      const escaped = JSON.stringify(asBuffer(large).toString("latin1"));
-      room(line.byteLength + escaped.length + eol.byteLength);
-      pos += line.copy(out, pos, 0, at);
-      pos += out.write(escaped, pos, "latin1");
-      pos += line.copy(out, pos, at);
-    } else {
-      room(line.byteLength + eol.byteLength);
-      pos += line.copy(out, pos);
-    }
-    pos += eol.copy(out, pos);
+  for (const [line] of rows) {
+    pos += asBuffer(line!).copy(out, pos);
+    pos += CRLF.copy(out, pos);
   }
-  return out.subarray(0, pos);
+  return out;
 }
 
 /** Why an export stopped before its end (the client went away or stalled, or it ran too long). */
@@ -280,9 +213,9 @@ export function exportResultsStream(sql: postgres.Sql, args: ExportArgs): Promis
   const filter = args.filter ?? {};
   return exportStream(sql, {
     ...args,
-    lines: { sql: jsonlLines(filter), params: [args.batchId] },
+    lines: { sql: jsonlRows(filter), params: [args.batchId] },
     sizes: { sql: storedSizes(filter), params: [args.batchId] },
-    eol: Buffer.from("\n"),
+    write: jsonLines,
   });
 }
 
@@ -293,20 +226,20 @@ export interface Statement {
 }
 
 /**
- * What an export streams: the rows of `lines` (each [line, large result, its place]: LineRow),
+ * What an export streams: the rows of `lines`, each fetch of them made one chunk by `write`,
  * after `head`'s one row (a CSV's header). `sizes` reads the stored bytes of the same rows in
  * the same order, one number a row: each fetch of lines is sized from them.
  */
 export interface ExportQuery {
   lines: Statement;
   sizes: Statement;
-  eol: Buffer;
+  write: (rows: readonly ExportRow[]) => Buffer;
   head?: Statement;
 }
 
 /**
  * The stream every export is (results.jsonl, results.csv, compare.csv): `head`, then the rows of
- * `lines`, each a finished line followed by `eol`, one chunk a fetch. Resolves once the export holds its
+ * `lines`, one chunk a fetch (`write`). Resolves once the export holds its
  * snapshot and one of the user's slots (so the route can still answer 429); the stream then
  * errors (the response is cut, never ended as if complete) when the client stalls, goes away, or
  * the export outlives `maxMs`, and each of those releases the connection and the snapshot at once.
@@ -426,12 +359,12 @@ export function exportStream(sql: postgres.Sql, args: ExportArgs & ExportQuery):
                 }
                 return rows;
               };
-              const ahead: Promise<LineRow[]>[] = [];
+              const ahead: Promise<ExportRow[]>[] = [];
               /** Asks for the next fetch of lines; false when no row is left. */
               const fetchAhead = async (most: number): Promise<boolean> => {
                 const rows = await plan(most);
                 if (rows === 0) return false;
-                const next = tx.unsafe(`fetch ${rows} from flotilla_export_lines`).raw() as unknown as Promise<LineRow[]>;
+                const next = tx.unsafe(`fetch ${rows} from flotilla_export_lines`).raw() as unknown as Promise<ExportRow[]>;
                 // Observed in its turn, or dropped with the transaction when the export stops.
                 next.catch(() => {});
                 ahead.push(next);
@@ -442,7 +375,7 @@ export function exportStream(sql: postgres.Sql, args: ExportArgs & ExportQuery):
                 const current = await ahead.shift()!;
                 check();
                 await fetchAhead(fetchRows);
-                const chunk = joinLines(current, args.eol);
+                const chunk = args.write(current);
                 await demand();
                 controller.enqueue(exportChunk(chunk));
               }
@@ -634,6 +567,6 @@ export function exportCsvStream(
     lines: csvLines(args.batchId, plan, args.filter ?? {}, raw),
     sizes: { sql: storedSizes(args.filter ?? {}), params: [args.batchId] },
     head: csvHead(csvColumns(plan), raw, !raw),
-    eol: Buffer.from("\r\n"),
+    write: csvChunk,
   });
 }

@@ -35,7 +35,7 @@ const TRICKY: (string | null)[] = [
   "tab\there\r\nnewline",
   "unicode é ✓ 中文 😀 \u2028 \u2029 \u007f",
   `${"long ".repeat(30_000)}"quoted"\n${"ü".repeat(10_000)}`,
-  // Over LARGE_RESULT_BYTES, so escaped by the web process from raw bytes: every escape class,
+  // Long (the web process escapes every result from its raw bytes): every escape class,
   // 2-, 3- and 4-byte UTF-8, and U+2028 / U+2029, which JSON.stringify leaves unescaped.
   randomText(4242, 40_000),
   `${controls}"\\\u2028\u2029😀é中\u007f`.repeat(1_000),
@@ -173,7 +173,7 @@ describe("results.jsonl bytes", () => {
         update subagent_batch_items set status = 'succeeded', expected = ${expected === null ? null : JSON.stringify(expected)}::jsonb,
                -- A typed answer's result is its output; the others are text.
                output = ${i % 3 === 0 ? JSON.stringify({ b: 2, result: "decoy" }) : null}::jsonb,
-               -- Past LARGE_RESULT_BYTES every other row: escaped by this process and spliced into the line.
+               -- Long every other row (once spliced into a line PostgreSQL wrote, now as every result).
                result = ${i % 2 ? `big ${"\"\n✓".repeat(10_000)}` : "small"}
          where batch_id = ${batchId} and position = ${i + 1}`;
     const { text } = await exportText(batchId);
@@ -199,7 +199,7 @@ describe("results.jsonl bytes", () => {
     for (const [i, output] of outputs.entries())
       await tdb.sql`
         update subagent_batch_items set status = 'succeeded', output = ${output === null ? null : JSON.stringify(output)}::jsonb,
-               -- Untyped and past LARGE_RESULT_BYTES: spliced after the input, whose fields hold ',"result":'.
+               -- Untyped and long, after an input whose fields hold ',"result":'.
                result = ${output === null ? `big ${'","result":'.repeat(5_000)}` : JSON.stringify(output)}
          where batch_id = ${batchId} and position = ${i + 1}`;
     const { text } = await exportText(batchId);

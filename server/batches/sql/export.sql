@@ -1,4 +1,5 @@
--- Value writers of the exports (server/http/export.ts): PostgreSQL writes each line itself.
+-- Value writers of the CSV exports (server/http/export.ts): PostgreSQL writes each CSV line itself
+-- (results.jsonl's lines are written by the web process: server/http/result-lines.ts).
 
 -- A jsonb value as compact JSON text, as JSON.stringify writes the value read back (no spaces
 -- after , and :; jsonb's own key order). jsonb::text puts a space after each, so a scalar is
