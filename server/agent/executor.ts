@@ -199,7 +199,9 @@ class SubagentRun {
     }
     return answerWithModel(
       {
-        model: journal ? wrapLanguageModel({ model, middleware: journal.middleware }) : model,
+        // The journal's middleware only places tool calls: a run without tools makes none (and a
+        // wrapped model per item was garbage on every zero-latency item).
+        model: journal && Object.keys(tools).length > 0 ? wrapLanguageModel({ model, middleware: journal.middleware }) : model,
         system: def.systemPrompt,
         tools,
         typed,

@@ -37,7 +37,7 @@ begin
   end if;
   if jsonb_array_length(coalesce(p_settle, '[]')) > 0 then
     return query select 'settled', s.item_id, s.new_status, null::uuid, null::text, null::integer, null::text, null::bigint, null::integer, null::jsonb, null::text, null::boolean, null::integer, null::jsonb
-      from flotilla_settle(p_owner, p_settle, p_max_deferrals) s;
+      from flotilla_settle_held(p_owner, p_settle, p_max_deferrals) s;
   end if;
   return query select 'claimed', c.item_id, 'leased', c.batch_id, c.item_key, c.item_position, c.prompt, c.lease_token, c.attempt, c.expected, c.feedback, c.resume, c.generation,
       case when row_number() over (partition by c.batch_id order by c.item_position) = 1
