@@ -34,7 +34,7 @@ async function main() {
   const app = next({ dev: false, dir: path.resolve(root), port, hostname: "localhost" });
   await app.prepare();
   const handle = app.getRequestHandler();
-  const server = createFrontDoorServer((req, res) => void handle(req, res), { trustedProxies });
+  const server = createFrontDoorServer((req, res) => handle(req, res), { trustedProxies });
   server.on("error", (err: NodeJS.ErrnoException) => {
     console.error(`[flotilla] web cannot listen on port ${port}: ${err.code === "EADDRINUSE" ? "the port is in use (set PORT)" : err.message}`);
     process.exit(1);

@@ -73,6 +73,8 @@ export interface LeadResponseOptions {
   signal?: AbortSignal;
   /** The batch tools' facts, read beside the turn's own writes (LeadToolContext.batchFacts). */
   batchFacts?: LeadToolContext["batchFacts"];
+  /** The lead run row when the caller created it with the thread's lock (leadRunRow); else created here. */
+  runId?: string;
 }
 
 export interface LeadRunHandle {
@@ -91,6 +93,19 @@ function describeError(error: unknown): string {
   return oneLine.length > 500 ? `${oneLine.slice(0, 499)}…` : oneLine;
 }
 
+/** The lead run row's values (kind "lead", running, owned by this instance): the prompt is the last user message's text. */
+export function leadRunRow(input: { userId: string; threadId: string; model: ResolvedModel; messages: ChatMessage[] }) {
+  return {
+    userId: input.userId,
+    threadId: input.threadId,
+    kind: "lead",
+    definition: "lead",
+    model: input.model.catalogName,
+    prompt: lastUserText(input.messages),
+    status: "running",
+  } as const;
+}
+
 function lastUserText(messages: ChatMessage[]): string {
   const last = [...messages].reverse().find((m) => m.role === "user");
   return (last?.parts ?? [])
@@ -100,25 +115,16 @@ function lastUserText(messages: ChatMessage[]): string {
 }
 
 /**
- * Creates the lead run row (kind "lead", running, owned by this instance) and returns the
- * handle that streams the response. The run id exists before the first chunk so tools and
- * the client can target it.
+ * Creates the lead run row (leadRunRow), unless the caller did with the thread's lock, and
+ * returns the handle that streams the response. The run id exists before the first chunk so
+ * tools and the client can target it.
  */
 export async function startLeadResponse(options: LeadResponseOptions): Promise<LeadRunHandle> {
-  const { db, model, userId, threadId, messages } = options;
-  const run = await createRun(db, {
-    userId,
-    threadId,
-    kind: "lead",
-    definition: "lead",
-    model: model.catalogName,
-    prompt: lastUserText(messages),
-    status: "running",
-  });
-  const response = new LeadResponse(options, run.id);
+  const runId = options.runId ?? (await createRun(options.db, leadRunRow(options))).id;
+  const response = new LeadResponse(options, runId);
   let finished: Promise<ChatMessageMetadata> | undefined;
   return {
-    runId: run.id,
+    runId,
     errorText: describeError,
     // The model calls and tool calls of the response are children of its invoke_agent span.
     execute: (writer) => inSpan(response.span, () => response.stream(writer)),

@@ -27,51 +27,52 @@ export const INTERRUPTED_MESSAGE =
   "Interrupted: the server restarted while this run was active. It was not restarted automatically; " +
   "work it had started may be partially done and needs checking.";
 
-export async function createRun(
-  db: DbOrTx,
-  args: {
-    /** A run id chosen by the caller (batch items name their run before the row exists). */
-    id?: string;
-    userId: string;
-    threadId?: string | null;
-    parentRunId?: string | null;
-    rootRunId?: string | null;
-    retryOfRunId?: string | null;
-    resumedFromRunId?: string | null;
-    kind: RunKind;
-    definition: string;
-    model: string;
-    prompt?: string | null;
-    toolCallId?: string | null;
-    depth?: number;
-    /** Lead runs start running at once; sub-agent runs start pending until they hold a slot. */
-    status?: "pending" | "running";
-    createdAt?: Date;
-  },
-): Promise<RunRow> {
+export type NewRun = {
+  /** A run id chosen by the caller (batch items name their run before the row exists). */
+  id?: string;
+  userId: string;
+  threadId?: string | null;
+  parentRunId?: string | null;
+  rootRunId?: string | null;
+  retryOfRunId?: string | null;
+  resumedFromRunId?: string | null;
+  kind: RunKind;
+  definition: string;
+  model: string;
+  prompt?: string | null;
+  toolCallId?: string | null;
+  depth?: number;
+  /** Lead runs start running at once; sub-agent runs start pending until they hold a slot. */
+  status?: "pending" | "running";
+  createdAt?: Date;
+};
+
+/** A run row's values, owned by this instance (createRun; a statement that inserts it with more, e.g. createLeadRun). */
+export function runValues(args: NewRun) {
   const status = args.status ?? "pending";
-  const [row] = await db
-    .insert(agentRuns)
-    .values({
-      ...(args.id ? { id: args.id } : {}),
-      ...(args.createdAt ? { createdAt: args.createdAt } : {}),
-      userId: args.userId,
-      threadId: args.threadId ?? null,
-      parentRunId: args.parentRunId ?? null,
-      rootRunId: args.rootRunId ?? null,
-      retryOfRunId: args.retryOfRunId ?? null,
-      resumedFromRunId: args.resumedFromRunId ?? null,
-      kind: args.kind,
-      definition: args.definition,
-      model: args.model,
-      prompt: storableText(args.prompt) ?? null,
-      toolCallId: args.toolCallId ?? null,
-      depth: args.depth ?? 0,
-      status,
-      startedAt: status === "running" ? sql`now()` : null,
-      ownerInstance: INSTANCE_ID,
-    })
-    .returning();
+  return {
+    ...(args.id ? { id: args.id } : {}),
+    ...(args.createdAt ? { createdAt: args.createdAt } : {}),
+    userId: args.userId,
+    threadId: args.threadId ?? null,
+    parentRunId: args.parentRunId ?? null,
+    rootRunId: args.rootRunId ?? null,
+    retryOfRunId: args.retryOfRunId ?? null,
+    resumedFromRunId: args.resumedFromRunId ?? null,
+    kind: args.kind,
+    definition: args.definition,
+    model: args.model,
+    prompt: storableText(args.prompt) ?? null,
+    toolCallId: args.toolCallId ?? null,
+    depth: args.depth ?? 0,
+    status,
+    startedAt: status === "running" ? sql`now()` : null,
+    ownerInstance: INSTANCE_ID,
+  };
+}
+
+export async function createRun(db: DbOrTx, args: NewRun): Promise<RunRow> {
+  const [row] = await db.insert(agentRuns).values(runValues(args)).returning();
   return row;
 }
 

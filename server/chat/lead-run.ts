@@ -4,11 +4,11 @@ import { and, desc, eq, sql } from "drizzle-orm";
 import { type BusyPolicy, THREAD_BUSY_MESSAGE } from "@/lib/api/chat";
 import type { FlotillaConfig } from "@/lib/config";
 import { denyLeadApprovals } from "@/server/agent/chat-approvals";
-import { type LeadResponseOptions, startLeadResponse } from "@/server/agent/lead";
+import { type LeadResponseOptions, leadRunRow, startLeadResponse } from "@/server/agent/lead";
 import { batchToolFacts } from "@/server/agent/tools/batch";
-import { stopRunTree } from "@/server/agent/runs";
+import { runValues, stopRunTree } from "@/server/agent/runs";
 import type { Db, DbOrTx } from "@/server/db/client";
-import { chatStreams, threads, toolApprovals } from "@/server/db/schema";
+import { agentRuns, chatStreams, threads, toolApprovals } from "@/server/db/schema";
 import { AppError } from "@/server/errors";
 import { log } from "@/server/log";
 import { stripDirectives } from "@/server/models/simulator";
@@ -132,6 +132,26 @@ export async function tryLockThread(
   );
 }
 
+/** Sets the stream's run (its lock then lasts as long as the run, abandonedStreams). */
+async function attachRun(tx: DbOrTx, input: { streamId: string; runId: string }): Promise<void> {
+  await tx.update(chatStreams).set({ runId: input.runId }).where(eq(chatStreams.id, input.streamId));
+}
+
+/**
+ * The lead run of a stream whose lock the transaction just took, inserted and attached to the
+ * stream in one statement (the row before its reference). Returns the run's id.
+ */
+async function createLeadRun(tx: DbOrTx, input: { streamId: string; row: ReturnType<typeof leadRunRow> }): Promise<string> {
+  const runId = randomUUID();
+  const run = tx.$with("run").as(tx.insert(agentRuns).values(runValues({ id: runId, ...input.row })).returning({ id: agentRuns.id }));
+  await tx
+    .with(run)
+    .update(chatStreams)
+    .set({ runId: sql`(select id from ${run})` })
+    .where(eq(chatStreams.id, input.streamId));
+  return runId;
+}
+
 /**
  * Starts a lead response in a thread with no queue, refusing (409) while one runs: system
  * triggers and callers that decide nothing about busy threads. Checks ownership, takes the
@@ -202,12 +222,22 @@ export async function postUserMessage(
   // An interrupting message is the person's answer to calls still waiting for them: denied.
   if (policy === "interrupt") await denyLeadApprovals(db, { threadId, reason: "interrupted by a new message" });
   const taken = await db.transaction(async (tx) => {
-    await lockThreadQueue(tx, threadId);
-    // Messages already waiting go first; an interrupting one goes ahead of them.
-    const streamId = await tryLockThread(tx, { threadId, userId, messageId, unlessQueued: policy !== "interrupt" });
+    // Sent together, run in this order by the backend (one connection): the queue's lock is
+    // held before the thread's lock is tried. Messages already waiting go first; an
+    // interrupting one goes ahead of them.
+    const [, streamId] = await Promise.all([
+      lockThreadQueue(tx, threadId),
+      tryLockThread(tx, { threadId, userId, messageId, unlessQueued: policy !== "interrupt" }),
+    ]);
     if (streamId) {
-      await insertMessage(tx, { threadId, message });
-      return { kind: "locked" as const, streamId };
+      // The message, the run and the stream's run_id commit together, sent together: a crash
+      // after the commit leaves a running run of a dead instance, which recovery ends (and with
+      // it the stream's lock); one round trip before the first token instead of three.
+      const [, runId] = await Promise.all([
+        insertMessage(tx, { threadId, message }),
+        createLeadRun(tx, { streamId, row: leadRunRow({ userId, threadId, model: input.model, messages: [message] }) }),
+      ]);
+      return { kind: "locked" as const, streamId, runId };
     }
     const waiting = policy !== "interrupt" && (await hasQueuedMessages(tx, threadId));
     if (policy === "reject") throw new AppError("conflict", THREAD_BUSY_MESSAGE);
@@ -226,6 +256,7 @@ export async function postUserMessage(
       history,
       trigger: { kind: "user", message },
       streamId: taken.streamId,
+      runId: taken.runId,
       messageId,
       unattended: false,
       batchFacts,
@@ -350,6 +381,8 @@ export async function runLocked(
     unattended: boolean;
     signal?: AbortSignal;
     batchFacts?: LeadResponseOptions["batchFacts"];
+    /** The lead run created with the thread's lock (createLeadRun); else created here, once the run may call the model. */
+    runId?: string;
   },
 ): Promise<StartedLeadRun> {
   const { config, model, userId, threadId, history, trigger, streamId, messageId } = input;
@@ -370,7 +403,7 @@ export async function runLocked(
       return { streamId, runId: null, messageId, done: startNext().then(() => undefined) };
     }
   }
-  // The thread's activity and title, beside the run's start rather than before it (one commit
+  // The thread's activity and title, beside the response rather than before it (one round trip
   // less on the first token's path); a failure here only leaves the sidebar order stale.
   const touched = touchThread(db, {
     userId,
@@ -390,8 +423,17 @@ export async function runLocked(
   const messages = turn ? [...history, turn] : history;
   let lead: Awaited<ReturnType<typeof startLeadResponse>>;
   try {
-    lead = await startLeadResponse({ db, config, model, userId, threadId, messages, signal: input.signal, batchFacts: input.batchFacts });
-    await touched;
+    lead = await startLeadResponse({
+      db,
+      config,
+      model,
+      userId,
+      threadId,
+      messages,
+      signal: input.signal,
+      batchFacts: input.batchFacts,
+      runId: input.runId,
+    });
   } catch (err) {
     await writer.close();
     void startNext();
@@ -400,14 +442,11 @@ export async function runLocked(
   const runId = lead.runId;
   // Off the first token's path: the stream is a minute away from counting as abandoned
   // without its run, and the writer finishes it only after this settles.
-  const attached = db
-    .update(chatStreams)
-    .set({ runId })
-    .where(sql`${chatStreams.id} = ${streamId}`)
-    .then(
-      () => undefined,
-      (err) => log.error({ err, stream_id: streamId, run_id: runId }, "could not attach the run to its chat stream"),
-    );
+  const attached = input.runId
+    ? Promise.resolve()
+    : attachRun(db, { streamId, runId }).catch((err) =>
+        log.error({ err, stream_id: streamId, run_id: runId }, "could not attach the run to its chat stream"),
+      );
   // Stop pressed on another web process reaches this one as a notification.
   const unsubscribeStop = await onChatStreamEvent(db, (payload) => {
     if (payload === `stop:${runId}`) abortLiveRun(runId);
@@ -422,6 +461,7 @@ export async function runLocked(
       await lead.execute(ui);
     },
     async onFinish({ responseMessage, isAborted, finishReason }) {
+      await touched; // never rejects; the reply's touch below comes after it
       try {
         const metadata = await lead.finish({ aborted: isAborted, responseText: responseText(responseMessage), finishReason });
         if (responseMessage.parts.length > 0) {

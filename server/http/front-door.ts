@@ -32,7 +32,8 @@ export interface FrontDoorOptions {
   stalledReaderMs?: number;
 }
 
-type Listener = (req: http.IncomingMessage, res: http.ServerResponse) => void;
+/** A request handler; when it returns a promise, the request's span lasts until it settles too. */
+type Listener = (req: http.IncomingMessage, res: http.ServerResponse) => void | Promise<void>;
 
 interface Upload {
   req: http.IncomingMessage;
@@ -123,8 +124,15 @@ export function frontDoor(handler: Listener, options: FrontDoorOptions = {}): Fr
     }
     // One SERVER span per request, the route handler's spans its children (a no-op while tracing is off).
     const span = startSpan(req.method ?? "HTTP", { "http.request.method": req.method, "url.path": (req.url ?? "/").split("?")[0] }, SpanKind.SERVER);
-    res.once("close", () => endServerSpan(span, res));
-    inSpan(span, () => handler(req, res));
+    const closed = new Promise<void>((resolve) => res.once("close", resolve));
+    // Ended once the response has closed and the handler has settled: Next sets `http.route` on
+    // this span when its handling settles, after a streamed body's close (ending the span at the
+    // close alone made that an "operation on ended Span", twice a chat turn). A handler that
+    // throws still ends it, and its rejection goes on as before.
+    const handled = inSpan(span, () => handler(req, res));
+    void Promise.resolve(handled)
+      .then(() => closed)
+      .finally(() => endServerSpan(span, res));
   }) as FrontDoor;
   door.stop = () => {
     if (clock) clearInterval(clock);
