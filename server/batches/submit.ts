@@ -394,7 +394,9 @@ export async function writeBatch<R extends ItemRow>(tx: DbOrTx, plan: BatchPlan<
   // transaction's connection): PostgreSQL runs them in order, each read with its own snapshot taken
   // after the lock is held, so the answers are those of one at a time, at one round trip instead of
   // five (a one-item batch's created_at -> started_at is mostly this transaction, issue 44). A replay
-  // answers before any quota refusal counts.
+  // answers before any quota refusal counts. Every statement of this transaction is a prepared one
+  // (postgres.js tagged templates, drizzle's .prepare()): an unnamed statement with parameters is
+  // described before it is bound, and postgres.js holds the pipeline until that answers.
   const [locked, replay, admitted] = await Promise.allSettled([
     lockUserWork(tx, plan.userId),
     replayOf(tx, plan),
