@@ -61,8 +61,8 @@ export async function insertItems(
   args: { batchId: string; offset: number; live: number; items: readonly ItemRow[] },
 ): Promise<void> {
   if (args.items.length === 0) return;
-  if (oneInsert(args.items)) return insertRows(tx, args);
-  return copyRows(tx, args);
+  if (oneInsert(args.items)) await insertItemRows(tx, args);
+  else await copyRows(tx, args);
 }
 
 /**
@@ -85,11 +85,15 @@ function plainText(value: string, index: number, field: string): string {
   return value;
 }
 
-/** One INSERT over parallel text arrays: the same columns, positions and window as the COPY. */
-async function insertRows(
+/**
+ * One INSERT over parallel text arrays: the same columns, positions and window as the COPY (for
+ * chunks `oneInsert` accepts). The rows are checked before it returns, so a refused row throws
+ * here and nothing of the chunk is sent.
+ */
+export function insertItemRows(
   tx: DbOrTx,
   args: { batchId: string; offset: number; live: number; items: readonly ItemRow[] },
-): Promise<void> {
+): Promise<unknown> {
   const n = args.items.length;
   const ids = orderedIds(n);
   const keys = new Array<string>(n);
@@ -105,7 +109,7 @@ async function insertRows(
     expected[i] = item.expected === undefined ? null : plainText(JSON.stringify(item.expected), index, "expected");
   }
   const sql = driverOf(tx);
-  await sql`
+  return sql`
     insert into subagent_batch_items (id, batch_id, position, item_key, prompt, input, status, expected)
     select r.id, ${args.batchId}::uuid, ${args.offset}::int + r.ord::int, r.item_key, r.prompt, r.input,
            case when ${args.offset}::int + r.ord::int <= ${args.live}::int then 'queued' else 'pending' end,

@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import { and, eq, sql } from "drizzle-orm";
+import { and, eq } from "drizzle-orm";
 import { providerBatchLane, type ReviewPolicy, submitBatchSchema } from "@/lib/api/batches";
 import { type BatchSubmission, isFileSubmission, isGoldenSubmission, submitFileBatchSchema, submitGoldenBatchSchema } from "@/lib/api/files";
 import { type Check, GOLDEN_CHECK_NAME, type OutputSchema, type SpecCheck } from "@/lib/api/batch-data";
@@ -32,7 +32,7 @@ import {
 } from "@/lib/batch-rules";
 import { checkPatternProblem, newPatternBudget } from "@/lib/check-pattern";
 import type { FlotillaConfig } from "@/lib/config";
-import type { DbOrTx } from "@/server/db/client";
+import { type DbOrTx, driverOf } from "@/server/db/client";
 import { subagentBatches, threads } from "@/server/db/schema";
 import { AppError, notFound } from "@/server/errors";
 import { findCatalogEntry } from "@/server/models/catalog";
@@ -42,7 +42,7 @@ import { nextTurn } from "@/server/runtime/next-turn";
 import { matchingPaths } from "@/server/workspace/files";
 import { assertDailyTokenQuota, modelPrices } from "./budget";
 import { type GoldenRunItems, goldenRunItems } from "./golden-sets";
-import { type ItemRow, insertItems, oneInsert } from "./insert-items";
+import { type ItemRow, insertItemRows, insertItems, oneInsert } from "./insert-items";
 import { BATCH_CHANNEL, batchEventPayload } from "./notify";
 import { buildExecutionSpec, type ExecutionSpec, type SpecDefinition, type SubmissionOrigin } from "./spec";
 import type { BatchRow } from "./types";
@@ -207,7 +207,7 @@ export async function submitBatch(db: DbOrTx, args: SubmitBatchArgs): Promise<{ 
   const { input, config } = args;
   const { rows, spec } = prepared;
   const b = config.subagent_batches;
-  return db.transaction((tx) =>
+  const write = await db.transaction((tx) =>
     writeBatch(tx, {
       userId: args.userId,
       threadId: args.threadId,
@@ -228,6 +228,8 @@ export async function submitBatch(db: DbOrTx, args: SubmitBatchArgs): Promise<{ 
       chunks: [rows],
     }),
   );
+  // The commit went out behind the last writes; a refused one made it a rollback and rejects here.
+  return { batch: await write.written, created: write.created };
 }
 
 /**
@@ -370,19 +372,31 @@ export interface BatchPlan<R extends ItemRow = ItemRow> {
 }
 
 /**
+ * A batch's writes as sent: `written` settles once the last of them answered. It resolves with
+ * every statement handed to the transaction's connection, so a caller that returns it unawaited
+ * from its transaction sends the commit right behind the writes (one round trip fewer before a
+ * one-item batch can start, issue 44) and awaits `written` after the commit: a refused write
+ * aborted the transaction, whose commit then rolled it back, and `written` rejects with the
+ * refusal. Await `written` inside the transaction before any statement that must follow the batch.
+ */
+export interface BatchWrite {
+  created: boolean;
+  written: Promise<BatchRow>;
+}
+
+/**
  * Writes one batch inside the caller's transaction: per-user quotas and the daily token quota
  * under the per-user lock (admitWork), the price snapshot, the batch row, its items, the submit
  * notification. A replay of a known key returns that batch unrefused.
  */
-export async function writeBatch<R extends ItemRow>(
-  tx: DbOrTx,
-  plan: BatchPlan<R>,
-): Promise<{ batch: BatchRow; created: boolean }> {
+export async function writeBatch<R extends ItemRow>(tx: DbOrTx, plan: BatchPlan<R>): Promise<BatchWrite> {
   // The lock, the replay's reads and the quotas' go out together (postgres.js pipelines them on the
   // transaction's connection): PostgreSQL runs them in order, each read with its own snapshot taken
   // after the lock is held, so the answers are those of one at a time, at one round trip instead of
   // five (a one-item batch's created_at -> started_at is mostly this transaction, issue 44). A replay
-  // answers before any quota refusal counts.
+  // answers before any quota refusal counts. Every statement of this transaction is a prepared one
+  // (postgres.js tagged templates, drizzle's .prepare()): an unnamed statement with parameters is
+  // described before it is bound, and postgres.js holds the pipeline until that answers.
   const [locked, replay, admitted] = await Promise.allSettled([
     lockUserWork(tx, plan.userId),
     replayOf(tx, plan),
@@ -390,7 +404,7 @@ export async function writeBatch<R extends ItemRow>(
   ]);
   if (locked.status === "rejected") throw locked.reason;
   if (replay.status === "rejected") throw replay.reason;
-  if (replay.value) return { batch: replay.value, created: false };
+  if (replay.value) return { written: Promise.resolve(replay.value), created: false };
   if (admitted.status === "rejected") throw admitted.reason;
 
   const spec: ExecutionSpec = {
@@ -431,29 +445,37 @@ export async function writeBatch<R extends ItemRow>(
       reviewWhen: plan.review?.when ?? null,
       reviewRate: plan.review?.rate ?? null,
     })
-    .returning(),
-    tx.execute(sql`select pg_notify(${BATCH_CHANNEL}, ${batchEventPayload("submit", id)})`),
+    .returning()
+    .prepare("insert_batch")
+    .execute(),
+    driverOf(tx)`select pg_notify(${BATCH_CHANNEL}::text, ${batchEventPayload("submit", id)}::text)`,
   ]);
   inserted.catch(() => {}); // awaited below, after the first chunk that may go out behind it
+  // A small first chunk goes out right behind the batch's insert (PostgreSQL runs them in order,
+  // so the foreign key holds): the batch, its items and the notification in one round trip, left
+  // in flight when nothing follows them (BatchWrite). A refused batch insert aborts the
+  // transaction, and the first error is its.
+  let inFlight: Promise<unknown> | undefined;
   let offset = 0;
-  let waited = false;
+  let first = true;
   for await (const items of plan.chunks) {
-    if (!waited && oneInsert(items)) {
-      // A small first chunk goes out right behind the batch's insert (PostgreSQL runs them in
-      // order, so the foreign key holds): one round trip for the batch, its items and the
-      // notification. A refused batch insert aborts the transaction, and the first error is its.
-      await Promise.all([inserted, insertItems(tx, { batchId: id, offset, live, items })]);
+    if (first && oneInsert(items)) {
+      // The rows are checked (NUL refused) before anything of theirs is sent.
+      inFlight = Promise.all([inserted, insertItemRows(tx, { batchId: id, offset, live, items })]);
+      inFlight.catch(() => {}); // observed through `written`
+      if (plan.afterChunk) await inFlight;
     } else {
-      await inserted;
+      await (inFlight ?? inserted);
       await insertItems(tx, { batchId: id, offset, live, items });
     }
-    waited = true;
+    first = false;
     await plan.afterChunk?.(tx, { batchId: id, offset, items });
     offset += items.length;
   }
-  const [[batch]] = await inserted;
   if (offset !== plan.total) throw new AppError("conflict", "the input changed while the batch was being written; retry");
-  return { batch: batch!, created: true };
+  const written = Promise.all([inserted, inFlight]).then(([[[batch]]]) => batch!);
+  written.catch(() => {}); // the caller awaits it, possibly only after the commit
+  return { written, created: true };
 }
 
 /**
@@ -496,7 +518,7 @@ function batchLane(config: FlotillaConfig, model: string): Pick<ExecutionSpec, "
  * retry), held to the end of the transaction: two of them cannot both take the last slot.
  */
 export async function lockUserWork(tx: DbOrTx, userId: string): Promise<void> {
-  await tx.execute(sql`select pg_advisory_xact_lock(hashtext('flotilla:submit'), hashtext(${userId}))`);
+  await driverOf(tx)`select pg_advisory_xact_lock(hashtext('flotilla:submit'), hashtext(${userId}::text))`;
 }
 
 /**
@@ -514,12 +536,12 @@ export async function admitWork(
   const quotas = args.config.quotas;
   // The daily quota's read goes out with the counts (pipelined); its refusal comes after theirs.
   const [[usage], daily] = await Promise.all([
-    tx.execute<{ active: number; unfinished: number }>(sql`
+    driverOf(tx)<{ active: number; unfinished: number }[]>`
     select count(*)::int as active,
            coalesce(sum(pending_count + queued_count + leased_count + running_count), 0)::int as unfinished
       from subagent_batches
-     where user_id = ${args.userId} and status in ('queued', 'running', 'paused')
-       ${into ? sql`and id <> ${into.id}` : sql``}`),
+     where user_id = ${args.userId}::uuid and status in ('queued', 'running', 'paused')
+       and id is distinct from ${into?.id ?? null}::uuid`,
     assertDailyTokenQuota(tx, args.config, args.userId).then(
       () => null,
       (err: unknown) => err,
@@ -547,7 +569,9 @@ async function ownedThread(db: DbOrTx, args: { userId: string; threadId: string 
   const owned = await db
     .select({ id: threads.id })
     .from(threads)
-    .where(and(eq(threads.id, args.threadId), eq(threads.userId, args.userId)));
+    .where(and(eq(threads.id, args.threadId), eq(threads.userId, args.userId)))
+    .prepare("owned_thread")
+    .execute();
   if (owned.length === 0) throw notFound("thread");
 }
 
@@ -562,7 +586,9 @@ async function replayOf(
     db
       .select()
       .from(subagentBatches)
-      .where(and(eq(subagentBatches.userId, args.userId), eq(subagentBatches.submissionKey, args.submissionKey))),
+      .where(and(eq(subagentBatches.userId, args.userId), eq(subagentBatches.submissionKey, args.submissionKey)))
+      .prepare("replay_of")
+      .execute(),
   ]);
   if (!existing) return null;
   if (existing.threadId !== args.threadId)

@@ -126,7 +126,7 @@ export async function createCompatBatch(
     origin: { kind: "api" },
     kind,
   });
-  const { batch } = await writeBatch(tx, {
+  const { written } = await writeBatch(tx, {
     userId: args.userId,
     threadId: thread.id,
     submissionKey: `compat:${thread.id}`,
@@ -145,6 +145,7 @@ export async function createCompatBatch(
     chunks: requestChunks(args.requests()),
     afterChunk: storeRequests,
   });
+  const batch = await written;
   const windowSeconds = COMPLETION_WINDOW_SECONDS[args.completionWindow] ?? 24 * 3600;
   const [compat] = await tx
     .insert(compatBatches)

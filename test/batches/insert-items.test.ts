@@ -89,6 +89,37 @@ describe("insertItems", () => {
     }
   });
 
+  it("a write the database refuses with the commit already sent behind it: the submission rejects with the refusal, nothing is written or heard", async () => {
+    // The batch insert, its notification, the items and the commit go out in one write (submit.ts
+    // BatchWrite): the refused INSERT aborts the transaction, so PostgreSQL answers the commit
+    // with a rollback, and the submission must say so rather than answer with a batch.
+    const marker = `refuse-${keys + 1}`;
+    await t.sql.unsafe(`
+      create or replace function test_refuse_item() returns trigger language plpgsql as $$
+      begin
+        if new.prompt = '${marker}' then raise exception 'refused by the test trigger' using errcode = '23514'; end if;
+        return new;
+      end $$;
+      create trigger test_refuse_item before insert on subagent_batch_items for each row execute function test_refuse_item();`);
+    const heard: string[] = [];
+    const listening = await t.sql.listen(BATCH_CHANNEL, (payload) => heard.push(payload));
+    try {
+      const before = await t.sql<{ n: number }[]>`select count(*)::int as n from subagent_batches`;
+      const refused = await submit([marker]).catch((e: unknown) => e);
+      expect(String((refused as { cause?: unknown }).cause ?? refused)).toMatch(/refused by the test trigger/);
+      const after = await t.sql<{ n: number }[]>`select count(*)::int as n from subagent_batches`;
+      expect(after[0]!.n).toBe(before[0]!.n);
+      await new Promise((r) => setTimeout(r, 200));
+      expect(heard).toEqual([]);
+      // The connection is usable again: the next submission commits.
+      const { batch } = await submit(["after the refusal"]);
+      expect(await rows(batch.id)).toHaveLength(1);
+    } finally {
+      await listening.unlisten();
+      await t.sql.unsafe("drop trigger test_refuse_item on subagent_batch_items; drop function test_refuse_item()");
+    }
+  });
+
   it("writes identical rows through INSERT and COPY: every column, key, position, status and expected", async () => {
     const tricky = ["tab\there", "new\nline", "cr\rlf\r\n", "back\\slash", "\\N", "\\.", "\\", "é ✓ 中文 😀 \u2028", "\u0001\u007f", "", "plain"];
     const expectations: unknown[] = [undefined, null, "text\twith\\escapes", 42, { a: [1, "b\nc"], "ключ": true }, [], false];
