@@ -428,7 +428,10 @@ describe("checks on a real worker", () => {
   });
 
   it("two workers racing over one batch count every verdict once", async () => {
-    const cfg = config({ subagent_batches: { poll_interval_seconds: 0.05, lease_seconds: 5, max_attempts: 3 } });
+    // The lease outlives any stall of a loaded CI machine: a lease that expires mid-run requeues the
+    // item with the expiry as its error, so its next attempt runs without the check's feedback and
+    // can use up the attempts (seen once, 4 of 60 items, at a fresh-clone CI run's start-up load).
+    const cfg = config({ subagent_batches: { poll_interval_seconds: 0.05, lease_seconds: 30, max_attempts: 3 } });
     const owner = await makeOwner(t.db);
     const items = Array.from({ length: 60 }, (_, i) => `[[echo]] item ${i}${i % 3 === 0 ? " MARK" : ""}`);
     const batch = await submit(owner, items, cfg, {
